@@ -1,0 +1,163 @@
+// Package config loads the exporter's one configuration file: probe
+// profiles, SLOs and bottleneck-classifier thresholds. Parsing is strict
+// (unknown fields are errors naming the field), a new file only replaces the
+// running one when it is wholly valid, and every section has defaults so an
+// absent file or an absent section means "the shipped defaults".
+package config
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// DefaultYAML is the shipped default configuration, used when no
+// --config.file is given. It is also the documented example.
+//
+//go:embed default.yml
+var DefaultYAML []byte
+
+// File is one parsed, validated configuration file.
+type File struct {
+	Probes     Probes     `yaml:"probes"`
+	SLOs       []SLO      `yaml:"slos"`
+	Bottleneck Bottleneck `yaml:"bottleneck"`
+
+	// Source names where this came from (a path, or "default").
+	Source string `yaml:"-"`
+}
+
+// Parse decodes and validates a configuration document. Fields absent from
+// the document keep their defaults.
+func Parse(data []byte, source string) (*File, error) {
+	f := &File{Probes: DefaultProbes(), Bottleneck: DefaultBottleneck(), Source: source}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(f); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
+	// A second document in the stream is almost always a mistake.
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, fmt.Errorf("%s: more than one YAML document", source)
+	}
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
+	return f, nil
+}
+
+// Default returns the parsed shipped default configuration.
+func Default() *File {
+	f, err := Parse(DefaultYAML, "default")
+	if err != nil {
+		panic("shipped default config is invalid: " + err.Error())
+	}
+	return f
+}
+
+// Load reads and parses path; an empty path means the shipped default.
+func Load(path string) (*File, error) {
+	if path == "" {
+		return Default(), nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(data, path)
+}
+
+// Validate checks every section; errors name the offending field.
+func (f *File) Validate() error {
+	if err := f.Probes.Validate(); err != nil {
+		return fmt.Errorf("probes: %w", err)
+	}
+	seen := map[string]bool{}
+	for i := range f.SLOs {
+		s := &f.SLOs[i]
+		if err := s.Validate(); err != nil {
+			return fmt.Errorf("slos[%d] (%s): %w", i, s.Name, err)
+		}
+		if seen[s.Name] {
+			return fmt.Errorf("slos[%d]: duplicate name %q", i, s.Name)
+		}
+		seen[s.Name] = true
+	}
+	if err := f.Bottleneck.Validate(); err != nil {
+		return fmt.Errorf("bottleneck: %w", err)
+	}
+	return nil
+}
+
+// Holder keeps the running configuration and swaps it atomically on reload.
+// Readers call Get on their own tick; Subscribe is for components that must
+// restart timers when the file changes (the probe scheduler).
+type Holder struct {
+	path    string
+	current atomic.Pointer[File]
+
+	mu          sync.Mutex
+	subscribers []func(*File)
+	lastOK      atomic.Bool
+	lastReload  atomic.Int64 // unix nanoseconds of the last successful load
+}
+
+// NewHolder loads path (empty = default) and returns a Holder for it.
+func NewHolder(path string) (*Holder, error) {
+	f, err := Load(path)
+	if err != nil {
+		return nil, err
+	}
+	h := &Holder{path: path}
+	h.current.Store(f)
+	h.lastOK.Store(true)
+	h.lastReload.Store(time.Now().UnixNano())
+	return h, nil
+}
+
+// Get returns the running configuration. Never nil.
+func (h *Holder) Get() *File { return h.current.Load() }
+
+// Path is the configured file path ("" for the default).
+func (h *Holder) Path() string { return h.path }
+
+// Subscribe registers fn to be called with each newly loaded configuration.
+func (h *Holder) Subscribe(fn func(*File)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.subscribers = append(h.subscribers, fn)
+}
+
+// Reload re-reads the file. On error the running configuration is kept and
+// the error returned; LastReloadSuccessful reports false until a reload works.
+func (h *Holder) Reload() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f, err := Load(h.path)
+	if err != nil {
+		h.lastOK.Store(false)
+		return err
+	}
+	h.current.Store(f)
+	h.lastOK.Store(true)
+	h.lastReload.Store(time.Now().UnixNano())
+	for _, fn := range h.subscribers {
+		fn(f)
+	}
+	return nil
+}
+
+// LastReloadSuccessful reports whether the most recent (re)load worked.
+func (h *Holder) LastReloadSuccessful() bool { return h.lastOK.Load() }
+
+// LastReloadSuccessTime is when a configuration was last loaded successfully.
+func (h *Holder) LastReloadSuccessTime() time.Time { return time.Unix(0, h.lastReload.Load()) }

@@ -1,0 +1,181 @@
+// Package snapshot holds the timestamped, immutable records that the
+// exporter's sources (vLLM scrape, NVML sampler, probes) publish and that the
+// SLO watchdog and the /metrics renderer read. Data flows one way: a source
+// builds a new value, publishes it atomically, and never mutates it again, so
+// readers need no locks beyond the pointer swap.
+package snapshot
+
+import (
+	"time"
+)
+
+// Value is a float that may be absent. Absent is not zero: a series we cannot
+// compute is not exported rather than exported as 0 or NaN.
+type Value struct {
+	V  float64
+	OK bool
+}
+
+// Some returns a present Value.
+func Some(v float64) Value { return Value{V: v, OK: true} }
+
+// Histogram is a cumulative histogram as Prometheus exposes it.
+// Bounds are the finite upper bounds in ascending order; Counts[i] is the
+// cumulative count of observations <= Bounds[i]. Count is the +Inf bucket.
+type Histogram struct {
+	Bounds []float64
+	Counts []float64
+	Count  float64
+	Sum    float64
+}
+
+// HistogramName is a stable, version-independent latency histogram name.
+type HistogramName string
+
+// The latency histograms the exporter re-exports and derives quantiles from.
+// The string is the suffix of the stable exported name
+// (vllm_<name>_seconds) and the `metric` a config file refers to.
+const (
+	TTFT              HistogramName = "time_to_first_token"           // vllm:time_to_first_token_seconds
+	InterTokenLatency HistogramName = "inter_token_latency"           // vllm:inter_token_latency_seconds, V0/old V1 vllm:time_per_output_token_seconds
+	RequestTPOT       HistogramName = "request_time_per_output_token" // vllm:request_time_per_output_token_seconds (>=0.11)
+	E2E               HistogramName = "e2e_request_latency"           // vllm:e2e_request_latency_seconds
+	QueueTime         HistogramName = "request_queue_time"            // vllm:request_queue_time_seconds
+	PrefillTime       HistogramName = "request_prefill_time"          // vllm:request_prefill_time_seconds
+	DecodeTime        HistogramName = "request_decode_time"           // vllm:request_decode_time_seconds
+	InferenceTime     HistogramName = "request_inference_time"        // vllm:request_inference_time_seconds
+)
+
+// LatencyHistograms lists every HistogramName in export order.
+var LatencyHistograms = []HistogramName{TTFT, InterTokenLatency, RequestTPOT, E2E, QueueTime, PrefillTime, DecodeTime, InferenceTime}
+
+// VLLM is one normalized scrape of a vLLM server's /metrics.
+type VLLM struct {
+	Time   time.Time // when the scrape finished
+	Up     bool      // the body was fetched and parsed
+	Error  string    // reason when !Up (timeout, connect, http_5xx, parse, oversize, ...)
+	Schema string    // detected metric schema, e.g. "v0", "v1-legacy", "v1"
+	// Models is keyed by vLLM's model_name label value.
+	Models map[string]*Model
+	// Missing lists vLLM metrics the exporter expected for Schema but did not find.
+	Missing []string
+}
+
+// Model is everything the exporter keeps about one served model, summed over
+// data-parallel engines (the `engine` label) unless a field says otherwise.
+type Model struct {
+	Name string
+
+	Running    Value // vllm:num_requests_running
+	Waiting    Value // vllm:num_requests_waiting
+	Swapped    Value // V0 only: vllm:num_requests_swapped
+	KVUsage    Value // ratio 0..1: kv_cache_usage_perc / gpu_cache_usage_perc (max over engines)
+	CPUKVUsage Value // V0 only
+
+	Preemptions      Value // counter
+	PromptTokens     Value // counter
+	GenerationTokens Value // counter
+	PrefixQueries    Value // counter, tokens (blocks before 0.9.0)
+	PrefixHits       Value // counter
+	// FinishedByReason: vllm:request_success_total by finished_reason.
+	FinishedByReason map[string]float64
+
+	// Histograms holds the cumulative latency histograms, summed over engines.
+	Histograms map[HistogramName]Histogram
+
+	// PerEngine keeps the gauges that matter per data-parallel rank
+	// (running, waiting, KV usage); nil when there is a single engine.
+	PerEngine map[string]*EngineGauges
+
+	// CacheConfig is vllm:cache_config_info's labels (an open set).
+	CacheConfig map[string]string
+}
+
+// EngineGauges are the per-engine gauges kept for data-parallel servers.
+type EngineGauges struct {
+	Running, Waiting, KVUsage Value
+}
+
+// Derived are values computed from the difference between two scrapes that
+// are Window apart. A field that could not be computed (no requests in the
+// window, counter missing) is absent.
+type Derived struct {
+	Window     time.Duration
+	Start, End time.Time // the two snapshots actually used
+
+	PreemptionsPerSecond      Value
+	PreemptionsPerRequest     Value // preemptions / finished requests
+	PrefixCacheHitRatio       Value
+	PromptTokensPerSecond     Value
+	GenerationTokensPerSecond Value
+	RequestsPerSecond         Value
+	FinishedPerSecondByReason map[string]float64
+
+	// Quantiles[name][q] in seconds, q in {0.5, 0.9, 0.95, 0.99}.
+	Quantiles map[HistogramName]map[float64]Value
+	// Deltas are the histogram increments over the window.
+	Deltas map[HistogramName]Histogram
+}
+
+// GPU is one NVML sample of every visible GPU.
+type GPU struct {
+	Time    time.Time
+	Up      bool   // NVML initialised
+	Error   string // why not
+	Devices []GPUDevice
+}
+
+// GPUDevice is one GPU's reading. Absent fields were not supported.
+type GPUDevice struct {
+	Index int
+	UUID  string
+	Name  string
+	Up    bool // false while the GPU is lost
+
+	UtilGPU, UtilMemory         Value // ratios
+	MemoryUsedBytes             Value
+	MemoryTotalBytes            Value
+	PowerWatts, PowerLimitWatts Value
+	SMClockHz, MemClockHz       Value
+	MaxSMClockHz, MaxMemClockHz Value
+	// PeakMemBandwidthBytesPerSecond is the theoretical peak from memory
+	// clock and bus width (the decode roofline's denominator).
+	PeakMemBandwidthBytesPerSecond Value
+	// ThrottleReasons maps a reason (power_cap, sw_thermal, hw_slowdown, ...)
+	// to whether it is active now.
+	ThrottleReasons map[string]bool
+
+	// GPM (Hopper+), ratios 0..1 over the sampler window; absent if unsupported.
+	DRAMBandwidthUtil, SMUtil, SMOccupancy, TensorActivity Value
+	NVLinkTxBytesPerSecond, NVLinkRxBytesPerSecond         Value
+	PCIeTxBytesPerSecond, PCIeRxBytesPerSecond             Value
+
+	// XidTotal counts Xid events by xid; LastFatalXidTime is zero if none.
+	XidTotal         map[uint64]float64
+	LastFatalXidTime time.Time
+}
+
+// Probes is the probe scheduler's published state.
+type Probes struct {
+	Time     time.Time
+	Profiles map[string]*ProbeProfile
+	// EngineStalled is the stall detector's verdict.
+	EngineStalled bool
+}
+
+// ProbeProfile is one probe profile's cumulative results.
+type ProbeProfile struct {
+	Name                      string
+	Endpoint                  string // "completions" or "chat"
+	Prefix                    string // "cold" or "warm"
+	InputTokens, OutputTokens int
+
+	Requests float64            // probes sent
+	Failures map[string]float64 // by reason
+	// Cumulative histograms in seconds.
+	TTFT, TPOT, ITL, E2E Histogram
+
+	LastSuccess bool
+	LastTTFT    Value
+	LastTime    time.Time
+}
