@@ -260,6 +260,7 @@ func familiesV0(c *Config) []famSpec {
 			extraVal: []string{"stop", "length", "abort"}, byExtra: successBy, onlySeen: true},
 		famSpec{name: "vllm:cache_config_info", typ: kGauge, help: helpCacheCfg, custom: cacheConfigV0},
 		famSpec{name: "vllm:lora_requests_info", typ: kGauge, help: "Running stats on lora requests.", custom: func(w *expoWriter) {
+			w.header("vllm:lora_requests_info", kGauge, "Running stats on lora requests.")
 			w.sample("vllm:lora_requests_info", []label{{"max_lora", "0"}, {"running_lora_adapters", ""}, {"waiting_lora_adapters", ""}}, unixSeconds(w.s.now))
 		}},
 		famSpec{name: "vllm:num_requests_running", typ: kGauge, help: "Number of requests currently running on GPU.", gauge: running},
