@@ -196,3 +196,19 @@ func TestCreatedStableAcrossScrapes(t *testing.T) {
 		}
 	}
 }
+
+func TestV1MultiprocessWithSeveralAPIServers(t *testing.T) {
+	s := trafficSim(t, Config{DataParallelSize: 2, APIServerCount: 2})
+	body := string(s.Metrics())
+	parseMetrics(t, []byte(body))
+	for _, bad := range []string{"_created", "python_", "process_"} {
+		if strings.Contains(body, bad) {
+			t.Errorf("multiprocess body contains %q", bad)
+		}
+	}
+	i := strings.Index(body, `vllm:time_to_first_token_seconds_sum{engine="1"`)
+	j := strings.Index(body, `vllm:time_to_first_token_seconds_bucket{engine="1"`)
+	if !(i > 0 && i < j) {
+		t.Errorf("multiprocess histograms start with _sum: sum@%d bucket@%d", i, j)
+	}
+}

@@ -55,6 +55,11 @@ type Config struct {
 	// MetricsVersion selects the /metrics exposition: MetricsV1 (default),
 	// MetricsV1_0_10 or MetricsV0.
 	MetricsVersion string
+	// APIServerCount > 1 renders V1 /metrics the way vLLM does with
+	// --api-server-count > 1 (prometheus_client multiprocess mode: no _created,
+	// no python_/process_ families, _sum before buckets). Real vLLM >= 0.15
+	// defaults it to --data-parallel-size; here the default is 1.
+	APIServerCount int
 	// APIKey, if set, is required as "Authorization: Bearer <key>" on /v1 paths.
 	APIKey string
 	// Seed makes generated tokens, EOS positions and the load generator reproducible.
@@ -100,6 +105,7 @@ func (c *Config) setDefaults() error {
 	def(&c.BlockSize, 16)
 	def(&c.MaxModelLen, 8192)
 	def(&c.StreamInterval, 1)
+	def(&c.APIServerCount, 1)
 	def(&c.MeanOutputTokens, 256)
 	def(&c.MaxRecords, 100000)
 	if c.Cost == (CostModel{}) {
@@ -119,7 +125,7 @@ func (c *Config) setDefaults() error {
 	}
 	switch {
 	case c.DataParallelSize < 1 || c.MaxNumSeqs < 1 || c.MaxNumBatchedTokens < 1 || c.NumGPUBlocks < 1 ||
-		c.BlockSize < 1 || c.MaxModelLen < 1 || c.StreamInterval < 1 || c.MeanOutputTokens < 1:
+		c.BlockSize < 1 || c.MaxModelLen < 1 || c.StreamInterval < 1 || c.MeanOutputTokens < 1 || c.APIServerCount < 1:
 		return errors.New("vllmsim: sizes must be positive")
 	case c.NumGPUBlocks*c.BlockSize < c.MaxModelLen:
 		return fmt.Errorf("vllmsim: KV cache (%d blocks × %d) smaller than max_model_len %d", c.NumGPUBlocks, c.BlockSize, c.MaxModelLen)
