@@ -43,6 +43,16 @@ func (sv *server) setDown(down bool) {
 			_ = sv.hs.Close()
 			sv.hs = nil
 		}
+		// The socket is closed asynchronously once the accept loop lets go of
+		// it; wait until connecting is refused so "down" holds on return.
+		for i := 0; i < 100; i++ {
+			c, err := net.DialTimeout("tcp", sv.addr, 100*time.Millisecond)
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+			time.Sleep(5 * time.Millisecond)
+		}
 		return
 	}
 	// Reopen on the same address; retry briefly while the port is released.
