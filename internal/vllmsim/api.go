@@ -87,16 +87,18 @@ func (s *Sim) middleware(next http.Handler) http.Handler {
 				}
 			}
 		}
-		if !admin && s.cfg.APIKey != "" && strings.HasPrefix(r.URL.Path, "/v1") &&
-			r.Header.Get("Authorization") != "Bearer "+s.cfg.APIKey {
-			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "Unauthorized"})
+		if admin {
+			next.ServeHTTP(w, r)
 			return
 		}
 		start := s.clockNow()
 		rec := &statusRecorder{ResponseWriter: w}
-		next.ServeHTTP(rec, r)
-		if admin {
-			return
+		// The instrumentator wraps the whole app, so 401s are counted too.
+		if s.cfg.APIKey != "" && strings.HasPrefix(r.URL.Path, "/v1") &&
+			r.Header.Get("Authorization") != "Bearer "+s.cfg.APIKey {
+			writeJSON(rec, http.StatusUnauthorized, map[string]string{"error": "Unauthorized"})
+		} else {
+			next.ServeHTTP(rec, r)
 		}
 		handler := r.URL.Path
 		switch handler {

@@ -180,8 +180,10 @@ func (e *engine) schedule(now time.Time) []schedItem {
 			r.everSched = true
 			r.scheduled = now
 			r.cachedTokens = r.numComputed
-			e.stats.prefixQueries += float64(r.promptLen)
-			e.stats.prefixHits += float64(r.numComputed)
+			if e.pool.caching { // vLLM records no prefix-cache stats with caching off
+				e.stats.prefixQueries += float64(r.promptLen)
+				e.stats.prefixHits += float64(r.numComputed)
+			}
 		}
 		e.waiting = e.waiting[1:]
 		r.state = stateRunning

@@ -259,6 +259,10 @@ func TestAPIErrorsAndAuxEndpoints(t *testing.T) {
 	if !strings.HasPrefix(string(b), `{"object":"list","data":[{"id":"m","object":"model",`) || !strings.Contains(string(b), `"max_model_len":8192`) {
 		t.Errorf("/v1/models: %s", b)
 	}
+	fams := parseMetrics(t, s.Metrics())
+	if n := sumValue(t, fams, "http_requests_total", map[string]string{"handler": "/v1/completions", "status": "4xx"}); n != 7 {
+		t.Errorf("http_requests_total{/v1/completions,4xx} = %v, want 7 (401s included)", n)
+	}
 	_, tok := post(t, url+"/tokenize", `{"model":"m","prompt":"Hello world"}`, nil)
 	if !strings.HasPrefix(tok, `{"count":3,"max_model_len":8192,"tokens":[1,`) {
 		t.Errorf("/tokenize: %s", tok)
