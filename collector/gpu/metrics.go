@@ -123,8 +123,11 @@ var allDescs = []*prometheus.Desc{
 	gpmSupportedDesc,
 }
 
-func describe(ch chan<- *prometheus.Desc) {
+func describe(ch chan<- *prometheus.Desc, selfMetrics bool) {
 	for _, d := range allDescs {
+		if !selfMetrics && (d == collectorUpDesc || d == collectorDurationDesc) {
+			continue
+		}
 		ch <- d
 	}
 }
@@ -145,12 +148,14 @@ func fmtFloat(v snapshot.Value) string {
 
 // render emits the const metrics for one published snapshot. It does no I/O.
 // A nil snapshot (no sample yet) renders nothing.
-func render(ch chan<- prometheus.Metric, s *snapshot.GPU) {
+func render(ch chan<- prometheus.Metric, s *snapshot.GPU, selfMetrics bool) {
 	if s == nil {
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(collectorUpDesc, prometheus.GaugeValue, b2f(s.Up), CollectorName)
-	ch <- prometheus.MustNewConstMetric(collectorDurationDesc, prometheus.GaugeValue, s.SampleDuration.Seconds(), CollectorName)
+	if selfMetrics {
+		ch <- prometheus.MustNewConstMetric(collectorUpDesc, prometheus.GaugeValue, b2f(s.Up), CollectorName)
+		ch <- prometheus.MustNewConstMetric(collectorDurationDesc, prometheus.GaugeValue, s.SampleDuration.Seconds(), CollectorName)
+	}
 	for i := range s.Devices {
 		renderDevice(ch, s, &s.Devices[i])
 	}

@@ -24,6 +24,12 @@ type Options struct {
 	// EventWait bounds one wait for an Xid event, which is how long Run takes
 	// to notice a cancelled context. Zero means one second.
 	EventWait time.Duration
+	// OmitSelfMetrics drops vllm_exporter_collector_up{collector="gpu"} and
+	// vllm_exporter_collector_duration_seconds{collector="gpu"} from Collect,
+	// for a caller whose shared collector wrapper exports them itself (the
+	// same Desc registered twice makes Register fail). Sampler.Up and
+	// Latest().SampleDuration give the values.
+	OmitSelfMetrics bool
 }
 
 func (o Options) withDefaults() Options {

@@ -123,11 +123,13 @@ func (s *Sampler) Up() bool {
 }
 
 // Describe implements prometheus.Collector.
-func (s *Sampler) Describe(ch chan<- *prometheus.Desc) { describe(ch) }
+func (s *Sampler) Describe(ch chan<- *prometheus.Desc) { describe(ch, !s.opts.OmitSelfMetrics) }
 
 // Collect implements prometheus.Collector; it renders the latest sample and
 // makes no NVML call.
-func (s *Sampler) Collect(ch chan<- prometheus.Metric) { render(ch, s.Latest()) }
+func (s *Sampler) Collect(ch chan<- prometheus.Metric) {
+	render(ch, s.Latest(), !s.opts.OmitSelfMetrics)
+}
 
 // Run samples immediately and then every Options.Interval until ctx ends,
 // watching for Xid events on a goroutine of its own. On return NVML is shut

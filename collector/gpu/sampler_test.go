@@ -529,7 +529,31 @@ func TestDescribeCoversCollect(t *testing.T) {
 		ns = append(ns, k)
 	}
 	sort.Strings(ns)
-	if len(ns) != 36 {
+	if len(ns) != len(allDescs) || len(ns) != 36 {
 		t.Fatalf("%d descs", len(ns))
+	}
+}
+
+// TestOmitSelfMetrics: with OmitSelfMetrics the collector can sit beside a
+// wrapper that exports vllm_exporter_collector_up itself, without a
+// duplicate-descriptor registration error.
+func TestOmitSelfMetrics(t *testing.T) {
+	d0 := newFakeDev(0, "GPU-00000000-0000-0000-0000-000000000000")
+	s := New(newFakeLib(t, d0), Options{OmitSelfMetrics: true}, nil)
+	defer s.Close()
+	s.SampleOnce(t0)
+	reg := prometheus.NewPedanticRegistry()
+	other := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm_exporter_collector_up", Help: "Whether the collector's last run succeeded (1) or not (0)."}, []string{"collector"})
+	other.WithLabelValues(CollectorName).Set(1)
+	reg.MustRegister(other)
+	if err := reg.Register(s); err != nil {
+		t.Fatalf("register beside a wrapper's collector_up: %v", err)
+	}
+	got := series(t, s)
+	if _, ok := got[`vllm_exporter_collector_up{collector="gpu"}`]; ok {
+		t.Fatal("collector_up exported despite OmitSelfMetrics")
+	}
+	if got[`vllm_gpu_up{gpu="0",uuid="GPU-00000000-0000-0000-0000-000000000000"}`] != 1 || !s.Up() {
+		t.Fatalf("GPU series missing: %v", got)
 	}
 }

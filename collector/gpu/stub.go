@@ -4,6 +4,7 @@ package gpu
 
 import (
 	"context"
+	"time"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +24,9 @@ func NewFromLibrary(Options, log.Logger) (*Sampler, error) { return nil, ErrBuil
 
 // Latest returns nil: there is never a GPU sample.
 func (*Sampler) Latest() *snapshot.GPU { return nil }
+
+// SampleOnce does nothing and returns nil.
+func (*Sampler) SampleOnce(time.Time) *snapshot.GPU { return nil }
 
 // Up is always false.
 func (*Sampler) Up() bool { return false }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -22,6 +23,9 @@ func TestStub(t *testing.T) {
 	cancel()
 	z.Run(ctx)
 	z.Close()
+	if z.SampleOnce(time.Now()) != nil {
+		t.Fatal("stub sampled")
+	}
 	if z.Latest() != nil || z.Up() {
 		t.Fatal("stub reports a sample")
 	}

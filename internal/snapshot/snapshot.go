@@ -156,6 +156,8 @@ type GPUDevice struct {
 	PCIeTxBytesPerSecond, PCIeRxBytesPerSecond             Value
 
 	// XidTotal counts Xid events by xid; LastFatalXidTime is zero if none.
+	// XidTotal is nil when Xid events are not monitored on this GPU and an
+	// empty (non-nil) map when they are but none was seen.
 	XidTotal         map[uint64]float64
 	LastFatalXidTime time.Time
 
