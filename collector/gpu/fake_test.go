@@ -175,7 +175,7 @@ func fill(md *mock.Device, f *fakeDev, identity bool) {
 // fakeLib is an nvml.Interface over fakeDevs with GPM and an event queue.
 type fakeLib struct {
 	*mock.Interface
-	t    *testing.T
+	t    testing.TB
 	devs []*fakeDev
 
 	mu      sync.Mutex
@@ -184,7 +184,7 @@ type fakeLib struct {
 	sampled map[nvml.GpmSample]int // sample -> tick it was filled at
 }
 
-func newFakeLib(t *testing.T, devs ...*fakeDev) *fakeLib {
+func newFakeLib(t testing.TB, devs ...*fakeDev) *fakeLib {
 	l := &fakeLib{Interface: &mock.Interface{}, t: t, devs: devs, sampled: map[nvml.GpmSample]int{}}
 	m := l.Interface
 	m.InitFunc = func() nvml.Return { return nvml.SUCCESS }

@@ -57,9 +57,12 @@ func (s *Sampler) setupGPM(d *device) {
 	if g.checked {
 		return
 	}
+	sup, ret := s.lib.GpmQueryDeviceSupport(d.dev)
+	if ret == nvml.ERROR_GPU_IS_LOST {
+		return // ask again once the GPU is back
+	}
 	g.checked = true
 	g.supported = false
-	sup, ret := s.lib.GpmQueryDeviceSupport(d.dev)
 	switch {
 	case ret == nvml.ERROR_NOT_SUPPORTED || ret == nvml.ERROR_FUNCTION_NOT_FOUND:
 		g.cause = "driver_not_supported"
@@ -106,7 +109,16 @@ func (s *Sampler) sampleGPM(r *reader, out *snapshot.GPUDevice, now time.Time) {
 	if !g.supported || r.lost {
 		return
 	}
-	if !r.check("gpm_sample", s.lib.GpmSampleGet(d.dev, g.cur)) {
+	ret := s.lib.GpmSampleGet(d.dev, g.cur)
+	if ret == nvml.ERROR_NOT_SUPPORTED {
+		// The query said yes but sampling says no (seen with MIG): report
+		// GPM as unsupported from now on.
+		g.supported, g.cause, g.prevOK = false, "sample_not_supported", false
+		out.GPMSupported, out.GPMUnsupportedCause = false, g.cause
+		s.warnOnceInfo("gpm:"+d.uuid, "msg", "GPM sampling not supported on this GPU; GPM series are absent", "gpu", d.index, "uuid", d.uuid)
+		return
+	}
+	if !r.check("gpm_sample", ret) {
 		g.prevOK = false
 		return
 	}

@@ -557,3 +557,23 @@ func TestOmitSelfMetrics(t *testing.T) {
 		t.Fatalf("GPU series missing: %v", got)
 	}
 }
+
+// TestGPMSampleNotSupported: GpmQueryDeviceSupport says yes but
+// GpmSampleGet says ERROR_NOT_SUPPORTED: GPM is reported unsupported with a
+// reason, and the non-GPM fallbacks keep PCIe present.
+func TestGPMSampleNotSupported(t *testing.T) {
+	d0 := newFakeDev(0, "GPU-00000000-0000-0000-0000-000000000000")
+	d0.unsupported["gpm_sample"] = true
+	s := newTestSampler(t, newFakeLib(t, d0), nil)
+	defer s.Close()
+	s.SampleOnce(t0)
+	s.SampleOnce(t0.Add(5 * time.Second))
+	got := series(t, s)
+	if v, ok := got[`vllm_gpu_gpm_supported{gpu="0",reason="sample_not_supported",uuid="GPU-00000000-0000-0000-0000-000000000000"}`]; !ok || v != 0 {
+		t.Fatalf("gpm_supported: %v", got)
+	}
+	n := names(got)
+	if n["vllm_gpu_dram_bandwidth_utilization_ratio"] != 0 || n["vllm_gpu_pcie_tx_bytes_per_second"] != 1 {
+		t.Fatalf("series: %v", n)
+	}
+}
