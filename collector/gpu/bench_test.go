@@ -13,11 +13,7 @@ import (
 // BenchmarkCollect renders 8 GPUs from the latest snapshot (what a scrape
 // costs; no NVML call).
 func BenchmarkCollect(b *testing.B) {
-	var devs []*fakeDev
-	for i := 0; i < 8; i++ {
-		devs = append(devs, newFakeDev(i, fmt.Sprintf("GPU-%036d", i)))
-	}
-	s := New(newFakeLib(b, devs...), Options{}, nil)
+	s := benchSampler(b)
 	defer s.Close()
 	s.SampleOnce(t0)
 	s.SampleOnce(t0.Add(5 * time.Second))
@@ -35,14 +31,19 @@ func BenchmarkCollect(b *testing.B) {
 // BenchmarkSampleOnce measures the sampler's own overhead per tick for 8
 // GPUs over the mock (NVML's own latency excluded).
 func BenchmarkSampleOnce(b *testing.B) {
-	var devs []*fakeDev
-	for i := 0; i < 8; i++ {
-		devs = append(devs, newFakeDev(i, fmt.Sprintf("GPU-%036d", i)))
-	}
-	s := New(newFakeLib(b, devs...), Options{}, nil)
+	s := benchSampler(b)
 	defer s.Close()
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		s.SampleOnce(t0.Add(time.Duration(i) * time.Second))
 	}
+}
+
+// benchSampler is a Sampler over 8 fixed-value H100-like mock GPUs.
+func benchSampler(b *testing.B) *Sampler {
+	var devs []*fakeDev
+	for i := 0; i < 8; i++ {
+		devs = append(devs, newFakeDev(i, fmt.Sprintf("GPU-%036d", i)))
+	}
+	return New(newFakeLib(b, devs...), Options{}, nil)
 }
