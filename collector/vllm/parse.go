@@ -225,38 +225,42 @@ func (n *normalizer) normalize(fams map[string]*dto.MetricFamily) *result {
 	return r
 }
 
-// detectSchema tells the engine generation from which families exist. V1
-// always registers prefix-cache counters (and labels engines from 0.8.3);
-// V0 never has either. kv_cache_usage_perc marks the 0.9.2 renames.
+// v1RunningHelp is V1's HELP for vllm:num_requests_running (V0 says "...
+// currently running on GPU."); the only V1 marker in 0.8.0-0.8.2 bodies of an
+// idle server, before the engine label and while prefix counters may be empty.
+const v1RunningHelp = "Number of requests in model execution batches."
+
+// detectSchema tells the engine generation from which families exist: V1
+// always registers prefix-cache counters and labels engines from 0.8.3; V0
+// has neither. kv_cache_usage_perc marks the 0.9.2 renames.
 func detectSchema(fams map[string]*dto.MetricFamily) string {
-	anyVLLM := false
-	for name := range fams {
-		if strings.HasPrefix(name, "vllm:") {
-			anyVLLM = true
+	anyVLLM, engineLabel := false, false
+	for name, mf := range fams {
+		if !strings.HasPrefix(name, "vllm:") {
+			continue
+		}
+		anyVLLM = true
+		if len(mf.GetMetric()) > 0 && hasLabel(mf.GetMetric()[0], "engine") {
+			engineLabel = true
 			break
 		}
 	}
-	if !anyVLLM {
+	switch {
+	case !anyVLLM:
 		return SchemaNone
-	}
-	_, kv := fams["vllm:kv_cache_usage_perc"]
-	if kv {
+	case fams["vllm:kv_cache_usage_perc"] != nil:
 		return SchemaV1
-	}
-	_, pq := fams["vllm:prefix_cache_queries_total"]
-	_, gpq := fams["vllm:gpu_prefix_cache_queries_total"]
-	if pq || gpq || hasLabel(fams["vllm:num_requests_running"], "engine") {
+	case engineLabel, fams["vllm:prefix_cache_queries_total"] != nil, fams["vllm:gpu_prefix_cache_queries_total"] != nil,
+		fams["vllm:num_requests_running"].GetHelp() == v1RunningHelp:
 		return SchemaV1Legacy
 	}
 	return SchemaV0
 }
 
-func hasLabel(mf *dto.MetricFamily, name string) bool {
-	for _, m := range mf.GetMetric() {
-		for _, l := range m.GetLabel() {
-			if l.GetName() == name {
-				return true
-			}
+func hasLabel(m *dto.Metric, name string) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return true
 		}
 	}
 	return false

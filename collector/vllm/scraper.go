@@ -278,7 +278,9 @@ func (s *Scraper) ScrapeOnce(ctx context.Context, now time.Time) {
 	s.latest.Store(snap)
 	s.windows.Store(&windows)
 	s.render(snap, res, windows, took)
-	s.opts.Health.Report(CollectorName, took, err)
+	if s.opts.Health != nil {
+		s.opts.Health.Report(CollectorName, took, err)
+	}
 }
 
 // prune bounds the history: by age (largest window + retention + two
