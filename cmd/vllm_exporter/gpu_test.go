@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/vllm-exporter/vllm_exporter/collector"
 	"github.com/vllm-exporter/vllm_exporter/collector/gpu"
 )
 
@@ -34,11 +35,11 @@ func TestGPUFlags(t *testing.T) {
 		t.Fatalf("parsed: enabled=%v interval=%v", *f.enabled, *f.interval)
 	}
 	reg := prometheus.NewRegistry()
-	s, err := setupGPU(f, reg, log.NewNopLogger())
-	if s != nil || err != nil || gpuSource(s) != nil {
+	s, err := setupGPU(f, reg, nil, log.NewNopLogger())
+	if s != nil || err != nil {
 		t.Fatalf("disabled: %v %v", s, err)
 	}
-	if _, err := setupGPU(parseGPUFlags(t, "--collector.gpu.interval=0s"), reg, log.NewNopLogger()); err == nil {
+	if _, err := setupGPU(parseGPUFlags(t, "--collector.gpu.interval=0s"), reg, nil, log.NewNopLogger()); err == nil {
 		t.Fatal("zero interval accepted")
 	}
 }
@@ -48,7 +49,9 @@ func TestGPUFlags(t *testing.T) {
 // collector is registered and reports itself down; on a GPU host it is up.
 func TestSetupGPUHere(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	s, err := setupGPU(parseGPUFlags(t), reg, log.NewNopLogger())
+	health := collector.NewHealth()
+	reg.MustRegister(health)
+	s, err := setupGPU(parseGPUFlags(t), reg, health, log.NewNopLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +61,7 @@ func TestSetupGPUHere(t *testing.T) {
 		}
 		return
 	}
-	if s == nil || gpuSource(s) == nil {
+	if s == nil {
 		t.Fatal("no sampler in an NVML build")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -72,7 +75,7 @@ func TestSetupGPUHere(t *testing.T) {
 		want = "1"
 	}
 	exp := `
-# HELP vllm_exporter_collector_up Whether the collector's last run succeeded (1) or not (0).
+# HELP vllm_exporter_collector_up 1 if the collector's last run succeeded, 0 if it failed.
 # TYPE vllm_exporter_collector_up gauge
 vllm_exporter_collector_up{collector="gpu"} ` + want + "\n"
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(exp), "vllm_exporter_collector_up"); err != nil {

@@ -3,6 +3,8 @@ package gpu
 import (
 	"errors"
 	"time"
+
+	"github.com/vllm-exporter/vllm_exporter/collector"
 )
 
 // CollectorName is the value of the `collector` label on the exporter's
@@ -24,12 +26,12 @@ type Options struct {
 	// EventWait bounds one wait for an Xid event, which is how long Run takes
 	// to notice a cancelled context. Zero means one second.
 	EventWait time.Duration
-	// OmitSelfMetrics drops vllm_exporter_collector_up{collector="gpu"} and
-	// vllm_exporter_collector_duration_seconds{collector="gpu"} from Collect,
-	// for a caller whose shared collector wrapper exports them itself (the
-	// same Desc registered twice makes Register fail). Sampler.Up and
-	// Latest().SampleDuration give the values.
-	OmitSelfMetrics bool
+	// Health receives every sample's outcome (collector "gpu"): an error
+	// when NVML is unavailable or no GPU is visible. When set, the exporter's
+	// shared collector.Health exports vllm_exporter_collector_up and
+	// _duration_seconds for "gpu" and the Sampler does not; when nil (a
+	// standalone Sampler) the Sampler exports those two series itself.
+	Health collector.Reporter
 }
 
 func (o Options) withDefaults() Options {

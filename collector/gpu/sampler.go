@@ -4,6 +4,7 @@ package gpu
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -89,14 +90,14 @@ func New(lib nvml.Interface, opts Options, logger log.Logger) *Sampler {
 	s := &Sampler{
 		lib:    lib,
 		opts:   opts.withDefaults(),
-		logger: log.With(logger, "collector", CollectorName),
+		logger: logger,
 		clock:  time.Now,
 		warned: map[string]bool{},
 	}
 	if ret := lib.Init(); ret != nvml.SUCCESS {
 		s.initErr = "nvml init: " + retName(ret)
 		level.Warn(s.logger).Log("msg", "NVML is unavailable, the GPU collector is disabled", "err", s.initErr)
-		s.latest.Store(&snapshot.GPU{Time: s.clock(), Error: s.initErr})
+		s.publish(&snapshot.GPU{Time: s.clock(), Error: s.initErr})
 		return s
 	}
 	if v, ret := lib.SystemGetDriverVersion(); ret == nvml.SUCCESS {
@@ -123,12 +124,12 @@ func (s *Sampler) Up() bool {
 }
 
 // Describe implements prometheus.Collector.
-func (s *Sampler) Describe(ch chan<- *prometheus.Desc) { describe(ch, !s.opts.OmitSelfMetrics) }
+func (s *Sampler) Describe(ch chan<- *prometheus.Desc) { describe(ch, s.opts.Health == nil) }
 
 // Collect implements prometheus.Collector; it renders the latest sample and
 // makes no NVML call.
 func (s *Sampler) Collect(ch chan<- prometheus.Metric) {
-	render(ch, s.Latest(), !s.opts.OmitSelfMetrics)
+	render(ch, s.Latest(), s.opts.Health == nil)
 }
 
 // Run samples immediately and then every Options.Interval until ctx ends,
@@ -192,7 +193,7 @@ func (s *Sampler) Close() {
 func (s *Sampler) SampleOnce(now time.Time) *snapshot.GPU {
 	if s.initErr != "" {
 		snap := &snapshot.GPU{Time: now, Error: s.initErr}
-		s.latest.Store(snap)
+		s.publish(snap)
 		return snap
 	}
 	s.mu.Lock()
@@ -218,8 +219,20 @@ func (s *Sampler) SampleOnce(now time.Time) *snapshot.GPU {
 		}
 	}
 	snap.SampleDuration = s.clock().Sub(start)
-	s.latest.Store(snap)
+	s.publish(snap)
 	return snap
+}
+
+// publish makes snap the latest sample and reports its outcome to Health.
+func (s *Sampler) publish(snap *snapshot.GPU) {
+	s.latest.Store(snap)
+	if s.opts.Health != nil {
+		var err error
+		if !snap.Up {
+			err = errors.New(snap.Error)
+		}
+		s.opts.Health.Report(CollectorName, snap.SampleDuration, err)
+	}
 }
 
 // discover enumerates GPU indices and acquires their handles.

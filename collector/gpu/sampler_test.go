@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/vllm-exporter/vllm_exporter/collector"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
 
@@ -534,27 +535,37 @@ func TestDescribeCoversCollect(t *testing.T) {
 	}
 }
 
-// TestOmitSelfMetrics: with OmitSelfMetrics the collector can sit beside a
-// wrapper that exports vllm_exporter_collector_up itself, without a
-// duplicate-descriptor registration error.
-func TestOmitSelfMetrics(t *testing.T) {
-	d0 := newFakeDev(0, "GPU-00000000-0000-0000-0000-000000000000")
-	s := New(newFakeLib(t, d0), Options{OmitSelfMetrics: true}, nil)
-	defer s.Close()
-	s.SampleOnce(t0)
-	reg := prometheus.NewPedanticRegistry()
-	other := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm_exporter_collector_up", Help: "Whether the collector's last run succeeded (1) or not (0)."}, []string{"collector"})
-	other.WithLabelValues(CollectorName).Set(1)
-	reg.MustRegister(other)
-	if err := reg.Register(s); err != nil {
-		t.Fatalf("register beside a wrapper's collector_up: %v", err)
-	}
-	got := series(t, s)
-	if _, ok := got[`vllm_exporter_collector_up{collector="gpu"}`]; ok {
-		t.Fatal("collector_up exported despite OmitSelfMetrics")
-	}
-	if got[`vllm_gpu_up{gpu="0",uuid="GPU-00000000-0000-0000-0000-000000000000"}`] != 1 || !s.Up() {
-		t.Fatalf("GPU series missing: %v", got)
+// TestHealthReporter: with Options.Health the outcome goes to the shared
+// collector.Health (which exports vllm_exporter_collector_up{collector="gpu"})
+// and the Sampler does not export it too, so both register side by side.
+func TestHealthReporter(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		lib  func() nvml.Interface
+		up   float64
+	}{
+		{"up", func() nvml.Interface { return newFakeLib(t, newFakeDev(0, "GPU-00000000-0000-0000-0000-000000000000")) }, 1},
+		{"no_gpu", func() nvml.Interface { return newFakeLib(t) }, 0},
+		{"init_failed", func() nvml.Interface { return failingInterface(t, nvml.ERROR_LIBRARY_NOT_FOUND) }, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			health := collector.NewHealth()
+			s := New(c.lib(), Options{Health: health}, nil)
+			defer s.Close()
+			s.SampleOnce(t0)
+			reg := prometheus.NewPedanticRegistry()
+			reg.MustRegister(health)
+			if err := reg.Register(s); err != nil {
+				t.Fatalf("register beside collector.Health: %v", err)
+			}
+			got := series(t, s)
+			if _, ok := got[`vllm_exporter_collector_up{collector="gpu"}`]; ok {
+				t.Fatalf("sampler exported collector_up itself: %v", got)
+			}
+			if got := series(t, health)[`vllm_exporter_collector_up{collector="gpu"}`]; got != c.up {
+				t.Fatalf("health collector_up = %v, want %v", got, c.up)
+			}
+		})
 	}
 }
 
