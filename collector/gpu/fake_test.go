@@ -114,6 +114,7 @@ func fill(md *mock.Device, f *fakeDev, identity bool) {
 	md.GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) {
 		return nvml.ClocksEventReasonSwPowerCap | uint64(i)*nvml.ClocksThrottleReasonHwThermalSlowdown, f.ret("clocks_event")
 	}
+	md.GetCurrentClocksThrottleReasonsFunc = md.GetCurrentClocksEventReasonsFunc // the older name
 	md.GetViolationStatusFunc = func(p nvml.PerfPolicyType) (nvml.ViolationTime, nvml.Return) {
 		if p == nvml.PERF_POLICY_RELIABILITY {
 			return nvml.ViolationTime{}, nvml.ERROR_NOT_SUPPORTED
@@ -182,12 +183,24 @@ type fakeLib struct {
 	events  []nvml.EventData
 	tick    int                    // GpmSampleGet calls
 	sampled map[nvml.GpmSample]int // sample -> tick it was filled at
+	// noSymbol lists NVML functions this fake "driver" lacks.
+	noSymbol map[string]bool
 }
 
 func newFakeLib(t testing.TB, devs ...*fakeDev) *fakeLib {
-	l := &fakeLib{Interface: &mock.Interface{}, t: t, devs: devs, sampled: map[nvml.GpmSample]int{}}
+	l := &fakeLib{Interface: &mock.Interface{}, t: t, devs: devs, sampled: map[nvml.GpmSample]int{}, noSymbol: map[string]bool{}}
 	m := l.Interface
 	m.InitFunc = func() nvml.Return { return nvml.SUCCESS }
+	m.ExtensionsFunc = func() nvml.ExtendedInterface {
+		return &mock.ExtendedInterface{LookupSymbolFunc: func(sym string) error {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if l.noSymbol[sym] {
+				return fmt.Errorf("%s: undefined symbol", sym)
+			}
+			return nil
+		}}
+	}
 	m.ShutdownFunc = func() nvml.Return { return nvml.SUCCESS }
 	m.SystemGetDriverVersionFunc = func() (string, nvml.Return) { return "550.54.15", nvml.SUCCESS }
 	m.SystemGetCudaDriverVersionFunc = func() (int, nvml.Return) { return 12040, nvml.SUCCESS }

@@ -57,6 +57,11 @@ func (s *Sampler) setupGPM(d *device) {
 	if g.checked {
 		return
 	}
+	if !s.has(symGpmQuery) || !s.has(symGpmAlloc) || !s.has(symGpmGet) || !s.has(symGpmMetrics) {
+		g.checked, g.supported, g.cause = true, false, "driver_not_supported"
+		s.warnOnceInfo("gpm:"+d.uuid, "msg", "GPM metrics unavailable: the NVIDIA driver has no GPM functions (r520 or newer needed)", "gpu", d.index, "uuid", d.uuid)
+		return
+	}
 	sup, ret := s.lib.GpmQueryDeviceSupport(d.dev)
 	if ret == nvml.ERROR_GPU_IS_LOST {
 		return // ask again once the GPU is back

@@ -70,3 +70,38 @@ func fieldValue(v nvml.FieldValue) (float64, bool) {
 	}
 	return 0, false
 }
+
+// NVML functions newer than some drivers still in use. go-nvml binds NVML
+// lazily, and calling a function the loaded library lacks aborts the
+// process, so these are looked up once after Init and skipped when absent.
+const (
+	symClocksEventReasons    = "nvmlDeviceGetCurrentClocksEventReasons"    // r535
+	symClocksThrottleReasons = "nvmlDeviceGetCurrentClocksThrottleReasons" // its older name
+	symMemoryBusWidth        = "nvmlDeviceGetMemoryBusWidth"               // r520
+	symRemappedRows          = "nvmlDeviceGetRemappedRows"                 // r450
+	symTotalEnergy           = "nvmlDeviceGetTotalEnergyConsumption"
+	symGpmQuery              = "nvmlGpmQueryDeviceSupport" // r520, with the three below
+	symGpmAlloc              = "nvmlGpmSampleAlloc"
+	symGpmGet                = "nvmlGpmSampleGet"
+	symGpmMetrics            = "nvmlGpmMetricsGet"
+)
+
+var guardedSymbols = []string{
+	symClocksEventReasons, symClocksThrottleReasons, symMemoryBusWidth, symRemappedRows,
+	symTotalEnergy, symGpmQuery, symGpmAlloc, symGpmGet, symGpmMetrics,
+}
+
+// missingSymbols returns the guarded NVML functions the loaded library lacks.
+func missingSymbols(lib nvml.Interface) map[string]bool {
+	missing := map[string]bool{}
+	ext := lib.Extensions()
+	for _, sym := range guardedSymbols {
+		if ext == nil || ext.LookupSymbol(sym) != nil {
+			missing[sym] = true
+		}
+	}
+	return missing
+}
+
+// has reports whether the loaded NVML library has the function sym.
+func (s *Sampler) has(sym string) bool { return !s.missing[sym] }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +44,7 @@ type Sampler struct {
 	cuda     string
 	eventSet nvml.EventSet // nil when Xid events are unavailable
 	warned   map[string]bool
+	missing  map[string]bool // NVML symbols the loaded driver lacks
 
 	latest atomic.Pointer[snapshot.GPU]
 }
@@ -99,6 +101,10 @@ func New(lib nvml.Interface, opts Options, logger log.Logger) *Sampler {
 		level.Warn(s.logger).Log("msg", "NVML is unavailable, the GPU collector is disabled", "err", s.initErr)
 		s.publish(&snapshot.GPU{Time: s.clock(), Error: s.initErr})
 		return s
+	}
+	s.missing = missingSymbols(lib)
+	if len(s.missing) > 0 {
+		level.Info(s.logger).Log("msg", "the NVIDIA driver lacks some NVML functions; their series are absent", "missing", strings.Join(sortedKeys(s.missing), ","))
 	}
 	if v, ret := lib.SystemGetDriverVersion(); ret == nvml.SUCCESS {
 		s.driver = v
@@ -287,8 +293,10 @@ func (s *Sampler) acquire(d *device) {
 		d.pciBusID = cString(p.BusId[:])
 	}
 	d.busWidth, d.maxSMClock, d.maxMemClk, d.peakBW = snapshot.Value{}, snapshot.Value{}, snapshot.Value{}, snapshot.Value{}
-	if w, ok := read(r, "memory_bus_width", dev.GetMemoryBusWidth); ok {
-		d.busWidth = snapshot.Some(float64(w))
+	if s.has(symMemoryBusWidth) {
+		if w, ok := read(r, "memory_bus_width", dev.GetMemoryBusWidth); ok {
+			d.busWidth = snapshot.Some(float64(w))
+		}
 	}
 	if c, ok := read1(r, "max_sm_clock", dev.GetMaxClockInfo, nvml.CLOCK_SM); ok {
 		d.maxSMClock = snapshot.Some(float64(c) * 1e6)
@@ -376,8 +384,10 @@ func (s *Sampler) sampleDevice(d *device, now time.Time) snapshot.GPUDevice {
 	if p, ok := read(r, "enforced_power_limit", dev.GetEnforcedPowerLimit); ok {
 		out.PowerLimitWatts = snapshot.Some(float64(p) / 1000)
 	}
-	if e, ok := read(r, "total_energy", dev.GetTotalEnergyConsumption); ok {
-		out.EnergyJoules = snapshot.Some(float64(e) / 1000)
+	if s.has(symTotalEnergy) {
+		if e, ok := read(r, "total_energy", dev.GetTotalEnergyConsumption); ok {
+			out.EnergyJoules = snapshot.Some(float64(e) / 1000)
+		}
 	}
 	if c, ok := read1(r, "sm_clock", dev.GetClockInfo, nvml.CLOCK_SM); ok {
 		out.SMClockHz = snapshot.Some(float64(c) * 1e6)
@@ -388,7 +398,15 @@ func (s *Sampler) sampleDevice(d *device, now time.Time) snapshot.GPUDevice {
 	if t, ok := read1(r, "temperature", dev.GetTemperature, nvml.TEMPERATURE_GPU); ok {
 		out.TemperatureCelsius = snapshot.Some(float64(t))
 	}
-	if mask, ok := read(r, "clocks_event_reasons", dev.GetCurrentClocksEventReasons); ok {
+	// Drivers before r535 only have the older name of the same call.
+	reasons := dev.GetCurrentClocksEventReasons
+	if !s.has(symClocksEventReasons) {
+		reasons = nil
+		if s.has(symClocksThrottleReasons) {
+			reasons = dev.GetCurrentClocksThrottleReasons
+		}
+	}
+	if mask, ok := readIf(r, reasons != nil, "clocks_event_reasons", reasons); ok {
 		out.ThrottleReasons = make(map[string]bool, len(clockEventReasons))
 		for _, ce := range clockEventReasons {
 			out.ThrottleReasons[ce.Reason] = mask&ce.Bit != 0
@@ -413,7 +431,7 @@ func (s *Sampler) sampleDevice(d *device, now time.Time) snapshot.GPUDevice {
 			out.ECCErrors[e.name] = float64(n)
 		}
 	}
-	if !r.lost {
+	if !r.lost && s.has(symRemappedRows) {
 		corr, unc, pending, failed, ret := dev.GetRemappedRows()
 		if r.check("remapped_rows", ret) {
 			out.RemappedRows = map[string]float64{"correctable": float64(corr), "uncorrectable": float64(unc)}
@@ -565,6 +583,15 @@ func read[T any](r *reader, field string, f func() (T, nvml.Return)) (T, bool) {
 	}
 	v, ret := f()
 	return v, r.check(field, ret)
+}
+
+// readIf is read when cond holds (f may be nil otherwise).
+func readIf[T any](r *reader, cond bool, field string, f func() (T, nvml.Return)) (T, bool) {
+	if !cond {
+		var zero T
+		return zero, false
+	}
+	return read(r, field, f)
 }
 
 func readString(r *reader, field string, f func() (string, nvml.Return)) (string, bool) {

@@ -588,3 +588,43 @@ func TestGPMSampleNotSupported(t *testing.T) {
 		t.Fatalf("series: %v", n)
 	}
 }
+
+// TestOldDriver: a driver without the newer NVML functions (looked up once
+// after Init) is never asked for them (calling a missing symbol aborts the
+// process): clock events come from the older throttle-reasons call, and bus
+// width, peak bandwidth, remapped rows and GPM are absent.
+func TestOldDriver(t *testing.T) {
+	d0 := newFakeDev(0, "GPU-00000000-0000-0000-0000-000000000000")
+	never := func(name string) { t.Errorf("%s called on a driver without it", name) }
+	d0.md.GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) { never("GetCurrentClocksEventReasons"); return 0, nvml.ERROR_UNKNOWN }
+	d0.md.GetMemoryBusWidthFunc = func() (uint32, nvml.Return) { never("GetMemoryBusWidth"); return 0, nvml.ERROR_UNKNOWN }
+	d0.md.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) {
+		never("GetRemappedRows")
+		return 0, 0, false, false, nvml.ERROR_UNKNOWN
+	}
+	lib := newFakeLib(t, d0)
+	lib.GpmQueryDeviceSupportFunc = func(nvml.Device) (nvml.GpmSupport, nvml.Return) {
+		never("GpmQueryDeviceSupport")
+		return nvml.GpmSupport{}, nvml.ERROR_UNKNOWN
+	}
+	for _, sym := range []string{symClocksEventReasons, symMemoryBusWidth, symRemappedRows, symGpmQuery, symGpmAlloc, symGpmGet, symGpmMetrics} {
+		lib.noSymbol[sym] = true
+	}
+	s := newTestSampler(t, lib, nil)
+	defer s.Close()
+	s.SampleOnce(t0)
+	s.SampleOnce(t0.Add(5 * time.Second))
+	got := series(t, s)
+	n := names(got)
+	for _, gone := range []string{"vllm_gpu_memory_bandwidth_peak_bytes_per_second", "vllm_gpu_remapped_rows", "vllm_gpu_dram_bandwidth_utilization_ratio"} {
+		if n[gone] != 0 {
+			t.Errorf("%s present on an old driver", gone)
+		}
+	}
+	if n["vllm_gpu_clock_event_active"] != len(clockEventReasons) || n["vllm_gpu_utilization_ratio"] != 1 {
+		t.Errorf("series: %v", n)
+	}
+	if _, ok := got[`vllm_gpu_gpm_supported{gpu="0",reason="driver_not_supported",uuid="GPU-00000000-0000-0000-0000-000000000000"}`]; !ok {
+		t.Errorf("gpm_supported reason: %v", got)
+	}
+}
