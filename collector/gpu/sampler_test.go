@@ -429,6 +429,15 @@ func TestRunAndEvents(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { s.Run(ctx); close(done) }()
+	scrapes := make(chan struct{})
+	go func() { // scrapes racing the sampler and the event loop (run with -race)
+		defer close(scrapes)
+		for i := 0; i < 20; i++ {
+			testutil.CollectAndCount(s)
+			_ = s.Latest()
+		}
+	}()
+	<-scrapes
 	for {
 		s.mu.Lock()
 		n := s.devs
