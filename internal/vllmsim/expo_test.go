@@ -3,6 +3,7 @@ package vllmsim
 import (
 	"os"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -210,5 +211,46 @@ func TestV1MultiprocessWithSeveralAPIServers(t *testing.T) {
 	j := strings.Index(body, `vllm:time_to_first_token_seconds_bucket{engine="1"`)
 	if !(i > 0 && i < j) {
 		t.Errorf("multiprocess histograms start with _sum: sum@%d bucket@%d", i, j)
+	}
+}
+
+var (
+	reLabelValue  = regexp.MustCompile(`="(?:[^"\\]|\\.)*"`)
+	reSampleValue = regexp.MustCompile(`^([^#][^ ]*) \S+$`)
+)
+
+// shape reduces an exposition to its line structure: label values and sample
+// values blanked, consecutive identical lines collapsed.
+func shape(body []byte) []string {
+	var out []string
+	for _, line := range strings.Split(strings.TrimSuffix(string(body), "\n"), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			line = reSampleValue.ReplaceAllString(reLabelValue.ReplaceAllString(line, `=""`), "$1")
+		}
+		if len(out) == 0 || out[len(out)-1] != line {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+func TestExpositionLineStructureMatchesFixtures(t *testing.T) {
+	for _, c := range []struct {
+		fixture string
+		cfg     Config
+	}{
+		{"vllm-main-2026-08-v1.txt", Config{MetricsVersion: MetricsV1, MaxNumSeqs: 256}},
+		{"vllm-0.7.3-v0-multiprocess.txt", Config{MetricsVersion: MetricsV0, MaxNumSeqs: 256, DisablePrefixCaching: true}},
+	} {
+		got, want := shape(trafficSim(t, c.cfg).Metrics()), shape(readFixture(t, c.fixture))
+		if !reflect.DeepEqual(got, want) {
+			for i := 0; i < len(got) && i < len(want); i++ {
+				if got[i] != want[i] {
+					t.Errorf("%s: line %d: got %q want %q", c.fixture, i, got[i], want[i])
+					break
+				}
+			}
+			t.Errorf("%s: %d vs %d structural lines", c.fixture, len(got), len(want))
+		}
 	}
 }
