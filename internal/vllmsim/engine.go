@@ -35,7 +35,8 @@ type req struct {
 	state        reqState
 	numComputed  int
 	blocks       []int
-	hashes       []uint64 // chained hashes of blocks[0:len(hashes)] (full blocks)
+	registered   int      // blocks[0:registered] are registered in the prefix cache
+	tokHashes    []uint64 // chained hashes of every full block of tokens (memoized)
 	everSched    bool
 	preemptions  int
 	cachedTokens int // prefix-cache hit on first scheduling
@@ -100,7 +101,7 @@ func (e *engine) allocate(r *req, numNew int) bool {
 
 func (e *engine) freeBlocks(r *req) {
 	e.pool.release(r.blocks)
-	r.blocks, r.hashes = nil, nil
+	r.blocks, r.registered = nil, 0
 }
 
 // preempt returns r to the head of the waiting queue; its KV must be recomputed.
@@ -160,12 +161,12 @@ func (e *engine) schedule(now time.Time) []schedItem {
 	}
 	for len(e.waiting) > 0 && budget > 0 && len(e.running) < cfg.MaxNumSeqs {
 		r := e.waiting[0]
-		var hitBlocks []int
-		var hitHashes []uint64
 		if r.numComputed == 0 {
-			hitBlocks, hitHashes = e.pool.lookup(r.tokens, r.numTokens()-1)
-			r.blocks, r.hashes = hitBlocks, hitHashes
-			r.numComputed = len(hitBlocks) * e.pool.blockSize
+			bs := e.pool.blockSize
+			r.tokHashes = chainHashes(r.tokHashes, r.tokens, bs)
+			r.blocks = e.pool.lookup(r.tokHashes, (r.numTokens()-1)/bs)
+			r.registered = len(r.blocks)
+			r.numComputed = len(r.blocks) * bs
 		}
 		n := r.numTokens() - r.numComputed
 		if n > budget {
@@ -246,14 +247,9 @@ func (e *engine) completeStep(t time.Time) {
 
 func (e *engine) registerFull(r *req) {
 	bs := e.pool.blockSize
-	for k := len(r.hashes); (k+1)*bs <= r.numComputed && k < len(r.blocks); k++ {
-		var parent uint64
-		if k > 0 {
-			parent = r.hashes[k-1]
-		}
-		h := blockHash(parent, r.tokens[k*bs:(k+1)*bs])
-		e.pool.register(r.blocks[k], h)
-		r.hashes = append(r.hashes, h)
+	r.tokHashes = chainHashes(r.tokHashes, r.tokens[:r.numComputed], bs)
+	for ; r.registered < len(r.blocks) && r.registered < len(r.tokHashes) && (r.registered+1)*bs <= r.numComputed; r.registered++ {
+		e.pool.register(r.blocks[r.registered], r.tokHashes[r.registered])
 	}
 }
 

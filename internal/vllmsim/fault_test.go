@@ -2,6 +2,7 @@ package vllmsim
 
 import (
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"io"
 	"net/http"
@@ -177,4 +178,24 @@ func TestAdminEndpoints(t *testing.T) {
 	if code != 200 || !bytes.Contains([]byte(body), []byte(`"metrics_version":"v1"`)) {
 		t.Errorf("/admin/state: %d %s", code, body)
 	}
+}
+
+func TestV0MetricsGzipWhenAsked(t *testing.T) {
+	s := startReal(t, Config{Models: []string{"m"}, MetricsVersion: MetricsV0})
+	req, _ := http.NewRequest("GET", s.URL()+"/metrics", nil)
+	req.Header.Set("Accept-Encoding", "gzip")
+	resp, err := (&http.Transport{DisableCompression: true}).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.Header.Get("Content-Encoding") != "gzip" || resp.Header.Get("Content-Type") != "text/plain; version=0.0.4; charset=utf-8" {
+		t.Fatalf("headers %v", resp.Header)
+	}
+	zr, err := gzip.NewReader(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(zr)
+	parseMetrics(t, b)
 }

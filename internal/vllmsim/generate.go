@@ -10,18 +10,17 @@ import (
 
 // genParams are the parsed generation fields of a completions or chat request.
 type genParams struct {
-	model         string
-	prompt        []int
-	maxTokens     int
-	minTokens     int
-	ignoreEOS     bool
-	stream        bool
-	includeUsage  bool
-	continuous    bool
-	seed          *int64
-	interval      int
-	requestID     string
-	maxTokensUsed bool
+	model        string
+	prompt       []int
+	maxTokens    int
+	minTokens    int
+	ignoreEOS    bool
+	stream       bool
+	includeUsage bool
+	continuous   bool
+	seed         *int64
+	interval     int
+	requestID    string
 }
 
 type streamOptions struct {

@@ -67,3 +67,18 @@ func TestLoadGeneratorShapes(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkVirtualMinute measures simulating one minute of each scenario's traffic.
+func BenchmarkVirtualMinute(b *testing.B) {
+	for _, name := range []string{"healthy", "queueing", "kv_exhausted"} {
+		b.Run(name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				s, err := New(Config{VirtualClock: true, Seed: 1, LoadGen: true, Scenario: name})
+				if err != nil {
+					b.Fatal(err)
+				}
+				s.Advance(time.Minute)
+			}
+		})
+	}
+}

@@ -701,7 +701,8 @@ func (s *Sim) PrefixCachedTokens(model string, engine int, prompt []int) int {
 	if engine < 0 || engine >= len(es) {
 		return 0
 	}
-	return es[engine].pool.peek(prompt, len(prompt)-1)
+	bs := s.cfg.BlockSize
+	return es[engine].pool.peek(chainHashes(nil, prompt, bs), (len(prompt)-1)/bs) * bs
 }
 
 // Restart simulates a process restart: every request in flight is dropped
