@@ -43,6 +43,7 @@ type genBody struct {
 	Seed                *int64            `json:"seed"`
 	StreamInterval      *int              `json:"stream_interval"`
 	RequestID           string            `json:"request_id"`
+	Priority            int               `json:"priority"`
 }
 
 // parsePrompt accepts str, [int], [str] (one) and [[int]] (one).
@@ -161,6 +162,11 @@ func (s *Sim) parseGen(r *http.Request, chat bool) (*genParams, *apiError) {
 	}
 	if b.Temperature != nil && *b.Temperature < 0 {
 		return nil, badRequest(fmt.Sprintf("temperature must be non-negative, got %v.", *b.Temperature), "temperature")
+	}
+	if b.Priority != 0 {
+		// The simulated engine uses the default FCFS policy, like vLLM without
+		// --scheduling-policy priority.
+		return nil, badRequest(fmt.Sprintf("Got priority %d but Priority scheduling is not enabled.", b.Priority), "priority")
 	}
 	if b.N != nil && *b.N != 1 {
 		return nil, badRequest("the simulator supports only n=1", "n")

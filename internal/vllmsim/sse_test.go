@@ -229,6 +229,7 @@ func TestAPIErrorsAndAuxEndpoints(t *testing.T) {
 		{"/v1/completions", `{"model":"m","prompt":"x","temperature":-1}`, auth, 400, `"param":"temperature","code":400}}`},
 		{"/v1/chat/completions", `{"model":"m"}`, auth, 400, `"type":"BadRequestError"`},
 		{"/v1/completions", `not json`, auth, 400, `"type":"BadRequestError"`},
+		{"/v1/completions", `{"model":"m","prompt":"x","priority":1}`, auth, 400, `Priority scheduling is not enabled`},
 	}
 	for i, c := range cases {
 		resp, body := post(t, url+c.path, c.body, c.hdr)
@@ -260,8 +261,8 @@ func TestAPIErrorsAndAuxEndpoints(t *testing.T) {
 		t.Errorf("/v1/models: %s", b)
 	}
 	fams := parseMetrics(t, s.Metrics())
-	if n := sumValue(t, fams, "http_requests_total", map[string]string{"handler": "/v1/completions", "status": "4xx"}); n != 7 {
-		t.Errorf("http_requests_total{/v1/completions,4xx} = %v, want 7 (401s included)", n)
+	if n := sumValue(t, fams, "http_requests_total", map[string]string{"handler": "/v1/completions", "status": "4xx"}); n != 8 {
+		t.Errorf("http_requests_total{/v1/completions,4xx} = %v, want 8 (401s included)", n)
 	}
 	_, tok := post(t, url+"/tokenize", `{"model":"m","prompt":"Hello world"}`, nil)
 	if !strings.HasPrefix(tok, `{"count":3,"max_model_len":8192,"tokens":[1,`) {
