@@ -156,8 +156,8 @@ func (e *engine) schedule(now time.Time) []schedItem {
 		budget -= n
 		i++
 	}
-	if preempted {
-		return batch
+	if preempted && len(batch) > 0 {
+		return batch // vLLM admits no waiting request in a step that preempted
 	}
 	for len(e.waiting) > 0 && budget > 0 && len(e.running) < cfg.MaxNumSeqs {
 		r := e.waiting[0]
