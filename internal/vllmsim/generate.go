@@ -197,14 +197,32 @@ func (s *Sim) parseGen(r *http.Request, chat bool) (*genParams, *apiError) {
 
 // Wire types, field order as vLLM's pydantic models serialize them.
 type usageInfo struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	TotalTokens      int `json:"total_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
+	PromptTokens        int           `json:"prompt_tokens"`
+	TotalTokens         int           `json:"total_tokens"`
+	CompletionTokens    int           `json:"completion_tokens"`
+	PromptTokensDetails *tokenDetails `json:"prompt_tokens_details,omitempty"`
 }
 
+type tokenDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// usageFull is the non-streaming usage block (prompt_tokens_details always present, null by default).
 type usageFull struct {
-	usageInfo
-	PromptTokensDetails *struct{} `json:"prompt_tokens_details"`
+	PromptTokens        int           `json:"prompt_tokens"`
+	TotalTokens         int           `json:"total_tokens"`
+	CompletionTokens    int           `json:"completion_tokens"`
+	PromptTokensDetails *tokenDetails `json:"prompt_tokens_details"`
+}
+
+// finalUsage is the usage of a finished request; cached tokens are reported
+// only with Config.EnablePromptTokensDetails (--enable-prompt-tokens-details).
+func (s *Sim) finalUsage(o Output) usageInfo {
+	u := usageInfo{PromptTokens: o.PromptTokens, CompletionTokens: o.CompletionTokens, TotalTokens: o.PromptTokens + o.CompletionTokens}
+	if s.cfg.EnablePromptTokensDetails {
+		u.PromptTokensDetails = &tokenDetails{CachedTokens: o.CachedTokens}
+	}
+	return u
 }
 
 type compStreamChoice struct {
@@ -327,7 +345,7 @@ func (s *Sim) handleGenerate(w http.ResponseWriter, r *http.Request, chat bool) 
 		}
 	}
 	if p.includeUsage {
-		u := usageInfo{PromptTokens: last.PromptTokens, CompletionTokens: last.CompletionTokens, TotalTokens: last.PromptTokens + last.CompletionTokens}
+		u := s.finalUsage(last)
 		if !chunk([]struct{}{}, &u) {
 			return
 		}
@@ -417,8 +435,7 @@ func (s *Sim) respondWhole(w http.ResponseWriter, r *http.Request, h *Handle, ch
 			break
 		}
 	}
-	u := usageFull{usageInfo: usageInfo{PromptTokens: last.PromptTokens, CompletionTokens: last.CompletionTokens,
-		TotalTokens: last.PromptTokens + last.CompletionTokens}}
+	u := usageFull(s.finalUsage(last))
 	if chat {
 		type msg struct {
 			Role      string     `json:"role"`

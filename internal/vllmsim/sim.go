@@ -60,6 +60,10 @@ type Config struct {
 	// no python_/process_ families, _sum before buckets). Real vLLM >= 0.15
 	// defaults it to --data-parallel-size; here the default is 1.
 	APIServerCount int
+	// EnablePromptTokensDetails adds usage.prompt_tokens_details.cached_tokens
+	// (the prefix-cache hit) to final usage blocks, like
+	// --enable-prompt-tokens-details.
+	EnablePromptTokensDetails bool
 	// APIKey, if set, is required as "Authorization: Bearer <key>" on /v1 paths.
 	APIKey string
 	// Seed makes generated tokens, EOS positions and the load generator reproducible.

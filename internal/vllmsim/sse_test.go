@@ -278,3 +278,20 @@ func TestFlatErrorBodyOnV0(t *testing.T) {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
 }
+
+func TestPromptTokensDetailsReportCachedTokens(t *testing.T) {
+	s := startReal(t, Config{Models: []string{"m"}, EnablePromptTokensDetails: true})
+	prompt := `[` + strings.Repeat("500,", 99) + `500]` // 100 tokens: 6 full blocks cacheable
+	body := `{"model":"m","prompt":` + prompt + `,"max_tokens":2,"stream":true,"stream_options":{"include_usage":true}}`
+	_, first := post(t, s.URL()+"/v1/completions", body, nil)
+	_, second := post(t, s.URL()+"/v1/completions", body, nil)
+	ev1, ev2 := strictEvents(t, first), strictEvents(t, second)
+	if !strings.HasSuffix(ev1[len(ev1)-1], `"prompt_tokens_details":{"cached_tokens":0}}}`) ||
+		!strings.HasSuffix(ev2[len(ev2)-1], `"prompt_tokens_details":{"cached_tokens":96}}}`) {
+		t.Fatalf("cached tokens: %s / %s", ev1[len(ev1)-1], ev2[len(ev2)-1])
+	}
+	_, whole := post(t, s.URL()+"/v1/completions", `{"model":"m","prompt":`+prompt+`,"max_tokens":1}`, nil)
+	if !strings.Contains(whole, `"prompt_tokens_details":{"cached_tokens":96}`) {
+		t.Fatalf("non-streaming usage: %s", whole)
+	}
+}
