@@ -216,3 +216,25 @@ func TestGroundTruthPrefillModel(t *testing.T) {
 		t.Fatalf("warm TTFT %v, model says %v; cold was %v", r2.TTFT, want, r.TTFT)
 	}
 }
+
+// A scraper can run against a virtual-clock simulator over real HTTP: scrape,
+// advance, scrape, deterministically.
+func TestVirtualClockScrapedOverHTTP(t *testing.T) {
+	s := startReal(t, Config{VirtualClock: true, Seed: 4, LoadGen: true, Scenario: "queueing"})
+	var waiting, finished []float64
+	for i := 0; i < 4; i++ {
+		s.Advance(15 * time.Second)
+		code, body, err := get(s.URL()+"/metrics", 5*time.Second)
+		if err != nil || code != 200 {
+			t.Fatalf("scrape: %d %v", code, err)
+		}
+		fams := parseMetrics(t, []byte(body))
+		waiting = append(waiting, sumValue(t, fams, "vllm:num_requests_waiting", nil))
+		finished = append(finished, sumValue(t, fams, "vllm:e2e_request_latency_seconds", nil))
+	}
+	for i := 1; i < len(waiting); i++ {
+		if waiting[i] <= waiting[i-1] || finished[i] <= finished[i-1] {
+			t.Fatalf("queue should grow while requests keep finishing: waiting %v finished %v", waiting, finished)
+		}
+	}
+}
