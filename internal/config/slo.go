@@ -135,8 +135,10 @@ func (s *SLO) PeriodDuration() time.Duration {
 	return time.Duration(s.Period)
 }
 
-// ErrorBudget is 1 - objective: the allowed fraction of bad events.
-func (s *SLO) ErrorBudget() float64 { return 1 - s.Objective }
+// ErrorBudget is 1 - objective: the allowed fraction of bad events,
+// rounded to 12 decimals so 1 - 0.99 is 0.01 (not 0.010000000000000009) in
+// the watchdog and in generated rules alike.
+func (s *SLO) ErrorBudget() float64 { return math.Round((1-s.Objective)*1e12) / 1e12 }
 
 // Validate applies defaults and checks one SLO. Errors name the field.
 func (s *SLO) Validate() error {
