@@ -122,3 +122,5 @@ func win(t testing.TB, r Result, name string) WindowResult {
 	}
 	return wr
 }
+
+func holderFromPath(p string) (*config.Holder, error) { return config.NewHolder(p) }
