@@ -1,18 +1,15 @@
 package main
 
-// SLO wiring for main.go (owned by the slo area). main.go does:
+// The SLO watchdog and the `rules` subcommand, plugged into main.go through
+// register/registerCommand (owned by the slo area).
 //
-//	sloF := addSLOFlags(app)
-//	rulesC := addRulesCommand(app)
-//	cmd := kingpin.MustParse(app.Parse(os.Args[1:]))
-//	if *configCheck { os.Exit(runConfigCheck(*configFile, os.Stdout, os.Stderr)) }
-//	if cmd == rulesC.cmd.FullCommand() { os.Exit(rulesC.run(*configFile, os.Stdout, os.Stderr)) }
-//	...
-//	wd, err := setupSLO(sloF, holder, slo.Sources{VLLM: scraper, GPU: sampler, Probes: sched}, reg, logger)
-//	wd.AddHook(classifier)        // bottleneck, optional
-//	go wd.Run(ctx)                // Run writes a final checkpoint when ctx ends
+// The watchdog (order 30) starts after the sources (gpu 10, probes 20) and
+// reads x.vllm, x.gpu and x.probes. The bottleneck extension (order 40)
+// attaches its classifier with sloWatchdog.AddHook(classifier) when
+// sloWatchdog is not nil.
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -26,6 +23,65 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/slo"
 )
+
+// sloWatchdog is the running watchdog (nil until the slo extension has
+// started, and in subcommands). Hooks (the bottleneck classifier) attach to it.
+var sloWatchdog *slo.Watchdog
+
+func init() {
+	var f *sloFlags
+	register(extension{
+		name:  "slo",
+		order: 30,
+		flags: func(app *kingpin.Application) {
+			f = addSLOFlags(app)
+			rulesApp = app
+		},
+		start: func(ctx context.Context, x *exporter) error {
+			src := slo.Sources{VLLM: x.vllm}
+			if x.gpu != nil {
+				src.GPU = x.gpu
+			}
+			if x.probes != nil {
+				src.Probes = x.probes
+			}
+			w, err := setupSLO(f, x.config, src, x.registry, x.logger)
+			if err != nil {
+				return err
+			}
+			sloWatchdog = w
+			x.goRun(w.Run)
+			return nil
+		},
+	})
+	registerCommand(command{
+		name: "rules",
+		help: "Write Prometheus recording and alerting rules equivalent to the SLO watchdog for the SLOs of --config.file (default: the shipped SLOs) and exit.",
+		setup: func(cmd *kingpin.CmdClause) func(context.Context, log.Logger) error {
+			rc := addRulesFlags(cmd)
+			return func(_ context.Context, _ log.Logger) error {
+				if code := rc.run(appConfigFile(), os.Stdout, os.Stderr); code != 0 {
+					return fmt.Errorf("rules: failed")
+				}
+				return nil
+			}
+		},
+	})
+}
+
+// rulesApp is the application the flags were added to; the rules command
+// reads the global --config.file from it.
+var rulesApp *kingpin.Application
+
+func appConfigFile() string {
+	if rulesApp == nil {
+		return ""
+	}
+	if fl := rulesApp.GetFlag("config.file"); fl != nil && fl.Model().Value != nil {
+		return fl.Model().Value.String()
+	}
+	return ""
+}
 
 // sloFlags are the --slo.* flags.
 type sloFlags struct {
@@ -61,16 +117,13 @@ func setupSLO(f *sloFlags, holder *config.Holder, src slo.Sources, reg prometheu
 // rulesCommand is `vllm_exporter rules`: print Prometheus recording and
 // alerting rules equivalent to the watchdog for the SLOs of --config.file.
 type rulesCommand struct {
-	cmd      *kingpin.CmdClause
 	output   *string
 	selector *string
 	runbook  *string
 }
 
-func addRulesCommand(app *kingpin.Application) *rulesCommand {
-	c := app.Command("rules", "Write Prometheus recording and alerting rules for the SLOs of --config.file (default: the shipped SLOs) and exit.")
+func addRulesFlags(c *kingpin.CmdClause) *rulesCommand {
 	return &rulesCommand{
-		cmd:      c,
 		output:   c.Flag("rules.output", "Write the rules to this file instead of stdout.").Default("").String(),
 		selector: c.Flag("rules.selector", `Extra label matchers for every series the rules read, e.g. job="vllm".`).Default("").String(),
 		runbook:  c.Flag("rules.runbook-url", "Runbook document the alerts link to (the alert's anchor is appended).").Default(slo.DefaultRunbookURL).String(),
@@ -104,17 +157,5 @@ func (r *rulesCommand) run(configFile string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "rules:", err)
 		return 1
 	}
-	return 0
-}
-
-// runConfigCheck implements --config.check: validate the file (empty = the
-// shipped default), print the verdict, return the exit code.
-func runConfigCheck(path string, stdout, stderr io.Writer) int {
-	msg, err := config.Check(path)
-	if err != nil {
-		fmt.Fprintln(stderr, "config check failed:", err)
-		return 1
-	}
-	fmt.Fprintln(stdout, msg)
 	return 0
 }

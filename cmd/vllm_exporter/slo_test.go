@@ -16,20 +16,20 @@ import (
 )
 
 func TestRulesCommandDefaultMatchesCheckedInFile(t *testing.T) {
-	app := kingpin.New("vllm_exporter", "")
-	rc := addRulesCommand(app)
-	if _, err := app.Parse([]string{"rules"}); err != nil {
-		t.Fatal(err)
+	out := filepath.Join(t.TempDir(), "rules.yml")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"rules", "--rules.output=" + out}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	var out, errb bytes.Buffer
-	if code := rc.run("", &out, &errb); code != 0 {
-		t.Fatalf("exit %d: %s", code, errb.String())
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
 	}
 	want, err := os.ReadFile("../../alerts/slo-rules.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(out.Bytes(), want) {
+	if !bytes.Equal(got, want) {
 		t.Fatal("`vllm_exporter rules` output differs from alerts/slo-rules.yml")
 	}
 }
@@ -39,33 +39,23 @@ func TestRulesCommandFileAndErrors(t *testing.T) {
 	cfg := filepath.Join(dir, "c.yml")
 	os.WriteFile(cfg, []byte("slos:\n- {name: a, kind: availability, objective: 0.99}\n"), 0o600)
 	outFile := filepath.Join(dir, "out.yml")
-	app := kingpin.New("vllm_exporter", "")
-	rc := addRulesCommand(app)
-	if _, err := app.Parse([]string{"rules", "--rules.output=" + outFile, `--rules.selector=job="vllm"`}); err != nil {
-		t.Fatal(err)
-	}
-	var out, errb bytes.Buffer
-	if code := rc.run(cfg, &out, &errb); code != 0 {
-		t.Fatalf("exit %d: %s", code, errb.String())
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"rules", "--config.file=" + cfg, "--rules.output=" + outFile, `--rules.selector=job="vllm"`}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	b, _ := os.ReadFile(outFile)
 	if !strings.Contains(string(b), `vllm_requests_finished_total{job="vllm"}`) || !strings.Contains(string(b), "from "+cfg) {
 		t.Fatalf("output:\n%s", b)
 	}
 	os.WriteFile(cfg, []byte("slos:\n- {name: a, kind: latency, metric: ttft, threshold: 0.3, objective: 0.99}\n"), 0o600)
-	errb.Reset()
-	if code := rc.run(cfg, &out, &errb); code != 1 || !strings.Contains(errb.String(), "threshold: 0.3 is not a bucket boundary") {
-		t.Fatalf("bad config: exit %d %s", code, errb.String())
+	app := kingpin.New("x", "")
+	rc := addRulesFlags(app.Command("rules", ""))
+	if _, err := app.Parse([]string{"rules"}); err != nil {
+		t.Fatal(err)
 	}
-}
-
-func TestConfigCheck(t *testing.T) {
-	var out, errb bytes.Buffer
-	if code := runConfigCheck("", &out, &errb); code != 0 || !strings.Contains(out.String(), "OK") {
-		t.Fatalf("default: %d %s %s", code, out.String(), errb.String())
-	}
-	if code := runConfigCheck(filepath.Join(t.TempDir(), "missing.yml"), &out, &errb); code != 1 {
-		t.Fatal("missing file passed")
+	stderr.Reset()
+	if code := rc.run(cfg, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "threshold: 0.3 is not a bucket boundary") {
+		t.Fatalf("bad config: exit %d %s", code, stderr.String())
 	}
 }
 
