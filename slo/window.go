@@ -161,6 +161,8 @@ func (r *ring) sums(now time.Time, spans []time.Duration) (bad, total []float64)
 	n := int64(len(r.bad))
 	var b, t float64
 	var k int64
+	// Walk back from end's slot without a modulo per bucket.
+	slot := r.slot(end)
 	for wi, sp := range spans {
 		cnt := int64((sp + r.width - 1) / r.width)
 		if cnt > n {
@@ -168,12 +170,14 @@ func (r *ring) sums(now time.Time, spans []time.Duration) (bad, total []float64)
 		}
 		for ; k < cnt; k++ {
 			i := end - k
-			if i > r.head || i <= r.head-n {
-				continue
+			if i <= r.head && i > r.head-n {
+				b += r.bad[slot]
+				t += r.total[slot]
 			}
-			s := r.slot(i)
-			b += r.bad[s]
-			t += r.total[s]
+			slot--
+			if slot < 0 {
+				slot = int(n) - 1
+			}
 		}
 		bad[wi], total[wi] = b, t
 	}
