@@ -4,6 +4,9 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
@@ -169,5 +172,75 @@ func TestRingWrapAndSums(t *testing.T) {
 	b, tot = r.sums(base.Add(100*time.Second), []time.Duration{time.Hour})
 	if tot[0] != 0 {
 		t.Fatalf("stale buckets counted: %v %v", b, tot)
+	}
+}
+
+// tpot reads vLLM's per-request histogram when the server has it and the
+// inter-token latency otherwise; switching between them (a vLLM upgrade)
+// only takes a new baseline instead of counting one histogram's history.
+func TestTPOTHistogramChoice(t *testing.T) {
+	src := &fakeVLLM{}
+	w := New(Options{}, holderFor(t, `
+slos:
+  - {name: tpot, kind: latency, metric: tpot, threshold: 0.1, objective: 0.99}
+`), Sources{VLLM: src}, nil)
+	hist := func(good, bad float64) snapshot.Histogram {
+		b := config.TokenLatencyBuckets
+		h := snapshot.Histogram{Bounds: b, Counts: make([]float64, len(b)), Count: good + bad}
+		for i, x := range b {
+			if x >= 0.1 {
+				h.Counts[i] = good
+			}
+			if x >= 0.5 {
+				h.Counts[i] = good + bad
+			}
+		}
+		return h
+	}
+	snap := func(now time.Time, hs map[snapshot.HistogramName]snapshot.Histogram) {
+		src.set(&snapshot.VLLM{Time: now, Up: true, Models: map[string]*snapshot.Model{"m": {Name: "m", Histograms: hs}}})
+		w.Tick(now)
+	}
+	// Old vLLM: only ITL.
+	snap(t0, map[snapshot.HistogramName]snapshot.Histogram{snapshot.InterTokenLatency: hist(1000, 0)})
+	snap(t0.Add(time.Minute), map[snapshot.HistogramName]snapshot.Histogram{snapshot.InterTokenLatency: hist(1090, 10)})
+	if wr := win(t, only(t, w), "5m"); wr.Bad != 10 || wr.Total != 100 {
+		t.Fatalf("itl: %+v", wr)
+	}
+	// Upgraded vLLM exposes both: the per-request histogram wins; its
+	// first reading is a baseline.
+	both := func(good, bad float64) map[snapshot.HistogramName]snapshot.Histogram {
+		return map[snapshot.HistogramName]snapshot.Histogram{snapshot.InterTokenLatency: hist(5000, 5000), snapshot.RequestTPOT: hist(good, bad)}
+	}
+	snap(t0.Add(2*time.Minute), both(50, 0))
+	if wr := win(t, only(t, w), "5m"); wr.Bad != 10 || wr.Total != 100 {
+		t.Fatalf("switch counted history: %+v", wr)
+	}
+	snap(t0.Add(3*time.Minute), both(70, 30))
+	if wr := win(t, only(t, w), "5m"); wr.Bad != 40 || wr.Total != 150 {
+		t.Fatalf("request tpot: %+v", wr)
+	}
+}
+
+// A live histogram without the threshold's bucket boundary (an old vLLM)
+// is reported, not guessed, and other SLOs still evaluate.
+func TestMissingBoundaryIsAnError(t *testing.T) {
+	src := &fakeVLLM{}
+	w := New(Options{}, holderFor(t, ttft99+`
+  - {name: avail, kind: availability, objective: 0.99}
+`), Sources{VLLM: src}, nil)
+	tr := &traffic{}
+	s := tr.snap(t0)
+	h := s.Models["m"].Histograms[snapshot.TTFT]
+	h.Bounds = []float64{0.5, 2.5}
+	h.Counts = []float64{0, 0}
+	s.Models["m"].Histograms[snapshot.TTFT] = h
+	src.set(s)
+	w.Tick(t0)
+	if len(w.Status()) != 1 || w.Status()[0].SLO != "avail" {
+		t.Fatalf("status %v", w.Status())
+	}
+	if got := w.self.evalErrors.snapshot()["ttft"]; got != 1 {
+		t.Fatalf("evaluation errors for ttft: %v", got)
 	}
 }
