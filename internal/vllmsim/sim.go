@@ -654,20 +654,21 @@ func (s *Sim) Records() []RequestRecord {
 
 // EngineState is a point-in-time view of one engine.
 type EngineState struct {
-	Model            string
-	Engine           int
-	Running, Waiting int
-	KVUsage          float64 // 1 - free/total blocks, as vllm:kv_cache_usage_perc
-	FreeBlocks       int
-	Preemptions      int
-	PromptTokens     int // counted when a request's first token is produced
-	GenerationTokens int
-	PrefixQueries    int
-	PrefixHits       int
-	Finished         map[string]int // by finish reason
-	Steps            int
-	MeanStepTime     time.Duration
-	LastStepTime     time.Duration
+	Model            string         `json:"model"`
+	Engine           int            `json:"engine"`
+	Running          int            `json:"running"`
+	Waiting          int            `json:"waiting"`
+	KVUsage          float64        `json:"kv_usage"` // 1 - free/total blocks, as vllm:kv_cache_usage_perc
+	FreeBlocks       int            `json:"free_blocks"`
+	Preemptions      int            `json:"preemptions"`
+	PromptTokens     int            `json:"prompt_tokens"` // counted when a request's first token is produced
+	GenerationTokens int            `json:"generation_tokens"`
+	PrefixQueries    int            `json:"prefix_queries"`
+	PrefixHits       int            `json:"prefix_hits"`
+	Finished         map[string]int `json:"finished"` // by finish reason
+	Steps            int            `json:"steps"`
+	MeanStepTime     time.Duration  `json:"mean_step_time_ns"`
+	LastStepTime     time.Duration  `json:"last_step_time_ns"`
 }
 
 // Engines returns the state of every engine, by model then engine index.
