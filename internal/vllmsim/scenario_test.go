@@ -133,6 +133,10 @@ func TestScenarioThrottledSlowsSteps(t *testing.T) {
 	if th < 2*h {
 		t.Errorf("throttled step %v not >= 2x healthy %v", th, h)
 	}
+	// Busy time never exceeds elapsed time (steps never overlap on an engine).
+	if hb, tb := sh.Engines()[0].BusyTime, st.Engines()[0].BusyTime; hb <= 0 || tb > 30*time.Second || hb > 30*time.Second {
+		t.Errorf("busy time healthy %v throttled %v over 30s", hb, tb)
+	}
 }
 
 func TestScenarioStalled(t *testing.T) {

@@ -669,6 +669,9 @@ type EngineState struct {
 	Steps            int            `json:"steps"`
 	MeanStepTime     time.Duration  `json:"mean_step_time_ns"`
 	LastStepTime     time.Duration  `json:"last_step_time_ns"`
+	// BusyTime is the total duration of completed steps: the engine's
+	// (GPU's) busy time, for utilization over a window.
+	BusyTime time.Duration `json:"busy_time_ns"`
 }
 
 // Engines returns the state of every engine, by model then engine index.
@@ -686,6 +689,7 @@ func (s *Sim) Engines() []EngineState {
 		for k, v := range st.success {
 			es.Finished[k] = int(v)
 		}
+		es.BusyTime = secs(st.stepSeconds)
 		if st.steps > 0 {
 			es.MeanStepTime = secs(st.stepSeconds / st.steps)
 		}
