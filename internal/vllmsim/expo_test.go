@@ -254,3 +254,42 @@ func TestExpositionLineStructureMatchesFixtures(t *testing.T) {
 		}
 	}
 }
+
+// Real dumps (excerpts from public issues) share HELP texts and series shapes
+// with the simulator's rendering of the same version.
+func TestMatchesRealExcerpts(t *testing.T) {
+	for _, c := range []struct {
+		file string
+		cfg  Config
+	}{
+		{"real-0.10.0-production-stack-617-excerpt.txt", Config{MetricsVersion: MetricsV1_0_10, Models: []string{"zai-org/GLM-4.5"}}},
+		{"real-0.10.x-dp2-vllm-pr22227-excerpt.txt", Config{MetricsVersion: MetricsV1_0_10, Models: []string{"/home/jovyan/qwen3-8b"}, DataParallelSize: 2}},
+		{"real-v1-2026-workshop-excerpt.txt", Config{MetricsVersion: MetricsV1, Models: []string{"llama-vllm-single"}}},
+	} {
+		body := string(trafficSim(t, c.cfg).Metrics())
+		checked := 0
+		for _, line := range strings.Split(string(readFixture(t, c.file)), "\n") {
+			switch {
+			case strings.HasPrefix(line, "# HELP vllm:time_per_output_token_seconds "):
+				// 0.10.2 appended the DEPRECATED note (#24110) to the 0.10.0 text.
+				if !strings.Contains(body, line+"DEPRECATED: Use vllm:inter_token_latency_seconds instead.\n") {
+					t.Errorf("%s: TPOT HELP drifted from %q", c.file, line)
+				}
+			case strings.HasPrefix(line, "# HELP ") || strings.HasPrefix(line, "# TYPE "):
+				if !strings.Contains(body, line+"\n") {
+					t.Errorf("%s: missing %q", c.file, line)
+				}
+			case strings.HasPrefix(line, "vllm:"):
+				if !strings.Contains(body, "\n"+reSampleValue.ReplaceAllString(line, "$1")+" ") {
+					t.Errorf("%s: no series %q", c.file, line)
+				}
+			default:
+				continue
+			}
+			checked++
+		}
+		if checked < 5 {
+			t.Fatalf("%s: only %d lines checked", c.file, checked)
+		}
+	}
+}
