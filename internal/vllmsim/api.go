@@ -302,10 +302,10 @@ func (s *Sim) handleAdminState(w http.ResponseWriter, r *http.Request) {
 
 func (s *Sim) handleAdminScenario(w http.ResponseWriter, r *http.Request) {
 	var body struct {
-		Scenario   string       `json:"scenario"`
-		Load       *LoadProfile `json:"load"`
-		StepFactor *float64     `json:"step_factor"`
-		Stalled    *bool        `json:"stalled"`
+		Scenario   string          `json:"scenario"`
+		Load       json.RawMessage `json:"load"` // merged over the preset's profile
+		StepFactor *float64        `json:"step_factor"`
+		Stalled    *bool           `json:"stalled"`
 	}
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
@@ -319,7 +319,12 @@ func (s *Sim) handleAdminScenario(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if body.Load != nil {
-		sc.Load = *body.Load
+		dec := json.NewDecoder(bytes.NewReader(body.Load))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&sc.Load); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid load: " + err.Error()})
+			return
+		}
 	}
 	if body.StepFactor != nil {
 		sc.StepFactor = *body.StepFactor

@@ -146,6 +146,8 @@ func TestAdminEndpoints(t *testing.T) {
 		path, body string
 		status     int
 	}{
+		{"/admin/scenario", `{"scenario":"queueing","load":{"rate":7,"prompt":{"mean":99}}}`, 200},
+		{"/admin/scenario", `{"scenario":"queueing","load":{"rates":7}}`, 400},
 		{"/admin/scenario", `{"scenario":"kv_exhausted"}`, 200},
 		{"/admin/scenario", `{"scenario":"nope"}`, 400},
 		{"/admin/scenario", `{"scenario":"healthy","bogus":1}`, 400},
@@ -198,4 +200,17 @@ func TestV0MetricsGzipWhenAsked(t *testing.T) {
 	}
 	b, _ := io.ReadAll(zr)
 	parseMetrics(t, b)
+}
+
+func TestAdminScenarioLoadOverrideMerges(t *testing.T) {
+	s := startReal(t, Config{Models: []string{"m"}})
+	resp, body := post(t, s.URL()+"/admin/scenario", `{"scenario":"queueing","load":{"rate":7,"prompt":{"mean":99}},"step_factor":1.5}`, nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	got, preset := s.Scenario(), scenarios["queueing"]
+	if got.Load.Rate != 7 || got.Load.Prompt.Mean != 99 || got.Load.Prompt.Max != preset.Load.Prompt.Max ||
+		got.Load.Output != preset.Load.Output || got.StepFactor != 1.5 {
+		t.Fatalf("override not merged over the preset: %+v", got)
+	}
 }
