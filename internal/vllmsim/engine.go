@@ -46,10 +46,8 @@ type req struct {
 	itlSum, itlMax                        float64
 	itlN                                  int
 	finish                                string
-	abortedByClient                       bool
 
 	sink *Handle // nil for load-generator requests
-	text []string
 }
 
 func (r *req) numTokens() int { return len(r.tokens) }
@@ -76,7 +74,6 @@ type engine struct {
 	batch   []schedItem
 	stepDur time.Duration
 	blocked bool // nothing schedulable until something changes
-	steps   uint64
 }
 
 func (e *engine) hasWork() bool { return len(e.waiting)+len(e.running) > 0 }
@@ -224,7 +221,6 @@ func (e *engine) startStep(now time.Time) bool {
 // completeStep applies the batch's results at the step's end time t.
 func (e *engine) completeStep(t time.Time) {
 	e.busy = false
-	e.steps++
 	iterTokens := 0
 	for _, it := range e.batch {
 		r := it.r
@@ -343,7 +339,6 @@ func (e *engine) abort(r *req) {
 	}
 	r.state = stateFinished
 	r.finish = FinishAbort
-	r.abortedByClient = true
 	e.running = removeReq(e.running, r)
 	e.waiting = removeReq(e.waiting, r)
 	e.freeBlocks(r)
