@@ -62,11 +62,19 @@ func run(args []string) error {
 	app.Flag("load.rate", "Override the scenario's arrival rate (requests/s per model); 0 keeps the preset.").Default("0").Float64Var(&rate)
 	app.Flag("load.burstiness", "Override the scenario's burstiness (gamma shape; 1 = Poisson); 0 keeps the preset.").Default("0").Float64Var(&burst)
 	app.Flag("mean-output-tokens", "Mean output length of API requests without ignore_eos (geometric EOS).").Default("256").IntVar(&cfg.MeanOutputTokens)
+	cfg.Cost = vllmsim.DefaultCost
+	app.Flag("cost.step-base", "Step time model: seconds per engine step (weight read).").Default(fmt.Sprint(cfg.Cost.StepBase)).Float64Var(&cfg.Cost.StepBase)
+	app.Flag("cost.per-seq", "Step time model: seconds per scheduled sequence.").Default(fmt.Sprint(cfg.Cost.PerSeq)).Float64Var(&cfg.Cost.PerSeq)
+	app.Flag("cost.per-context-token", "Step time model: seconds per context token read (KV cache).").Default(fmt.Sprint(cfg.Cost.PerContextToken)).Float64Var(&cfg.Cost.PerContextToken)
+	app.Flag("cost.per-prefill-token", "Step time model: seconds per uncached prompt token computed.").Default(fmt.Sprint(cfg.Cost.PerPrefillToken)).Float64Var(&cfg.Cost.PerPrefillToken)
 	app.Flag("log.level", "Log level: debug, info, warn, error.").Default("info").EnumVar(&logLevel, "debug", "info", "warn", "error")
 	if _, err := app.Parse(args); err != nil {
 		return err
 	}
 	cfg.DisablePrefixCaching = !prefix
+	if cfg.Cost.StepBase < 0 || cfg.Cost.PerSeq < 0 || cfg.Cost.PerContextToken < 0 || cfg.Cost.PerPrefillToken < 0 {
+		return errors.New("--cost.* values must not be negative")
+	}
 	logger := level.NewFilter(log.NewLogfmtLogger(log.NewSyncWriter(os.Stderr)), level.Allow(level.ParseDefault(logLevel, level.InfoValue())))
 	logger = log.With(logger, "ts", log.DefaultTimestampUTC)
 

@@ -11,6 +11,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"--metrics-version=v2"},
 		{"--num-gpu-blocks=1", "--max-model-len=8192"},
 		{"--metrics-version=v0", "--data-parallel-size=2"},
+		{"--cost.step-base=-1"},
 	} {
 		err := run(args)
 		if err == nil {
