@@ -49,16 +49,21 @@ func labelsMatch(m *dto.Metric, want map[string]string) bool {
 	return n == len(want)
 }
 
-// sumValue sums a counter/gauge family (or a histogram's count) over the
-// children matching want.
-func sumValue(t *testing.T, fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
+func family(t *testing.T, fams map[string]*dto.MetricFamily, name string) *dto.MetricFamily {
 	t.Helper()
 	f, ok := fams[name]
 	if !ok {
 		t.Fatalf("family %s missing", name)
 	}
+	return f
+}
+
+// sumValue sums a counter/gauge family (or a histogram's count) over the
+// children matching want.
+func sumValue(t *testing.T, fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
+	t.Helper()
 	var v float64
-	for _, m := range f.GetMetric() {
+	for _, m := range family(t, fams, name).GetMetric() {
 		if !labelsMatch(m, want) {
 			continue
 		}
@@ -77,12 +82,8 @@ func sumValue(t *testing.T, fams map[string]*dto.MetricFamily, name string, want
 // histSum sums a histogram family's _sum over all children.
 func histSum(t *testing.T, fams map[string]*dto.MetricFamily, name string) float64 {
 	t.Helper()
-	f, ok := fams[name]
-	if !ok {
-		t.Fatalf("family %s missing", name)
-	}
 	var v float64
-	for _, m := range f.GetMetric() {
+	for _, m := range family(t, fams, name).GetMetric() {
 		v += m.GetHistogram().GetSampleSum()
 	}
 	return v
