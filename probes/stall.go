@@ -1,0 +1,91 @@
+package probes
+
+import (
+	"time"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+)
+
+// stallDetector decides vllm_engine_stalled from probe outcomes and the
+// scraper's view of vLLM. The engine is stalled when a probe timed out or
+// got no token while vLLM reports running requests and its generation-token
+// counter has not moved between a scrape taken no later than the probe's
+// start and a later scrape. It clears as soon as a probe gets tokens, the
+// counter moves, or nothing is running.
+type stallDetector struct {
+	obs     []observation // distinct scrapes, oldest first, bounded
+	stalled bool
+}
+
+type observation struct {
+	t       time.Time
+	gen     float64
+	running float64
+}
+
+const maxObservations = 32
+
+// observe records a scrape (ignored if nil, not up, already seen, or without
+// the needed series) and clears a stall that the scrape shows is over.
+func (d *stallDetector) observe(v *snapshot.VLLM, model string) {
+	m := pickModel(v, model)
+	if m == nil || !m.GenerationTokens.OK || !m.Running.OK {
+		return
+	}
+	if n := len(d.obs); n > 0 && !v.Time.After(d.obs[n-1].t) {
+		return
+	}
+	o := observation{t: v.Time, gen: m.GenerationTokens.V, running: m.Running.V}
+	if n := len(d.obs); n > 0 && d.stalled && (o.gen != d.obs[n-1].gen || o.running == 0) {
+		d.stalled = false
+	}
+	d.obs = append(d.obs, o)
+	if len(d.obs) > maxObservations {
+		d.obs = d.obs[len(d.obs)-maxObservations:]
+	}
+}
+
+// probeDone evaluates one finished probe started at start.
+func (d *stallDetector) probeDone(start time.Time, noProgress bool) {
+	if !noProgress {
+		d.stalled = false
+		return
+	}
+	n := len(d.obs)
+	if n < 2 {
+		return // not enough evidence either way
+	}
+	latest := d.obs[n-1]
+	// base: the newest scrape at or before the probe's start, but never
+	// the latest itself (we need two scrapes to see a counter not moving).
+	base := -1
+	for i := n - 2; i >= 0; i-- {
+		if !d.obs[i].t.After(start) {
+			base = i
+			break
+		}
+	}
+	if base < 0 {
+		base = 0
+	}
+	if latest.running > 0 && latest.gen == d.obs[base].gen {
+		d.stalled = true
+	}
+}
+
+// pickModel returns the served model the probes target: the named one, else
+// the only one; nil if the snapshot cannot say.
+func pickModel(v *snapshot.VLLM, model string) *snapshot.Model {
+	if v == nil || !v.Up || len(v.Models) == 0 {
+		return nil
+	}
+	if m, ok := v.Models[model]; ok {
+		return m
+	}
+	if len(v.Models) == 1 {
+		for _, m := range v.Models {
+			return m
+		}
+	}
+	return nil
+}
