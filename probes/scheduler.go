@@ -265,6 +265,7 @@ func (s *Scheduler) dueJobs(now time.Time) []*job {
 	}
 	sort.Strings(names)
 	var jobs []*job
+	skipped := false
 	for _, n := range names {
 		st := s.profiles[n]
 		if st.inFlight || now.Before(st.next) {
@@ -273,9 +274,11 @@ func (s *Scheduler) dueJobs(now time.Time) []*job {
 		st.next = now.Add(s.gapAfter(&st.cfg))
 		if j, ok := s.admitLocked(st, now); ok {
 			jobs = append(jobs, j)
+		} else {
+			skipped = true
 		}
 	}
-	if len(jobs) == 0 {
+	if skipped {
 		s.publishLocked(now)
 	}
 	return jobs
@@ -517,6 +520,7 @@ func (s *Scheduler) observe() {
 	s.stall.observe(v, model)
 	if wasStalled && !s.stall.stalled {
 		s.m.stalled.Set(0)
+		s.publishLocked(s.clock.Now())
 		level.Info(s.logger).Log("msg", "vLLM engine stall cleared: generation tokens move again or nothing runs")
 	}
 	if s.opts.ServerTTFT != nil {
