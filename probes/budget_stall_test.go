@@ -228,8 +228,19 @@ func TestStallClearsOnCounterMove(t *testing.T) {
 		t.Fatal("not stalled again")
 	}
 	d.observe(snap(t0.Add(60*time.Second), 11, 0), "m")
+	if !d.stalled {
+		t.Fatal("an idle engine with a flat counter cleared the stall")
+	}
+	d.probeDone(t0.Add(61*time.Second), false)
 	if d.stalled {
-		t.Fatal("nothing running but still stalled")
+		t.Fatal("a probe that got tokens did not clear the stall")
+	}
+	// Requests only waiting, nothing running, counter flat: stalled too.
+	d.observe(&snapshot.VLLM{Time: t0.Add(75 * time.Second), Up: true, Models: map[string]*snapshot.Model{"m": {
+		Running: snapshot.Some(0), Waiting: snapshot.Some(3), GenerationTokens: snapshot.Some(11)}}}, "m")
+	d.probeDone(t0.Add(62*time.Second), true)
+	if !d.stalled {
+		t.Fatal("waiting requests and a flat counter: not stalled")
 	}
 	if pickModel(&snapshot.VLLM{Up: false}, "m") != nil || pickModel(nil, "m") != nil {
 		t.Fatal("pickModel on a down scrape")

@@ -42,8 +42,9 @@ const ProbeUser = "vllm-exporter-probe"
 // from the instant before the request is sent with a monotonic clock; chunk
 // times are when the bytes of the event were read from the connection.
 type Result struct {
-	Profile string
-	Start   time.Time
+	Profile   string
+	RequestID string // the X-Request-Id sent
+	Start     time.Time
 	// Reason is "" on success, else one of Reasons.
 	Reason     string
 	StatusCode int

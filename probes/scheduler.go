@@ -373,6 +373,13 @@ func (s *Scheduler) ProbeOnce(ctx context.Context, profile string) (Result, erro
 func (s *Scheduler) execute(ctx context.Context, j *job) Result {
 	t := &target{baseURL: s.baseURL, apiKey: s.opts.APIKey, client: s.opts.Client,
 		now: s.clock.Now, maxEvent: s.opts.MaxEventBytes, requestID: j.reqID}
+	if s.opts.VLLM != nil {
+		// Look at vLLM once more just before the deadline: a request the
+		// probe abandons is aborted, and the engine state while it waited
+		// is the evidence the stall detector needs.
+		peek := time.AfterFunc(j.cfg.Timeout*9/10, s.observe)
+		defer peek.Stop()
+	}
 	var res Result
 	if s.urlErr != nil {
 		res = Result{Start: s.clock.Now(), Reason: ReasonConnect}
@@ -393,6 +400,7 @@ func (s *Scheduler) execute(ctx context.Context, j *job) Result {
 		res = t.do(ctx, &j.cfg, body, path)
 	}
 	res.Profile = j.cfg.Name
+	res.RequestID = j.reqID
 	s.observe()
 	s.record(j, &res)
 	return res
@@ -595,33 +603,14 @@ func (s *Scheduler) historyMedianLocked(now time.Time, w time.Duration) snapshot
 	return deltaMedian(newer.h, older.h)
 }
 
-// deltaMedian is the 0.5 quantile (Prometheus histogram_quantile's linear
-// interpolation) of newer-older; absent on a reset, a layout change or no
-// observations.
+// deltaMedian is the median (PromQL histogram_quantile) of the increase
+// from older to newer; absent on a restart in between or no observations.
 func deltaMedian(newer, older snapshot.Histogram) snapshot.Value {
-	if len(newer.Bounds) != len(older.Bounds) || len(newer.Counts) != len(newer.Bounds) || len(older.Counts) != len(older.Bounds) {
+	d, reset := newer.Sub(older)
+	if reset {
 		return snapshot.Value{}
 	}
-	total := newer.Count - older.Count
-	if total <= 0 {
-		return snapshot.Value{}
-	}
-	rank := total / 2
-	prevBound, prevCum := 0.0, 0.0
-	for i, b := range newer.Bounds {
-		if older.Bounds[i] != b {
-			return snapshot.Value{}
-		}
-		cum := newer.Counts[i] - older.Counts[i]
-		if cum < prevCum {
-			return snapshot.Value{} // counter reset
-		}
-		if cum >= rank && cum > prevCum {
-			return snapshot.Some(prevBound + (b-prevBound)*(rank-prevCum)/(cum-prevCum))
-		}
-		prevBound, prevCum = b, cum
-	}
-	return snapshot.Some(prevBound) // in the +Inf bucket: the highest finite bound
+	return d.Quantile(0.5)
 }
 
 func median(v []float64) float64 {
@@ -651,6 +640,17 @@ func (s *Scheduler) publishLocked(now time.Time) {
 		}
 	}
 	s.latest.Store(p)
+}
+
+// Model is the served model name probes use: the configured one, else the
+// one discovered from /v1/models ("" before discovery).
+func (s *Scheduler) Model() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cfg.Model != "" {
+		return s.cfg.Model
+	}
+	return s.discovered
 }
 
 // Latest returns the most recent published state; never nil.

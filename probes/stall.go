@@ -8,25 +8,27 @@ import (
 
 // stallDetector decides vllm_engine_stalled from probe outcomes and the
 // scraper's view of vLLM. The engine is stalled when a probe timed out or
-// got no token while vLLM reports running requests and its generation-token
-// counter has not moved between a scrape taken no later than the probe's
-// start and a later scrape. It clears as soon as a probe gets tokens, the
-// counter moves, or nothing is running.
+// got no token while vLLM reported requests in the engine (running, or
+// waiting with nothing running: a wedged scheduler admits nothing) at some
+// scrape since the probe started, and its generation-token counter did not
+// move between the newest scrape taken no later than the probe's start and
+// the newest scrape. It clears when a probe gets a token or the counter
+// moves; an idle engine with a flat counter keeps the verdict until then.
 type stallDetector struct {
 	obs     []observation // distinct scrapes, oldest first, bounded
 	stalled bool
 }
 
 type observation struct {
-	t       time.Time
-	gen     float64
-	running float64
+	t        time.Time
+	gen      float64
+	inEngine float64 // running + waiting
 }
 
-const maxObservations = 32
+const maxObservations = 64
 
 // observe records a scrape (ignored if nil, not up, already seen, or without
-// the needed series) and clears a stall that the scrape shows is over.
+// the needed series) and clears a stall once the counter moves.
 func (d *stallDetector) observe(v *snapshot.VLLM, model string) {
 	m := pickModel(v, model)
 	if m == nil || !m.GenerationTokens.OK || !m.Running.OK {
@@ -35,8 +37,11 @@ func (d *stallDetector) observe(v *snapshot.VLLM, model string) {
 	if n := len(d.obs); n > 0 && !v.Time.After(d.obs[n-1].t) {
 		return
 	}
-	o := observation{t: v.Time, gen: m.GenerationTokens.V, running: m.Running.V}
-	if n := len(d.obs); n > 0 && d.stalled && (o.gen != d.obs[n-1].gen || o.running == 0) {
+	o := observation{t: v.Time, gen: m.GenerationTokens.V, inEngine: m.Running.V}
+	if m.Waiting.OK {
+		o.inEngine += m.Waiting.V
+	}
+	if n := len(d.obs); n > 0 && d.stalled && o.gen != d.obs[n-1].gen {
 		d.stalled = false
 	}
 	d.obs = append(d.obs, o)
@@ -55,20 +60,20 @@ func (d *stallDetector) probeDone(start time.Time, noProgress bool) {
 	if n < 2 {
 		return // not enough evidence either way
 	}
-	latest := d.obs[n-1]
 	// base: the newest scrape at or before the probe's start, but never
 	// the latest itself (we need two scrapes to see a counter not moving).
-	base := -1
+	base := 0
 	for i := n - 2; i >= 0; i-- {
 		if !d.obs[i].t.After(start) {
 			base = i
 			break
 		}
 	}
-	if base < 0 {
-		base = 0
+	busy := false
+	for _, o := range d.obs[base+1:] {
+		busy = busy || o.inEngine > 0
 	}
-	if latest.running > 0 && latest.gen == d.obs[base].gen {
+	if busy && d.obs[n-1].gen == d.obs[base].gen {
 		d.stalled = true
 	}
 }
