@@ -205,12 +205,12 @@ func TestStallClearsOnCounterMove(t *testing.T) {
 		return &snapshot.VLLM{Time: t, Up: true, Models: map[string]*snapshot.Model{"m": {Running: snapshot.Some(running), GenerationTokens: snapshot.Some(gen)}}}
 	}
 	d.observe(snap(t0, 10, 1), "m")
-	d.probeDone(t0.Add(time.Second), true) // only one scrape: no verdict
+	d.probeDone(1, true) // only one scrape: no verdict
 	if d.stalled {
 		t.Fatal("stalled from a single scrape")
 	}
 	d.observe(snap(t0.Add(15*time.Second), 10, 1), "m")
-	d.probeDone(t0.Add(time.Second), true)
+	d.probeDone(1, true)
 	if !d.stalled {
 		t.Fatal("not stalled")
 	}
@@ -223,7 +223,7 @@ func TestStallClearsOnCounterMove(t *testing.T) {
 		t.Fatal("counter moved but still stalled")
 	}
 	d.observe(snap(t0.Add(45*time.Second), 11, 1), "m")
-	d.probeDone(t0.Add(31*time.Second), true)
+	d.probeDone(3, true)
 	if !d.stalled {
 		t.Fatal("not stalled again")
 	}
@@ -231,14 +231,14 @@ func TestStallClearsOnCounterMove(t *testing.T) {
 	if !d.stalled {
 		t.Fatal("an idle engine with a flat counter cleared the stall")
 	}
-	d.probeDone(t0.Add(61*time.Second), false)
+	d.probeDone(5, false)
 	if d.stalled {
 		t.Fatal("a probe that got tokens did not clear the stall")
 	}
 	// Requests only waiting, nothing running, counter flat: stalled too.
 	d.observe(&snapshot.VLLM{Time: t0.Add(75 * time.Second), Up: true, Models: map[string]*snapshot.Model{"m": {
 		Running: snapshot.Some(0), Waiting: snapshot.Some(3), GenerationTokens: snapshot.Some(11)}}}, "m")
-	d.probeDone(t0.Add(62*time.Second), true)
+	d.probeDone(5, true)
 	if !d.stalled {
 		t.Fatal("waiting requests and a flat counter: not stalled")
 	}

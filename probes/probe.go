@@ -236,6 +236,10 @@ func (t *target) readStream(ctx context.Context, body io.Reader, pr *config.Prob
 			res.CompletionTokens = c.Usage.CompletionTokens
 		}
 	}
+	// Read to the end of the body (normally just the chunked-encoding
+	// trailer) so the connection is reused and the next probe's TTFT does
+	// not include a TCP (and TLS) handshake.
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
 	if res.Chunks > 0 {
 		res.E2E = last.Sub(res.Start)
 	}

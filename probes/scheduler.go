@@ -223,6 +223,7 @@ type job struct {
 	prompt []int  // completions
 	text   string // chat
 	reqID  string
+	obsSeq uint64 // stall detector's observation count at admission
 }
 
 // admitLocked reserves budget for one probe of st at now and builds it.
@@ -235,7 +236,7 @@ func (s *Scheduler) admitLocked(st *profileState, now time.Time) (*job, bool) {
 		return nil, false
 	}
 	st.inFlight = true
-	j := &job{st: st, cfg: pc, spend: sp, model: s.cfg.Model}
+	j := &job{st: st, cfg: pc, spend: sp, model: s.cfg.Model, obsSeq: s.stall.seq}
 	if j.model == "" {
 		j.model = s.discovered
 	}
@@ -420,7 +421,7 @@ func (s *Scheduler) record(j *job, res *Result) {
 		s.discovered = "" // the served model may have changed
 	}
 	wasStalled := s.stall.stalled
-	s.stall.probeDone(res.Start, res.Reason == ReasonTimeout || !res.FirstToken())
+	s.stall.probeDone(j.obsSeq, res.Reason == ReasonTimeout || !res.FirstToken())
 	if s.stall.stalled != wasStalled {
 		s.m.stalled.Set(b2f(s.stall.stalled))
 		if s.stall.stalled {

@@ -16,10 +16,14 @@ import (
 // moves; an idle engine with a flat counter keeps the verdict until then.
 type stallDetector struct {
 	obs     []observation // distinct scrapes, oldest first, bounded
+	seq     uint64        // observations recorded so far
 	stalled bool
 }
 
+// An observation is numbered rather than compared by time with the probe:
+// the scheduler's clock and the scraper's timestamps need not agree.
 type observation struct {
+	seq      uint64
 	t        time.Time
 	gen      float64
 	inEngine float64 // running + waiting
@@ -37,7 +41,8 @@ func (d *stallDetector) observe(v *snapshot.VLLM, model string) {
 	if n := len(d.obs); n > 0 && !v.Time.After(d.obs[n-1].t) {
 		return
 	}
-	o := observation{t: v.Time, gen: m.GenerationTokens.V, inEngine: m.Running.V}
+	d.seq++
+	o := observation{seq: d.seq, t: v.Time, gen: m.GenerationTokens.V, inEngine: m.Running.V}
 	if m.Waiting.OK {
 		o.inEngine += m.Waiting.V
 	}
@@ -50,8 +55,8 @@ func (d *stallDetector) observe(v *snapshot.VLLM, model string) {
 	}
 }
 
-// probeDone evaluates one finished probe started at start.
-func (d *stallDetector) probeDone(start time.Time, noProgress bool) {
+// probeDone evaluates one finished probe; startSeq is d.seq when it started.
+func (d *stallDetector) probeDone(startSeq uint64, noProgress bool) {
 	if !noProgress {
 		d.stalled = false
 		return
@@ -60,11 +65,11 @@ func (d *stallDetector) probeDone(start time.Time, noProgress bool) {
 	if n < 2 {
 		return // not enough evidence either way
 	}
-	// base: the newest scrape at or before the probe's start, but never
-	// the latest itself (we need two scrapes to see a counter not moving).
+	// base: the newest scrape seen when the probe started, but never the
+	// latest itself (we need two scrapes to see a counter not moving).
 	base := 0
 	for i := n - 2; i >= 0; i-- {
-		if !d.obs[i].t.After(start) {
+		if d.obs[i].seq <= startSeq {
 			base = i
 			break
 		}
