@@ -2,6 +2,7 @@ package probes
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sort"
 	"strings"
@@ -75,8 +76,34 @@ func TestSimTTFTAndTPOTMatchGroundTruth(t *testing.T) {
 		profile("chat", "chat", 64, 8, "")))
 	s := New(Options{URL: sim.URL()}, h, nil)
 
+	// A chat probe against the same server succeeds with exact output length.
+	res, err := s.ProbeOnce(context.Background(), "chat")
+	if err != nil || res.Reason != "" || res.CompletionTokens != 8 {
+		t.Fatalf("chat probe: %v %q %d tokens", err, res.Reason, res.CompletionTokens)
+	}
+
+	// The simulator runs in real time on a shared machine: a burst of CPU
+	// contention delays its token delivery for every probe in a round, so
+	// a round that misses is measured again (at most three rounds). A probe
+	// that timestamped late (after decoding, at [DONE]) misses every round.
+	var problems []string
+	for round := 1; round <= 3; round++ {
+		problems = simRound(t, s, sim)
+		if len(problems) == 0 {
+			return
+		}
+		t.Logf("round %d: %v", round, problems)
+	}
+	if !raceEnabled {
+		t.Errorf("probe timings disagree with the simulator in three rounds: %v", problems)
+	}
+}
+
+// simRound sends 9 completions probes and compares their median TTFT and
+// TPOT with the simulator's ground truth for the same requests.
+func simRound(t *testing.T, s *Scheduler, sim *vllmsim.Sim) []string {
 	var probeTTFT, probeTPOT, simTTFT, simTPOT []float64
-	for range 7 {
+	for range 9 {
 		res, err := s.ProbeOnce(context.Background(), "c")
 		if err != nil || res.Reason != "" {
 			t.Fatalf("probe: %v %q", err, res.Reason)
@@ -93,21 +120,17 @@ func TestSimTTFTAndTPOTMatchGroundTruth(t *testing.T) {
 		simTTFT = append(simTTFT, rec.TTFT.Seconds())
 		simTPOT = append(simTPOT, rec.TPOT.Seconds())
 	}
+	var problems []string
 	pT, sT := medianOf(probeTTFT), medianOf(simTTFT)
 	if math.Abs(pT-sT) > 0.002 {
-		t.Errorf("median TTFT: probe %.4fs, simulator %.4fs: more than 2 ms apart", pT, sT)
+		problems = append(problems, fmt.Sprintf("median TTFT: probe %.4fs, simulator %.4fs: more than 2 ms apart", pT, sT))
 	}
 	pP, sP := medianOf(probeTPOT), medianOf(simTPOT)
 	if math.Abs(pP/sP-1) > 0.01 {
-		t.Errorf("median TPOT: probe %.5fs, simulator %.5fs: more than 1%% apart", pP, sP)
+		problems = append(problems, fmt.Sprintf("median TPOT: probe %.5fs, simulator %.5fs: more than 1%% apart", pP, sP))
 	}
-	t.Logf("TTFT probe %.4f sim %.4f; TPOT probe %.5f sim %.5f", pT, sT, pP, sP)
-
-	// A chat probe against the same server succeeds with exact output length.
-	res, err := s.ProbeOnce(context.Background(), "chat")
-	if err != nil || res.Reason != "" || res.CompletionTokens != 8 {
-		t.Fatalf("chat probe: %v %q %d tokens", err, res.Reason, res.CompletionTokens)
-	}
+	t.Logf("median TTFT probe %.4fs sim %.4fs; TPOT probe %.5fs sim %.5fs", pT, sT, pP, sP)
+	return problems
 }
 
 func TestSimColdVsWarmPrefix(t *testing.T) {
@@ -136,34 +159,46 @@ func TestSimColdVsWarmPrefix(t *testing.T) {
 		t.Fatalf("simulator would cache only %d of 1024 warm tokens", wantCached)
 	}
 
-	var ttft = map[string][]float64{}
-	var truth = map[string][]float64{}
-	for range 4 {
-		for _, name := range []string{"cold", "warm"} {
-			res, err := s.ProbeOnce(ctx, name)
-			if err != nil || res.Reason != "" {
-				t.Fatalf("%s: %v %q", name, err, res.Reason)
+	// Cached-token counts are exact every time; the TTFT gain is timed on
+	// a shared machine, so a round that misses is measured again (at most
+	// three rounds) and a fifth of the gain is allowed for noise.
+	for round := 1; ; round++ {
+		ttft := map[string][]float64{}
+		truth := map[string][]float64{}
+		for range 4 {
+			for _, name := range []string{"cold", "warm"} {
+				res, err := s.ProbeOnce(ctx, name)
+				if err != nil || res.Reason != "" {
+					t.Fatalf("%s: %v %q", name, err, res.Reason)
+				}
+				rec := recordsByID(sim)[res.RequestID]
+				want := 0
+				if name == "warm" {
+					want = wantCached
+				}
+				if rec.CachedTokens != want {
+					t.Fatalf("%s probe hit %d cached tokens, simulator says %d", name, rec.CachedTokens, want)
+				}
+				ttft[name] = append(ttft[name], res.TTFT.Seconds())
+				truth[name] = append(truth[name], rec.TTFT.Seconds())
 			}
-			rec := recordsByID(sim)[res.RequestID]
-			want := 0
-			if name == "warm" {
-				want = wantCached
+		}
+		probeGain := medianOf(ttft["cold"]) - medianOf(ttft["warm"])
+		simGain := medianOf(truth["cold"]) - medianOf(truth["warm"])
+		t.Logf("round %d: cold-warm TTFT: probes %.4fs, simulator %.4fs", round, probeGain, simGain)
+		if simGain < 0.01 {
+			t.Fatalf("simulator shows no prefix-cache gain: %.4fs", simGain)
+		}
+		if math.Abs(probeGain-simGain) <= simGain/5 {
+			return
+		}
+		if round == 3 {
+			if !raceEnabled {
+				t.Fatalf("prefix cache TTFT gain: probes %.4fs, simulator %.4fs in three rounds", probeGain, simGain)
 			}
-			if rec.CachedTokens != want {
-				t.Fatalf("%s probe hit %d cached tokens, simulator says %d", name, rec.CachedTokens, want)
-			}
-			ttft[name] = append(ttft[name], res.TTFT.Seconds())
-			truth[name] = append(truth[name], rec.TTFT.Seconds())
+			return
 		}
 	}
-	probeGain := medianOf(ttft["cold"]) - medianOf(ttft["warm"])
-	simGain := medianOf(truth["cold"]) - medianOf(truth["warm"])
-	// The cached-token counts above are exact; the TTFT gain is timed over
-	// a loaded loopback, so allow a fifth of it for scheduling noise.
-	if simGain < 0.01 || math.Abs(probeGain-simGain) > simGain/5 {
-		t.Fatalf("prefix cache TTFT gain: probes %.4fs, simulator %.4fs", probeGain, simGain)
-	}
-	t.Logf("cold-warm TTFT: probes %.4fs, simulator %.4fs", probeGain, simGain)
 }
 
 func TestSimStallOnWithinTwoIntervalsAndOff(t *testing.T) {
