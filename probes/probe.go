@@ -336,9 +336,10 @@ func (t *target) discoverModel(ctx context.Context, timeout time.Duration) (stri
 	return m.Data[0].ID, ""
 }
 
-// normalizeBaseURL turns --vllm.url into the API base: a trailing /metrics
-// or / is removed, so both http://h:8000 and http://h:8000/metrics work.
-func normalizeBaseURL(u string) (string, error) {
+// BaseURL turns --vllm.url into the API base probes use: a trailing
+// /metrics or / is removed, so both http://h:8000 and http://h:8000/metrics
+// work. Anything but an http(s) URL is an error.
+func BaseURL(u string) (string, error) {
 	u = strings.TrimRight(strings.TrimSpace(u), "/")
 	u = strings.TrimSuffix(u, "/metrics")
 	if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {

@@ -318,7 +318,11 @@ func TestTTFTGapUsesServerTTFT(t *testing.T) {
 	srv := newFakeVLLM(t, nil)
 	h, _ := writeConfig(t, probesYAML("m", profile("p", "completions", 8, 3, "")))
 	var asked time.Duration
-	s := New(Options{URL: srv.URL, ServerTTFT: func(w time.Duration) snapshot.Value {
+	var s *Scheduler
+	s = New(Options{URL: srv.URL, ServerTTFT: func(model string, w time.Duration) snapshot.Value {
+		if model != "m" || s.Model() != "m" { // Model must not deadlock here
+			t.Errorf("model %q", model)
+		}
 		asked = w
 		return snapshot.Some(0.0001)
 	}}, h, nil)

@@ -22,6 +22,7 @@ import (
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vllm-exporter/vllm_exporter/collector"
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
@@ -49,11 +50,13 @@ type Options struct {
 	// Latest), used for stall detection and, without ServerTTFT, for the
 	// server-side TTFT of vllm_probe_ttft_gap_seconds. May be nil.
 	VLLM func() *snapshot.VLLM
-	// ServerTTFT, if set, returns vLLM's server-side median TTFT over the
-	// trailing window (e.g. from the scraper's Window(d)[model] quantile
-	// 0.5 of time_to_first_token). It takes precedence over VLLM for the
-	// TTFT gap.
-	ServerTTFT func(window time.Duration) snapshot.Value
+	// ServerTTFT, if set, returns vLLM's server-side median TTFT of model
+	// (the probed model; "" before it is known) over the trailing window,
+	// e.g. the scraper's Window(window)[model] quantile 0.5 of
+	// time_to_first_token. It takes precedence over VLLM for the TTFT gap.
+	// It is called with the scheduler's lock held and must not call back
+	// into the Scheduler.
+	ServerTTFT func(model string, window time.Duration) snapshot.Value
 	// Client sends the probes; nil means a client that ignores proxy
 	// environment variables and never follows redirects.
 	Client *http.Client
@@ -63,6 +66,10 @@ type Options struct {
 	Seed uint64
 	// MaxEventBytes bounds one SSE event (default 1 MiB).
 	MaxEventBytes int
+	// Health, if set, gets a report (collector "probes") after every
+	// probe: up unless the scheduler cannot probe at all (bad URL). A
+	// failed probe is a measurement, not a collector failure.
+	Health collector.Reporter
 }
 
 // Scheduler runs the probe profiles of the `probes:` configuration section.
@@ -74,6 +81,7 @@ type Scheduler struct {
 	logger  log.Logger
 	m       *metrics
 	latest  atomic.Pointer[snapshot.Probes]
+	model   atomic.Pointer[string] // effective model, for Model()
 	wake    chan struct{}
 
 	mu         sync.Mutex
@@ -144,7 +152,7 @@ func New(opts Options, holder *config.Holder, logger log.Logger) *Scheduler {
 		profiles: map[string]*profileState{},
 		rng:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 	}
-	s.baseURL, s.urlErr = normalizeBaseURL(opts.URL)
+	s.baseURL, s.urlErr = BaseURL(opts.URL)
 	if s.urlErr != nil {
 		level.Error(logger).Log("msg", "probes cannot run: bad vLLM URL", "err", s.urlErr)
 	}
@@ -166,6 +174,7 @@ func (s *Scheduler) apply(cfg config.Probes) {
 	if cfg.Model != s.discovered {
 		s.discovered = ""
 	}
+	s.setModelLocked()
 	keep := map[string]bool{}
 	for _, pc := range cfg.Profiles {
 		keep[pc.Name] = true
@@ -404,6 +413,9 @@ func (s *Scheduler) execute(ctx context.Context, j *job) Result {
 	res.RequestID = j.reqID
 	s.observe()
 	s.record(j, &res)
+	if s.opts.Health != nil {
+		s.opts.Health.Report("probes", s.clock.Now().Sub(res.Start), s.urlErr)
+	}
 	return res
 }
 
@@ -419,6 +431,7 @@ func (s *Scheduler) record(j *job, res *Result) {
 	s.budget.settle(j.spend, used)
 	if res.StatusCode == http.StatusNotFound && s.cfg.Model == "" {
 		s.discovered = "" // the served model may have changed
+		s.setModelLocked()
 	}
 	wasStalled := s.stall.stalled
 	s.stall.probeDone(j.obsSeq, res.Reason == ReasonTimeout || !res.FirstToken())
@@ -566,7 +579,7 @@ func (s *Scheduler) updateGapLocked(st *profileState, now time.Time) {
 	if len(st.samples) > 0 {
 		var server snapshot.Value
 		if s.opts.ServerTTFT != nil {
-			server = s.opts.ServerTTFT(w)
+			server = s.opts.ServerTTFT(s.Model(), w)
 		} else {
 			server = s.historyMedianLocked(now, w)
 		}
@@ -644,14 +657,20 @@ func (s *Scheduler) publishLocked(now time.Time) {
 }
 
 // Model is the served model name probes use: the configured one, else the
-// one discovered from /v1/models ("" before discovery).
+// one discovered from /v1/models ("" before discovery). Lock-free.
 func (s *Scheduler) Model() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cfg.Model != "" {
-		return s.cfg.Model
+	if m := s.model.Load(); m != nil {
+		return *m
 	}
-	return s.discovered
+	return ""
+}
+
+func (s *Scheduler) setModelLocked() {
+	m := s.cfg.Model
+	if m == "" {
+		m = s.discovered
+	}
+	s.model.Store(&m)
 }
 
 // Latest returns the most recent published state; never nil.
