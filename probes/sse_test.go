@@ -179,3 +179,19 @@ func FuzzSSEReader(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkSSEReader reads a 512-token completions stream of vLLM chunks.
+func BenchmarkSSEReader(b *testing.B) {
+	chunk := `data: {"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" w","logprobs":null,"finish_reason":null,"stop_reason":null}]}` + "\n\n"
+	stream := []byte(strings.Repeat(chunk, 512) + "data: [DONE]\n\n")
+	b.SetBytes(int64(len(stream)))
+	b.ReportAllocs()
+	for b.Loop() {
+		sr := NewSSEReader(bytes.NewReader(stream), time.Now, 0)
+		for {
+			if _, err := sr.Next(); err != nil {
+				break
+			}
+		}
+	}
+}
