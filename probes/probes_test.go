@@ -500,6 +500,27 @@ func TestRunAndReload(t *testing.T) {
 	cancel()
 	<-done
 
+	// Same name, new timing: counters stay. Same name, new request shape:
+	// the profile's series start afresh.
+	before := testutil.ToFloat64(s.m.requests.WithLabelValues("second"))
+	writeFile(t, path, strings.Replace(probesYAML("m", profile("second", "chat", 8, 2, "")), "interval: 10s", "interval: 20s", 1))
+	if err := h.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Latest().Profiles["second"].Requests; got != before || before == 0 {
+		t.Fatalf("timing change reset counters: %v -> %v", before, got)
+	}
+	writeFile(t, path, probesYAML("m", profile("second", "chat", 16, 2, "")))
+	if err := h.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Latest().Profiles["second"].Requests; got != 0 {
+		t.Fatalf("changed request shape kept %v requests", got)
+	}
+	if v := testutil.ToFloat64(s.m.requests.WithLabelValues("second")); v != 0 {
+		t.Fatalf("changed request shape kept vllm_probe_requests_total %v", v)
+	}
+
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(s)
 	mfs, err := reg.Gather()

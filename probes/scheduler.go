@@ -179,6 +179,12 @@ func (s *Scheduler) apply(cfg config.Probes) {
 	for _, pc := range cfg.Profiles {
 		keep[pc.Name] = true
 		st, ok := s.profiles[pc.Name]
+		if ok && !sameMeasurement(&st.cfg, &pc) && !st.inFlight {
+			// What the series measure changed: start them afresh rather
+			// than mixing two request shapes in one histogram.
+			s.m.remove(pc.Name)
+			ok = false
+		}
 		if !ok {
 			st = &profileState{
 				failures: map[string]float64{},
@@ -201,6 +207,13 @@ func (s *Scheduler) apply(cfg config.Probes) {
 	s.publishLocked(now)
 	s.mu.Unlock()
 	s.signal()
+}
+
+// sameMeasurement reports whether two versions of a profile send the same
+// kind of request (timers and timeouts may differ).
+func sameMeasurement(a, b *config.ProbeProfile) bool {
+	return a.Endpoint == b.Endpoint && a.InputTokens == b.InputTokens && a.OutputTokens == b.OutputTokens &&
+		a.Prefix == b.Prefix && a.WarmPrefix() == b.WarmPrefix()
 }
 
 func (s *Scheduler) signal() {
@@ -245,10 +258,7 @@ func (s *Scheduler) admitLocked(st *profileState, now time.Time) (*job, bool) {
 		return nil, false
 	}
 	st.inFlight = true
-	j := &job{st: st, cfg: pc, spend: sp, model: s.cfg.Model, obsSeq: s.stall.seq}
-	if j.model == "" {
-		j.model = s.discovered
-	}
+	j := &job{st: st, cfg: pc, spend: sp, model: s.Model(), obsSeq: s.stall.seq}
 	pm := &prompter{rng: s.rng, idMin: s.cfg.TokenIDMin, idMax: s.cfg.TokenIDMax}
 	if pc.Endpoint == config.EndpointChat {
 		j.text = pm.text(&pc)
