@@ -5,10 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -342,8 +342,10 @@ func (t *target) discoverModel(ctx context.Context, timeout time.Duration) (stri
 func BaseURL(u string) (string, error) {
 	u = strings.TrimRight(strings.TrimSpace(u), "/")
 	u = strings.TrimSuffix(u, "/metrics")
-	if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
-		return "", fmt.Errorf("probes: vLLM URL %q must start with http:// or https://", u)
+	pu, err := url.Parse(u)
+	if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+		// The URL itself is not echoed: it may carry credentials.
+		return "", errors.New("probes: the vLLM URL must be http(s)://host[:port]")
 	}
 	return u, nil
 }

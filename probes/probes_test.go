@@ -123,8 +123,8 @@ func TestChatRequestAndMeasurement(t *testing.T) {
 	if _, ok := b["prompt"]; ok {
 		t.Error("chat request sends prompt")
 	}
-	if b["model"] != "served-model" {
-		t.Errorf("model not discovered from /v1/models: %v", b["model"])
+	if b["model"] != "served-model" || s.Model() != "served-model" {
+		t.Errorf("model not discovered from /v1/models: %v, Model() %q", b["model"], s.Model())
 	}
 	if n := len(strings.Fields(got.req.Messages[0].Content)); n != 32 {
 		t.Errorf("chat prompt has %d words, want 32", n)
@@ -463,6 +463,18 @@ func TestBadURLCountsConnect(t *testing.T) {
 	res, err := s.ProbeOnce(context.Background(), "p")
 	if err != nil || res.Reason != ReasonConnect {
 		t.Fatalf("%v %q", err, res.Reason)
+	}
+	for u, want := range map[string]string{
+		"http://h:8000/metrics/": "http://h:8000", "https://h/": "https://h", "http://h:8000": "http://h:8000",
+		"h:8000": "", "http://": "", "ftp://u:secret@h": "",
+	} {
+		got, err := BaseURL(u)
+		if got != want || (want == "") != (err != nil) {
+			t.Errorf("BaseURL(%q) = %q, %v; want %q", u, got, err, want)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("BaseURL error echoes credentials: %v", err)
+		}
 	}
 }
 

@@ -410,7 +410,11 @@ func (s *Scheduler) execute(ctx context.Context, j *job) Result {
 			res = Result{Start: s.clock.Now(), Reason: reason}
 		} else {
 			s.mu.Lock()
+			if s.discovered != model {
+				level.Info(s.logger).Log("msg", "probes use the model vLLM lists first", "model", model)
+			}
 			s.discovered = model
+			s.setModelLocked()
 			s.mu.Unlock()
 			j.model = model
 		}
