@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -593,5 +594,40 @@ func TestExpositionLintAndNativeHistograms(t *testing.T) {
 		if !names[n] {
 			t.Errorf("%s not exported", n)
 		}
+	}
+}
+
+func TestTTFTGapFromVLLMSnapshots(t *testing.T) {
+	srv := newFakeVLLM(t, nil)
+	h, _ := writeConfig(t, probesYAML("m", profile("p", "completions", 8, 3, "")))
+	// Two scrapes a minute apart: 10 requests in (0,0.001], 10 in (0.001,0.005]
+	// in between, so the server-side median over the window is 0.001.
+	b := TTFTBuckets
+	hist := func(n1, n2 float64) snapshot.Histogram {
+		c := make([]float64, len(b))
+		for i := range c {
+			c[i] = n1 + n2
+		}
+		c[0] = n1
+		return snapshot.Histogram{Bounds: b, Counts: c, Count: n1 + n2}
+	}
+	t0 := time.Now()
+	snaps := []*snapshot.VLLM{
+		{Time: t0.Add(-time.Minute), Up: true, Models: map[string]*snapshot.Model{"m": {Histograms: map[snapshot.HistogramName]snapshot.Histogram{snapshot.TTFT: hist(5, 5)}}}},
+		{Time: t0, Up: true, Models: map[string]*snapshot.Model{"m": {Histograms: map[snapshot.HistogramName]snapshot.Histogram{snapshot.TTFT: hist(15, 15)}}}},
+	}
+	calls := 0
+	s := New(Options{URL: srv.URL, VLLM: func() *snapshot.VLLM {
+		v := snaps[min(calls, len(snaps)-1)]
+		calls++
+		return v
+	}}, h, nil)
+	res, err := s.ProbeOnce(context.Background(), "p")
+	if err != nil || res.Reason != "" {
+		t.Fatal(err, res.Reason)
+	}
+	got := s.Latest().Profiles["p"].TTFTGap
+	if want := res.TTFT.Seconds() - 0.001; !got.OK || math.Abs(got.V-want) > 1e-12 {
+		t.Fatalf("gap %+v, want %v", got, want)
 	}
 }
