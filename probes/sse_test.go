@@ -2,6 +2,7 @@ package probes
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/config"
 )
 
 // stepReader hands out its parts one Read at a time and advances a clock
@@ -192,6 +195,43 @@ func BenchmarkSSEReader(b *testing.B) {
 			if _, err := sr.Next(); err != nil {
 				break
 			}
+		}
+	}
+}
+
+// TestStreamFixtures runs the real-shaped streams in testdata through the
+// probe's stream evaluation.
+func TestStreamFixtures(t *testing.T) {
+	cases := []struct {
+		file, endpoint string
+		in, out        int
+		reason         string
+		chunks, tokens int
+	}{
+		{"completions.sse", "completions", 8, 5, "", 4, 5},
+		{"chat.sse", "chat", 16, 3, "", 4, 3},
+		{"error.sse", "completions", 8, 5, ReasonStreamError, 1, 0},
+		{"cut.sse", "completions", 8, 5, ReasonStreamError, 1, 0},
+		{"crlf-comments.sse", "completions", 8, 2, ReasonLengthMismatch, 2, 0},
+		{"completions.sse", "completions", 9, 5, ReasonLengthMismatch, 4, 5},
+		{"completions.sse", "completions", 8, 6, ReasonShortOutput, 4, 5},
+	}
+	for _, c := range cases {
+		b, err := os.ReadFile(filepath.Join("testdata/streams", c.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock := time.Unix(0, 0)
+		tg := &target{now: func() time.Time { clock = clock.Add(time.Millisecond); return clock }}
+		pr := config.ProbeProfile{Name: "p", Endpoint: c.endpoint, InputTokens: c.in, OutputTokens: c.out}
+		res := Result{Start: tg.now()}
+		tg.readStream(context.Background(), oneByte{bytes.NewReader(b)}, &pr, &res)
+		if res.Reason != c.reason || res.Chunks != c.chunks || res.CompletionTokens != c.tokens {
+			t.Errorf("%s (in %d out %d): reason %q chunks %d tokens %d; want %q %d %d",
+				c.file, c.in, c.out, res.Reason, res.Chunks, res.CompletionTokens, c.reason, c.chunks, c.tokens)
+		}
+		if c.reason == "" && (!res.HasTPOT || res.TPOT != (res.E2E-res.TTFT)/time.Duration(c.tokens-1) || len(res.ITL) != c.chunks-1) {
+			t.Errorf("%s: tpot %v e2e %v ttft %v itl %d", c.file, res.TPOT, res.E2E, res.TTFT, len(res.ITL))
 		}
 	}
 }
