@@ -57,8 +57,11 @@ type Options struct {
 	// It is called with the scheduler's lock held and must not call back
 	// into the Scheduler.
 	ServerTTFT func(model string, window time.Duration) snapshot.Value
-	// Client sends the probes; nil means a client that ignores proxy
-	// environment variables and never follows redirects.
+	// Client sends the probes; nil means the probes' own client: HTTP/1.1,
+	// proxy environment variables ignored, redirects never followed, and
+	// every socket read timestamped so chunk times are socket-read times.
+	// With a caller's client chunk times are taken when the response body's
+	// Read returns instead.
 	Client *http.Client
 	// Clock defaults to the real monotonic clock.
 	Clock Clock
@@ -132,12 +135,7 @@ func New(opts Options, holder *config.Holder, logger log.Logger) *Scheduler {
 		opts.Clock = realClock{}
 	}
 	if opts.Client == nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.Proxy = nil
-		opts.Client = &http.Client{
-			Transport:     tr,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
+		opts.Client = newClient(opts.Clock.Now, nil)
 	}
 	seed := opts.Seed
 	if seed == 0 {
