@@ -518,6 +518,13 @@ func TestRunAndReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("second")
+	// Let it finish: a probe cut short by stopping Run is not recorded.
+	for deadline := time.Now().Add(10 * time.Second); s.Latest().Profiles["second"].Requests == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("probe of second never recorded")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	cancel()
 	<-done
 

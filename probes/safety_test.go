@@ -202,3 +202,40 @@ func TestAPIKeyNotExported(t *testing.T) {
 		t.Fatal("snapshot carries the key")
 	}
 }
+
+// TestCancelledProbeNotCounted: a probe its caller abandons (shutdown) is
+// no measurement of vLLM: no request, no failure, and the profile is free.
+func TestCancelledProbeNotCounted(t *testing.T) {
+	arrived := make(chan struct{}, 1)
+	srv := newFakeVLLM(t, func(w http.ResponseWriter, r *http.Request, _ request) {
+		arrived <- struct{}{}
+		<-r.Context().Done()
+	})
+	h, _ := writeConfig(t, probesYAML("m", profile("p", "completions", 8, 2, "")))
+	s := New(Options{URL: srv.URL}, h, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-arrived; cancel() }()
+	res, err := s.ProbeOnce(ctx, "p")
+	if !errors.Is(err, context.Canceled) || res.Reason == "" {
+		t.Fatalf("cancelled probe: %v %q", err, res.Reason)
+	}
+	checkNone := func() {
+		t.Helper()
+		p := s.Latest().Profiles["p"]
+		for r, v := range failures(s, "p") {
+			if v != 0 || p.Failures[r] != 0 {
+				t.Errorf("failure %s counted for a cancelled probe", r)
+			}
+		}
+		if p.Requests != 0 {
+			t.Errorf("cancelled probe counted as a request")
+		}
+	}
+	checkNone()
+	// The profile is free again; a probe whose context ends before it is
+	// sent is not counted either.
+	if _, err := s.ProbeOnce(ctx, "p"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("probe with a dead context: %v", err)
+	}
+	checkNone()
+}

@@ -364,6 +364,8 @@ var (
 
 // ProbeOnce sends one probe of the named profile now, outside its timer
 // but within the budgets, records it like a scheduled one and returns it.
+// A probe that fails because ctx ended is not recorded and comes back with
+// an error wrapping ctx.Err().
 func (s *Scheduler) ProbeOnce(ctx context.Context, profile string) (Result, error) {
 	s.observe()
 	now := s.clock.Now()
@@ -384,7 +386,11 @@ func (s *Scheduler) ProbeOnce(ctx context.Context, profile string) (Result, erro
 		return Result{}, ErrBudget
 	}
 	s.mu.Unlock()
-	return s.execute(ctx, j), nil
+	res := s.execute(ctx, j)
+	if res.Reason != "" && ctx.Err() != nil {
+		return res, fmt.Errorf("probes: probe abandoned, not recorded: %w", ctx.Err())
+	}
+	return res, nil
 }
 
 // execute sends an admitted probe and records its result.
@@ -423,12 +429,26 @@ func (s *Scheduler) execute(ctx context.Context, j *job) Result {
 	}
 	res.Profile = j.cfg.Name
 	res.RequestID = j.reqID
+	if res.Reason != "" && ctx.Err() != nil {
+		// The caller gave up (shutdown, or ProbeOnce's own context): that
+		// says nothing about vLLM, so it is neither a request nor a failure.
+		s.abandon(j)
+		return res
+	}
 	s.observe()
 	s.record(j, &res)
 	if s.opts.Health != nil {
 		s.opts.Health.Report("probes", s.clock.Now().Sub(res.Start), s.urlErr)
 	}
 	return res
+}
+
+// abandon ends a probe its caller cancelled without recording it; the
+// budget reservation stands (the request may have cost tokens).
+func (s *Scheduler) abandon(j *job) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j.st.inFlight = false
 }
 
 // record folds a result into the profile's state, metrics, back-off, the
