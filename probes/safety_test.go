@@ -239,3 +239,32 @@ func TestCancelledProbeNotCounted(t *testing.T) {
 	}
 	checkNone()
 }
+
+// TestTokenBudgetCountsChatTemplate: chat prompts grow by the server's chat
+// template; after the first probe the reservation uses the prompt length
+// the server reported, so the hourly token budget is never exceeded.
+func TestTokenBudgetCountsChatTemplate(t *testing.T) {
+	srv := newFakeVLLM(t, nil) // chat template: +7 prompt tokens
+	clk := newFakeClock()
+	// 32+4 asked, 43 used per probe: two fit in 128 tokens, a third would
+	// end at 129.
+	h, _ := writeConfig(t, strings.Replace(probesYAML("m", profile("p", "chat", 32, 4, "")), "max_tokens_per_hour: 10000000", "max_tokens_per_hour: 128", 1))
+	s := New(Options{URL: srv.URL, Clock: clk}, h, nil)
+	used := 0
+	for i := range 3 {
+		res, err := s.ProbeOnce(context.Background(), "p")
+		if errors.Is(err, ErrBudget) {
+			if i < 2 {
+				t.Fatalf("probe %d refused after %d tokens", i+1, used)
+			}
+			break
+		}
+		if err != nil || res.Reason != "" {
+			t.Fatalf("probe %d: %v %q", i+1, err, res.Reason)
+		}
+		used += res.PromptTokens + res.CompletionTokens
+	}
+	if used > 128 {
+		t.Fatalf("%d tokens used within an hour, budget 128", used)
+	}
+}

@@ -109,6 +109,7 @@ type profileState struct {
 	lastSuccess                          bool
 	lastTTFT                             snapshot.Value
 	lastTime                             time.Time
+	promptSeen                           int          // usage.prompt_tokens of the latest probe with usage
 	samples                              []timedValue // successful TTFTs, for the gap
 	gap                                  snapshot.Value
 }
@@ -249,7 +250,10 @@ type job struct {
 // admitLocked reserves budget for one probe of st at now and builds it.
 func (s *Scheduler) admitLocked(st *profileState, now time.Time) (*job, bool) {
 	pc := st.cfg
-	sp := s.budget.admit(now, pc.InputTokens+pc.OutputTokens, s.cfg.MaxRequestsPerMinute, s.cfg.MaxTokensPerHour)
+	// Reserve what the last probe of this profile really used for its
+	// prompt if that was more (a chat template adds tokens), so the token
+	// budget holds after the first probe.
+	sp := s.budget.admit(now, max(pc.InputTokens, st.promptSeen)+pc.OutputTokens, s.cfg.MaxRequestsPerMinute, s.cfg.MaxTokensPerHour)
 	if sp == nil {
 		st.skipped++
 		s.m.skipped.WithLabelValues(pc.Name, SkipBudget).Inc()
@@ -486,6 +490,9 @@ func (s *Scheduler) record(j *job, res *Result) {
 	s.m.lastTS.WithLabelValues(name).Set(float64(res.Start.UnixNano()) / 1e9)
 	st.chunks += float64(res.Chunks)
 	s.m.chunks.WithLabelValues(name).Add(float64(res.Chunks))
+	if res.HasUsage && res.PromptTokens > 0 {
+		st.promptSeen = res.PromptTokens
+	}
 	if res.HasUsage && res.CompletionTokens > 0 {
 		st.outTokens += float64(res.CompletionTokens)
 		s.m.outTokens.WithLabelValues(name).Add(float64(res.CompletionTokens))
