@@ -268,3 +268,38 @@ func TestTokenBudgetCountsChatTemplate(t *testing.T) {
 		t.Fatalf("%d tokens used within an hour, budget 128", used)
 	}
 }
+
+// TestReloadKeepsBackoff: reloading the configuration while vLLM fails
+// must not restart probing at the full rate.
+func TestReloadKeepsBackoff(t *testing.T) {
+	srv := newFakeVLLM(t, func(w http.ResponseWriter, r *http.Request, _ request) { w.WriteHeader(http.StatusServiceUnavailable) })
+	clk := newFakeClock()
+	yaml := probesYAML("m", profile("p", "completions", 8, 2, ""))
+	h, path := writeConfig(t, yaml)
+	s := New(Options{URL: srv.URL, Clock: clk}, h, nil)
+	for range 3 {
+		s.Tick(context.Background(), clk.Now())
+		clk.Add(time.Minute) // backoff_max
+	}
+	sent := len(srv.requests())
+	if sent != 3 {
+		t.Fatalf("%d probes before the reload", sent)
+	}
+	s.Tick(context.Background(), clk.Now()) // the 4th, at the back-off cap
+	writeFile(t, path, strings.Replace(yaml, "backoff_max: 1m", "backoff_max: 50s", 1))
+	if err := h.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	for range 49 {
+		clk.Add(time.Second)
+		s.Tick(context.Background(), clk.Now())
+	}
+	if n := len(srv.requests()); n != 4 {
+		t.Fatalf("%d probes within the back-off after a reload, want 4", n)
+	}
+	clk.Add(time.Second)
+	s.Tick(context.Background(), clk.Now()) // the new cap bounds the wait
+	if n := len(srv.requests()); n != 5 {
+		t.Fatalf("%d probes once the new back-off cap passed, want 5", n)
+	}
+}

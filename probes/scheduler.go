@@ -126,8 +126,9 @@ type serverTTFT struct {
 
 // New builds a Scheduler for the probes section of holder (the shipped
 // defaults if holder is nil) and subscribes to configuration reloads: a
-// reload restarts every profile's timer, adds and removes profiles (with
-// their series) and keeps the counters of profiles that stay.
+// reload restarts every profile's timer (except that a profile backing off
+// keeps its back-off), adds and removes profiles (with their series) and
+// keeps the counters of profiles that stay.
 func New(opts Options, holder *config.Holder, logger log.Logger) *Scheduler {
 	if logger == nil {
 		logger = log.NewNopLogger()
@@ -164,8 +165,9 @@ func New(opts Options, holder *config.Holder, logger log.Logger) *Scheduler {
 	return s
 }
 
-// apply installs a probes section: new and changed profiles get a fresh
-// timer (first probe within one jitter), removed ones lose their series.
+// apply installs a probes section: profiles get a fresh timer (first probe
+// within one jitter) unless they are backing off, removed ones lose their
+// series.
 func (s *Scheduler) apply(cfg config.Probes) {
 	now := s.clock.Now()
 	s.mu.Lock()
@@ -194,8 +196,16 @@ func (s *Scheduler) apply(cfg config.Probes) {
 			s.m.create(pc.Name)
 		}
 		st.cfg = pc
-		st.consecutive = 0
-		st.next = now.Add(s.uniform(pc.Jitter))
+		next := now.Add(s.uniform(pc.Jitter))
+		if st.consecutive > 0 && st.next.After(next) {
+			// Backing off: a reload does not make vLLM healthier, so
+			// the wait (capped by the new backoff_max) stands.
+			next = st.next
+			if limit := now.Add(max(cfg.BackoffMax, pc.Interval)); next.After(limit) {
+				next = limit
+			}
+		}
+		st.next = next
 	}
 	for name := range s.profiles {
 		if !keep[name] {
