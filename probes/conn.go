@@ -14,12 +14,14 @@ import (
 // layers above got round to handing the bytes over.
 //
 // Why this is exact for HTTP/1.1: one response is read by one goroutine at
-// a time, and Go's chunked-body reader never blocks for more input once it
-// has bytes to return, so when the response body's Read returns n > 0 the
-// latest socket read is the one that brought the last of those bytes (or,
-// for bytes buffered together with the headers, the read that brought the
-// headers). HTTP/2 would read frames ahead on its own goroutine, so probe
-// clients speak HTTP/1.1 only.
+// a time, with no read-ahead beyond what the socket already delivered, and
+// Go's chunked-body reader returns once it holds data and the next chunk
+// header is not yet in (it only waits for the rest of a chunk it has begun).
+// So when the response body's Read returns n > 0, the latest socket read is
+// the one that brought the last of those bytes (for bytes that came with
+// the headers, the read that brought them). vLLM flushes each SSE event as
+// its own chunk. HTTP/2 would read frames ahead on its own goroutine, so
+// probe clients speak HTTP/1.1 only.
 type stampConn struct {
 	net.Conn
 	now func() time.Time
