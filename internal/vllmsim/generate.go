@@ -216,10 +216,11 @@ type usageFull struct {
 }
 
 // finalUsage is the usage of a finished request; cached tokens are reported
-// only with Config.EnablePromptTokensDetails (--enable-prompt-tokens-details).
+// only with Config.EnablePromptTokensDetails (--enable-prompt-tokens-details)
+// and, as in vLLM, only when the prefix-cache hit is non-zero.
 func (s *Sim) finalUsage(o Output) usageInfo {
 	u := usageInfo{PromptTokens: o.PromptTokens, CompletionTokens: o.CompletionTokens, TotalTokens: o.PromptTokens + o.CompletionTokens}
-	if s.cfg.EnablePromptTokensDetails {
+	if s.cfg.EnablePromptTokensDetails && o.CachedTokens > 0 { // vLLM: "and num_cached_tokens"
 		u.PromptTokensDetails = &tokenDetails{CachedTokens: o.CachedTokens}
 	}
 	return u
@@ -322,7 +323,13 @@ func (s *Sim) handleGenerate(w http.ResponseWriter, r *http.Request, chat bool) 
 		var okw bool
 		if chat {
 			if !sent {
-				if !chunk([]chatStreamChoice{{Delta: chatDelta{Role: "assistant", Content: strp("")}}}, u) {
+				// The role-only delta goes out with the first engine output;
+				// its continuous usage counts no completion tokens yet.
+				var ru *usageInfo
+				if p.continuous {
+					ru = &usageInfo{PromptTokens: o.PromptTokens, TotalTokens: o.PromptTokens}
+				}
+				if !chunk([]chatStreamChoice{{Delta: chatDelta{Role: "assistant", Content: strp("")}}}, ru) {
 					return
 				}
 			}

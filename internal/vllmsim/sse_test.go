@@ -159,6 +159,34 @@ func TestStreamShapes(t *testing.T) {
 		}
 		streamed += 3
 	})
+	t.Run("chat without usage", func(t *testing.T) {
+		_, body := post(t, url+"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"Hi"}],"max_tokens":2,"ignore_eos":true,"stream":true}`, nil)
+		ev := strictEvents(t, body)
+		if len(ev) != 3 || !reChatRole.MatchString(ev[0]) || !reChatText.MatchString(ev[1]) || !reChatLast.MatchString(ev[2]) {
+			t.Fatalf("chat stream without usage wrong:\n%s", strings.Join(ev, "\n"))
+		}
+		streamed += 2
+	})
+	t.Run("chat continuous usage", func(t *testing.T) {
+		_, body := post(t, url+"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"Hi"}],"max_tokens":2,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`, nil)
+		ev := strictEvents(t, body)
+		p := len(ChatTokens([]ChatMessage{{Role: "user", Content: "Hi"}}))
+		// vLLM's role-only first chunk carries usage with completion_tokens 0.
+		wantUsage := []string{
+			`"usage":{"prompt_tokens":` + itoa(p) + `,"total_tokens":` + itoa(p) + `,"completion_tokens":0}}`,
+			`"usage":{"prompt_tokens":` + itoa(p) + `,"total_tokens":` + itoa(p+1) + `,"completion_tokens":1}}`,
+			`"usage":{"prompt_tokens":` + itoa(p) + `,"total_tokens":` + itoa(p+2) + `,"completion_tokens":2}}`,
+		}
+		if len(ev) != 4 || !strings.Contains(ev[0], `"delta":{"role":"assistant","content":""}`) || !reChatUsage.MatchString(ev[3]) {
+			t.Fatalf("chat continuous-usage stream wrong:\n%s", strings.Join(ev, "\n"))
+		}
+		for i, w := range wantUsage {
+			if !strings.HasSuffix(ev[i], w) {
+				t.Fatalf("chunk %d: %s, want suffix %s", i, ev[i], w)
+			}
+		}
+		streamed += 2
+	})
 	t.Run("multi-token chunks", func(t *testing.T) {
 		_, body := post(t, url+"/v1/completions", `{"model":"m","prompt":[1,2],"max_tokens":7,"ignore_eos":true,"stream":true,"stream_interval":3,"stream_options":{"include_usage":true}}`, nil)
 		ev := strictEvents(t, body)
@@ -286,7 +314,8 @@ func TestPromptTokensDetailsReportCachedTokens(t *testing.T) {
 	_, first := post(t, s.URL()+"/v1/completions", body, nil)
 	_, second := post(t, s.URL()+"/v1/completions", body, nil)
 	ev1, ev2 := strictEvents(t, first), strictEvents(t, second)
-	if !strings.HasSuffix(ev1[len(ev1)-1], `"prompt_tokens_details":{"cached_tokens":0}}}`) ||
+	// vLLM adds prompt_tokens_details only when num_cached_tokens is non-zero.
+	if !strings.HasSuffix(ev1[len(ev1)-1], `"completion_tokens":2}}`) ||
 		!strings.HasSuffix(ev2[len(ev2)-1], `"prompt_tokens_details":{"cached_tokens":96}}}`) {
 		t.Fatalf("cached tokens: %s / %s", ev1[len(ev1)-1], ev2[len(ev2)-1])
 	}
