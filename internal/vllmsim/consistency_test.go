@@ -139,6 +139,14 @@ func TestMetricsSelfConsistentAfterMixedTraffic(t *testing.T) {
 			}
 			eq("ITL count", sumValue(t, fams, itlName, nil), float64(itl))
 			eq("request_generation_tokens sum", histSum(t, fams, "vllm:request_generation_tokens"), float64(gen-sumAborted(aborted)))
+			// V1 observes iteration tokens per output batch: full prompt at the
+			// first token plus generated tokens, so the sums match the counters.
+			iterSum := histSum(t, fams, "vllm:iteration_tokens_total")
+			if version != MetricsV0 {
+				eq("iteration_tokens_total sum", iterSum, float64(prompt+gen))
+			} else if iterSum < float64(gen) {
+				t.Errorf("iteration_tokens_total sum %v below generated tokens %d", iterSum, gen)
+			}
 			usage := "vllm:kv_cache_usage_perc"
 			if version == MetricsV0 {
 				usage = "vllm:gpu_cache_usage_perc"

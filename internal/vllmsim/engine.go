@@ -221,21 +221,39 @@ func (e *engine) startStep(now time.Time) bool {
 // completeStep applies the batch's results at the step's end time t.
 func (e *engine) completeStep(t time.Time) {
 	e.busy = false
-	iterTokens := 0
+	// vllm:iteration_tokens_total. V1 observes once per engine output batch
+	// that carries at least one request output (AsyncLLM builds
+	// IterationStats only when num_outputs > 0): the full prompt length of
+	// each request producing its first token plus the tokens generated, so
+	// partial prefill chunks and recomputation after preemption are not
+	// counted. V0 observes every step: scheduled prompt (prefill/recompute)
+	// tokens plus generated tokens.
+	v0 := e.sim.version.name == MetricsV0
+	iterTokens, outputs := 0, 0
 	for _, it := range e.batch {
 		r := it.r
 		if r.state != stateRunning {
 			continue // aborted during the step
 		}
-		iterTokens += it.numNew
+		decode := r.outputs() > 0 && it.numNew == 1 && r.numComputed+1 == r.numTokens()
+		if v0 && !decode {
+			iterTokens += it.numNew
+		}
 		r.numComputed += it.numNew
 		e.registerFull(r)
 		if r.numComputed < r.numTokens() {
 			continue // partial prefill chunk
 		}
+		if !v0 && r.outputs() == 0 {
+			iterTokens += r.promptLen
+		}
 		e.emitToken(r, t)
+		iterTokens++
+		outputs++
 	}
-	e.stats.iterationTokens.observe(float64(iterTokens))
+	if v0 || outputs > 0 {
+		e.stats.iterationTokens.observe(float64(iterTokens))
+	}
 	e.stats.steps++
 	e.stats.stepSeconds += e.stepDur.Seconds()
 	e.batch = nil
