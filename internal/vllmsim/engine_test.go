@@ -34,8 +34,8 @@ func TestPreemptionByRecomputeKeepsOutputs(t *testing.T) {
 		}
 		return hs
 	}
-	// 3 requests of 122 tokens need 24 blocks; the cache has 10.
-	tight := newVirtual(t, Config{NumGPUBlocks: 10, BlockSize: 16, MaxModelLen: 160})
+	// 3 requests of 122 tokens need 24 blocks; the cache has 10 (+ the null block).
+	tight := newVirtual(t, Config{NumGPUBlocks: 11, BlockSize: 16, MaxModelLen: 160})
 	hs := submit(tight, 3)
 	runFor(tight, 30*time.Second)
 	roomy := newVirtual(t, Config{})
@@ -56,6 +56,16 @@ func TestPreemptionByRecomputeKeepsOutputs(t *testing.T) {
 	e := tight.Engines()[0]
 	if preempted == 0 || e.Preemptions != preempted || e.FreeBlocks != 10 {
 		t.Fatalf("preemptions: records %d, engine %d; free blocks %d", preempted, e.Preemptions, e.FreeBlocks)
+	}
+	// vLLM preempts from the tail of the running list: the oldest request
+	// is never the victim, the newest one is.
+	if recs[0].ID != hs[0].ID() || recs[0].Preemptions != 0 {
+		t.Fatalf("the oldest request was preempted: %+v", recs[0])
+	}
+	for _, r := range recs {
+		if r.ID == hs[2].ID() && r.Preemptions == 0 {
+			t.Fatalf("the newest request was never preempted: %+v", recs)
+		}
 	}
 	got, want := collect(t, tight, hs), collect(t, roomy, ref)
 	for i := range got {
@@ -128,5 +138,25 @@ func TestMaxNumSeqsCapsRunning(t *testing.T) {
 	runFor(s, 10*time.Second)
 	if n := len(s.Records()); n != 10 {
 		t.Fatalf("%d finished", n)
+	}
+}
+
+func TestV1NullBlockLeftOutOfKVUsage(t *testing.T) {
+	p := newBlockPool(11, 16, true, true)
+	if b := p.alloc(5); len(b) != 5 || p.usage() != 0.5 {
+		t.Fatalf("5 of 10 usable blocks: usage %v, want 0.5 (null block excluded)", p.usage())
+	}
+	if p.alloc(6) != nil || p.alloc(5) == nil || p.usage() != 1 {
+		t.Fatalf("the null block must never be allocated; usage %v", p.usage())
+	}
+	v0 := newBlockPool(11, 16, true, false)
+	if v0.alloc(11) == nil || v0.usage() != 1 {
+		t.Fatal("V0 has no null block: all 11 blocks are usable")
+	}
+	if _, err := New(Config{NumGPUBlocks: 10, BlockSize: 16, MaxModelLen: 160}); err == nil {
+		t.Error("V1: 9 usable blocks cannot hold max_model_len 160, want a config error")
+	}
+	if _, err := New(Config{NumGPUBlocks: 10, BlockSize: 16, MaxModelLen: 160, MetricsVersion: MetricsV0}); err != nil {
+		t.Errorf("V0: 10 blocks hold 160 tokens: %v", err)
 	}
 }
