@@ -150,6 +150,10 @@ func (s *Sim) parseGen(r *http.Request, chat bool) (*genParams, *apiError) {
 	case max != nil:
 		p.maxTokens = *max
 	case chat:
+		if len(p.prompt) >= s.cfg.MaxModelLen {
+			return nil, badRequest(fmt.Sprintf("This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.",
+				s.cfg.MaxModelLen, len(p.prompt)), "")
+		}
 		p.maxTokens = s.cfg.MaxModelLen - len(p.prompt)
 	default:
 		p.maxTokens = 16

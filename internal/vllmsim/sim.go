@@ -465,7 +465,7 @@ func (s *Sim) submitLocked(r Request, h *Handle) error {
 		return fmt.Errorf("%w: the model `%s` does not exist", ErrUnknownModel, r.Model)
 	}
 	if len(r.Prompt)+r.MaxTokens > s.cfg.MaxModelLen {
-		return fmt.Errorf("%w: this model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion)",
+		return fmt.Errorf("%w: This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion)",
 			ErrBadRequest, s.cfg.MaxModelLen, len(r.Prompt)+r.MaxTokens, len(r.Prompt), r.MaxTokens)
 	}
 	e := engines[0]
