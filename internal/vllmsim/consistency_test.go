@@ -84,13 +84,14 @@ func TestMetricsSelfConsistentAfterMixedTraffic(t *testing.T) {
 			fams := parseMetrics(t, s.Metrics())
 			recs := s.Records()
 
-			var gen, prompt, preempt, cached, itl, length int
+			var gen, prompt, preempt, cached, itl, length, queried int
 			var ttftSum, e2eSum, queueSum float64
 			for _, r := range recs {
 				gen += r.OutputTokens
 				prompt += r.PromptTokens
 				preempt += r.Preemptions
 				cached += r.CachedTokens
+				queried += r.PromptTokens
 				itl += r.OutputTokens - 1
 				ttftSum += r.TTFT.Seconds()
 				e2eSum += r.E2E.Seconds()
@@ -105,6 +106,7 @@ func TestMetricsSelfConsistentAfterMixedTraffic(t *testing.T) {
 				preempt += a.preemptions
 				if a.scheduled {
 					cached += a.cached
+					queried += a.prompt
 				}
 				if a.firstToken {
 					prompt += a.prompt
@@ -155,6 +157,9 @@ func TestMetricsSelfConsistentAfterMixedTraffic(t *testing.T) {
 			eq("running after drain", sumValue(t, fams, "vllm:num_requests_running", nil), 0)
 			if version != MetricsV0 {
 				eq("prefix_cache_hits_total", sumValue(t, fams, "vllm:prefix_cache_hits_total", nil), float64(cached))
+				// Queries in tokens, once per request at its first admission
+				// (lookups of preempted requests go to vLLM's preempted_* stats).
+				eq("prefix_cache_queries_total", sumValue(t, fams, "vllm:prefix_cache_queries_total", nil), float64(queried))
 			}
 			if version == MetricsV1 {
 				eq("prompt_tokens_cached_total", sumValue(t, fams, "vllm:prompt_tokens_cached_total", nil),
