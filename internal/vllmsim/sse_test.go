@@ -325,3 +325,46 @@ func TestPromptTokensDetailsReportCachedTokens(t *testing.T) {
 		t.Fatalf("non-streaming usage: %s", whole)
 	}
 }
+
+func TestNonStreamingChatAndPromptForms(t *testing.T) {
+	s := newVirtual(t, Config{Models: []string{"m"}})
+	rec := doVirtual(t, s, "POST", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"Hi"}]}],"max_completion_tokens":3,"ignore_eos":true}`, nil)
+	p := len(ChatTokens([]ChatMessage{{Role: "user", Content: "Hi"}}))
+	var chat struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Choices []struct {
+			Message struct {
+				Role    string `json:"role"`
+				Content string `json:"content"`
+			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage usageInfo `json:"usage"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &chat); err != nil || rec.Code != 200 {
+		t.Fatalf("chat: %d %s", rec.Code, rec.Body)
+	}
+	if !strings.HasPrefix(chat.ID, "chatcmpl-") || chat.Object != "chat.completion" || len(chat.Choices) != 1 ||
+		chat.Choices[0].Message.Role != "assistant" || len(TextTokens(chat.Choices[0].Message.Content)) != 3 ||
+		chat.Choices[0].FinishReason != "length" || chat.Usage != (usageInfo{PromptTokens: p, CompletionTokens: 3, TotalTokens: p + 3}) {
+		t.Fatalf("chat response wrong: %s", rec.Body)
+	}
+	// One prompt in every accepted form; token ids are used as given (no BOS).
+	for body, want := range map[string]int{
+		`"prompt":"Hello world"`:   len(Tokenize("Hello world")),
+		`"prompt":["Hello world"]`: len(Tokenize("Hello world")),
+		`"prompt":[7,8,9,10]`:      4,
+		`"prompt":[[7,8,9]]`:       3,
+	} {
+		rec := doVirtual(t, s, "POST", "/v1/completions", `{"model":"m",`+body+`,"max_tokens":1}`, nil)
+		if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"usage":{"prompt_tokens":`+itoa(want)+`,`) {
+			t.Errorf("%s: %d %s, want prompt_tokens %d", body, rec.Code, rec.Body, want)
+		}
+	}
+	for _, body := range []string{`"prompt":[]`, `"prompt":[-1]`, `"prompt":["a","b"]`} {
+		if rec := doVirtual(t, s, "POST", "/v1/completions", `{"model":"m",`+body+`}`, nil); rec.Code != 400 {
+			t.Errorf("%s: %d, want 400", body, rec.Code)
+		}
+	}
+}
