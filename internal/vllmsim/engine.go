@@ -150,6 +150,7 @@ func (e *engine) schedule(now time.Time) []schedItem {
 			break
 		}
 		batch = append(batch, schedItem{r, n})
+		e.registerFull(r, r.numComputed+n)
 		budget -= n
 		i++
 	}
@@ -187,6 +188,7 @@ func (e *engine) schedule(now time.Time) []schedItem {
 		r.state = stateRunning
 		e.running = append(e.running, r)
 		batch = append(batch, schedItem{r, n})
+		e.registerFull(r, r.numComputed+n)
 		budget -= n
 	}
 	return batch
@@ -240,7 +242,6 @@ func (e *engine) completeStep(t time.Time) {
 			iterTokens += it.numNew
 		}
 		r.numComputed += it.numNew
-		e.registerFull(r)
 		if r.numComputed < r.numTokens() {
 			continue // partial prefill chunk
 		}
@@ -259,10 +260,17 @@ func (e *engine) completeStep(t time.Time) {
 	e.batch = nil
 }
 
-func (e *engine) registerFull(r *req) {
+// registerFull registers r's full blocks up to upto tokens in the prefix
+// cache. Like vLLM's allocate_slots (cache_blocks with num_computed +
+// num_new tokens) this runs when a chunk is scheduled, so a request admitted
+// later in the same step already hits the blocks being computed.
+func (e *engine) registerFull(r *req, upto int) {
 	bs := e.pool.blockSize
-	r.tokHashes = chainHashes(r.tokHashes, r.tokens[:r.numComputed], bs)
-	for ; r.registered < len(r.blocks) && r.registered < len(r.tokHashes) && (r.registered+1)*bs <= r.numComputed; r.registered++ {
+	if upto > len(r.tokens) {
+		upto = len(r.tokens)
+	}
+	r.tokHashes = chainHashes(r.tokHashes, r.tokens[:upto], bs)
+	for ; r.registered < len(r.blocks) && r.registered < len(r.tokHashes) && (r.registered+1)*bs <= upto; r.registered++ {
 		e.pool.register(r.blocks[r.registered], r.tokHashes[r.registered])
 	}
 }

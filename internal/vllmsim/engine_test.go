@@ -160,3 +160,27 @@ func TestV1NullBlockLeftOutOfKVUsage(t *testing.T) {
 		t.Errorf("V0: 10 blocks hold 160 tokens: %v", err)
 	}
 }
+
+// vLLM caches a request's full blocks when they are allocated (allocate_slots
+// -> cache_blocks), so a second request with the same prompt admitted in the
+// same step already hits them.
+func TestPrefixBlocksCachedAtScheduling(t *testing.T) {
+	s := newVirtual(t, Config{})
+	prompt := make([]int, 1000)
+	for i := range prompt {
+		prompt[i] = firstWordID + 7*i
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := s.Submit(Request{Prompt: prompt, MaxTokens: 2, IgnoreEOS: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Advance(5 * time.Second)
+	recs := s.Records()
+	if len(recs) != 2 || recs[0].CachedTokens != 0 || recs[1].CachedTokens != 992 {
+		t.Fatalf("cached tokens %+v, want 0 then 992 (62 full blocks, capped below the prompt length)", recs)
+	}
+	if recs[1].Scheduled != recs[0].Scheduled {
+		t.Fatal("both requests should be admitted in the same step")
+	}
+}
