@@ -67,6 +67,8 @@
 // first observation, V0 bucket lists). Config.APIServerCount > 1 renders a V1
 // version in multiprocess style. Values always come from the simulated engines:
 // histogram counts equal finished requests, token counters equal tokens
-// produced (prompt tokens are counted when the first token is produced, as on
-// main), the preemption counter equals preemptions that happened.
+// produced (V1: a request's whole prompt when its first token is produced, as
+// on main; V0: each prefill chunk when computed, recomputation included), the
+// preemption counter equals preemptions that happened, and
+// iteration_tokens_total sums to prompt + generation tokens.
 package vllmsim

@@ -56,6 +56,7 @@ func (r *req) outputs() int   { return len(r.tokens) - r.promptLen }
 type schedItem struct {
 	r      *req
 	numNew int
+	hit    int // prefix-cache hit taken when this item (re)admitted r
 }
 
 // engine is one data-parallel rank of one model: a V1-style scheduler over a
@@ -149,7 +150,7 @@ func (e *engine) schedule(now time.Time) []schedItem {
 		if !ok {
 			break
 		}
-		batch = append(batch, schedItem{r, n})
+		batch = append(batch, schedItem{r: r, numNew: n})
 		e.registerFull(r, r.numComputed+n)
 		budget -= n
 		i++
@@ -187,7 +188,9 @@ func (e *engine) schedule(now time.Time) []schedItem {
 		e.waiting = e.waiting[1:]
 		r.state = stateRunning
 		e.running = append(e.running, r)
-		batch = append(batch, schedItem{r, n})
+		// A waiting request always starts from numComputed 0 (new, preempted
+		// or after a failed allocation), so numComputed is the cache hit.
+		batch = append(batch, schedItem{r: r, numNew: n, hit: r.numComputed})
 		e.registerFull(r, r.numComputed+n)
 		budget -= n
 	}
@@ -229,7 +232,7 @@ func (e *engine) completeStep(t time.Time) {
 	// each request producing its first token plus the tokens generated, so
 	// partial prefill chunks and recomputation after preemption are not
 	// counted. V0 observes every step: scheduled prompt (prefill/recompute)
-	// tokens plus generated tokens.
+	// tokens plus generated tokens, the same tokens its counters count.
 	v0 := e.sim.version.name == MetricsV0
 	iterTokens, outputs := 0, 0
 	for _, it := range e.batch {
@@ -239,7 +242,11 @@ func (e *engine) completeStep(t time.Time) {
 		}
 		decode := r.outputs() > 0 && it.numNew == 1 && r.numComputed+1 == r.numTokens()
 		if v0 && !decode {
-			iterTokens += it.numNew
+			// V0 counts a prefill chunk (token_chunk_size, cached tokens
+			// included) as prompt tokens when it is computed, and a
+			// recompute after preemption prefills prompt + outputs again.
+			iterTokens += it.numNew + it.hit
+			e.stats.promptTokens += float64(it.numNew + it.hit)
 		}
 		r.numComputed += it.numNew
 		if r.numComputed < r.numTokens() {
@@ -300,7 +307,9 @@ func (e *engine) emitToken(r *req, t time.Time) {
 	if n == 1 {
 		r.firstTok = t
 		r.computedNew = r.promptLen - r.cachedTokens
-		st.promptTokens += float64(r.promptLen)
+		if e.sim.version.name != MetricsV0 { // V1: the whole prompt at the first token
+			st.promptTokens += float64(r.promptLen)
+		}
 		st.promptCacheHit += float64(r.cachedTokens)
 		st.promptCompute += float64(r.promptLen - r.cachedTokens)
 		st.hist[hTTFT].observe(t.Sub(r.arrival).Seconds())

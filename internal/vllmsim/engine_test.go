@@ -184,3 +184,34 @@ func TestPrefixBlocksCachedAtScheduling(t *testing.T) {
 		t.Fatal("both requests should be admitted in the same step")
 	}
 }
+
+// V1 counts a request's whole prompt when its first token is produced; V0
+// counts each prefill chunk as it is computed.
+func TestPromptTokensCountedPerVersion(t *testing.T) {
+	for _, c := range []struct {
+		version string
+		mid     float64
+	}{{MetricsV1, 0}, {MetricsV0, 64}} {
+		s := newVirtual(t, Config{MetricsVersion: c.version, MaxNumBatchedTokens: 64, DisablePrefixCaching: true})
+		prompt := make([]int, 200)
+		for i := range prompt {
+			prompt[i] = firstWordID + i
+		}
+		if _, err := s.Submit(Request{Prompt: prompt, MaxTokens: 3, IgnoreEOS: true}); err != nil {
+			t.Fatal(err)
+		}
+		first := s.StepTime(1, 64, 64)
+		s.Advance(first + first/4) // one 64-token chunk done, the second running
+		if got := sumValue(t, parseMetrics(t, s.Metrics()), "vllm:prompt_tokens_total", nil); got != c.mid {
+			t.Errorf("%s: prompt_tokens_total mid-prefill = %v, want %v", c.version, got, c.mid)
+		}
+		s.Advance(time.Second)
+		fams := parseMetrics(t, s.Metrics())
+		if got := sumValue(t, fams, "vllm:prompt_tokens_total", nil); got != 200 {
+			t.Errorf("%s: prompt_tokens_total = %v, want 200", c.version, got)
+		}
+		if got := histSum(t, fams, "vllm:iteration_tokens_total"); got != 203 {
+			t.Errorf("%s: iteration tokens sum %v, want 200 prompt + 3 generated", c.version, got)
+		}
+	}
+}

@@ -673,7 +673,7 @@ type EngineState struct {
 	KVUsage          float64        `json:"kv_usage"` // 1 - free/usable blocks, as vllm:kv_cache_usage_perc
 	FreeBlocks       int            `json:"free_blocks"`
 	Preemptions      int            `json:"preemptions"`
-	PromptTokens     int            `json:"prompt_tokens"` // counted when a request's first token is produced
+	PromptTokens     int            `json:"prompt_tokens"` // V1: whole prompt at the first token; V0: per computed prefill chunk, recompute included
 	GenerationTokens int            `json:"generation_tokens"`
 	PrefixQueries    int            `json:"prefix_queries"`
 	PrefixHits       int            `json:"prefix_hits"`
