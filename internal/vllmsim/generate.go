@@ -299,6 +299,10 @@ func (s *Sim) handleGenerate(w http.ResponseWriter, r *http.Request, chat bool) 
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
 	st := &sseWriter{s: s, w: w, h: h}
+	// Starlette's StreamingResponse sends the status line and headers before
+	// the first event: a client sees 200 at once, then waits for tokens
+	// (the chat role chunk only comes with the first token).
+	st.flush()
 	chunk := func(choices any, u *usageInfo) bool {
 		return st.event(streamChunk{ID: id, Object: obj, Created: created, Model: model, Choices: choices, Usage: u})
 	}

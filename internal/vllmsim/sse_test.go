@@ -5,8 +5,10 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 func startReal(t *testing.T, cfg Config) *Sim {
@@ -366,5 +368,41 @@ func TestNonStreamingChatAndPromptForms(t *testing.T) {
 		if rec := doVirtual(t, s, "POST", "/v1/completions", `{"model":"m",`+body+`}`, nil); rec.Code != 400 {
 			t.Errorf("%s: %d, want 400", body, rec.Code)
 		}
+	}
+}
+
+// Headers arrive before any token (as from vLLM's StreamingResponse); the
+// first event, for chat the role-only delta, waits for the first token.
+func TestStreamHeadersBeforeFirstToken(t *testing.T) {
+	s := startReal(t, Config{Models: []string{"m"}, VirtualClock: true})
+	req, _ := http.NewRequest("POST", s.URL()+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"Hi"}],"max_tokens":2,"ignore_eos":true,"stream":true}`))
+	req.Header.Set("Content-Type", "application/json")
+	// The virtual clock never moves until Advance: a response here means the
+	// headers were flushed with no token produced.
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("no response headers before the first token: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream; charset=utf-8" {
+		t.Fatalf("%d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if e := s.Engines()[0]; e.GenerationTokens != 0 {
+		t.Fatalf("tokens produced before Advance: %+v", e)
+	}
+	done := make(chan []byte)
+	go func() { b, _ := io.ReadAll(resp.Body); done <- b }()
+	var body []byte
+	for i := 0; body == nil && i < 100000; i++ {
+		select {
+		case body = <-done:
+		default:
+			s.Advance(5 * time.Millisecond)
+			runtime.Gosched()
+		}
+	}
+	ev := strictEvents(t, string(body))
+	if len(ev) != 3 || !reChatRole.MatchString(ev[0]) {
+		t.Fatalf("stream: %q", ev)
 	}
 }
