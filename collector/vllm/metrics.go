@@ -3,7 +3,6 @@ package vllm
 import (
 	"math"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -75,7 +74,7 @@ func newDescs() *descs {
 		}
 		d.hist[s.Hist] = g(s.Exported, "vLLM's "+s.Names[0]+" histogram, buckets summed over engines; from "+joinOr(s.Names)+".", m...)
 		d.windowQuantile[s.Hist] = g("vllm_"+string(s.Hist)+"_window_seconds",
-			"Quantile of "+s.Names[0]+" over the window (histogram_quantile of bucket increases); absent when the window saw no observation.", "model", "window", "quantile")
+			"Quantiles of "+s.Names[0]+" over the window (histogram_quantile of bucket increases; a quantile is absent when the window saw no observation); _sum and _count are cumulative.", mw...)
 	}
 	return d
 }
@@ -213,16 +212,28 @@ func (s *Scraper) render(snap *snapshot.VLLM, res *result, windows map[time.Dura
 			}
 			for _, hn := range snapshot.LatencyHistograms {
 				qs, ok := dv.Quantiles[hn]
-				if !ok {
+				cum, ok2 := snap.Models[name].Histograms[hn]
+				if !ok || !ok2 {
 					continue
 				}
-				for _, q := range Quantiles {
-					value(d.windowQuantile[hn], prometheus.GaugeValue, qs[q], name, wl, strconv.FormatFloat(q, 'g', -1, 64))
-				}
+				out = append(out, windowSummary(d.windowQuantile[hn], qs, cum, name, wl))
 			}
 		}
 	}
 	s.rendered.Store(&out)
+}
+
+// windowSummary exports windowed quantiles as a summary: the quantile label
+// is reserved for summaries (promtool rejects it elsewhere), and a summary is
+// exactly "quantiles over a recent window plus cumulative count and sum".
+func windowSummary(desc *prometheus.Desc, qs map[float64]snapshot.Value, cum snapshot.Histogram, labels ...string) prometheus.Metric {
+	present := make(map[float64]float64, len(qs))
+	for q, v := range qs {
+		if v.OK {
+			present[q] = v.V
+		}
+	}
+	return prometheus.MustNewConstSummary(desc, uint64(math.Round(cum.Count)), cum.Sum, present, labels...)
 }
 
 // constHistogram re-exports a cumulative histogram. vLLM's counts are whole

@@ -70,13 +70,10 @@ func openMetricsToText(body []byte) []byte {
 		case bytes.HasPrefix(line, []byte("# HELP ")):
 			continue // HELP of a renamed counter family would create an empty family; we never read HELP.
 		case len(line) > 0 && line[0] != '#':
-			// An exemplar follows the value after " # {"; it starts after the
-			// label set, so look only past the last '}'.
-			start := bytes.LastIndexByte(line, '}')
-			if start < 0 {
-				start = 0
-			}
-			if i := bytes.Index(line[start:], []byte(" # {")); i >= 0 {
+			// An exemplar follows the value after " # "; look only past the
+			// label set, whose quoted values may contain anything.
+			start := labelSetEnd(line)
+			if i := bytes.Index(line[start:], []byte(" # ")); i >= 0 {
 				line = line[:start+i]
 			}
 		}
@@ -84,6 +81,27 @@ func openMetricsToText(body []byte) []byte {
 		out = append(out, '\n')
 	}
 	return out
+}
+
+// labelSetEnd returns the index just past a sample line's label set (or 0
+// when it has none), skipping quoted label values.
+func labelSetEnd(line []byte) int {
+	open := bytes.IndexByte(line, '{')
+	if open < 0 || bytes.IndexByte(line[:open], ' ') >= 0 {
+		return 0
+	}
+	inQuote := false
+	for i := open + 1; i < len(line); i++ {
+		switch c := line[i]; {
+		case inQuote && c == '\\':
+			i++
+		case c == '"':
+			inQuote = !inQuote
+		case !inQuote && c == '}':
+			return i + 1
+		}
+	}
+	return len(line)
 }
 
 // normalizer turns parsed families into per-model snapshot values. It keeps

@@ -147,9 +147,13 @@ func TestWindowOverFixtureSequence(t *testing.T) {
 	}
 
 	// The same values as exported series (0.45, 1.6 and 2.32 as float64
-	// interpolation rounds them, as PromQL would print them).
+	// interpolation rounds them, as PromQL would print them). A summary:
+	// windowed quantiles, cumulative _sum/_count (TTFT's new totals);
+	// e2e saw nothing in the window, so it has no quantile lines at all.
 	compareNoHelp(t, s, `
-# TYPE vllm_time_to_first_token_window_seconds gauge
+# TYPE vllm_time_to_first_token_window_seconds summary
+vllm_time_to_first_token_window_seconds_sum{model="`+llama+`",window="1m"} 528.415928950481
+vllm_time_to_first_token_window_seconds_count{model="`+llama+`",window="1m"} 1268
 vllm_time_to_first_token_window_seconds{model="`+llama+`",quantile="0.5",window="1m"} 0.1
 vllm_time_to_first_token_window_seconds{model="`+llama+`",quantile="0.9",window="1m"} 0.4500000000000002
 vllm_time_to_first_token_window_seconds{model="`+llama+`",quantile="0.95",window="1m"} 1.5999999999999979
@@ -164,7 +168,9 @@ vllm_requests_finished_per_second{finished_reason="error",model="`+llama+`",wind
 vllm_requests_finished_per_second{finished_reason="length",model="`+llama+`",window="1m"} 0.03333333333333333
 vllm_requests_finished_per_second{finished_reason="repetition",model="`+llama+`",window="1m"} 0
 vllm_requests_finished_per_second{finished_reason="stop",model="`+llama+`",window="1m"} 0.16666666666666666
-# TYPE vllm_e2e_request_latency_window_seconds gauge
+# TYPE vllm_e2e_request_latency_window_seconds summary
+vllm_e2e_request_latency_window_seconds_sum{model="`+llama+`",window="1m"} 7163.580518089371
+vllm_e2e_request_latency_window_seconds_count{model="`+llama+`",window="1m"} 1250
 `, "vllm_time_to_first_token_window_seconds", "vllm_prompt_tokens_per_second", "vllm_prefix_cache_hit_ratio",
 		"vllm_requests_finished_per_second", "vllm_e2e_request_latency_window_seconds")
 }
@@ -244,8 +250,13 @@ func TestWindowEmpty(t *testing.T) {
 	for _, q := range Quantiles {
 		wantAbsent(t, fmt.Sprintf("ttft q%v", q), d.Quantiles[snapshot.TTFT][q])
 	}
-	// And nothing (no NaN, no 0) is exported for them.
-	compareNoHelp(t, s, "", "vllm_time_to_first_token_window_seconds", "vllm_preemptions_per_request_ratio", "vllm_prefix_cache_hit_ratio")
+	// And nothing (no NaN, no 0) is exported for them: the summary keeps
+	// only its cumulative _sum and _count.
+	compareNoHelp(t, s, `
+# TYPE vllm_time_to_first_token_window_seconds summary
+vllm_time_to_first_token_window_seconds_sum{model="m",window="1m"} 0.05
+vllm_time_to_first_token_window_seconds_count{model="m",window="1m"} 1
+`, "vllm_time_to_first_token_window_seconds", "vllm_preemptions_per_request_ratio", "vllm_prefix_cache_hit_ratio")
 }
 
 func TestWindowNotFreshAfterFailure(t *testing.T) {
