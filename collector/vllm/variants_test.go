@@ -240,11 +240,11 @@ vllm:num_requests_running{model_name="m"} 0
 
 func fmtHist(name, le1 string, c1, c2, n, sum float64) string {
 	return strings.NewReplacer("NAME", name, "LE1", le1).Replace(
-		`NAME_bucket{le="LE1",model_name="m"} `+ftoa(c1)+"\n"+
-			`NAME_bucket{le="2.5",model_name="m"} `+ftoa(c2)+"\n"+
-			`NAME_bucket{le="+Inf",model_name="m"} `+ftoa(n)+"\n"+
-			`NAME_count{model_name="m"} `+ftoa(n)+"\n"+
-			`NAME_sum{model_name="m"} `+ftoa(sum)+"\n")
+		`NAME_bucket{le="LE1",model_name="m"} ` + ftoa(c1) + "\n" +
+			`NAME_bucket{le="2.5",model_name="m"} ` + ftoa(c2) + "\n" +
+			`NAME_bucket{le="+Inf",model_name="m"} ` + ftoa(n) + "\n" +
+			`NAME_count{model_name="m"} ` + ftoa(n) + "\n" +
+			`NAME_sum{model_name="m"} ` + ftoa(sum) + "\n")
 }
 
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
