@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -72,16 +73,6 @@ func TestConfigCheck(t *testing.T) {
 	}
 	if !strings.Contains(errb.String(), "no_such_section") {
 		t.Errorf("error does not name the field: %q", errb.String())
-	}
-}
-
-func TestDemoPlaceholderFailsClearly(t *testing.T) {
-	var out, errb bytes.Buffer
-	if code := run([]string{"--demo", "--web.listen-address=127.0.0.1:0"}, &out, &errb); code != 1 {
-		t.Fatalf("exit %d", code)
-	}
-	if !strings.Contains(errb.String(), "demo mode not built") {
-		t.Errorf("stderr %q", errb.String())
 	}
 }
 
@@ -150,24 +141,41 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("gave up waiting for %s", what)
 }
 
-// TestBinary builds the real binary and runs it against an httptest vLLM.
-func TestBinary(t *testing.T) {
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+	buildOut  []byte
+)
+
+// buildBinary builds the exporter once per test run.
+func buildBinary(t *testing.T) string {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "vllm_exporter")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "vllm_exporter-test")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "vllm_exporter")
+		buildOut, buildErr = exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+	})
+	if buildErr != nil {
+		t.Fatalf("go build: %v\n%s", buildErr, buildOut)
 	}
-	vllmSrv := fakeVLLM(t)
-	cfg := filepath.Join(t.TempDir(), "config.yml")
-	os.WriteFile(cfg, []byte("slos: []\n"), 0o600)
+	return binPath
+}
+
+// startBinary runs the exporter with args on a free loopback port and
+// returns its base URL and a channel closed with its exit error.
+func startBinary(t *testing.T, logs *bytes.Buffer, args ...string) (*exec.Cmd, string, chan error) {
+	t.Helper()
 	addr := freeAddr(t)
-	var logs bytes.Buffer
-	cmd := exec.Command(bin, "--vllm.url="+vllmSrv.URL, "--web.listen-address="+addr,
-		"--vllm.scrape-interval=200ms", "--config.file="+cfg, "--log.format=json", "--log.level=debug")
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd := exec.Command(buildBinary(t), append(args, "--web.listen-address="+addr)...)
+	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -176,9 +184,30 @@ func TestBinary(t *testing.T) {
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			cmd.Process.Kill()
+			<-exited
 		}
 	})
-	base := "http://" + addr
+	return cmd, "http://" + addr, exited
+}
+
+// TestBinaryDemo: --demo serves a simulated vLLM without any real one.
+func TestBinaryDemo(t *testing.T) {
+	var logs bytes.Buffer
+	_, base, _ := startBinary(t, &logs, "--demo", "--vllm.scrape-interval=200ms")
+	waitFor(t, "demo series", func() bool {
+		_, m := httpGet(t, base+"/metrics")
+		return strings.Contains(m, "vllm_up 1") && strings.Contains(m, "vllm_requests_running{")
+	})
+}
+
+// TestBinary builds the real binary and runs it against an httptest vLLM.
+func TestBinary(t *testing.T) {
+	vllmSrv := fakeVLLM(t)
+	cfg := filepath.Join(t.TempDir(), "config.yml")
+	os.WriteFile(cfg, []byte("slos: []\n"), 0o600)
+	var logs bytes.Buffer
+	cmd, base, exited := startBinary(t, &logs, "--vllm.url="+vllmSrv.URL,
+		"--vllm.scrape-interval=200ms", "--config.file="+cfg, "--log.format=json", "--log.level=debug")
 
 	waitFor(t, "/-/ready", func() bool { c, _ := httpGet(t, base+"/-/ready"); return c == 200 })
 	if c, _ := httpGet(t, base+"/-/healthy"); c != 200 {
@@ -237,4 +266,12 @@ func TestBinary(t *testing.T) {
 	if !strings.Contains(logs.String(), `"msg":"shutting down"`) {
 		t.Errorf("logs lack the shutdown message (json format?):\n%s", logs.String())
 	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
 }
