@@ -123,7 +123,11 @@ func (s *Scraper) render(snap *snapshot.VLLM, res *result, windows map[time.Dura
 	d := s.descs
 	var out []prometheus.Metric
 	emit := func(desc *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
-		out = append(out, prometheus.MustNewConstMetric(desc, t, v, labels...))
+		// Label values were validated when parsed; an error here is a bug,
+		// and a bug must cost one series, not the process.
+		if m, err := prometheus.NewConstMetric(desc, t, v, labels...); err == nil {
+			out = append(out, m)
+		}
 	}
 	value := func(desc *prometheus.Desc, t prometheus.ValueType, v snapshot.Value, labels ...string) {
 		if v.OK {
@@ -193,7 +197,9 @@ func (s *Scraper) render(snap *snapshot.VLLM, res *result, windows map[time.Dura
 			if !ok {
 				continue
 			}
-			out = append(out, constHistogram(d.hist[hn], h, name))
+			if m, err := constHistogram(d.hist[hn], h, name); err == nil {
+				out = append(out, m)
+			}
 		}
 	}
 
@@ -216,7 +222,9 @@ func (s *Scraper) render(snap *snapshot.VLLM, res *result, windows map[time.Dura
 				if !ok || !ok2 {
 					continue
 				}
-				out = append(out, windowSummary(d.windowQuantile[hn], qs, cum, name, wl))
+				if m, err := windowSummary(d.windowQuantile[hn], qs, cum, name, wl); err == nil {
+					out = append(out, m)
+				}
 			}
 		}
 	}
@@ -226,25 +234,25 @@ func (s *Scraper) render(snap *snapshot.VLLM, res *result, windows map[time.Dura
 // windowSummary exports windowed quantiles as a summary: the quantile label
 // is reserved for summaries (promtool rejects it elsewhere), and a summary is
 // exactly "quantiles over a recent window plus cumulative count and sum".
-func windowSummary(desc *prometheus.Desc, qs map[float64]snapshot.Value, cum snapshot.Histogram, labels ...string) prometheus.Metric {
+func windowSummary(desc *prometheus.Desc, qs map[float64]snapshot.Value, cum snapshot.Histogram, labels ...string) (prometheus.Metric, error) {
 	present := make(map[float64]float64, len(qs))
 	for q, v := range qs {
 		if v.OK {
 			present[q] = v.V
 		}
 	}
-	return prometheus.MustNewConstSummary(desc, uint64(math.Round(cum.Count)), cum.Sum, present, labels...)
+	return prometheus.NewConstSummary(desc, uint64(math.Round(cum.Count)), cum.Sum, present, labels...)
 }
 
 // constHistogram re-exports a cumulative histogram. vLLM's counts are whole
 // numbers carried as floats; client_golang's classic const histogram wants
 // integers.
-func constHistogram(desc *prometheus.Desc, h snapshot.Histogram, labels ...string) prometheus.Metric {
+func constHistogram(desc *prometheus.Desc, h snapshot.Histogram, labels ...string) (prometheus.Metric, error) {
 	buckets := make(map[float64]uint64, len(h.Bounds))
 	for i, b := range h.Bounds {
 		buckets[b] = uint64(math.Round(h.Counts[i]))
 	}
-	return prometheus.MustNewConstHistogram(desc, uint64(math.Round(h.Count)), h.Sum, buckets, labels...)
+	return prometheus.NewConstHistogram(desc, uint64(math.Round(h.Count)), h.Sum, buckets, labels...)
 }
 
 func b2f(b bool) float64 {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -168,6 +169,11 @@ func (n *normalizer) normalize(fams map[string]*dto.MetricFamily) *result {
 		}
 		for _, m := range mf.GetMetric() {
 			labels := labelMap(m)
+			if !validUTF8(labels) {
+				// client_golang refuses such label values; vLLM never sends them.
+				r.warnings = append(r.warnings, mf.GetName()+": label value is not UTF-8")
+				continue
+			}
 			if s.Field == fCacheConfig {
 				if cacheConfig == nil {
 					delete(labels, "engine")
@@ -284,6 +290,15 @@ func hasLabel(m *dto.Metric, name string) bool {
 	return false
 }
 
+func validUTF8(labels map[string]string) bool {
+	for _, v := range labels {
+		if !utf8.ValidString(v) {
+			return false
+		}
+	}
+	return true
+}
+
 func labelMap(m *dto.Metric) map[string]string {
 	l := make(map[string]string, len(m.GetLabel()))
 	for _, p := range m.GetLabel() {
@@ -334,8 +349,13 @@ func (n *normalizer) histogram(family string, m *dto.Metric) (snapshot.Histogram
 		bounds = append(bounds, b.GetUpperBound())
 		h.Counts = append(h.Counts, c)
 	}
-	if math.IsNaN(h.Sum) || math.IsNaN(h.Count) {
-		return snapshot.Histogram{}, fmt.Errorf("%s: NaN count or sum", family)
+	if !validCount(h.Count) || math.IsNaN(h.Sum) {
+		return snapshot.Histogram{}, fmt.Errorf("%s: invalid count or sum", family)
+	}
+	for _, c := range h.Counts {
+		if !validCount(c) {
+			return snapshot.Histogram{}, fmt.Errorf("%s: invalid bucket count %v", family, c)
+		}
 	}
 	if cached := n.bounds[family]; slices.Equal(cached, bounds) {
 		bounds = cached
@@ -345,6 +365,10 @@ func (n *normalizer) histogram(family string, m *dto.Metric) (snapshot.Histogram
 	h.Bounds = bounds
 	return h, nil
 }
+
+// validCount: a count must be a finite non-negative number to be re-exported
+// as an integer.
+func validCount(c float64) bool { return c >= 0 && !math.IsInf(c, 1) }
 
 func count(f *float64, u uint64) float64 {
 	if f != nil {

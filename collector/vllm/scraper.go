@@ -229,21 +229,27 @@ func (s *Scraper) ScrapeOnce(ctx context.Context, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	began := time.Now()
+	ct, reason, err := s.fetch(ctx)
+	s.ingest(now, began, s.buf.Bytes(), ct, reason, err)
+	if s.buf.Cap() > 4*int(s.opts.MaxBodyBytes)/3 {
+		s.buf = bytes.Buffer{} // do not keep an oversize buffer alive
+	}
+}
 
+// ingest parses a fetched body (or records the fetch error), appends the
+// snapshot to the history, derives the windows and prepares /metrics.
+// Called with s.mu held.
+func (s *Scraper) ingest(now, began time.Time, body []byte, ct, reason string, err error) {
 	snap := &snapshot.VLLM{Time: now}
 	var res *result
-	ct, reason, err := s.fetch(ctx)
 	if err == nil {
-		fams, perr := parseFamilies(s.buf.Bytes(), ct)
+		fams, perr := parseFamilies(body, ct)
 		if perr != nil {
 			reason, err = ReasonParse, perr
 		} else {
 			res = s.norm.normalize(fams)
 			snap.Up, snap.Schema, snap.Models, snap.Missing = true, res.schema, res.models, res.missing
 		}
-	}
-	if s.buf.Cap() > 4*int(s.opts.MaxBodyBytes)/3 {
-		s.buf = bytes.Buffer{} // do not keep an oversize buffer alive
 	}
 	took := time.Since(began)
 	s.scrapes++
