@@ -320,3 +320,31 @@ func TestTableRowsAreExported(t *testing.T) {
 		t.Errorf("markdown table has %d lines, want %d", got, len(sources)+2)
 	}
 }
+
+// Bad data from vLLM costs the affected series, never the scrape or the
+// process: a non-UTF-8 model name (client_golang would refuse the label) and
+// a histogram with a negative bucket are dropped, the rest is kept.
+func TestInvalidSamplesDropped(t *testing.T) {
+	body := "# TYPE vllm:num_requests_running gauge\n" +
+		"vllm:num_requests_running{model_name=\"ok\"} 1\n" +
+		"vllm:num_requests_running{model_name=\"bad\xff\"} 2\n" +
+		"# TYPE vllm:e2e_request_latency_seconds histogram\n" +
+		"vllm:e2e_request_latency_seconds_bucket{le=\"1\",model_name=\"ok\"} -3\n" +
+		"vllm:e2e_request_latency_seconds_bucket{le=\"+Inf\",model_name=\"ok\"} 1\n" +
+		"vllm:e2e_request_latency_seconds_count{model_name=\"ok\"} 1\n" +
+		"vllm:e2e_request_latency_seconds_sum{model_name=\"ok\"} 0.5\n"
+	srv := newFakeVLLM(t, []byte(body), "text/plain")
+	s := newTestScraper(t, srv.URL, nil)
+	scrapeAt(s, t0)
+	l := s.Latest()
+	if !l.Up || len(l.Models) != 1 || l.Models["ok"] == nil {
+		t.Fatalf("up %v models %v", l.Up, l.Models)
+	}
+	if _, ok := l.Models["ok"].Histograms[snapshot.E2E]; ok {
+		t.Error("histogram with a negative bucket kept")
+	}
+	compareNoHelp(t, s, `
+# TYPE vllm_requests_running gauge
+vllm_requests_running{model="ok"} 1
+`, "vllm_requests_running", "vllm_e2e_request_latency_seconds")
+}
