@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"unicode/utf8"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -169,11 +168,6 @@ func (n *normalizer) normalize(fams map[string]*dto.MetricFamily) *result {
 		}
 		for _, m := range mf.GetMetric() {
 			labels := labelMap(m)
-			if !validUTF8(labels) {
-				// client_golang refuses such label values; vLLM never sends them.
-				r.warnings = append(r.warnings, mf.GetName()+": label value is not UTF-8")
-				continue
-			}
 			if s.Field == fCacheConfig {
 				if cacheConfig == nil {
 					delete(labels, "engine")
@@ -288,15 +282,6 @@ func hasLabel(m *dto.Metric, name string) bool {
 		}
 	}
 	return false
-}
-
-func validUTF8(labels map[string]string) bool {
-	for _, v := range labels {
-		if !utf8.ValidString(v) {
-			return false
-		}
-	}
-	return true
 }
 
 func labelMap(m *dto.Metric) map[string]string {

@@ -321,27 +321,33 @@ func TestTableRowsAreExported(t *testing.T) {
 	}
 }
 
-// Bad data from vLLM costs the affected series, never the scrape or the
-// process: a non-UTF-8 model name (client_golang would refuse the label) and
-// a histogram with a negative bucket are dropped, the rest is kept.
-func TestInvalidSamplesDropped(t *testing.T) {
-	body := "# TYPE vllm:num_requests_running gauge\n" +
-		"vllm:num_requests_running{model_name=\"ok\"} 1\n" +
-		"vllm:num_requests_running{model_name=\"bad\xff\"} 2\n" +
-		"# TYPE vllm:e2e_request_latency_seconds histogram\n" +
-		"vllm:e2e_request_latency_seconds_bucket{le=\"1\",model_name=\"ok\"} -3\n" +
-		"vllm:e2e_request_latency_seconds_bucket{le=\"+Inf\",model_name=\"ok\"} 1\n" +
-		"vllm:e2e_request_latency_seconds_count{model_name=\"ok\"} 1\n" +
-		"vllm:e2e_request_latency_seconds_sum{model_name=\"ok\"} 0.5\n"
-	srv := newFakeVLLM(t, []byte(body), "text/plain")
+// Bad data from vLLM never costs the process: the text parser refuses a
+// non-UTF-8 label value (the whole scrape is a parse error, as in
+// Prometheus), and a histogram with an infinite bucket count, which the
+// parser accepts, is dropped while the rest of the scrape is kept.
+func TestInvalidSamples(t *testing.T) {
+	srv := newFakeVLLM(t, []byte("# TYPE vllm:num_requests_running gauge\n"+
+		"vllm:num_requests_running{model_name=\"bad\xff\"} 2\n"), "text/plain")
 	s := newTestScraper(t, srv.URL, nil)
 	scrapeAt(s, t0)
+	if l := s.Latest(); l.Up || l.Error != ReasonParse {
+		t.Fatalf("non-UTF-8 label: up %v error %q, want a parse error", l.Up, l.Error)
+	}
+
+	srv.set([]byte("# TYPE vllm:num_requests_running gauge\n"+
+		"vllm:num_requests_running{model_name=\"ok\"} 1\n"+
+		"# TYPE vllm:e2e_request_latency_seconds histogram\n"+
+		"vllm:e2e_request_latency_seconds_bucket{le=\"1\",model_name=\"ok\"} +Inf\n"+
+		"vllm:e2e_request_latency_seconds_bucket{le=\"+Inf\",model_name=\"ok\"} 1\n"+
+		"vllm:e2e_request_latency_seconds_count{model_name=\"ok\"} 1\n"+
+		"vllm:e2e_request_latency_seconds_sum{model_name=\"ok\"} 0.5\n"), nil)
+	scrapeAt(s, t0.Add(5*time.Second))
 	l := s.Latest()
-	if !l.Up || len(l.Models) != 1 || l.Models["ok"] == nil {
-		t.Fatalf("up %v models %v", l.Up, l.Models)
+	if !l.Up || l.Models["ok"] == nil {
+		t.Fatalf("up %v error %q", l.Up, l.Error)
 	}
 	if _, ok := l.Models["ok"].Histograms[snapshot.E2E]; ok {
-		t.Error("histogram with a negative bucket kept")
+		t.Error("histogram with an infinite bucket count kept")
 	}
 	compareNoHelp(t, s, `
 # TYPE vllm_requests_running gauge
