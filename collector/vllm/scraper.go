@@ -97,6 +97,7 @@ type Scraper struct {
 	errors     map[string]float64
 	lastOK     time.Time
 	lastReason string // for logging state changes only
+	lastSchema string // for logging state changes only
 
 	histMu    sync.RWMutex
 	history   []*snapshot.VLLM // oldest first, bounded by prune
@@ -305,6 +306,12 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct, reason string, e
 		s.lastOK = now
 		if s.lastReason != "" {
 			level.Info(s.logger).Log("msg", "vLLM scrape recovered", "url", s.metricsURL, "schema", res.schema)
+		}
+		if res.schema != s.lastSchema {
+			// Once at start and after a vLLM upgrade: say what was found.
+			level.Info(s.logger).Log("msg", "vLLM metric schema detected", "schema", res.schema,
+				"models", len(res.models), "missing", strings.Join(res.missing, ","))
+			s.lastSchema = res.schema
 		}
 		for _, w := range res.warnings {
 			level.Debug(s.logger).Log("msg", "vLLM sample dropped", "detail", w)
