@@ -48,11 +48,11 @@ func BenchmarkParseNormalize(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(body)))
 			for b.Loop() {
-				fams, err := parseFamilies(body, "text/plain")
+				e, err := parseBody(body, "text/plain")
 				if err != nil {
 					b.Fatal(err)
 				}
-				n.normalize(fams)
+				n.normalize(e)
 			}
 		})
 	}

@@ -46,7 +46,7 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 			scrapeAt(s, t0.Add(time.Minute))
 			reg := prometheus.NewPedanticRegistry()
 			reg.MustRegister(s)
-			out := exposition(t, reg)
+			out := gatherText(t, reg)
 			if !bytes.Contains(out, []byte("_per_second{")) {
 				t.Fatalf("no windowed series to lint:\n%s", out)
 			}
@@ -59,7 +59,7 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 	}
 }
 
-func exposition(t *testing.T, g prometheus.Gatherer) []byte {
+func gatherText(t *testing.T, g prometheus.Gatherer) []byte {
 	t.Helper()
 	fams, err := g.Gather()
 	if err != nil {

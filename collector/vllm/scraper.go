@@ -284,11 +284,11 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct, reason string, e
 	snap := &snapshot.VLLM{Time: now}
 	var res *result
 	if err == nil {
-		fams, perr := parseFamilies(body, ct)
+		e, perr := parseBody(body, ct)
 		if perr != nil {
 			reason, err = ReasonParse, perr
 		} else {
-			res = s.norm.normalize(fams)
+			res = s.norm.normalize(e)
 			snap.Up, snap.Schema, snap.Models, snap.Missing = true, res.schema, res.models, res.missing
 		}
 	}
