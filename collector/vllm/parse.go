@@ -28,8 +28,8 @@ type exposition struct {
 // expfmt does not recognise), both the same text format. An OpenMetrics body
 // (vLLM's opt-in Rust front-end) is first rewritten into text format. Lines
 // of families the exporter never reads (python_*, process_*, http_*,
-// *_created, most vllm:*) are dropped before parsing: they are three
-// quarters of a V1 body and most of the parse cost.
+// *_created, many vllm:*) are dropped before parsing: 375 of the 614 lines
+// of a V1 body, and half of the parser's allocations.
 func parseBody(body []byte, contentType string) (exposition, error) {
 	if strings.Contains(contentType, "openmetrics") || hasEOFLine(body) {
 		body = openMetricsToText(body)
