@@ -275,3 +275,10 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+func TestBinaryVersion(t *testing.T) {
+	out, err := exec.Command(buildBinary(t), "--version").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "vllm_exporter, version") {
+		t.Fatalf("--version: %v\n%s", err, out)
+	}
+}
