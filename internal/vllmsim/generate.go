@@ -407,7 +407,14 @@ func (st *sseWriter) event(v any) bool {
 	}
 	if f, ok := st.s.fault(FaultStreamError); ok && st.events >= f.AfterChunks {
 		st.h.Abort()
+		// Main turns engine failures into GenerationError (500,
+		// InternalServerError); older servers caught any exception in the
+		// stream generator with create_streaming_error_response's defaults
+		// (400, BadRequestError).
 		e := &apiError{status: 500, typ: "InternalServerError", message: "Engine generation failed (simulated stream_error fault)"}
+		if st.s.version.name != MetricsV1 {
+			e.status, e.typ = 400, "BadRequestError"
+		}
 		st.write(streamErrorJSON(e, st.s.version.nestedError))
 		st.done()
 		return false
