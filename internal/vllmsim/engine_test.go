@@ -215,3 +215,52 @@ func TestPromptTokensCountedPerVersion(t *testing.T) {
 		}
 	}
 }
+
+// A prefix-cache hit never covers the whole prompt (the last token must be
+// computed for logits), and freed cached blocks are evicted least recently
+// freed first.
+func TestPrefixHitCapAndLRUEviction(t *testing.T) {
+	s := newVirtual(t, Config{})
+	prompt := make([]int, 64) // exactly 4 blocks
+	for i := range prompt {
+		prompt[i] = firstWordID + 3*i
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := s.Submit(Request{Prompt: prompt, MaxTokens: 1}); err != nil {
+			t.Fatal(err)
+		}
+		s.Advance(time.Second)
+	}
+	if recs := s.Records(); len(recs) != 2 || recs[1].CachedTokens != 48 {
+		t.Fatalf("repeat of a 64-token prompt hit %+v, want 48 (3 of 4 blocks)", recs)
+	}
+
+	p := newBlockPool(9, 4, true, true) // 8 usable blocks of 4 tokens
+	seq := func(base int) []int {
+		out := make([]int, 8)
+		for i := range out {
+			out[i] = base + i
+		}
+		return out
+	}
+	hashes := func(toks []int) []uint64 { return chainHashes(nil, toks, 4) }
+	a, b := p.alloc(2), p.alloc(2)
+	for i, h := range hashes(seq(100)) {
+		p.register(a[i], h)
+	}
+	for i, h := range hashes(seq(200)) {
+		p.register(b[i], h)
+	}
+	p.release(a) // freed first: evicted first
+	p.release(b)
+	if p.peek(hashes(seq(100)), 2) != 2 || p.peek(hashes(seq(200)), 2) != 2 {
+		t.Fatal("freed blocks must stay cached until reused")
+	}
+	p.alloc(5) // 4 never-used blocks, then the least recently freed cached one
+	if p.peek(hashes(seq(200)), 2) != 2 {
+		t.Error("the most recently freed prefix was evicted before the older one")
+	}
+	if p.peek(hashes(seq(100)), 2) == 2 {
+		t.Error("the least recently freed prefix survived an allocation that needed its block")
+	}
+}
