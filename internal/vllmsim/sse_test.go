@@ -406,3 +406,33 @@ func TestStreamHeadersBeforeFirstToken(t *testing.T) {
 		t.Fatalf("stream: %q", ev)
 	}
 }
+
+// stream_options defaults drifted: include_usage defaults to true up to early
+// 2026 and to false on main; without a stream_options object there is never a
+// usage chunk.
+func TestStreamOptionsDefaultsPerVersion(t *testing.T) {
+	for _, c := range []struct {
+		version, opts string
+		usage         bool
+	}{
+		{MetricsV1, `,"stream_options":{}`, false},
+		{MetricsV1_0_10, `,"stream_options":{}`, true},
+		{MetricsV0, `,"stream_options":{"continuous_usage_stats":false}`, true},
+		{MetricsV0, ``, false},
+	} {
+		s := newVirtual(t, Config{Models: []string{"m"}, MetricsVersion: c.version})
+		rec := doVirtual(t, s, "POST", "/v1/completions", `{"model":"m","prompt":[5,6],"max_tokens":2,"ignore_eos":true,"stream":true`+c.opts+`}`, nil)
+		ev := strictEvents(t, rec.Body.String())
+		got := len(ev) == 3 && reCompUsage.MatchString(ev[2])
+		if got != c.usage || len(ev) != 2+btoi(c.usage) {
+			t.Errorf("%s %s: usage chunk %v, want %v: %q", c.version, c.opts, got, c.usage, ev)
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
