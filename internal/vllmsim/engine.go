@@ -56,7 +56,8 @@ func (r *req) outputs() int   { return len(r.tokens) - r.promptLen }
 type schedItem struct {
 	r      *req
 	numNew int
-	hit    int // prefix-cache hit taken when this item (re)admitted r
+	admit  bool // this item (re)admitted r from the waiting queue
+	hit    int  // the prefix-cache hit taken at that admission
 }
 
 // engine is one data-parallel rank of one model: a V1-style scheduler over a
@@ -190,7 +191,7 @@ func (e *engine) schedule(now time.Time) []schedItem {
 		e.running = append(e.running, r)
 		// A waiting request always starts from numComputed 0 (new, preempted
 		// or after a failed allocation), so numComputed is the cache hit.
-		batch = append(batch, schedItem{r: r, numNew: n, hit: r.numComputed})
+		batch = append(batch, schedItem{r: r, numNew: n, admit: true, hit: r.numComputed})
 		e.registerFull(r, r.numComputed+n)
 		budget -= n
 	}
@@ -240,7 +241,7 @@ func (e *engine) completeStep(t time.Time) {
 		if r.state != stateRunning {
 			continue // aborted during the step
 		}
-		decode := r.outputs() > 0 && it.numNew == 1 && r.numComputed+1 == r.numTokens()
+		decode := !it.admit && r.outputs() > 0 && it.numNew == 1 && r.numComputed+1 == r.numTokens()
 		if v0 && !decode {
 			// V0 counts a prefill chunk (token_chunk_size, cached tokens
 			// included) as prompt tokens when it is computed, and a
