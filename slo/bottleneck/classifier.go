@@ -68,8 +68,9 @@ type ModelState struct {
 	Model string
 	Class Class
 	Since time.Time // when Class became current
-	// Candidate is a different class that is winning but has not yet held
-	// for hold_ticks (empty when the raw verdict equals Class).
+	// Candidate is the class that would replace Class if the raw verdict
+	// keeps disagreeing with it; CandidateTicks is how many consecutive
+	// ticks it has (0 and empty when the raw verdict equals Class).
 	Candidate      Class
 	CandidateTicks int
 	// Raw is this tick's verdict before hysteresis.
@@ -116,6 +117,28 @@ type Capacity struct {
 type modelState struct {
 	ModelState
 	samples []capSample // per-bucket maxima while SLOs held, oldest first
+	pending []Class     // raw verdicts since the last one that agreed with Class
+	kv      []float64   // the last hold_ticks KV usage readings
+}
+
+// sustainedKV records a KV-usage reading and returns the larger of it and
+// the mean of the last n readings: a rise shows at once (the class switch
+// still waits hold_ticks), and one dip of a noisy gauge below the threshold
+// does not drop a cache that is full on average.
+func (st *modelState) sustainedKV(v snapshot.Value, n int) snapshot.Value {
+	if !v.OK {
+		st.kv = nil
+		return v
+	}
+	st.kv = append(st.kv, v.V)
+	if len(st.kv) > n {
+		st.kv = st.kv[len(st.kv)-n:]
+	}
+	sum := 0.0
+	for _, x := range st.kv {
+		sum += x
+	}
+	return snapshot.Some(max(v.V, sum/float64(len(st.kv))))
 }
 
 type capSample struct {
@@ -175,7 +198,8 @@ func (c *Classifier) Tick(now time.Time) {
 			st = &modelState{ModelState: ModelState{Model: name}}
 			c.models[name] = st
 		}
-		in := Inputs{Now: now, Model: m, Window: win[name], Baseline: base[name], GPU: gpu, Probes: probes}
+		in := Inputs{Now: now, Model: m, Window: win[name], Baseline: base[name], GPU: gpu, Probes: probes,
+			KVUsage: st.sustainedKV(m.KVUsage, th.HoldTicks)}
 		in.Roofline = ComputeRoofline(c.opts.Model, m, in.Window, gpu, th.BandwidthEfficiency)
 		raw, findings := Evaluate(in, th)
 		prev := st.Class
@@ -190,26 +214,44 @@ func (c *Classifier) Tick(now time.Time) {
 	}
 }
 
-// advance applies hysteresis: the first verdict is adopted at once; after
-// that a different verdict must win holdTicks ticks in a row.
+// advance applies hysteresis. The first verdict is adopted at once. After
+// that the current class is replaced only once the raw verdict has disagreed
+// with it on holdTicks consecutive ticks; the replacement is the verdict seen
+// most often among those ticks (ties go to the higher-priority class), so two
+// symptoms of one regime alternating tick to tick still settle.
 func (st *modelState) advance(raw Class, now time.Time, holdTicks int) {
 	st.Raw = raw
 	st.Ticks++
 	switch {
 	case st.Class == "":
-		st.Class, st.Since = raw, now
-		st.Candidate, st.CandidateTicks = "", 0
+		st.Class, st.Since, st.pending = raw, now, nil
 	case raw == st.Class:
-		st.Candidate, st.CandidateTicks = "", 0
-	case raw == st.Candidate:
-		st.CandidateTicks++
+		st.pending = nil
 	default:
-		st.Candidate, st.CandidateTicks = raw, 1
+		st.pending = append(st.pending, raw)
 	}
-	if st.Candidate != "" && st.CandidateTicks >= holdTicks {
+	st.Candidate, st.CandidateTicks = mode(st.pending), len(st.pending)
+	if st.CandidateTicks >= holdTicks {
 		st.Class, st.Since = st.Candidate, now
-		st.Candidate, st.CandidateTicks = "", 0
+		st.pending, st.Candidate, st.CandidateTicks = nil, "", 0
 	}
+}
+
+// mode is the most frequent class in cs, ties to the higher priority.
+func mode(cs []Class) Class {
+	best, bestN := Class(""), 0
+	for _, c := range Classes {
+		n := 0
+		for _, x := range cs {
+			if x == c {
+				n++
+			}
+		}
+		if n > bestN {
+			best, bestN = c, n
+		}
+	}
+	return best
 }
 
 func (c *Classifier) sloCheck(in Inputs, th config.Bottleneck, now time.Time) SLOCheck {

@@ -11,8 +11,11 @@ import (
 
 // Inputs is everything one model's evaluation reads. Any pointer may be nil.
 type Inputs struct {
-	Now      time.Time
-	Model    *snapshot.Model   // latest scrape for this model
+	Now   time.Time
+	Model *snapshot.Model // latest scrape for this model
+	// KVUsage is the sustained KV-cache usage (the classifier passes the
+	// mean of the last hold_ticks readings); absent: Model.KVUsage is used.
+	KVUsage  snapshot.Value
 	Window   *snapshot.Derived // over config Window
 	Baseline *snapshot.Derived // over config BaselineWindow
 	GPU      *snapshot.GPU
@@ -196,12 +199,23 @@ func (r rules) tooManySequences() Finding {
 	return all(TooManySequences, ev...)
 }
 
+// kv is the sustained KV usage when known, else the latest reading.
+func (r rules) kv() snapshot.Value {
+	if r.in.KVUsage.OK {
+		return r.in.KVUsage
+	}
+	if r.in.Model != nil {
+		return r.in.Model.KVUsage
+	}
+	return snapshot.Value{}
+}
+
 func (r rules) kvExhausted() Finding {
-	m := r.in.Model
-	if m == nil || !m.KVUsage.OK {
+	m, kv := r.in.Model, r.kv()
+	if m == nil || !kv.OK {
 		return Finding{Class: KVCacheExhausted}
 	}
-	ev := []Evidence{gate("kv_cache_usage_ratio", m.KVUsage.V, ">", r.th.KVCacheUsageHigh, "ratio")}
+	ev := []Evidence{gate("kv_cache_usage_ratio", kv.V, ">", r.th.KVCacheUsageHigh, "ratio")}
 	if m.Waiting.OK {
 		ev = append(ev, ctx("requests_waiting", m.Waiting.V, "requests"))
 	}
