@@ -1,6 +1,7 @@
 package bottleneck
 
 import (
+	"context"
 	"sort"
 	"sync"
 	"time"
@@ -47,6 +48,9 @@ type Options struct {
 	// slo watchdog's verdict); known=false falls back to the classifier's
 	// own TTFT/TPOT targets. It gates the capacity maximum.
 	SLOHolds func(now time.Time) (holds, known bool)
+	// Thresholds, when set, are used instead of the config holder's
+	// bottleneck section (diagnose shortens the window to fit its watch).
+	Thresholds *config.Bottleneck
 }
 
 // Classifier evaluates the rules per model on each Tick, applies hysteresis
@@ -155,10 +159,28 @@ func New(opts Options, holder *config.Holder, src Sources, logger log.Logger) *C
 }
 
 func (c *Classifier) thresholds() config.Bottleneck {
+	if c.opts.Thresholds != nil {
+		return *c.opts.Thresholds
+	}
 	if c.cfg == nil {
 		return config.DefaultBottleneck()
 	}
 	return c.cfg.Get().Bottleneck
+}
+
+// Run ticks every interval until ctx ends. The exporter uses it when the
+// classifier is not wired as an SLO-watchdog hook.
+func (c *Classifier) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			c.Tick(now)
+		}
+	}
 }
 
 // Tick evaluates every model in the latest scrape. While vLLM is down or not

@@ -1,0 +1,205 @@
+package main
+
+// The bottleneck classifier in the serving exporter, and the `diagnose` and
+// `capacity` subcommands. Registered from init() through main.go's
+// extension and command hooks.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+
+	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
+	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/slo/bottleneck"
+)
+
+// bottleneckFlags are the app-level flags shared by serve, diagnose and
+// capacity (--model.*, --cost.*).
+type bottleneckFlags struct {
+	app  *kingpin.Application // to read core's flags (--vllm.url, ...) from the subcommands
+	spec bottleneck.ModelSpec
+	cost bottleneck.CostSpec
+}
+
+var bnFlags = &bottleneckFlags{}
+
+func init() {
+	register(extension{name: "bottleneck", order: 40, flags: bnFlags.add, start: bnFlags.start})
+	registerCommand(command{name: "diagnose", help: "Watch a vLLM server for --duration, classify its bottleneck and print a report (SLOs, evidence, roofline, recommended knob).", setup: setupDiagnose})
+	registerCommand(command{name: "capacity", help: "Print the GPUs needed for a daily request volume (required = daily / 86,400; GPUs = ceil(required / per-GPU throughput) x headroom).", setup: setupCapacity})
+}
+
+func (b *bottleneckFlags) add(app *kingpin.Application) {
+	b.app = app
+	app.Flag("model.weight-bytes", "Bytes of model weights one decode step reads (decode roofline); overrides --model.parameters.").Float64Var(&b.spec.WeightBytes)
+	app.Flag("model.parameters", "Model parameter count, with --model.bytes-per-parameter, when --model.weight-bytes is not given.").Float64Var(&b.spec.Parameters)
+	app.Flag("model.bytes-per-parameter", "Bytes per parameter (2 for FP16/BF16, 1 for FP8, 0.5 for INT4).").Float64Var(&b.spec.BytesPerParameter)
+	app.Flag("model.kv-cache-bytes", "KV-cache pool size in bytes; default: GPU memory x vLLM's gpu_memory_utilization - weights - 1.5 GB per GPU.").Float64Var(&b.spec.KVCacheBytes)
+	app.Flag("model.memory-bandwidth", "Effective memory bandwidth in bytes/s for the roofline when no GPU is visible (with a GPU: its peak x bottleneck.bandwidth_efficiency).").Float64Var(&b.spec.MemoryBandwidth)
+	app.Flag("cost.gpu-hour", "Price of one GPU-hour; enables vllm_cost_per_million_output_tokens.").Float64Var(&b.cost.GPUHour)
+	app.Flag("cost.gpus", "GPUs serving this vLLM, for cost and capacity per GPU (default: the GPUs NVML sees, else 1).").IntVar(&b.cost.GPUs)
+}
+
+func (b *bottleneckFlags) validate() error {
+	if err := b.spec.Validate(); err != nil {
+		return err
+	}
+	if b.cost.GPUHour < 0 || b.cost.GPUs < 0 {
+		return errors.New("--cost.gpu-hour and --cost.gpus must be >= 0")
+	}
+	return nil
+}
+
+// flagString reads one of core's app-level flags after parsing ("" if absent).
+func (b *bottleneckFlags) flagString(name string) string {
+	if b.app == nil {
+		return ""
+	}
+	if f := b.app.GetFlag(name); f != nil && f.Model().Value != nil {
+		return f.Model().Value.String()
+	}
+	return ""
+}
+
+func (b *bottleneckFlags) flagDuration(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(b.flagString(name)); err == nil && d > 0 {
+		return d
+	}
+	return def
+}
+
+// start runs the classifier inside the serving exporter. It ticks on its
+// own loop at the SLO interval; wiring it as an slo.Watchdog hook instead
+// needs an exporter field the lead owns (see the README section).
+func (b *bottleneckFlags) start(_ context.Context, x *exporter) error {
+	if err := b.validate(); err != nil {
+		return err
+	}
+	c := bottleneck.New(bottleneck.Options{Model: b.spec, Cost: b.cost}, x.config,
+		bottleneck.Sources{VLLM: x.vllm, GPU: x.gpu, Probes: x.probes}, log.With(x.logger, "component", "bottleneck"))
+	if err := x.registry.Register(c); err != nil {
+		return err
+	}
+	interval := b.flagDuration("slo.interval", 10*time.Second)
+	x.goRun(func(ctx context.Context) { c.Run(ctx, interval) })
+	return nil
+}
+
+// diagnoseOpts is one diagnose run.
+type diagnoseOpts struct {
+	url, apiKey, configFile string
+	timeout                 time.Duration
+	duration, interval      time.Duration
+	window                  time.Duration
+	output                  string
+	spec                    bottleneck.ModelSpec
+	cost                    bottleneck.CostSpec
+	// now/sleep: a virtual clock in tests; nil = wall clock.
+	now   func() time.Time
+	sleep func(context.Context, time.Duration) error
+}
+
+func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, log.Logger) error {
+	o := &diagnoseOpts{}
+	cmd.Flag("duration", "How long to watch.").Default("60s").DurationVar(&o.duration)
+	cmd.Flag("interval", "Scrape and classify every this long.").Default("5s").DurationVar(&o.interval)
+	cmd.Flag("window", "Window for rates and quantiles (must fit in --duration; overrides bottleneck.window).").Default("30s").DurationVar(&o.window)
+	cmd.Flag("output", "Report format.").Default("text").EnumVar(&o.output, "text", "json")
+	return func(ctx context.Context, logger log.Logger) error {
+		if err := bnFlags.validate(); err != nil {
+			return err
+		}
+		o.url = bnFlags.flagString("vllm.url")
+		o.configFile = bnFlags.flagString("config.file")
+		o.timeout = bnFlags.flagDuration("vllm.timeout", vllm.DefaultTimeout)
+		key, err := readAPIKey(bnFlags.flagString("vllm.api-key-file"))
+		if err != nil {
+			return err
+		}
+		o.apiKey, o.spec, o.cost = key, bnFlags.spec, bnFlags.cost
+		_, err = runDiagnose(ctx, *o, os.Stdout, logger)
+		return err
+	}
+}
+
+// diagnoseThresholds is the config's bottleneck section with the window
+// shortened to fit the watch.
+func diagnoseThresholds(configFile string, o diagnoseOpts) (config.Bottleneck, error) {
+	cfg, err := config.Load(configFile)
+	if err != nil {
+		return config.Bottleneck{}, err
+	}
+	th := cfg.Bottleneck
+	switch {
+	case o.interval <= 0 || o.duration <= 0:
+		return th, errors.New("--interval and --duration must be positive")
+	case o.window < 2*o.interval || o.window >= o.duration:
+		return th, fmt.Errorf("--window (%v) must be at least 2 x --interval (%v) and shorter than --duration (%v)", o.window, o.interval, o.duration)
+	}
+	th.Window = o.window
+	th.BaselineWindow = max(o.duration-o.interval, o.window+o.interval)
+	return th, nil
+}
+
+// runDiagnose watches o.url and writes the report to w.
+func runDiagnose(ctx context.Context, o diagnoseOpts, w io.Writer, logger log.Logger) (bottleneck.Report, error) {
+	th, err := diagnoseThresholds(o.configFile, o)
+	if err != nil {
+		return bottleneck.Report{}, err
+	}
+	scraper := vllm.New(vllm.Options{
+		URL: o.url, Interval: o.interval, Timeout: o.timeout, APIKey: o.apiKey,
+		Windows: []time.Duration{th.Window}, Retention: th.BaselineWindow,
+	}, log.With(logger, "component", "vllm"))
+	c := bottleneck.New(bottleneck.Options{Model: o.spec, Cost: o.cost, Thresholds: &th}, nil,
+		bottleneck.Sources{VLLM: scraper}, log.With(logger, "component", "bottleneck"))
+	rep := bottleneck.Watch(ctx, c, bottleneck.WatchOptions{
+		Target: o.url, Duration: o.duration, Interval: o.interval,
+		Scrape: scraper.ScrapeOnce, Now: o.now, Sleep: o.sleep,
+		Window: th.Window, GPUHour: o.cost.GPUHour,
+	})
+	if o.output == "json" {
+		return rep, bottleneck.RenderJSON(w, rep)
+	}
+	return rep, bottleneck.RenderText(w, rep)
+}
+
+func setupCapacity(cmd *kingpin.CmdClause) func(context.Context, log.Logger) error {
+	var daily, perGPU, headroom float64
+	cmd.Flag("daily-requests", "Requests per day to plan for.").Required().Float64Var(&daily)
+	cmd.Flag("requests-per-second-per-gpu", "Measured sustained requests/s one GPU serves within the SLOs (e.g. vllm_capacity_requests_per_second / GPUs).").Required().Float64Var(&perGPU)
+	cmd.Flag("headroom", "Multiplier for traffic spikes (default: bottleneck.headroom, 2).").Float64Var(&headroom)
+	return func(_ context.Context, _ log.Logger) error {
+		return runCapacity(os.Stdout, bnFlags.flagString("config.file"), daily, perGPU, headroom, bnFlags.cost.GPUHour)
+	}
+}
+
+func runCapacity(w io.Writer, configFile string, daily, perGPU, headroom, gpuHour float64) error {
+	if headroom == 0 {
+		cfg, err := config.Load(configFile)
+		if err != nil {
+			return err
+		}
+		headroom = cfg.Bottleneck.Headroom
+	}
+	p, err := bottleneck.PlanGPUs(daily, perGPU, headroom)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "daily requests:        %.0f\n", p.DailyRequests)
+	fmt.Fprintf(w, "required throughput:   %.2f req/s (daily / 86,400)\n", p.RequiredPerSecond)
+	fmt.Fprintf(w, "per-GPU throughput:    %.2f req/s\n", p.PerGPURequestsPerSecond)
+	fmt.Fprintf(w, "GPUs needed:           %d (ceil(required / per GPU))\n", p.GPUs)
+	fmt.Fprintf(w, "with %.1fx headroom:    %d GPUs\n", p.Headroom, p.GPUsWithHeadroom)
+	if gpuHour > 0 {
+		fmt.Fprintf(w, "cost:                  %.2f per day at %.2f per GPU-hour\n", float64(p.GPUsWithHeadroom)*24*gpuHour, gpuHour)
+	}
+	return nil
+}
