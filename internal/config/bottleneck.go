@@ -40,7 +40,7 @@ type Bottleneck struct {
 	// is dominated by prefill (0.5).
 	PrefillShareMin float64 `yaml:"prefill_share_min"`
 	// LongPromptTokens: mean prompt tokens per request at least this is a
-	// "long prompt" workload (512).
+	// "long prompt" workload (1024).
 	LongPromptTokens float64 `yaml:"long_prompt_tokens"`
 
 	// RooflineNearRatio: decode efficiency (measured / predicted) at least
@@ -67,7 +67,9 @@ type Bottleneck struct {
 	// PrefixHitRatioCollapse: the window's hit ratio below this fraction of
 	// the baseline window's is a collapse (0.5) ...
 	PrefixHitRatioCollapse float64 `yaml:"prefix_hit_ratio_collapse"`
-	// ... provided the baseline was at least PrefixHitRatioBaselineMin (0.2).
+	// ... provided the baseline was at least PrefixHitRatioBaselineMin (0.5:
+	// the cache served at least half the prompt tokens, so losing it matters
+	// and a mere change of workload mix does not count).
 	PrefixHitRatioBaselineMin float64 `yaml:"prefix_hit_ratio_baseline_min"`
 
 	// GPUUtilizationLow: GPU utilisation below this with nothing waiting is
@@ -78,6 +80,9 @@ type Bottleneck struct {
 	BatchSmallMaxRunning float64 `yaml:"batch_small_max_running"`
 	// XidLookback: a fatal Xid within this long is a GPU fault (10m).
 	XidLookback time.Duration `yaml:"xid_lookback"`
+	// StallAfter: requests present and the prompt+generation token counters
+	// unchanged for this long (scrape time) is a stalled engine (10s).
+	StallAfter time.Duration `yaml:"stall_after"`
 
 	// CapacityHorizon is how far back the sustained-throughput-while-SLOs-
 	// hold maximum looks (24h).
@@ -103,7 +108,7 @@ func DefaultBottleneck() Bottleneck {
 		QueueingMinWaiting:        1,
 		QueueingTTFTOverPrefill:   3,
 		PrefillShareMin:           0.5,
-		LongPromptTokens:          512,
+		LongPromptTokens:          1024,
 		RooflineNearRatio:         0.7,
 		RooflineFarRatio:          0.5,
 		DRAMBandwidthHighRatio:    0.6,
@@ -112,10 +117,11 @@ func DefaultBottleneck() Bottleneck {
 		NVLinkHighBytesPerSecond:  100e9,
 		WarmColdTTFTRatioMax:      0.9,
 		PrefixHitRatioCollapse:    0.5,
-		PrefixHitRatioBaselineMin: 0.2,
+		PrefixHitRatioBaselineMin: 0.5,
 		GPUUtilizationLow:         0.5,
 		BatchSmallMaxRunning:      2,
 		XidLookback:               10 * time.Minute,
+		StallAfter:                10 * time.Second,
 		CapacityHorizon:           24 * time.Hour,
 		Headroom:                  2,
 	}
@@ -145,6 +151,7 @@ func (b *Bottleneck) Validate() error {
 		dur("window", b.Window),
 		dur("baseline_window", b.BaselineWindow),
 		dur("xid_lookback", b.XidLookback),
+		dur("stall_after", b.StallAfter),
 		dur("capacity_horizon", b.CapacityHorizon),
 		pos("ttft_target_seconds", b.TTFTTargetSeconds),
 		pos("tpot_target_seconds", b.TPOTTargetSeconds),

@@ -123,6 +123,46 @@ type modelState struct {
 	samples []capSample // per-bucket maxima while SLOs held, oldest first
 	pending []Class     // raw verdicts since the last one that agreed with Class
 	kv      []float64   // the last hold_ticks KV usage readings
+
+	// progress: the token counters' last value and the scrape time it
+	// was first seen; prefix: the prefix counters at the previous tick.
+	tokens       float64
+	tokensSince  time.Time
+	prevQueries  float64
+	prevHits     float64
+	havePrefix   bool
+	haveProgress bool
+}
+
+// noProgress returns how long (scrape time) the prompt+generation token
+// counters have stood still.
+func (st *modelState) noProgress(m *snapshot.Model, at time.Time) snapshot.Value {
+	if !m.PromptTokens.OK || !m.GenerationTokens.OK {
+		st.haveProgress = false
+		return snapshot.Value{}
+	}
+	tok := m.PromptTokens.V + m.GenerationTokens.V
+	if !st.haveProgress || tok != st.tokens {
+		st.tokens, st.tokensSince, st.haveProgress = tok, at, true
+	}
+	return snapshot.Some(at.Sub(st.tokensSince).Seconds())
+}
+
+// recentHitRatio is the prefix-cache hit ratio since the previous tick
+// (absent when no prefix lookups happened or a counter reset).
+func (st *modelState) recentHitRatio(m *snapshot.Model) snapshot.Value {
+	if !m.PrefixQueries.OK || !m.PrefixHits.OK {
+		st.havePrefix = false
+		return snapshot.Value{}
+	}
+	q, h := m.PrefixQueries.V, m.PrefixHits.V
+	dq, dh := q-st.prevQueries, h-st.prevHits
+	ok := st.havePrefix && dq > 0 && dh >= 0 && dh <= dq
+	st.prevQueries, st.prevHits, st.havePrefix = q, h, true
+	if !ok {
+		return snapshot.Value{}
+	}
+	return snapshot.Some(dh / dq)
 }
 
 // sustainedKV records a KV-usage reading and returns the larger of it and
@@ -221,7 +261,8 @@ func (c *Classifier) Tick(now time.Time) {
 			c.models[name] = st
 		}
 		in := Inputs{Now: now, Model: m, Window: win[name], Baseline: base[name], GPU: gpu, Probes: probes,
-			KVUsage: st.sustainedKV(m.KVUsage, th.HoldTicks)}
+			KVUsage: st.sustainedKV(m.KVUsage, th.HoldTicks), NoProgress: st.noProgress(m, latest.Time),
+			RecentHitRatio: st.recentHitRatio(m)}
 		in.Roofline = ComputeRoofline(c.opts.Model, m, in.Window, gpu, th.BandwidthEfficiency)
 		raw, findings := Evaluate(in, th)
 		prev := st.Class

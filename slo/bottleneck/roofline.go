@@ -78,7 +78,8 @@ type Roofline struct {
 	// Predicted per-stream decode tokens/s; absent when weights or
 	// bandwidth are unknown.
 	Predicted snapshot.Value
-	// Measured per-stream decode tokens/s = 1 / median TPOT over the window.
+	// Measured per-stream decode tokens/s = 1 / mean decode step over the
+	// window (see MeanDecodeStepSeconds).
 	Measured snapshot.Value
 	// Efficiency = Measured / Predicted.
 	Efficiency snapshot.Value
@@ -128,13 +129,31 @@ func ComputeRoofline(spec ModelSpec, m *snapshot.Model, w *snapshot.Derived, gpu
 	if p, err := PredictDecodeTokensPerSecond(r.WeightBytes, r.KVBytes, r.Bandwidth); err == nil {
 		r.Predicted = snapshot.Some(p)
 	}
-	if tpot := decodeStepSeconds(w, 0.5); tpot.OK && tpot.V > 0 {
-		r.Measured = snapshot.Some(1 / tpot.V)
+	if step := MeanDecodeStepSeconds(w); step.OK && step.V > 0 {
+		r.Measured = snapshot.Some(1 / step.V)
 	}
 	if r.Predicted.OK && r.Measured.OK {
 		r.Efficiency = snapshot.Some(r.Measured.V / r.Predicted.V)
 	}
 	return r
+}
+
+// MeanDecodeStepSeconds is the mean time between tokens of a stream over the
+// window: the inter-token-latency histogram's sum/count increase (every gap
+// weighs the same, as every decode step does), else the per-request TPOT
+// histogram's, else its median. A mean is used because vLLM's lowest TPOT
+// bucket (10 ms) is coarser than a fast GPU's step: a quantile interpolated
+// inside it says little.
+func MeanDecodeStepSeconds(w *snapshot.Derived) snapshot.Value {
+	if w == nil {
+		return snapshot.Value{}
+	}
+	for _, h := range []snapshot.HistogramName{snapshot.InterTokenLatency, snapshot.RequestTPOT} {
+		if d, ok := w.Deltas[h]; ok && d.Count > 0 && d.Sum > 0 {
+			return snapshot.Some(d.Sum / d.Count)
+		}
+	}
+	return decodeStepSeconds(w, 0.5)
 }
 
 // decodeStepSeconds is TPOT at quantile q over the window: vLLM's

@@ -14,13 +14,19 @@ type Inputs struct {
 	Now   time.Time
 	Model *snapshot.Model // latest scrape for this model
 	// KVUsage is the sustained KV-cache usage (the classifier passes the
-	// mean of the last hold_ticks readings); absent: Model.KVUsage is used.
-	KVUsage  snapshot.Value
-	Window   *snapshot.Derived // over config Window
-	Baseline *snapshot.Derived // over config BaselineWindow
-	GPU      *snapshot.GPU
-	Probes   *snapshot.Probes
-	Roofline Roofline
+	// larger of the latest and the mean of the last hold_ticks readings);
+	// absent: Model.KVUsage is used.
+	KVUsage snapshot.Value
+	// NoProgress is how long (scrape time) the prompt+generation token
+	// counters have not moved; RecentHitRatio is the prefix-cache hit ratio
+	// since the previous tick. The classifier fills both from its state.
+	NoProgress     snapshot.Value
+	RecentHitRatio snapshot.Value
+	Window         *snapshot.Derived // over config Window
+	Baseline       *snapshot.Derived // over config BaselineWindow
+	GPU            *snapshot.GPU
+	Probes         *snapshot.Probes
+	Roofline       Roofline
 }
 
 // Evidence is one measured signal behind a rule, with the threshold it was
@@ -147,14 +153,21 @@ func (r rules) engineStalled() Finding {
 	if p := r.in.Probes; p != nil && p.EngineStalled {
 		return all(EngineStalled, gate("probe_engine_stalled", 1, "==", 1, ""))
 	}
-	// Scrape-side stall: requests running, yet over the whole window not
-	// one prompt or generated token was processed.
-	m, w := r.in.Model, r.in.Window
-	if m == nil || w == nil || !m.Running.OK || !w.GenerationTokensPerSecond.OK || !w.PromptTokensPerSecond.OK {
+	// Scrape side: requests present, yet the token counters have not
+	// moved for stall_after (a healthy engine moves them every step).
+	m := r.in.Model
+	if m == nil || !m.Running.OK || !m.Waiting.OK {
 		return Finding{Class: EngineStalled}
 	}
-	return all(EngineStalled,
-		gate("requests_running", m.Running.V, ">=", 1, "requests"),
+	present := gate("requests_running_or_waiting", m.Running.V+m.Waiting.V, ">=", 1, "requests")
+	if np := r.in.NoProgress; np.OK {
+		return all(EngineStalled, present, gate("no_token_progress_seconds", np.V, ">=", r.th.StallAfter.Seconds(), "seconds"))
+	}
+	w := r.in.Window
+	if w == nil || !w.GenerationTokensPerSecond.OK || !w.PromptTokensPerSecond.OK {
+		return Finding{Class: EngineStalled}
+	}
+	return all(EngineStalled, present,
 		gate("generation_tokens_per_second", w.GenerationTokensPerSecond.V, "==", 0, "tokens/s"),
 		gate("prompt_tokens_per_second", w.PromptTokensPerSecond.V, "==", 0, "tokens/s"))
 }
@@ -252,14 +265,19 @@ func (r rules) prefixCacheMiss() Finding {
 			return f
 		}
 	}
-	// Scrape side: hit ratio collapsed against its longer baseline.
-	w, b := r.in.Window, r.in.Baseline
-	if w == nil || b == nil || !w.PrefixCacheHitRatio.OK || !b.PrefixCacheHitRatio.OK {
+	// Scrape side: the hit ratio since the last tick (else over the
+	// window) collapsed against the longer baseline.
+	cur := r.in.RecentHitRatio
+	if !cur.OK && r.in.Window != nil {
+		cur = r.in.Window.PrefixCacheHitRatio
+	}
+	b := r.in.Baseline
+	if b == nil || !cur.OK || !b.PrefixCacheHitRatio.OK {
 		return Finding{Class: PrefixCacheMiss}
 	}
 	return all(PrefixCacheMiss,
 		gate("prefix_cache_hit_ratio_baseline", b.PrefixCacheHitRatio.V, ">=", r.th.PrefixHitRatioBaselineMin, "ratio"),
-		gate("prefix_cache_hit_ratio", w.PrefixCacheHitRatio.V, "<", r.th.PrefixHitRatioCollapse*b.PrefixCacheHitRatio.V, "ratio"))
+		gate("prefix_cache_hit_ratio", cur.V, "<", r.th.PrefixHitRatioCollapse*b.PrefixCacheHitRatio.V, "ratio"))
 }
 
 // minProbeSamples is how many probes each side of the cold/warm pair needs
@@ -343,8 +361,9 @@ func (r rules) dram() snapshot.Value {
 }
 
 // decodeClass is memory_bound_decode (near=true) or decode_overhead: TPOT
-// over target and the roofline efficiency and/or DRAM bandwidth on the
-// matching side; at least one of the two references must be known.
+// over target, and the GPU's DRAM-bandwidth utilisation on the matching side
+// when GPM reports it (the direct measurement), else the roofline efficiency
+// (which rests on the weight and bandwidth flags). The other is context.
 func (r rules) decodeClass(c Class, near bool) Finding {
 	tp, ok := r.tpotOver()
 	eff, dram := r.in.Roofline.Efficiency, r.dram()
@@ -352,21 +371,24 @@ func (r rules) decodeClass(c Class, near bool) Finding {
 		return Finding{Class: c}
 	}
 	ev := []Evidence{tp}
-	if eff.OK {
-		if near {
-			ev = append(ev, gate("decode_efficiency_ratio", eff.V, ">=", r.th.RooflineNearRatio, "ratio"))
-		} else {
-			ev = append(ev, gate("decode_efficiency_ratio", eff.V, "<", r.th.RooflineFarRatio, "ratio"))
-		}
-		ev = append(ev, ctx("decode_roofline_tokens_per_second", r.in.Roofline.Predicted.V, "tokens/s"),
-			ctx("decode_measured_tokens_per_second", r.in.Roofline.Measured.V, "tokens/s"))
-	}
 	if dram.OK {
 		if near {
 			ev = append(ev, gate("dram_bandwidth_utilization_ratio", dram.V, ">=", r.th.DRAMBandwidthHighRatio, "ratio"))
 		} else {
 			ev = append(ev, gate("dram_bandwidth_utilization_ratio", dram.V, "<", r.th.DRAMBandwidthLowRatio, "ratio"))
 		}
+	}
+	if eff.OK {
+		switch {
+		case dram.OK:
+			ev = append(ev, ctx("decode_efficiency_ratio", eff.V, "ratio"))
+		case near:
+			ev = append(ev, gate("decode_efficiency_ratio", eff.V, ">=", r.th.RooflineNearRatio, "ratio"))
+		default:
+			ev = append(ev, gate("decode_efficiency_ratio", eff.V, "<", r.th.RooflineFarRatio, "ratio"))
+		}
+		ev = append(ev, ctx("decode_roofline_tokens_per_second", r.in.Roofline.Predicted.V, "tokens/s"),
+			ctx("decode_measured_tokens_per_second", r.in.Roofline.Measured.V, "tokens/s"))
 	}
 	return all(c, ev...)
 }
