@@ -156,13 +156,15 @@ func MeanDecodeStepSeconds(w *snapshot.Derived) snapshot.Value {
 	return decodeStepSeconds(w, 0.5)
 }
 
-// decodeStepSeconds is TPOT at quantile q over the window: vLLM's
-// per-request TPOT histogram when it has one, else inter-token latency.
+// decodeStepSeconds is the time per output token at quantile q over the
+// window: from vLLM's inter-token-latency histogram, observed per token as it
+// is generated (so it moves within a tick of a regime change), else from the
+// per-request TPOT histogram, observed only when a request finishes.
 func decodeStepSeconds(w *snapshot.Derived, q float64) snapshot.Value {
-	if v := quantile(w, snapshot.RequestTPOT, q); v.OK {
+	if v := quantile(w, snapshot.InterTokenLatency, q); v.OK {
 		return v
 	}
-	return quantile(w, snapshot.InterTokenLatency, q)
+	return quantile(w, snapshot.RequestTPOT, q)
 }
 
 func quantile(w *snapshot.Derived, h snapshot.HistogramName, q float64) snapshot.Value {
