@@ -166,7 +166,7 @@ func ProbeLines(p *snapshot.Probes) []ProbeLine {
 		for _, n := range pr.Failures {
 			l.Failures += n
 		}
-		l.MedianTTFT = ptr(histQuantile(pr.TTFT, 0.5))
+		l.MedianTTFT = ptr(pr.TTFT.Quantile(0.5))
 		out = append(out, l)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Profile < out[j].Profile })

@@ -294,7 +294,7 @@ func probePair(p *snapshot.Probes) (cold, warm float64, ok bool) {
 		if pr == nil || pr.TTFT.Count < minProbeSamples {
 			continue
 		}
-		med := histQuantile(pr.TTFT, 0.5)
+		med := pr.TTFT.Quantile(0.5)
 		if !med.OK || !(med.V > 0) {
 			continue
 		}
@@ -417,26 +417,4 @@ func (r rules) batchTooSmall() Finding {
 		return Finding{Class: BatchTooSmall}
 	}
 	return all(BatchTooSmall, waiting, gate("requests_running", m.Running.V, "<=", r.th.BatchSmallMaxRunning, "requests"))
-}
-
-// histQuantile is histogram_quantile over a cumulative histogram (linear
-// interpolation inside the bucket, the lowest bucket starting at 0).
-// TODO(bottleneck): use snapshot.Histogram.Quantile once core lands it.
-func histQuantile(h snapshot.Histogram, q float64) snapshot.Value {
-	if h.Count <= 0 || len(h.Bounds) == 0 || len(h.Counts) != len(h.Bounds) {
-		return snapshot.Value{}
-	}
-	rank := q * h.Count
-	lower, below := 0.0, 0.0
-	for i, ub := range h.Bounds {
-		if h.Counts[i] >= rank {
-			n := h.Counts[i] - below
-			if n <= 0 {
-				return snapshot.Some(ub)
-			}
-			return snapshot.Some(lower + (ub-lower)*(rank-below)/n)
-		}
-		lower, below = ub, h.Counts[i]
-	}
-	return snapshot.Some(h.Bounds[len(h.Bounds)-1])
 }
