@@ -242,7 +242,7 @@ func RenderText(w io.Writer, r Report) error {
 			p("  predicted: unknown (give --model.weight-bytes or --model.parameters with --model.bytes-per-parameter, and a GPU or --model.memory-bandwidth)")
 		}
 		if rf.Measured != nil {
-			p("  measured  %s (1 / median TPOT %s)", tokRate(rf.Measured), secs(ptrOf(1 / *rf.Measured)))
+			p("  measured  %s (1 / mean time per output token %s)", tokRate(rf.Measured), secs(ptrOf(1 / *rf.Measured)))
 		} else {
 			p("  measured: unknown (no TPOT or inter-token latency observations in the window)")
 		}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
+	"github.com/vllm-exporter/vllm_exporter/slo/bottleneck"
+)
+
+var updateGolden = flag.Bool("update", false, "rewrite golden files")
+
+// diagnoseSim runs `diagnose` for a minute of the simulator's virtual clock
+// in one preset.
+func diagnoseSim(t *testing.T, scenario, output string) (bottleneck.Report, string) {
+	t.Helper()
+	s, err := vllmsim.New(vllmsim.Config{VirtualClock: true, LoadGen: true, Seed: 3, Scenario: scenario})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	s.Advance(30 * time.Second) // the regime is under way when diagnose starts
+	var out bytes.Buffer
+	rep, err := runDiagnose(context.Background(), diagnoseOpts{
+		url: s.URL(), timeout: 5 * time.Second, duration: time.Minute, interval: 5 * time.Second, window: 30 * time.Second,
+		output: output, spec: bottleneck.ModelSpec{Parameters: 8e9, BytesPerParameter: 2, MemoryBandwidth: 2.68e12, KVCacheBytes: 7e9},
+		cost: bottleneck.CostSpec{GPUHour: 2.5},
+		now:  s.Now,
+		sleep: func(_ context.Context, d time.Duration) error {
+			s.Advance(d)
+			return nil
+		},
+	}, &out, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep, out.String()
+}
+
+var numbers = regexp.MustCompile(`[0-9]+(\.[0-9]+)?`)
+
+// maskNumbers replaces every number, so the golden file pins the report's
+// shape, verdict, evidence names and recommendation, not the simulator's
+// exact figures.
+func maskNumbers(s string) string {
+	s = strings.ReplaceAll(s, "FP8/INT4", "FP8/INT") // keep the knob text readable after masking
+	return numbers.ReplaceAllString(s, "N")
+}
+
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *updateGolden {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs (run with -update after checking):\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+func TestDiagnoseOnSimulator(t *testing.T) {
+	for _, c := range []struct {
+		scenario string
+		want     bottleneck.Class
+	}{
+		{"queueing", bottleneck.Queueing},
+		{"kv_exhausted", bottleneck.TooManySequences},
+	} {
+		t.Run(c.scenario, func(t *testing.T) {
+			rep, txt := diagnoseSim(t, c.scenario, "text")
+			if len(rep.Models) != 1 {
+				t.Fatalf("models = %d", len(rep.Models))
+			}
+			m := rep.Models[0]
+			if m.Class != c.want || m.Recommendation == "" || len(m.Evidence) == 0 {
+				t.Fatalf("class %s (want %s), recommendation %q, evidence %v", m.Class, c.want, m.Recommendation, m.Evidence)
+			}
+			if rep.Scrapes != 12 || rep.ScrapeErrors != 0 {
+				t.Errorf("scrapes %d, errors %d", rep.Scrapes, rep.ScrapeErrors)
+			}
+			for _, want := range []string{"BOTTLENECK: " + string(c.want), "RECOMMENDATION: " + m.Recommendation, "Decode roofline", "SLO at p95"} {
+				if !strings.Contains(txt, want) {
+					t.Errorf("report lacks %q", want)
+				}
+			}
+			checkGolden(t, "diagnose_"+c.scenario+".txt", maskNumbers(txt))
+		})
+	}
+}
+
+func TestDiagnoseJSON(t *testing.T) {
+	_, js := diagnoseSim(t, "queueing", "json")
+	var rep bottleneck.Report
+	if err := json.Unmarshal([]byte(js), &rep); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, js)
+	}
+	if len(rep.Models) != 1 || rep.Models[0].Class != bottleneck.Queueing || rep.Models[0].Roofline.Predicted == nil {
+		t.Fatalf("JSON report: %+v", rep.Models)
+	}
+}
+
+func TestDiagnoseUnreachable(t *testing.T) {
+	var out bytes.Buffer
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	rep, err := runDiagnose(context.Background(), diagnoseOpts{
+		url: "http://127.0.0.1:1", timeout: time.Second, duration: 20 * time.Second, interval: 5 * time.Second, window: 10 * time.Second,
+		output: "text", now: func() time.Time { return now },
+		sleep: func(_ context.Context, d time.Duration) error { now = now.Add(d); return nil },
+	}, &out, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ScrapeErrors != rep.Scrapes || rep.Scrapes == 0 || !strings.Contains(out.String(), "NO DIAGNOSIS") {
+		t.Fatalf("unreachable server: %+v\n%s", rep, out.String())
+	}
+}
+
+func TestDiagnoseRejectsBadWindow(t *testing.T) {
+	_, err := runDiagnose(context.Background(), diagnoseOpts{url: "http://127.0.0.1:1", duration: 20 * time.Second,
+		interval: 5 * time.Second, window: time.Minute}, &bytes.Buffer{}, log.NewNopLogger())
+	if err == nil || !strings.Contains(err.Error(), "--window") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestCapacityCommand(t *testing.T) {
+	var out bytes.Buffer
+	if err := runCapacity(&out, "", 5e6, 35, 0, 2.5); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"57.87 req/s", "GPUs needed:           2", "with 2.0x headroom:    4 GPUs", "240.00 per day"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("capacity output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if err := runCapacity(&out, "", 5e6, 0, 2, 0); err == nil {
+		t.Error("zero per-GPU throughput accepted")
+	}
+}
+
+// TestDiagnoseCommandLine parses the real command line: app-level flags
+// (core's --vllm.url, ours --model.*) reach the subcommand.
+func TestDiagnoseCommandLine(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"capacity", "--daily-requests=5000000", "--requests-per-second-per-gpu=35", "--cost.gpu-hour=1"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if bnFlags.cost.GPUHour != 1 {
+		t.Errorf("--cost.gpu-hour not parsed: %v", bnFlags.cost.GPUHour)
+	}
+	if bnFlags.flagString("vllm.url") == "" {
+		t.Error("core's --vllm.url not readable from the bottleneck flags")
+	}
+}
