@@ -15,8 +15,10 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
 
+	"github.com/vllm-exporter/vllm_exporter/collector/gpu"
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 	"github.com/vllm-exporter/vllm_exporter/slo/bottleneck"
 )
 
@@ -101,9 +103,31 @@ type diagnoseOpts struct {
 	output                  string
 	spec                    bottleneck.ModelSpec
 	cost                    bottleneck.CostSpec
+	// gpu is sampled once per tick when set (NVML, or a mock in tests).
+	gpu gpuSampler
 	// now/sleep: a virtual clock in tests; nil = wall clock.
 	now   func() time.Time
 	sleep func(context.Context, time.Duration) error
+}
+
+// gpuSampler is what diagnose needs of collector/gpu's Sampler.
+type gpuSampler interface {
+	SampleOnce(now time.Time) *snapshot.GPU
+	Latest() *snapshot.GPU
+}
+
+// diagnoseGPU opens NVML unless --no-collector.gpu; nil when there is no
+// GPU collector in this build. NVML failing to initialise is not an error:
+// the sampler reports down and the report says which classes need a GPU.
+func diagnoseGPU(logger log.Logger) (*gpu.Sampler, error) {
+	if bnFlags.flagString("collector.gpu") == "false" {
+		return nil, nil
+	}
+	s, err := gpu.NewFromLibrary(gpu.Options{}, log.With(logger, "component", "gpu"))
+	if errors.Is(err, gpu.ErrBuiltWithoutNVML) {
+		return nil, nil
+	}
+	return s, err
 }
 
 func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, log.Logger) error {
@@ -124,6 +148,14 @@ func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, log.Logger) err
 			return err
 		}
 		o.apiKey, o.spec, o.cost = key, bnFlags.spec, bnFlags.cost
+		g, err := diagnoseGPU(logger)
+		if err != nil {
+			return err
+		}
+		if g != nil {
+			defer g.Close()
+			o.gpu = g
+		}
 		_, err = runDiagnose(ctx, *o, os.Stdout, logger)
 		return err
 	}
@@ -158,11 +190,20 @@ func runDiagnose(ctx context.Context, o diagnoseOpts, w io.Writer, logger log.Lo
 		URL: o.url, Interval: o.interval, Timeout: o.timeout, APIKey: o.apiKey,
 		Windows: []time.Duration{th.Window}, Retention: th.BaselineWindow,
 	}, log.With(logger, "component", "vllm"))
+	src := bottleneck.Sources{VLLM: scraper}
+	scrape := scraper.ScrapeOnce
+	if o.gpu != nil {
+		src.GPU = o.gpu
+		scrape = func(ctx context.Context, now time.Time) {
+			o.gpu.SampleOnce(now)
+			scraper.ScrapeOnce(ctx, now)
+		}
+	}
 	c := bottleneck.New(bottleneck.Options{Model: o.spec, Cost: o.cost, Thresholds: &th}, nil,
-		bottleneck.Sources{VLLM: scraper}, log.With(logger, "component", "bottleneck"))
+		src, log.With(logger, "component", "bottleneck"))
 	rep := bottleneck.Watch(ctx, c, bottleneck.WatchOptions{
 		Target: o.url, Duration: o.duration, Interval: o.interval,
-		Scrape: scraper.ScrapeOnce, Now: o.now, Sleep: o.sleep,
+		Scrape: scrape, Now: o.now, Sleep: o.sleep,
 		Window: th.Window, GPUHour: o.cost.GPUHour,
 	})
 	if o.output == "json" {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-kit/log"
 
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
 	"github.com/vllm-exporter/vllm_exporter/slo/bottleneck"
 )
@@ -23,6 +24,11 @@ var updateGolden = flag.Bool("update", false, "rewrite golden files")
 // diagnoseSim runs `diagnose` for a minute of the simulator's virtual clock
 // in one preset.
 func diagnoseSim(t *testing.T, scenario, output string) (bottleneck.Report, string) {
+	t.Helper()
+	return diagnoseSimWith(t, scenario, diagnoseOpts{output: output})
+}
+
+func diagnoseSimWith(t *testing.T, scenario string, o diagnoseOpts) (bottleneck.Report, string) {
 	t.Helper()
 	s, err := vllmsim.New(vllmsim.Config{VirtualClock: true, LoadGen: true, Seed: 3, Scenario: scenario})
 	if err != nil {
@@ -34,16 +40,15 @@ func diagnoseSim(t *testing.T, scenario, output string) (bottleneck.Report, stri
 	t.Cleanup(s.Close)
 	s.Advance(30 * time.Second) // the regime is under way when diagnose starts
 	var out bytes.Buffer
-	rep, err := runDiagnose(context.Background(), diagnoseOpts{
-		url: s.URL(), timeout: 5 * time.Second, duration: time.Minute, interval: 5 * time.Second, window: 30 * time.Second,
-		output: output, spec: bottleneck.ModelSpec{Parameters: 8e9, BytesPerParameter: 2, MemoryBandwidth: 2.68e12, KVCacheBytes: 7e9},
-		cost: bottleneck.CostSpec{GPUHour: 2.5},
-		now:  s.Now,
-		sleep: func(_ context.Context, d time.Duration) error {
-			s.Advance(d)
-			return nil
-		},
-	}, &out, log.NewNopLogger())
+	o.url, o.timeout, o.duration, o.interval, o.window = s.URL(), 5*time.Second, time.Minute, 5*time.Second, 30*time.Second
+	o.spec = bottleneck.ModelSpec{Parameters: 8e9, BytesPerParameter: 2, MemoryBandwidth: 2.68e12, KVCacheBytes: 7e9}
+	o.cost = bottleneck.CostSpec{GPUHour: 2.5}
+	o.now = s.Now
+	o.sleep = func(_ context.Context, d time.Duration) error {
+		s.Advance(d)
+		return nil
+	}
+	rep, err := runDiagnose(context.Background(), o, &out, log.NewNopLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,4 +176,34 @@ func TestDiagnoseCommandLine(t *testing.T) {
 	if bnFlags.flagString("vllm.url") == "" {
 		t.Error("core's --vllm.url not readable from the bottleneck flags")
 	}
+}
+
+// cappedGPU is one H100 sampled per tick with its power cap active.
+type cappedGPU struct{ last *snapshot.GPU }
+
+func (g *cappedGPU) SampleOnce(now time.Time) *snapshot.GPU {
+	g.last = &snapshot.GPU{Time: now, Up: true, Devices: []snapshot.GPUDevice{{
+		Index: 0, Name: "NVIDIA H100 80GB HBM3", Up: true, UtilGPU: snapshot.Some(0.9),
+		PeakMemBandwidthBytesPerSecond: snapshot.Some(3.35e12), MemoryTotalBytes: snapshot.Some(80e9),
+		ThrottleReasons: map[string]bool{"sw_power_cap": true},
+	}}}
+	return g.last
+}
+func (g *cappedGPU) Latest() *snapshot.GPU { return g.last }
+
+// With a GPU sampled each tick and an interactive latency contract from
+// --config.file, the simulator's throttled preset reads as throttled.
+func TestDiagnoseThrottledWithGPU(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config.yml")
+	if err := os.WriteFile(cfg, []byte("bottleneck:\n  tpot_target_seconds: 0.015\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep, txt := diagnoseSimWith(t, "throttled", diagnoseOpts{output: "text", configFile: cfg, gpu: &cappedGPU{}})
+	if len(rep.Models) != 1 || rep.Models[0].Class != bottleneck.Throttled {
+		t.Fatalf("report:\n%s", txt)
+	}
+	if len(rep.GPUs) != 1 || rep.Models[0].Roofline.BandwidthSource != "gpu" || len(rep.Models[0].Unavailable) != 0 {
+		t.Errorf("GPU not used: gpus %v, roofline %+v, unavailable %v", rep.GPUs, rep.Models[0].Roofline, rep.Models[0].Unavailable)
+	}
+	checkGolden(t, "diagnose_throttled_gpu.txt", maskNumbers(txt))
 }
