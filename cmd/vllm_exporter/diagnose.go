@@ -28,6 +28,8 @@ type bottleneckFlags struct {
 	app  *kingpin.Application // to read core's flags (--vllm.url, ...) from the subcommands
 	spec bottleneck.ModelSpec
 	cost bottleneck.CostSpec
+
+	classifier *bottleneck.Classifier // the serving exporter's, once started
 }
 
 var bnFlags = &bottleneckFlags{}
@@ -89,6 +91,7 @@ func (b *bottleneckFlags) start(_ context.Context, x *exporter) error {
 	if err := x.registry.Register(c); err != nil {
 		return err
 	}
+	b.classifier = c
 	interval := b.flagDuration("slo.interval", 10*time.Second)
 	x.goRun(func(ctx context.Context) { c.Run(ctx, interval) })
 	return nil

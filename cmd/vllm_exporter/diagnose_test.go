@@ -13,6 +13,10 @@ import (
 	"time"
 
 	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
+	"github.com/vllm-exporter/vllm_exporter/internal/config"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
@@ -206,4 +210,57 @@ func TestDiagnoseThrottledWithGPU(t *testing.T) {
 		t.Errorf("GPU not used: gpus %v, roofline %+v, unavailable %v", rep.GPUs, rep.Models[0].Roofline, rep.Models[0].Unavailable)
 	}
 	checkGolden(t, "diagnose_throttled_gpu.txt", maskNumbers(txt))
+}
+
+// TestBottleneckExtension starts the serve-side classifier the way main
+// does and checks it registers, schedules its loop and classifies on a tick.
+func TestBottleneckExtension(t *testing.T) {
+	s, err := vllmsim.New(vllmsim.Config{VirtualClock: true, LoadGen: true, Seed: 5, Scenario: "queueing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	holder, err := config.NewHolder("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &exporter{logger: log.NewNopLogger(), registry: prometheus.NewRegistry(), config: holder,
+		vllm: vllm.New(vllm.Options{URL: s.URL(), Interval: 10 * time.Second, Windows: []time.Duration{time.Minute}}, log.NewNopLogger())}
+	b := &bottleneckFlags{spec: bottleneck.ModelSpec{WeightBytes: 16e9, MemoryBandwidth: 2.68e12}}
+	if err := b.start(context.Background(), x); err != nil {
+		t.Fatal(err)
+	}
+	if len(x.loops) != 1 {
+		t.Fatalf("loops = %d, want the classifier's", len(x.loops))
+	}
+	for i := 0; i < 9; i++ {
+		s.Advance(10 * time.Second)
+		x.vllm.ScrapeOnce(context.Background(), s.Now())
+	}
+	b.classifier.Tick(s.Now())
+	mfs, err := x.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ones := 0
+	for _, mf := range mfs {
+		if mf.GetName() != "vllm_bottleneck" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if m.GetGauge().GetValue() == 1 {
+				ones++
+			}
+		}
+	}
+	if ones != 1 {
+		t.Fatalf("vllm_bottleneck series at 1: %d, want exactly 1", ones)
+	}
+	b.spec.WeightBytes = -1
+	if err := b.start(context.Background(), x); err == nil {
+		t.Error("negative --model.weight-bytes accepted")
+	}
 }
