@@ -36,8 +36,9 @@ type Bottleneck struct {
 	// QueueingTTFTOverPrefill: p99 TTFT at least this many times p99 prefill
 	// time means the wait is queueing, not prefill work (3).
 	QueueingTTFTOverPrefill float64 `yaml:"queueing_ttft_over_prefill"`
-	// PrefillShareMin: p99 prefill time / p99 TTFT at least this means TTFT
-	// is dominated by prefill (0.5).
+	// PrefillShareMin: p99 prefill time / p99 TTFT at least this means the
+	// wait is prefill work rather than queueing (0.33: with
+	// QueueingTTFTOverPrefill 3 the two rules leave no gap).
 	PrefillShareMin float64 `yaml:"prefill_share_min"`
 	// LongPromptTokens: mean prompt tokens per request at least this is a
 	// "long prompt" workload (1024).
@@ -107,7 +108,7 @@ func DefaultBottleneck() Bottleneck {
 		PreemptionsPerRequestHigh: 0.01,
 		QueueingMinWaiting:        1,
 		QueueingTTFTOverPrefill:   3,
-		PrefillShareMin:           0.5,
+		PrefillShareMin:           0.33,
 		LongPromptTokens:          1024,
 		RooflineNearRatio:         0.7,
 		RooflineFarRatio:          0.5,

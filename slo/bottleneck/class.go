@@ -109,7 +109,7 @@ var advice = map[Class]Advice{
 		"raise --max-num-seqs or send more load (request rate/concurrency), or consolidate onto fewer GPUs",
 	},
 	NearOptimal: {
-		"no bottleneck rule holds: latency targets met and resources in use",
+		"no bottleneck rule holds; if the SLO lines show a missed target, its cause is outside what these inputs tell apart",
 		"keep the configuration and record it as the accepted baseline",
 	},
 }

@@ -122,7 +122,7 @@ func simThresholds() config.Bottleneck {
 	th := config.DefaultBottleneck()
 	th.TTFTTargetSeconds = 0.25
 	th.TPOTTargetSeconds = 0.015
-	th.BaselineWindow = 3 * time.Minute
+	th.BaselineWindow = 5 * time.Minute
 	return th
 }
 
