@@ -199,7 +199,7 @@ func RenderText(w io.Writer, r Report) error {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
 	p("vLLM diagnosis of %s", r.Target)
-	p("  watched %s from %s: %d scrapes, %d failed%s", r.Duration, r.Started.UTC().Format(time.RFC3339), r.Scrapes, r.ScrapeErrors, schemaNote(r.Schema))
+	p("  watched %s from %s: %d scrapes, %d failed%s", r.Duration.Round(time.Second), r.Started.UTC().Format(time.RFC3339), r.Scrapes, r.ScrapeErrors, schemaNote(r.Schema))
 	if r.LastError != "" {
 		p("  last scrape error: %s", r.LastError)
 	}
@@ -235,10 +235,14 @@ func RenderText(w io.Writer, r Report) error {
 		p("  TPOT %s  target %s  %s", secs(m.SLO.TPOT), secs(&m.SLO.TPOTTarget), verdict(m.SLO.TPOT, m.SLO.TPOTTarget))
 		rf := m.Roofline
 		p("Decode roofline (per stream):")
-		if rf.Predicted != nil {
-			p("  predicted %s = %s (%s) / (%s weights + %s KV in use, KV from %s)",
-				tokRate(rf.Predicted), bytesRate(rf.Bandwidth), bandwidthNote(rf.BandwidthSource), bytesSize(rf.WeightBytes), bytesSize(rf.KVBytes), rf.KVSource)
-		} else {
+		switch {
+		case rf.Predicted != nil && rf.KVSource == "none":
+			p("  predicted %s = %s (%s) / %s weights (KV traffic not counted: give --model.kv-cache-bytes, or run where NVML sees the GPU)",
+				tokRate(rf.Predicted), bytesRate(rf.Bandwidth), bandwidthNote(rf.BandwidthSource), bytesSize(rf.WeightBytes))
+		case rf.Predicted != nil:
+			p("  predicted %s = %s (%s) / (%s weights + %s KV in use, pool size from %s)",
+				tokRate(rf.Predicted), bytesRate(rf.Bandwidth), bandwidthNote(rf.BandwidthSource), bytesSize(rf.WeightBytes), bytesSize(rf.KVBytes), kvNote(rf.KVSource))
+		default:
 			p("  predicted: unknown (give --model.weight-bytes or --model.parameters with --model.bytes-per-parameter, and a GPU or --model.memory-bandwidth)")
 		}
 		if rf.Measured != nil {
@@ -315,6 +319,13 @@ func schemaNote(s string) string {
 		return ""
 	}
 	return ", metrics schema " + s
+}
+
+func kvNote(src string) string {
+	if src == "flag" {
+		return "--model.kv-cache-bytes"
+	}
+	return "GPU memory x gpu_memory_utilization"
 }
 
 func bandwidthNote(src string) string {

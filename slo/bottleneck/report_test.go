@@ -57,7 +57,7 @@ func synthWatch(t *testing.T, r regime, spec ModelSpec, cost CostSpec) Report {
 
 func TestRenderGolden(t *testing.T) {
 	kv := healthy()
-	kv.kv, kv.waiting, kv.ttft99 = 0.985, 12, 3
+	kv.kv, kv.waiting, kv.ttft99, kv.tpot50 = 0.985, 12, 3, 0.027
 	rep := synthWatch(t, kv, testSpec, CostSpec{GPUHour: 3.5})
 	if len(rep.Models) != 1 || rep.Models[0].Class != KVCacheExhausted || rep.Models[0].Recommendation == "" {
 		t.Fatalf("report = %+v", rep.Models)

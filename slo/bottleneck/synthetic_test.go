@@ -45,8 +45,9 @@ type regime struct {
 	probeCold, probeWarm                               float64
 }
 
-// healthy is a busy, well-tuned server: H200-class bandwidth, 8B FP16
-// weights, TPOT near the roofline, every latency under target.
+// healthy is a busy, well-tuned server: one H100 (3.35 TB/s peak), 8B FP16
+// weights, TPOT near the roofline (efficiency ~0.95), every latency under
+// target.
 func healthy() regime {
 	return regime{
 		kv: 0.55, running: 24, ttft95: 0.3, ttft99: 0.45, prefill99: 0.12, queue99: 0.05,
@@ -59,8 +60,8 @@ var regimes = map[Class]func(r *regime){
 	GPUFault:         func(r *regime) { r.xidAgo = 20 * time.Second },
 	EngineStalled:    func(r *regime) { r.stalledProbe = true },
 	Throttled:        func(r *regime) { r.throttle = true; r.tpot95 = 0.08; r.tpot50 = 0.05 },
-	TooManySequences: func(r *regime) { r.preemptPerReq = 0.06; r.kv = 0.97; r.waiting = 6 },
-	KVCacheExhausted: func(r *regime) { r.kv = 0.985; r.waiting = 12; r.ttft99 = 3 },
+	TooManySequences: func(r *regime) { r.preemptPerReq = 0.06; r.kv = 0.97; r.waiting = 6; r.tpot50 = 0.027 },
+	KVCacheExhausted: func(r *regime) { r.kv = 0.985; r.waiting = 12; r.ttft99 = 3; r.tpot50 = 0.027 },
 	Queueing:         func(r *regime) { r.waiting = 30; r.ttft95 = 3; r.ttft99 = 5; r.queue99 = 4.5 },
 	PrefixCacheMiss:  func(r *regime) { r.probeWarm = 0.44; r.hit = 0.05 },
 	PrefillBound:     func(r *regime) { r.ttft95 = 2.4; r.ttft99 = 3; r.prefill99 = 2.6; r.promptPerReq = 6000 },
@@ -69,7 +70,7 @@ var regimes = map[Class]func(r *regime){
 		r.nvlink = 250e9
 		r.tpot95, r.tpot50 = 0.07, 0.05
 	},
-	MemoryBoundDecode: func(r *regime) { r.kv = 0.9; r.tpot50 = 0.019; r.tpot95 = 0.055; r.dram = 0.9 },
+	MemoryBoundDecode: func(r *regime) { r.kv = 0.9; r.tpot50 = 0.026; r.tpot95 = 0.055; r.dram = 0.9 },
 	DecodeOverhead:    func(r *regime) { r.tpot50 = 0.12; r.tpot95 = 0.2; r.dram = 0.15; r.util = 0.3 },
 	BatchTooSmall:     func(r *regime) { r.util = 0.2; r.running = 1; r.rps = 0.3 },
 	NearOptimal:       func(r *regime) {},
@@ -131,10 +132,10 @@ func (r regime) apply(f *fakeSources, now time.Time, rng *rand.Rand, th config.B
 		g := &snapshot.GPU{Time: now, Up: true}
 		for i := 0; i < r.gpus; i++ {
 			dev := snapshot.GPUDevice{
-				Index: i, UUID: fmt.Sprintf("GPU-%d", i), Name: "NVIDIA H200", Up: !(r.lost && i == 0),
+				Index: i, UUID: fmt.Sprintf("GPU-%d", i), Name: "NVIDIA H100 80GB HBM3", Up: !(r.lost && i == 0),
 				UtilGPU: snapshot.Some(min(n(r.util), 1)), DRAMBandwidthUtil: snapshot.Some(min(n(r.dram), 1)),
-				MemoryTotalBytes:               snapshot.Some(141e9 / float64(r.gpus)),
-				PeakMemBandwidthBytesPerSecond: snapshot.Some(4.8e12 / float64(r.gpus)),
+				MemoryTotalBytes:               snapshot.Some(80e9 / float64(r.gpus)),
+				PeakMemBandwidthBytesPerSecond: snapshot.Some(3.35e12 / float64(r.gpus)),
 				NVLinkTxBytesPerSecond:         snapshot.Some(n(r.nvlink / 2)), NVLinkRxBytesPerSecond: snapshot.Some(n(r.nvlink / 2)),
 				ThrottleReasons: map[string]bool{"sw_power_cap": r.throttle, "gpu_idle": false},
 			}
