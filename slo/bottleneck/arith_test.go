@@ -1,6 +1,7 @@
 package bottleneck
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -163,5 +164,32 @@ vllm_bottleneck_evidence{class="kv_cache_exhausted",model="llama-8b",signal="req
 	}
 	if problems, err := testutil.CollectAndLint(c); err != nil || len(problems) > 0 {
 		t.Errorf("lint: %v %v", problems, err)
+	}
+}
+
+// With bottleneck.daily_requests set, the plan uses the measured per-GPU
+// capacity and vllm_capacity_gpus_needed is exported.
+func TestGPUsNeededSeries(t *testing.T) {
+	th := defaultTh()
+	th.DailyRequests = 5e6
+	f := &fakeSources{}
+	c := New(Options{Model: testSpec, Thresholds: &th}, nil, Sources{VLLM: f, GPU: fakeGPU{f}}, nil)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r := healthy()
+	r.rps = 35
+	r.apply(f, now, newRand(2), th)
+	c.Tick(now)
+	st, _ := c.State(model)
+	p := st.Capacity.Plan
+	if p == nil || p.PerGPURequestsPerSecond != st.Capacity.RequestsPerSecond.V || p.GPUsWithHeadroom != 2*p.GPUs {
+		t.Fatalf("plan = %+v, capacity %+v", p, st.Capacity)
+	}
+	want := fmt.Sprintf(`
+# HELP vllm_capacity_gpus_needed GPUs needed for bottleneck.daily_requests at the sustained per-GPU request capacity, with bottleneck.headroom applied.
+# TYPE vllm_capacity_gpus_needed gauge
+vllm_capacity_gpus_needed{model="llama-8b"} %d
+`, p.GPUsWithHeadroom)
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "vllm_capacity_gpus_needed"); err != nil {
+		t.Fatal(err)
 	}
 }

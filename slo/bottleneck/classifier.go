@@ -44,10 +44,10 @@ type CostSpec struct {
 type Options struct {
 	Model ModelSpec
 	Cost  CostSpec
-	// SLOHolds optionally reports whether every SLO currently holds (the
-	// slo watchdog's verdict); known=false falls back to the classifier's
-	// own TTFT/TPOT targets. It gates the capacity maximum.
-	SLOHolds func(now time.Time) (holds, known bool)
+	// SLOHolds optionally reports whether every SLO of model currently
+	// holds (the slo watchdog's verdict); known=false falls back to the
+	// classifier's own TTFT/TPOT targets. It gates the capacity maximum.
+	SLOHolds func(model string, now time.Time) (holds, known bool)
 	// Thresholds, when set, are used instead of the config holder's
 	// bottleneck section (diagnose shortens the window to fit its watch).
 	Thresholds *config.Bottleneck
@@ -272,7 +272,7 @@ func (c *Classifier) Tick(now time.Time) {
 		}
 		st.Findings, st.Roofline, st.Window, st.Latest = findings, in.Roofline, in.Window, m
 		st.Unavailable = Unavailable(len(upDevices(gpu)) > 0, in.Roofline.Predicted.OK, rules{in: in}.dram().OK)
-		st.SLO = c.sloCheck(in, th, now)
+		st.SLO = c.sloCheck(name, in, th, now)
 		st.trackCapacity(now, th, in.Window, c.gpuCount(gpu), c.opts.Cost.GPUHour)
 	}
 }
@@ -317,14 +317,14 @@ func mode(cs []Class) Class {
 	return best
 }
 
-func (c *Classifier) sloCheck(in Inputs, th config.Bottleneck, now time.Time) SLOCheck {
+func (c *Classifier) sloCheck(model string, in Inputs, th config.Bottleneck, now time.Time) SLOCheck {
 	r := rules{in: in, th: th}
 	s := SLOCheck{
 		Quantile: th.SLOQuantile, TTFTTarget: th.TTFTTargetSeconds, TPOTTarget: th.TPOTTargetSeconds,
 		TTFT: r.slo(snapshot.TTFT, th.SLOQuantile), TPOT: r.slo(snapshot.RequestTPOT, th.SLOQuantile),
 	}
 	if c.opts.SLOHolds != nil {
-		if holds, known := c.opts.SLOHolds(now); known {
+		if holds, known := c.opts.SLOHolds(model, now); known {
 			s.Holds, s.Known = holds, true
 			return s
 		}

@@ -402,3 +402,44 @@ func TestVLLMDownKeepsState(t *testing.T) {
 func newRand(seed int64) *rand.Rand { return rand.New(rand.NewSource(seed)) }
 func defaultTh() config.Bottleneck  { return config.DefaultBottleneck() }
 func ftoa(v float64) string         { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// Capacity is the highest throughput seen while the SLOs held; an external
+// verdict (the SLO watchdog's) overrides the classifier's own targets.
+func TestCapacityTracksOnlyWhileSLOsHold(t *testing.T) {
+	th := defaultTh()
+	f := &fakeSources{}
+	holds := true
+	c := New(Options{Model: testSpec, Cost: CostSpec{GPUHour: 2}, SLOHolds: func(model string, _ time.Time) (bool, bool) {
+		return holds, model == "llama-8b"
+	}}, nil, Sources{VLLM: f}, nil)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	step := func(rps float64) ModelState {
+		now = now.Add(15 * time.Second)
+		r := healthy()
+		r.gpus, r.rps = 0, rps
+		r.apply(f, now, newRand(1), th)
+		c.Tick(now)
+		st, _ := c.State(model)
+		return st
+	}
+	step(4)
+	st := step(8)
+	if !st.Capacity.RequestsPerSecond.OK || st.Capacity.RequestsPerSecond.V < 7 {
+		t.Fatalf("capacity after 8 req/s held: %+v", st.Capacity)
+	}
+	holds = false
+	st = step(50) // SLOs broken: not capacity
+	if st.Capacity.RequestsPerSecond.V > 9 {
+		t.Fatalf("throughput while SLOs failed counted: %+v", st.Capacity.RequestsPerSecond)
+	}
+	if !st.Capacity.CostPerMillionOutput.OK || st.Capacity.GPUs != 1 {
+		t.Fatalf("cost: %+v", st.Capacity)
+	}
+	// Beyond the horizon the maximum is forgotten.
+	now = now.Add(th.CapacityHorizon + time.Hour)
+	holds = true
+	st = step(2)
+	if st.Capacity.RequestsPerSecond.V > 3 {
+		t.Fatalf("capacity older than the horizon kept: %+v", st.Capacity.RequestsPerSecond)
+	}
+}
