@@ -19,6 +19,7 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+	"github.com/vllm-exporter/vllm_exporter/slo"
 	"github.com/vllm-exporter/vllm_exporter/slo/bottleneck"
 )
 
@@ -79,22 +80,52 @@ func (b *bottleneckFlags) flagDuration(name string, def time.Duration) time.Dura
 	return def
 }
 
-// start runs the classifier inside the serving exporter. It ticks on its
-// own loop at the SLO interval; wiring it as an slo.Watchdog hook instead
-// needs an exporter field the lead owns (see the README section).
+// start runs the classifier inside the serving exporter: as a hook of the
+// SLO watchdog (ticked right after each SLO evaluation, with the watchdog's
+// verdict gating capacity) when the watchdog runs, else on its own loop.
 func (b *bottleneckFlags) start(_ context.Context, x *exporter) error {
 	if err := b.validate(); err != nil {
 		return err
 	}
-	c := bottleneck.New(bottleneck.Options{Model: b.spec, Cost: b.cost}, x.config,
+	opts := bottleneck.Options{Model: b.spec, Cost: b.cost}
+	if sloWatchdog != nil {
+		opts.SLOHolds = sloHolds(sloWatchdog)
+	}
+	c := bottleneck.New(opts, x.config,
 		bottleneck.Sources{VLLM: x.vllm, GPU: x.gpu, Probes: x.probes}, log.With(x.logger, "component", "bottleneck"))
 	if err := x.registry.Register(c); err != nil {
 		return err
 	}
 	b.classifier = c
-	interval := b.flagDuration("slo.interval", 10*time.Second)
+	if sloWatchdog != nil {
+		sloWatchdog.AddHook(c)
+		return nil
+	}
+	interval := b.flagDuration("slo.interval", slo.DefaultInterval)
 	x.goRun(func(ctx context.Context) { c.Run(ctx, interval) })
 	return nil
+}
+
+// sloHolds adapts the watchdog's results: a model's SLOs hold while every
+// SLO of that model (and every probe SLO) burns its budget no faster than
+// it accrues over the shortest alert window (burn rate <= 1). Unknown until
+// one of them has enough events.
+func sloHolds(w interface{ Status() []slo.Result }) func(model string, now time.Time) (bool, bool) {
+	return func(model string, _ time.Time) (bool, bool) {
+		holds, known := true, false
+		for _, r := range w.Status() {
+			if (r.Model != model && r.Model != "") || len(r.Windows) == 0 {
+				continue
+			}
+			win := r.Windows[0]
+			if !win.Enough || !win.BurnRate.OK {
+				continue
+			}
+			known = true
+			holds = holds && win.BurnRate.V <= 1
+		}
+		return holds, known
+	}
 }
 
 // diagnoseOpts is one diagnose run.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
+	"github.com/vllm-exporter/vllm_exporter/slo"
 	"github.com/vllm-exporter/vllm_exporter/slo/bottleneck"
 )
 
@@ -229,6 +230,9 @@ func TestBottleneckExtension(t *testing.T) {
 	}
 	x := &exporter{logger: log.NewNopLogger(), registry: prometheus.NewRegistry(), config: holder,
 		vllm: vllm.New(vllm.Options{URL: s.URL(), Interval: 10 * time.Second, Windows: []time.Duration{time.Minute}}, log.NewNopLogger())}
+	saved := sloWatchdog
+	sloWatchdog = nil // no watchdog: the classifier runs its own loop
+	t.Cleanup(func() { sloWatchdog = saved })
 	b := &bottleneckFlags{spec: bottleneck.ModelSpec{WeightBytes: 16e9, MemoryBandwidth: 2.68e12}}
 	if err := b.start(context.Background(), x); err != nil {
 		t.Fatal(err)
@@ -262,5 +266,67 @@ func TestBottleneckExtension(t *testing.T) {
 	b.spec.WeightBytes = -1
 	if err := b.start(context.Background(), x); err == nil {
 		t.Error("negative --model.weight-bytes accepted")
+	}
+}
+
+// With the SLO watchdog running, the classifier is its hook: a watchdog tick
+// classifies, and no loop of its own is scheduled.
+func TestBottleneckExtensionAsWatchdogHook(t *testing.T) {
+	s, err := vllmsim.New(vllmsim.Config{VirtualClock: true, LoadGen: true, Seed: 5, Scenario: "healthy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	holder, err := config.NewHolder("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scraper := vllm.New(vllm.Options{URL: s.URL(), Interval: 10 * time.Second, Windows: []time.Duration{time.Minute}}, log.NewNopLogger())
+	w := slo.New(slo.Options{Interval: 10 * time.Second}, holder, slo.Sources{VLLM: scraper}, log.NewNopLogger())
+	saved := sloWatchdog
+	sloWatchdog = w
+	t.Cleanup(func() { sloWatchdog = saved })
+	x := &exporter{logger: log.NewNopLogger(), registry: prometheus.NewRegistry(), config: holder, vllm: scraper}
+	b := &bottleneckFlags{}
+	if err := b.start(context.Background(), x); err != nil {
+		t.Fatal(err)
+	}
+	if len(x.loops) != 0 {
+		t.Fatalf("loops = %d, want none (ticked by the watchdog)", len(x.loops))
+	}
+	s.Advance(10 * time.Second)
+	scraper.ScrapeOnce(context.Background(), s.Now())
+	w.Tick(s.Now())
+	if sts := b.classifier.States(); len(sts) != 1 || sts[0].Ticks != 1 {
+		t.Fatalf("after one watchdog tick: %+v", sts)
+	}
+}
+
+type fakeStatus []slo.Result
+
+func (f fakeStatus) Status() []slo.Result { return f }
+
+func TestSLOHoldsFromWatchdog(t *testing.T) {
+	win := func(burn float64, enough bool) []slo.WindowResult {
+		return []slo.WindowResult{{Name: "5m", BurnRate: snapshot.Some(burn), Enough: enough}}
+	}
+	st := fakeStatus{
+		{SLO: "ttft", Model: "a", Windows: win(0.5, true)},
+		{SLO: "tpot", Model: "a", Windows: win(3, false)}, // too few events: ignored
+		{SLO: "ttft", Model: "b", Windows: win(2, true)},
+		{SLO: "probe", Model: "", Windows: win(0.9, true)},
+	}
+	f := sloHolds(st)
+	if holds, known := f("a", time.Time{}); !holds || !known {
+		t.Errorf("model a: holds %v known %v", holds, known)
+	}
+	if holds, known := f("b", time.Time{}); holds || !known {
+		t.Errorf("model b (burning 2x): holds %v known %v", holds, known)
+	}
+	if _, known := sloHolds(fakeStatus{})("a", time.Time{}); known {
+		t.Error("no SLO results should be unknown")
 	}
 }
