@@ -35,14 +35,7 @@ func diagnoseSim(t *testing.T, scenario, output string) (bottleneck.Report, stri
 
 func diagnoseSimWith(t *testing.T, scenario string, o diagnoseOpts) (bottleneck.Report, string) {
 	t.Helper()
-	s, err := vllmsim.New(vllmsim.Config{VirtualClock: true, LoadGen: true, Seed: 3, Scenario: scenario})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s := startSim(t, scenario, 3)
 	s.Advance(30 * time.Second) // the regime is under way when diagnose starts
 	var out bytes.Buffer
 	o.url, o.timeout, o.duration, o.interval, o.window = s.URL(), 5*time.Second, time.Minute, 5*time.Second, 30*time.Second
@@ -58,6 +51,21 @@ func diagnoseSimWith(t *testing.T, scenario string, o diagnoseOpts) (bottleneck.
 		t.Fatal(err)
 	}
 	return rep, out.String()
+}
+
+// startSim serves the simulator on loopback under a virtual clock, with its
+// load generator running the preset.
+func startSim(t *testing.T, scenario string, seed int64) *vllmsim.Sim {
+	t.Helper()
+	s, err := vllmsim.New(vllmsim.Config{VirtualClock: true, LoadGen: true, Seed: seed, Scenario: scenario})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
 }
 
 var numbers = regexp.MustCompile(`[0-9]+(\.[0-9]+)?`)
@@ -216,14 +224,7 @@ func TestDiagnoseThrottledWithGPU(t *testing.T) {
 // TestBottleneckExtension starts the serve-side classifier the way main
 // does and checks it registers, schedules its loop and classifies on a tick.
 func TestBottleneckExtension(t *testing.T) {
-	s, err := vllmsim.New(vllmsim.Config{VirtualClock: true, LoadGen: true, Seed: 5, Scenario: "queueing"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s := startSim(t, "queueing", 5)
 	holder, err := config.NewHolder("")
 	if err != nil {
 		t.Fatal(err)
@@ -272,14 +273,7 @@ func TestBottleneckExtension(t *testing.T) {
 // With the SLO watchdog running, the classifier is its hook: a watchdog tick
 // classifies, and no loop of its own is scheduled.
 func TestBottleneckExtensionAsWatchdogHook(t *testing.T) {
-	s, err := vllmsim.New(vllmsim.Config{VirtualClock: true, LoadGen: true, Seed: 5, Scenario: "healthy"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s := startSim(t, "healthy", 5)
 	holder, err := config.NewHolder("")
 	if err != nil {
 		t.Fatal(err)
