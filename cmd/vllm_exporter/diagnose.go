@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -19,6 +21,7 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+	"github.com/vllm-exporter/vllm_exporter/probes"
 	"github.com/vllm-exporter/vllm_exporter/slo"
 	"github.com/vllm-exporter/vllm_exporter/slo/bottleneck"
 )
@@ -139,6 +142,9 @@ type diagnoseOpts struct {
 	cost                    bottleneck.CostSpec
 	// gpu is sampled once per tick when set (NVML, or a mock in tests).
 	gpu gpuSampler
+	// probes sends a cold/warm probe pair every probeEvery ticks.
+	probes     bool
+	probeEvery int
 	// now/sleep: a virtual clock in tests; nil = wall clock.
 	now   func() time.Time
 	sleep func(context.Context, time.Duration) error
@@ -170,6 +176,7 @@ func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, log.Logger) err
 	cmd.Flag("interval", "Scrape and classify every this long.").Default("5s").DurationVar(&o.interval)
 	cmd.Flag("window", "Window for rates and quantiles (must fit in --duration; overrides bottleneck.window).").Default("30s").DurationVar(&o.window)
 	cmd.Flag("output", "Report format.").Default("text").EnumVar(&o.output, "text", "json")
+	cmd.Flag("probe-every", "Send the cold/warm probe pair every this many ticks (--no-probe.enabled: never).").Default("2").IntVar(&o.probeEvery)
 	return func(ctx context.Context, logger log.Logger) error {
 		if err := bnFlags.validate(); err != nil {
 			return err
@@ -182,6 +189,7 @@ func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, log.Logger) err
 			return err
 		}
 		o.apiKey, o.spec, o.cost = key, bnFlags.spec, bnFlags.cost
+		o.probes = bnFlags.flagString("probe.enabled") != "false"
 		g, err := diagnoseGPU(logger)
 		if err != nil {
 			return err
@@ -233,11 +241,20 @@ func runDiagnose(ctx context.Context, o diagnoseOpts, w io.Writer, logger log.Lo
 			scraper.ScrapeOnce(ctx, now)
 		}
 	}
+	var probe func(context.Context, time.Time)
+	if o.probes {
+		pair, err := newProbePair(o, scraper, logger)
+		if err != nil {
+			return bottleneck.Report{}, err
+		}
+		defer pair.wait()
+		src.Probes, probe = pair.sched, pair.send
+	}
 	c := bottleneck.New(bottleneck.Options{Model: o.spec, Cost: o.cost, Thresholds: &th}, nil,
 		src, log.With(logger, "component", "bottleneck"))
 	rep := bottleneck.Watch(ctx, c, bottleneck.WatchOptions{
 		Target: o.url, Duration: o.duration, Interval: o.interval,
-		Scrape: scrape, Now: o.now, Sleep: o.sleep,
+		Scrape: scrape, Probe: probe, ProbeEvery: o.probeEvery, Now: o.now, Sleep: o.sleep,
 		Window: th.Window, GPUHour: o.cost.GPUHour,
 	})
 	if o.output == "json" {
@@ -245,6 +262,79 @@ func runDiagnose(ctx context.Context, o diagnoseOpts, w io.Writer, logger log.Lo
 	}
 	return rep, bottleneck.RenderText(w, rep)
 }
+
+// The cold/warm probe pair diagnose sends: identical lengths, the warm one
+// repeating one fixed prompt (a prefix cache serves it after the first), the
+// cold one unique each time. A warm TTFT no better than the cold one is the
+// prefix_cache_miss signal.
+const (
+	diagnoseCold = "diagnose-cold"
+	diagnoseWarm = "diagnose-warm"
+)
+
+const probePairYAML = `probes:
+  model: %q
+  max_requests_per_minute: 60
+  token_id_min: %d
+  token_id_max: %d
+  profiles:
+    - {name: %s, endpoint: completions, input_tokens: 1024, output_tokens: 8, prefix: cold, interval: 1h, timeout: 10s}
+    - {name: %s, endpoint: completions, input_tokens: 1024, output_tokens: 8, prefix: warm, interval: 1h, timeout: 10s}
+`
+
+type probePair struct {
+	sched *probes.Scheduler
+	wg    sync.WaitGroup
+	busy  atomic.Bool
+}
+
+// newProbePair builds a probe scheduler for the pair only (the model and
+// token range come from --config.file's probes section). Probes are sent on
+// demand, never on the scheduler's own timers.
+func newProbePair(o diagnoseOpts, scraper *vllm.Scraper, logger log.Logger) (*probePair, error) {
+	cfg, err := config.Load(o.configFile)
+	if err != nil {
+		return nil, err
+	}
+	// config.Holder loads from a file only: write the pair's section to one.
+	f, err := os.CreateTemp("", "vllm_exporter-diagnose-*.yml")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	_, err = fmt.Fprintf(f, probePairYAML, cfg.Probes.Model, cfg.Probes.TokenIDMin, cfg.Probes.TokenIDMax, diagnoseCold, diagnoseWarm)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	holder, err := config.NewHolder(f.Name())
+	if err != nil {
+		return nil, fmt.Errorf("diagnose probe profiles: %w", err)
+	}
+	sched := probes.New(probes.Options{URL: o.url, APIKey: o.apiKey, VLLM: scraper.Latest}, holder, log.With(logger, "component", "probes"))
+	return &probePair{sched: sched}, nil
+}
+
+// send starts the pair in the background unless it is still running: cold,
+// then warm, one after the other. Sent together they would share one engine
+// step and so one first-token time, hiding any prefix-cache gain.
+func (p *probePair) send(ctx context.Context, _ time.Time) {
+	if !p.busy.CompareAndSwap(false, true) {
+		return
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer p.busy.Store(false)
+		for _, name := range []string{diagnoseCold, diagnoseWarm} {
+			_, _ = p.sched.ProbeOnce(ctx, name) // failures are counted in the scheduler's snapshot
+		}
+	}()
+}
+
+func (p *probePair) wait() { p.wg.Wait() }
 
 func setupCapacity(cmd *kingpin.CmdClause) func(context.Context, log.Logger) error {
 	var daily, perGPU, headroom float64

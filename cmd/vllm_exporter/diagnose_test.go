@@ -327,3 +327,40 @@ func TestSLOHoldsFromWatchdog(t *testing.T) {
 		t.Error("no SLO results should be unknown")
 	}
 }
+
+// TestDiagnoseProbePairRealTime runs diagnose with the cold/warm probe pair
+// against the simulator on its real-time clock (probe timings need one),
+// once with prefix caching and once without: only the second is a
+// prefix_cache_miss, decided by the probe pair.
+func TestDiagnoseProbePairRealTime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-time simulator run")
+	}
+	for _, disable := range []bool{false, true} {
+		s, err := vllmsim.New(vllmsim.Config{Seed: 9, DisablePrefixCaching: disable})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := runDiagnose(context.Background(), diagnoseOpts{
+			url: s.URL(), timeout: 5 * time.Second, duration: 4 * time.Second, interval: 500 * time.Millisecond,
+			window: time.Second, output: "text", probes: true, probeEvery: 1,
+		}, &bytes.Buffer{}, log.NewNopLogger())
+		s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]float64{}
+		for _, l := range rep.Probes {
+			seen[l.Prefix] += l.Requests
+		}
+		if seen["cold"] < 3 || seen["warm"] < 3 || len(rep.Models) != 1 {
+			t.Fatalf("prefix caching disabled=%v: probes %+v, models %d", disable, rep.Probes, len(rep.Models))
+		}
+		if miss := rep.Models[0].Class == bottleneck.PrefixCacheMiss; miss != disable {
+			t.Errorf("prefix caching disabled=%v: class %s (candidate %s, also %v), evidence %+v, probes %+v", disable, rep.Models[0].Class, rep.Models[0].Candidate, rep.Models[0].AlsoHeld, rep.Models[0].Evidence, rep.Probes)
+		}
+	}
+}
