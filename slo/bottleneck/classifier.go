@@ -62,9 +62,8 @@ type Classifier struct {
 	src    Sources
 	logger log.Logger
 
-	mu      sync.Mutex
-	models  map[string]*modelState
-	lastNow time.Time
+	mu     sync.Mutex
+	models map[string]*modelState
 }
 
 // ModelState is one model's published classification.
@@ -248,7 +247,6 @@ func (c *Classifier) Tick(now time.Time) {
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.lastNow = now
 	for name := range c.models {
 		if _, ok := latest.Models[name]; !ok {
 			delete(c.models, name)
