@@ -177,30 +177,39 @@ func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, log.Logger) err
 	cmd.Flag("window", "Window for rates and quantiles (must fit in --duration; overrides bottleneck.window).").Default("30s").DurationVar(&o.window)
 	cmd.Flag("output", "Report format.").Default("text").EnumVar(&o.output, "text", "json")
 	cmd.Flag("probe-every", "Send the cold/warm probe pair every this many ticks (--no-probe.enabled: never).").Default("2").IntVar(&o.probeEvery)
+	o.probes = true
 	return func(ctx context.Context, logger log.Logger) error {
-		if err := bnFlags.validate(); err != nil {
-			return err
-		}
-		o.url = bnFlags.flagString("vllm.url")
-		o.configFile = bnFlags.flagString("config.file")
-		o.timeout = bnFlags.flagDuration("vllm.timeout", vllm.DefaultTimeout)
-		key, err := readAPIKey(bnFlags.flagString("vllm.api-key-file"))
+		done, err := fromAppFlags(o, logger)
 		if err != nil {
 			return err
 		}
-		o.apiKey, o.spec, o.cost = key, bnFlags.spec, bnFlags.cost
-		o.probes = bnFlags.flagString("probe.enabled") != "false"
-		g, err := diagnoseGPU(logger)
-		if err != nil {
-			return err
-		}
-		if g != nil {
-			defer g.Close()
-			o.gpu = g
-		}
+		defer done()
 		_, err = runDiagnose(ctx, *o, os.Stdout, logger)
 		return err
 	}
+}
+
+// fromAppFlags fills o from the app-level flags (core's --vllm.*,
+// --config.file, --collector.gpu, --probe.enabled and ours) and opens NVML;
+// done releases it.
+func fromAppFlags(o *diagnoseOpts, logger log.Logger) (done func(), err error) {
+	if err := bnFlags.validate(); err != nil {
+		return nil, err
+	}
+	o.url = bnFlags.flagString("vllm.url")
+	o.configFile = bnFlags.flagString("config.file")
+	o.timeout = bnFlags.flagDuration("vllm.timeout", vllm.DefaultTimeout)
+	if o.apiKey, err = readAPIKey(bnFlags.flagString("vllm.api-key-file")); err != nil {
+		return nil, err
+	}
+	o.spec, o.cost = bnFlags.spec, bnFlags.cost
+	o.probes = o.probes && bnFlags.flagString("probe.enabled") != "false"
+	g, err := diagnoseGPU(logger)
+	if err != nil || g == nil {
+		return func() {}, err
+	}
+	o.gpu = g
+	return g.Close, nil
 }
 
 // diagnoseThresholds is the config's bottleneck section with the window
@@ -338,12 +347,46 @@ func (p *probePair) wait() { p.wg.Wait() }
 
 func setupCapacity(cmd *kingpin.CmdClause) func(context.Context, log.Logger) error {
 	var daily, perGPU, headroom float64
+	o := &diagnoseOpts{output: "text"}
 	cmd.Flag("daily-requests", "Requests per day to plan for.").Required().Float64Var(&daily)
-	cmd.Flag("requests-per-second-per-gpu", "Measured sustained requests/s one GPU serves within the SLOs (e.g. vllm_capacity_requests_per_second / GPUs).").Required().Float64Var(&perGPU)
+	cmd.Flag("requests-per-second-per-gpu", "Sustained requests/s one GPU serves within the SLOs (e.g. vllm_capacity_requests_per_second / GPUs); 0 = measure it by watching --vllm.url for --duration.").Float64Var(&perGPU)
 	cmd.Flag("headroom", "Multiplier for traffic spikes (default: bottleneck.headroom, 2).").Float64Var(&headroom)
-	return func(_ context.Context, _ log.Logger) error {
+	cmd.Flag("duration", "How long to watch when measuring.").Default("60s").DurationVar(&o.duration)
+	cmd.Flag("interval", "Scrape every this long when measuring.").Default("5s").DurationVar(&o.interval)
+	cmd.Flag("window", "Rate window when measuring.").Default("30s").DurationVar(&o.window)
+	return func(ctx context.Context, logger log.Logger) error {
+		if perGPU == 0 {
+			done, err := fromAppFlags(o, logger)
+			if err != nil {
+				return err
+			}
+			defer done()
+			if perGPU, err = measurePerGPU(ctx, *o, logger); err != nil {
+				return err
+			}
+		}
 		return runCapacity(os.Stdout, bnFlags.flagString("config.file"), daily, perGPU, headroom, bnFlags.cost.GPUHour)
 	}
+}
+
+// measurePerGPU watches the server like diagnose and returns the highest
+// request throughput per GPU it sustained while the SLOs held (summed over
+// the models it serves).
+func measurePerGPU(ctx context.Context, o diagnoseOpts, logger log.Logger) (float64, error) {
+	rep, err := runDiagnose(ctx, o, io.Discard, logger)
+	if err != nil {
+		return 0, err
+	}
+	var perGPU float64
+	for _, m := range rep.Models {
+		if c := m.Capacity; c.RequestsPerSecond != nil && c.GPUs > 0 {
+			perGPU += *c.RequestsPerSecond / float64(c.GPUs)
+		}
+	}
+	if perGPU == 0 {
+		return 0, fmt.Errorf("no throughput was sustained within the SLOs while watching %s for %v (%d scrapes, %d failed); give --requests-per-second-per-gpu", o.url, o.duration, rep.Scrapes, rep.ScrapeErrors)
+	}
+	return perGPU, nil
 }
 
 func runCapacity(w io.Writer, configFile string, daily, perGPU, headroom, gpuHour float64) error {

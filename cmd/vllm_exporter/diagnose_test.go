@@ -364,3 +364,22 @@ func TestDiagnoseProbePairRealTime(t *testing.T) {
 		}
 	}
 }
+
+// Without --requests-per-second-per-gpu, capacity measures it: a healthy
+// server's throughput while the SLOs held; an overloaded one sustains none.
+func TestCapacityMeasured(t *testing.T) {
+	measure := func(scenario string) (float64, error) {
+		s := startSim(t, scenario, 4)
+		s.Advance(30 * time.Second)
+		return measurePerGPU(context.Background(), diagnoseOpts{url: s.URL(), timeout: 5 * time.Second,
+			duration: time.Minute, interval: 5 * time.Second, window: 30 * time.Second, now: s.Now,
+			sleep: func(_ context.Context, d time.Duration) error { s.Advance(d); return nil }}, log.NewNopLogger())
+	}
+	perGPU, err := measure("healthy")
+	if err != nil || perGPU < 0.5 || perGPU > 10 {
+		t.Fatalf("healthy preset (2 req/s offered): %v req/s per GPU, %v", perGPU, err)
+	}
+	if _, err := measure("queueing"); err == nil || !strings.Contains(err.Error(), "--requests-per-second-per-gpu") {
+		t.Fatalf("queueing preset: err = %v", err)
+	}
+}
