@@ -344,13 +344,13 @@ func (r rules) communicationBound() Finding {
 		tp)
 }
 
-// dram is the mean GPM DRAM-bandwidth utilisation over the GPUs reporting it.
-func (r rules) dram() snapshot.Value {
+// deviceMean is the mean of one reading over the up GPUs that report it.
+func deviceMean(g *snapshot.GPU, field func(d *snapshot.GPUDevice) snapshot.Value) snapshot.Value {
 	var sum float64
 	n := 0
-	for _, d := range upDevices(r.in.GPU) {
-		if d.DRAMBandwidthUtil.OK {
-			sum += d.DRAMBandwidthUtil.V
+	for _, d := range upDevices(g) {
+		if v := field(&d); v.OK {
+			sum += v.V
 			n++
 		}
 	}
@@ -358,6 +358,11 @@ func (r rules) dram() snapshot.Value {
 		return snapshot.Value{}
 	}
 	return snapshot.Some(sum / float64(n))
+}
+
+// dram is the mean GPM DRAM-bandwidth utilisation over the GPUs reporting it.
+func (r rules) dram() snapshot.Value {
+	return deviceMean(r.in.GPU, func(d *snapshot.GPUDevice) snapshot.Value { return d.DRAMBandwidthUtil })
 }
 
 // decodeClass is memory_bound_decode (near=true) or decode_overhead: TPOT
@@ -402,16 +407,8 @@ func (r rules) batchTooSmall() Finding {
 		return Finding{Class: BatchTooSmall}
 	}
 	waiting := gate("requests_waiting", m.Waiting.V, "<", r.th.QueueingMinWaiting, "requests")
-	var util float64
-	n := 0
-	for _, d := range upDevices(r.in.GPU) {
-		if d.UtilGPU.OK {
-			util += d.UtilGPU.V
-			n++
-		}
-	}
-	if n > 0 {
-		return all(BatchTooSmall, waiting, gate("gpu_utilization_ratio", util/float64(n), "<", r.th.GPUUtilizationLow, "ratio"))
+	if util := deviceMean(r.in.GPU, func(d *snapshot.GPUDevice) snapshot.Value { return d.UtilGPU }); util.OK {
+		return all(BatchTooSmall, waiting, gate("gpu_utilization_ratio", util.V, "<", r.th.GPUUtilizationLow, "ratio"))
 	}
 	if !m.Running.OK {
 		return Finding{Class: BatchTooSmall}
