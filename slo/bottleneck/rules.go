@@ -35,7 +35,7 @@ type Evidence struct {
 	Signal    string  `json:"signal"`
 	Value     float64 `json:"value"`
 	Op        string  `json:"op,omitempty"` // ">", ">=", "<", "<=", "==" ; empty: context only
-	Threshold float64 `json:"threshold,omitempty"`
+	Threshold float64 `json:"threshold"`
 	Unit      string  `json:"unit,omitempty"`
 }
 
@@ -106,11 +106,13 @@ func gate(signal string, v float64, op string, th float64, unit string) Evidence
 	return Evidence{Signal: signal, Value: v, Op: op, Threshold: th, Unit: unit}
 }
 
-func ctx(signal string, v float64, unit string) Evidence {
+// note is context evidence: reported, never gating.
+func note(signal string, v float64, unit string) Evidence {
 	return Evidence{Signal: signal, Value: v, Unit: unit}
 }
 
-// slo is a window quantile of h; for TPOT it falls back to inter-token latency.
+// slo is a window quantile of h; TPOT is read from inter-token latency first
+// (see decodeStepSeconds).
 func (r rules) slo(h snapshot.HistogramName, q float64) snapshot.Value {
 	if h == snapshot.RequestTPOT {
 		return decodeStepSeconds(r.in.Window, q)
@@ -207,7 +209,7 @@ func (r rules) tooManySequences() Finding {
 	}
 	ev := []Evidence{gate("preemptions_per_request_ratio", w.PreemptionsPerRequest.V, ">", r.th.PreemptionsPerRequestHigh, "ratio")}
 	if w.PreemptionsPerSecond.OK {
-		ev = append(ev, ctx("preemptions_per_second", w.PreemptionsPerSecond.V, "1/s"))
+		ev = append(ev, note("preemptions_per_second", w.PreemptionsPerSecond.V, "1/s"))
 	}
 	return all(TooManySequences, ev...)
 }
@@ -230,7 +232,7 @@ func (r rules) kvExhausted() Finding {
 	}
 	ev := []Evidence{gate("kv_cache_usage_ratio", kv.V, ">", r.th.KVCacheUsageHigh, "ratio")}
 	if m.Waiting.OK {
-		ev = append(ev, ctx("requests_waiting", m.Waiting.V, "requests"))
+		ev = append(ev, note("requests_waiting", m.Waiting.V, "requests"))
 	}
 	return all(KVCacheExhausted, ev...)
 }
@@ -246,11 +248,11 @@ func (r rules) queueing() Finding {
 		gate("ttft_p99_seconds", ttft.V, ">", r.th.TTFTTargetSeconds, "seconds"),
 	}
 	if pf := r.slo(snapshot.PrefillTime, 0.99); pf.OK && pf.V > 0 {
-		ev = append(ev, ctx("prefill_p99_seconds", pf.V, "seconds"),
+		ev = append(ev, note("prefill_p99_seconds", pf.V, "seconds"),
 			gate("ttft_over_prefill_ratio", ttft.V/pf.V, ">=", r.th.QueueingTTFTOverPrefill, "ratio"))
 	}
 	if qt := r.slo(snapshot.QueueTime, 0.99); qt.OK {
-		ev = append(ev, ctx("queue_time_p99_seconds", qt.V, "seconds"))
+		ev = append(ev, note("queue_time_p99_seconds", qt.V, "seconds"))
 	}
 	return all(Queueing, ev...)
 }
@@ -260,7 +262,7 @@ func (r rules) prefixCacheMiss() Finding {
 	if cold, warm, ok := probePair(r.in.Probes); ok {
 		f := all(PrefixCacheMiss,
 			gate("warm_over_cold_ttft_ratio", warm/cold, ">=", r.th.WarmColdTTFTRatioMax, "ratio"),
-			ctx("probe_cold_ttft_seconds", cold, "seconds"), ctx("probe_warm_ttft_seconds", warm, "seconds"))
+			note("probe_cold_ttft_seconds", cold, "seconds"), note("probe_warm_ttft_seconds", warm, "seconds"))
 		if f.Holds {
 			return f
 		}
@@ -386,14 +388,14 @@ func (r rules) decodeClass(c Class, near bool) Finding {
 	if eff.OK {
 		switch {
 		case dram.OK:
-			ev = append(ev, ctx("decode_efficiency_ratio", eff.V, "ratio"))
+			ev = append(ev, note("decode_efficiency_ratio", eff.V, "ratio"))
 		case near:
 			ev = append(ev, gate("decode_efficiency_ratio", eff.V, ">=", r.th.RooflineNearRatio, "ratio"))
 		default:
 			ev = append(ev, gate("decode_efficiency_ratio", eff.V, "<", r.th.RooflineFarRatio, "ratio"))
 		}
-		ev = append(ev, ctx("decode_roofline_tokens_per_second", r.in.Roofline.Predicted.V, "tokens/s"),
-			ctx("decode_measured_tokens_per_second", r.in.Roofline.Measured.V, "tokens/s"))
+		ev = append(ev, note("decode_roofline_tokens_per_second", r.in.Roofline.Predicted.V, "tokens/s"),
+			note("decode_measured_tokens_per_second", r.in.Roofline.Measured.V, "tokens/s"))
 	}
 	return all(c, ev...)
 }
