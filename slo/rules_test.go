@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite alerts/slo-rules.yml from the generator")
@@ -45,20 +46,8 @@ func TestCheckedInRulesMatchGenerator(t *testing.T) {
 	}
 }
 
-func promtool(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("promtool not found (required under CI=true)")
-		}
-		t.Skip("promtool not found")
-	}
-	return p
-}
-
 func TestGeneratedRulesPassPromtoolCheck(t *testing.T) {
-	pt := promtool(t)
+	pt := testutil.Promtool(t)
 	dir := t.TempDir()
 	probe := `
 slos:
@@ -137,7 +126,7 @@ func TestLeRegex(t *testing.T) {
 // minutes either side: the two differ at the edges by up to one scrape
 // interval, Prometheus' rate() window holding samples, ours buckets).
 func TestPromtoolAgreesWithWatchdog(t *testing.T) {
-	pt := promtool(t)
+	pt := testutil.Promtool(t)
 	const minutes = 240
 	type perMin struct{ good, bad, aborted, preempt float64 }
 	gen := func(k int) perMin {
