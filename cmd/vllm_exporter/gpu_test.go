@@ -1,18 +1,25 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/vllm-exporter/vllm_exporter/collector"
 	"github.com/vllm-exporter/vllm_exporter/collector/gpu"
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
 )
 
 func parseGPUFlags(t *testing.T, args ...string) *gpuFlags {
@@ -78,7 +85,127 @@ func TestSetupGPUHere(t *testing.T) {
 # HELP vllm_exporter_collector_up 1 if the collector's last run succeeded, 0 if it failed.
 # TYPE vllm_exporter_collector_up gauge
 vllm_exporter_collector_up{collector="gpu"} ` + want + "\n"
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(exp), "vllm_exporter_collector_up"); err != nil {
+	if err := promtestutil.GatherAndCompare(reg, strings.NewReader(exp), "vllm_exporter_collector_up"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// syncBuffer is a goroutine-safe buffer for a child process's stderr.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestBinaryWithoutNVIDIADriver builds the real vllm_exporter binary and
+// starts it on this machine, which has no NVIDIA driver, beside a simulated
+// vLLM, with the GPU collector on (the default): it serves the vLLM series,
+// says the GPU collector is down, exports no vllm_gpu_* series, logs one
+// NVML warning, keeps running through many sampler intervals and exits
+// cleanly on SIGTERM. Skipped with -short, and where a driver works.
+func TestBinaryWithoutNVIDIADriver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the exporter binary")
+	}
+	if !gpu.Available {
+		t.Skip("this build has no GPU collector")
+	}
+	if s, _ := gpu.NewFromLibrary(gpu.Options{}, nil); s != nil && s.SampleOnce(time.Now()).Error == "" {
+		s.Close()
+		t.Skip("NVML works here: this machine has an NVIDIA driver and a GPU")
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "vllm_exporter")
+	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	sim, err := vllmsim.New(vllmsim.Config{Seed: 5, Scenario: "healthy", LoadGen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+
+	addr := testutil.FreeAddr(t)
+	cmd := exec.Command(bin, "--vllm.url="+sim.URL(), "--vllm.scrape-interval=200ms",
+		"--collector.gpu.interval=50ms", "--web.listen-address="+addr)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-exited
+		}
+	}()
+
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for !cond() {
+			select {
+			case err := <-exited:
+				t.Fatalf("exporter exited while waiting for %s: %v\n%s", what, err, stderr.String())
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s\n%s", what, stderr.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitFor("vLLM series and the GPU collector's state", func() bool {
+		return testutil.ScrapeValue(addr, "vllm_up ") == 1 &&
+			testutil.ScrapeValue(addr, `vllm_exporter_collector_up{collector="vllm"} `) == 1 &&
+			testutil.ScrapeValue(addr, `vllm_exporter_collector_up{collector="gpu"} `) == 0 &&
+			testutil.ScrapeValue(addr, "vllm_requests_running{") >= 0
+	})
+	// Many GPU sampler intervals later it is still up and still says so.
+	time.Sleep(time.Second)
+	waitFor("a later scrape", func() bool {
+		return testutil.ScrapeValue(addr, `vllm_exporter_collector_up{collector="gpu"} `) == 0 &&
+			testutil.ScrapeValue(addr, "vllm_up ") == 1
+	})
+	for _, name := range []string{"vllm_gpu_up{", "vllm_gpu_info{", "vllm_gpu_gpm_supported{"} {
+		if v := testutil.ScrapeValue(addr, name); v != -1 {
+			t.Errorf("%s exported without a driver: %v", name, v)
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no exit 30s after SIGTERM")
+	}
+	logs := stderr.String()
+	if n := strings.Count(logs, "NVML is unavailable"); n != 1 {
+		t.Fatalf("NVML warning logged %d times, want once:\n%s", n, logs)
+	}
+	t.Logf("exporter log:\n%s", logs)
 }
