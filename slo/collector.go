@@ -1,7 +1,8 @@
 package slo
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -114,12 +115,7 @@ func (w *Watchdog) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descStateRestored, b2f(w.self.restored.Load()))
 	ev := w.self.evalErrors.snapshot()
-	keys := make([]string, 0, len(ev))
-	for k := range ev {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(ev)) {
 		ch <- prometheus.MustNewConstMetric(descEvalErrors, prometheus.CounterValue, ev[k], k)
 	}
 }

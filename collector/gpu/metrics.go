@@ -1,7 +1,8 @@
 package gpu
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -192,31 +193,26 @@ func renderDevice(ch chan<- prometheus.Metric, s *snapshot.GPU, d *snapshot.GPUD
 	gauge(smClockMaxDesc, d.MaxSMClockHz)
 	gauge(memClockMaxDesc, d.MaxMemClockHz)
 	gauge(tempDesc, d.TemperatureCelsius)
-	for _, r := range sortedKeys(d.ThrottleReasons) {
+	for _, r := range slices.Sorted(maps.Keys(d.ThrottleReasons)) {
 		gauge(clockEventDesc, snapshot.Some(b2f(d.ThrottleReasons[r])), r)
 	}
-	for _, r := range sortedKeys(d.ThrottleSeconds) {
+	for _, r := range slices.Sorted(maps.Keys(d.ThrottleSeconds)) {
 		counter(clockEventSecondsDesc, snapshot.Some(d.ThrottleSeconds[r]), r)
 	}
 	gauge(pcieTxDesc, d.PCIeTxBytesPerSecond)
 	gauge(pcieRxDesc, d.PCIeRxBytesPerSecond)
 	gauge(nvlinkTxDesc, d.NVLinkTxBytesPerSecond)
 	gauge(nvlinkRxDesc, d.NVLinkRxBytesPerSecond)
-	for _, t := range sortedKeys(d.ECCErrors) {
+	for _, t := range slices.Sorted(maps.Keys(d.ECCErrors)) {
 		counter(eccDesc, snapshot.Some(d.ECCErrors[t]), t)
 	}
-	for _, t := range sortedKeys(d.RemappedRows) {
+	for _, t := range slices.Sorted(maps.Keys(d.RemappedRows)) {
 		gauge(remappedDesc, snapshot.Some(d.RemappedRows[t]), t)
 	}
 	gauge(remapPendingDesc, d.RowRemapPending)
 	gauge(remapFailureDesc, d.RowRemapFailure)
 	if d.XidTotal != nil {
-		xids := make([]uint64, 0, len(d.XidTotal))
-		for x := range d.XidTotal {
-			xids = append(xids, x)
-		}
-		sort.Slice(xids, func(i, j int) bool { return xids[i] < xids[j] })
-		for _, x := range xids {
+		for _, x := range slices.Sorted(maps.Keys(d.XidTotal)) {
 			counter(xidDesc, snapshot.Some(d.XidTotal[x]), strconv.FormatUint(x, 10))
 		}
 		last := 0.0
@@ -226,12 +222,7 @@ func renderDevice(ch chan<- prometheus.Metric, s *snapshot.GPU, d *snapshot.GPUD
 		gauge(lastXidDesc, snapshot.Some(last))
 	}
 	if d.ProcessMemoryBytes != nil {
-		pids := make([]uint32, 0, len(d.ProcessMemoryBytes))
-		for p := range d.ProcessMemoryBytes {
-			pids = append(pids, p)
-		}
-		sort.Slice(pids, func(i, j int) bool { return pids[i] < pids[j] })
-		for _, p := range pids {
+		for _, p := range slices.Sorted(maps.Keys(d.ProcessMemoryBytes)) {
 			gauge(procMemDesc, snapshot.Some(d.ProcessMemoryBytes[p]), strconv.FormatUint(uint64(p), 10))
 		}
 	}
@@ -241,13 +232,4 @@ func renderDevice(ch chan<- prometheus.Metric, s *snapshot.GPU, d *snapshot.GPUD
 	gauge(smOccDesc, d.SMOccupancy)
 	gauge(tensorDesc, d.TensorActivity)
 	gauge(gpmSupportedDesc, snapshot.Some(b2f(d.GPMSupported)), d.GPMUnsupportedCause)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
