@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -90,24 +88,6 @@ vllm_exporter_collector_up{collector="gpu"} ` + want + "\n"
 	}
 }
 
-// syncBuffer is a goroutine-safe buffer for a child process's stderr.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestBinaryWithoutNVIDIADriver builds the real vllm_exporter binary and
 // starts it on this machine, which has no NVIDIA driver, beside a simulated
 // vLLM, with the GPU collector on (the default): it serves the vLLM series,
@@ -146,7 +126,7 @@ func TestBinaryWithoutNVIDIADriver(t *testing.T) {
 	addr := testutil.FreeAddr(t)
 	cmd := exec.Command(bin, "--vllm.url="+sim.URL(), "--vllm.scrape-interval=200ms",
 		"--collector.gpu.interval=50ms", "--web.listen-address="+addr)
-	var stderr syncBuffer
+	var stderr testutil.SyncBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -1,16 +1,19 @@
 // Package testutil holds small helpers shared by the exporter's tests:
 // finding promtool (skip locally, fail under CI=true) and picking a free
-// loopback address for a server a test starts.
+// loopback address for a server a test starts, reading one value from a
+// /metrics page, and a goroutine-safe buffer for logs.
 package testutil
 
 import (
 	"bufio"
+	"bytes"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -63,4 +66,26 @@ func ScrapeValue(addr, prefix string) float64 {
 		}
 	}
 	return -1
+}
+
+// SyncBuffer is a bytes.Buffer safe for concurrent writers, e.g. the log of
+// a component under test that logs from several goroutines, or a child
+// process's stderr read while it runs.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns everything written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

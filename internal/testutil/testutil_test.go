@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -34,6 +35,22 @@ func TestScrapeValue(t *testing.T) {
 	}
 	if got := ScrapeValue(FreeAddr(t), "vllm_up "); got != -1 {
 		t.Errorf("scrape of a closed port = %v, want -1", got)
+	}
+}
+
+func TestSyncBufferConcurrentWriters(t *testing.T) {
+	var b SyncBuffer
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Go(func() {
+			for j := 0; j < 100; j++ {
+				fmt.Fprint(&b, "x")
+			}
+		})
+	}
+	wg.Wait()
+	if got := b.String(); got != strings.Repeat("x", 800) {
+		t.Fatalf("%d bytes", len(got))
 	}
 }
 
