@@ -88,32 +88,31 @@ vllm_exporter_collector_up{collector="gpu"} ` + want + "\n"
 	}
 }
 
-// TestBinaryWithoutNVIDIADriver builds the real vllm_exporter binary and
-// starts it on this machine, which has no NVIDIA driver, beside a simulated
-// vLLM, with the GPU collector on (the default): it serves the vLLM series,
-// says the GPU collector is down, exports no vllm_gpu_* series, logs one
-// NVML warning, keeps running through many sampler intervals and exits
-// cleanly on SIGTERM. Skipped with -short, and where a driver works.
+// TestBinaryWithoutNVIDIADriver builds the real vllm_exporter binary twice
+// and starts each beside a simulated vLLM on this machine, which has no
+// NVIDIA driver:
+//   - the NVML build, GPU collector on (the default): it serves the vLLM
+//     series, says the GPU collector is down, logs one NVML warning and
+//     keeps running through many sampler intervals;
+//   - the -tags nonvml build (no cgo needed): it has no GPU collector at all
+//     (no collector="gpu" series) and serves the same vLLM series.
+//
+// Neither exports a vllm_gpu_* series, and both exit cleanly on SIGTERM.
+// Skipped with -short, and where NVML works.
 func TestBinaryWithoutNVIDIADriver(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts the exporter binary")
 	}
-	if !gpu.Available {
-		t.Skip("this build has no GPU collector")
-	}
-	if s, _ := gpu.NewFromLibrary(gpu.Options{}, nil); s != nil && s.SampleOnce(time.Now()).Error == "" {
-		s.Close()
-		t.Skip("NVML works here: this machine has an NVIDIA driver and a GPU")
+	if gpu.Available {
+		if s, _ := gpu.NewFromLibrary(gpu.Options{}, nil); s != nil && s.SampleOnce(time.Now()).Error == "" {
+			s.Close()
+			t.Skip("NVML works here: this machine has an NVIDIA driver and a GPU")
+		}
 	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go command to build the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "vllm_exporter")
-	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-
 	sim, err := vllmsim.New(vllmsim.Config{Seed: 5, Scenario: "healthy", LoadGen: true})
 	if err != nil {
 		t.Fatal(err)
@@ -123,69 +122,88 @@ func TestBinaryWithoutNVIDIADriver(t *testing.T) {
 	}
 	defer sim.Close()
 
-	addr := testutil.FreeAddr(t)
-	cmd := exec.Command(bin, "--vllm.url="+sim.URL(), "--vllm.scrape-interval=200ms",
-		"--collector.gpu.interval=50ms", "--web.listen-address="+addr)
-	var stderr testutil.SyncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			<-exited
-		}
-	}()
-
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for !cond() {
+	for _, b := range []struct {
+		name    string
+		tags    []string
+		gpuUp   float64 // vllm_exporter_collector_up{collector="gpu"}; -1: absent
+		wantLog string
+	}{
+		{"nvml", nil, 0, "NVML is unavailable"},
+		{"nonvml", []string{"-tags", "nonvml"}, -1, "no GPU collector in this build"},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			if b.name == "nvml" && !gpu.Available {
+				t.Skip("this toolchain builds without cgo")
+			}
+			bin := filepath.Join(t.TempDir(), "vllm_exporter")
+			args := append(append([]string{"build"}, b.tags...), "-o", bin, ".")
+			if out, err := exec.Command(goBin, args...).CombinedOutput(); err != nil {
+				t.Fatalf("go %v: %v\n%s", args, err, out)
+			}
+			addr := testutil.FreeAddr(t)
+			cmd := exec.Command(bin, "--vllm.url="+sim.URL(), "--vllm.scrape-interval=200ms",
+				"--collector.gpu.interval=50ms", "--web.listen-address="+addr)
+			var stderr testutil.SyncBuffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			stopped := false
+			defer func() {
+				if !stopped {
+					cmd.Process.Kill()
+					<-exited
+				}
+			}()
+			waitFor := func(what string, cond func() bool) {
+				t.Helper()
+				deadline := time.Now().Add(60 * time.Second)
+				for !cond() {
+					select {
+					case err := <-exited:
+						stopped = true
+						t.Fatalf("exporter exited while waiting for %s: %v\n%s", what, err, stderr.String())
+					default:
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("timed out waiting for %s\n%s", what, stderr.String())
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+			serving := func() bool {
+				return testutil.ScrapeValue(addr, "vllm_up ") == 1 &&
+					testutil.ScrapeValue(addr, `vllm_exporter_collector_up{collector="vllm"} `) == 1 &&
+					testutil.ScrapeValue(addr, "vllm_requests_running{") >= 0 &&
+					testutil.ScrapeValue(addr, `vllm_exporter_collector_up{collector="gpu"} `) == b.gpuUp
+			}
+			waitFor("vLLM series and the GPU collector's state", serving)
+			// Many GPU sampler intervals later it still serves and says the same.
+			time.Sleep(time.Second)
+			waitFor("a later scrape", serving)
+			for _, name := range []string{"vllm_gpu_up{", "vllm_gpu_info{", "vllm_gpu_gpm_supported{"} {
+				if v := testutil.ScrapeValue(addr, name); v != -1 {
+					t.Errorf("%s exported without a driver: %v", name, v)
+				}
+			}
+			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
 			select {
 			case err := <-exited:
-				t.Fatalf("exporter exited while waiting for %s: %v\n%s", what, err, stderr.String())
-			default:
+				stopped = true
+				if err != nil {
+					t.Fatalf("exit after SIGTERM: %v\n%s", err, stderr.String())
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("no exit 30s after SIGTERM")
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s\n%s", what, stderr.String())
+			logs := stderr.String()
+			if n := strings.Count(logs, b.wantLog); n != 1 {
+				t.Fatalf("%q logged %d times, want once:\n%s", b.wantLog, n, logs)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		})
 	}
-	waitFor("vLLM series and the GPU collector's state", func() bool {
-		return testutil.ScrapeValue(addr, "vllm_up ") == 1 &&
-			testutil.ScrapeValue(addr, `vllm_exporter_collector_up{collector="vllm"} `) == 1 &&
-			testutil.ScrapeValue(addr, `vllm_exporter_collector_up{collector="gpu"} `) == 0 &&
-			testutil.ScrapeValue(addr, "vllm_requests_running{") >= 0
-	})
-	// Many GPU sampler intervals later it is still up and still says so.
-	time.Sleep(time.Second)
-	waitFor("a later scrape", func() bool {
-		return testutil.ScrapeValue(addr, `vllm_exporter_collector_up{collector="gpu"} `) == 0 &&
-			testutil.ScrapeValue(addr, "vllm_up ") == 1
-	})
-	for _, name := range []string{"vllm_gpu_up{", "vllm_gpu_info{", "vllm_gpu_gpm_supported{"} {
-		if v := testutil.ScrapeValue(addr, name); v != -1 {
-			t.Errorf("%s exported without a driver: %v", name, v)
-		}
-	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no exit 30s after SIGTERM")
-	}
-	logs := stderr.String()
-	if n := strings.Count(logs, "NVML is unavailable"); n != 1 {
-		t.Fatalf("NVML warning logged %d times, want once:\n%s", n, logs)
-	}
-	t.Logf("exporter log:\n%s", logs)
 }
