@@ -32,10 +32,12 @@ var clockEventReasons = []struct {
 var (
 	devLabels = []string{"gpu", "uuid"}
 
+	// The standalone self-metrics use collector.Health's exact HELP text: a
+	// registry refuses one name with two HELP strings.
 	collectorUpDesc = prometheus.NewDesc("vllm_exporter_collector_up",
-		"Whether the collector's last run succeeded (1) or not (0).", []string{"collector"}, nil)
+		"1 if the collector's last run succeeded, 0 if it failed.", []string{"collector"}, nil)
 	collectorDurationDesc = prometheus.NewDesc("vllm_exporter_collector_duration_seconds",
-		"How long the collector's last run took, in seconds.", []string{"collector"}, nil)
+		"Duration of the collector's last run in seconds.", []string{"collector"}, nil)
 
 	infoDesc = prometheus.NewDesc("vllm_gpu_info",
 		"GPU identity from NVML (name, driver, CUDA version, PCI bus id, memory bus width, peak memory bandwidth); value is always 1.",
