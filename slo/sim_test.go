@@ -145,3 +145,61 @@ func TestSimHardBreachPages(t *testing.T) {
 		}
 	}
 }
+
+// At low traffic on the simulator (one request every 10 minutes, submitted
+// straight to its scheduler; its virtual clock scraped by the real scraper
+// every minute), one slow request (e2e about 25s against a 10s threshold)
+// does not page with the default min_events. The same run with
+// min_events: 0 pages, which shows the request was seen and the guard is
+// what holds the page back.
+func TestSimSingleBadRequestLowTrafficDoesNotPage(t *testing.T) {
+	for _, tc := range []struct {
+		min      string
+		wantPage bool
+	}{{"", false}, {"    min_events: 0\n", true}} {
+		sim, err := vllmsim.New(vllmsim.Config{VirtualClock: true, Seed: 11, Scenario: "healthy"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sim.Start(); err != nil {
+			t.Fatal(err)
+		}
+		r := &simRig{t: t, sim: sim, sc: vllm.New(vllm.Options{URL: sim.URL(), Interval: time.Minute, Windows: []time.Duration{time.Minute}}, log.NewNopLogger())}
+		w := New(Options{}, holderFor(t, `
+slos:
+  - name: e2e
+    kind: latency
+    metric: e2e
+    threshold: 10
+    objective: 0.999
+`+tc.min), Sources{VLLM: r.sc}, nil)
+		r.ws = []*Watchdog{w}
+		r.step(time.Minute) // baseline
+		paged, bad := false, 0.0
+		for i := 1; i <= 180; i++ { // three hours
+			if i%10 == 0 {
+				req := vllmsim.Request{Prompt: make([]int, 64), MaxTokens: 20, IgnoreEOS: true}
+				if i == 90 { // the one slow request: 4000 decode steps
+					req.MaxTokens = 4000
+				}
+				for k := range req.Prompt {
+					req.Prompt[k] = 1000 + k + i
+				}
+				if _, err := sim.Submit(req); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r.step(time.Minute)
+			res := only(t, w)
+			paged = paged || res.Page
+			bad = res.PeriodWindow.Bad
+		}
+		sim.Close()
+		if res := only(t, w); res.PeriodWindow.Total != 18 || bad != 1 {
+			t.Fatalf("min_events %q: the simulator's requests were not all seen: %v", tc.min, res)
+		}
+		if paged != tc.wantPage {
+			t.Fatalf("min_events %q: paged=%v, want %v", tc.min, paged, tc.wantPage)
+		}
+	}
+}
