@@ -163,6 +163,15 @@ func TestSimHardBreachPages(t *testing.T) {
 	}
 }
 
+// e2e10s is an e2e SLO with a 10s threshold; tests append its objective.
+const e2e10s = `
+slos:
+  - name: e2e
+    kind: latency
+    metric: e2e
+    threshold: 10
+`
+
 // At low traffic on the simulator (one request every 10 minutes, submitted
 // straight to its scheduler; its virtual clock scraped by the real scraper
 // every minute), one slow request (e2e about 25s against a 10s threshold)
@@ -175,14 +184,7 @@ func TestSimSingleBadRequestLowTrafficDoesNotPage(t *testing.T) {
 		wantPage bool
 	}{{"", false}, {"    min_events: 0\n", true}} {
 		r := newSimRigWith(t, vllmsim.Config{VirtualClock: true, Seed: 11, Scenario: "healthy"})
-		w := New(Options{}, holderFor(t, `
-slos:
-  - name: e2e
-    kind: latency
-    metric: e2e
-    threshold: 10
-    objective: 0.999
-`+tc.min), Sources{VLLM: r.sc}, nil)
+		w := New(Options{}, holderFor(t, e2e10s+"    objective: 0.999\n"+tc.min), Sources{VLLM: r.sc}, nil)
 		r.ws = []*Watchdog{w}
 		r.step(time.Minute) // baseline
 		paged, bad := false, 0.0
@@ -216,15 +218,7 @@ slos:
 // over 12m and 1m).
 func TestSimSlowLeakTicketsNoPage(t *testing.T) {
 	r := newSimRigWith(t, vllmsim.Config{VirtualClock: true, Seed: 13, Scenario: "healthy"})
-	w := New(Options{}, holderFor(t, `
-slos:
-  - name: e2e
-    kind: latency
-    metric: e2e
-    threshold: 10
-    objective: 0.99
-    period: 1d
-`), Sources{VLLM: r.sc}, nil)
+	w := New(Options{}, holderFor(t, e2e10s+"    objective: 0.99\n    period: 1d\n"), Sources{VLLM: r.sc}, nil)
 	r.ws = []*Watchdog{w}
 	r.step(30 * time.Second) // baseline
 	seq := 0
