@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+	tu "github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 // The page and ticket conditions are exactly the SRE workbook's pairs that
@@ -144,4 +146,72 @@ vllm_exporter_slo_state_errors_total{reason="write"} 2
 	if n := testutil.CollectAndCount(w, "vllm_exporter_slo_state_last_save_timestamp_seconds"); n != 0 {
 		t.Fatalf("last save timestamp exported without a successful save")
 	}
+}
+
+// A preemption SLO counts preemptions (bad) against finished requests
+// (total), so bad is not a subset of total: a window can hold preemptions
+// and no finished request (an engine thrashing without completing
+// anything). The watchdog has no ratio for an empty window and never burns
+// on it, even with min_events: 0; the generated rules, where the ratio is
+// +Inf, must not page either. Same input series for both.
+func TestPreemptionWithoutFinishedRequestsAgrees(t *testing.T) {
+	pt := tu.Promtool(t)
+	const cfg = `
+slos:
+  - {name: preempt, kind: preemption, threshold: 0.01, min_events: 0}
+`
+	src := &fakeVLLM{}
+	w := New(Options{}, holderFor(t, cfg), Sources{VLLM: src}, nil)
+	tr := &traffic{good: 100}
+	var finished, preempt strings.Builder
+	for k := 0; k <= 60; k++ {
+		if k > 0 {
+			tr.preemptions += 10
+		}
+		now := t0.Add(time.Duration(k) * time.Minute)
+		src.set(tr.snap(now))
+		w.Tick(now)
+		if r := only(t, w); r.Page || r.Ticket {
+			t.Fatalf("watchdog alerted on preemptions without finished requests: %v", r)
+		}
+		fmt.Fprintf(&finished, "%g ", tr.good)
+		fmt.Fprintf(&preempt, "%g ", tr.preemptions)
+	}
+	h, err := holderFromPath(writeTemp(t, "c.yml", cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := GenerateRules(h.Get().SLOs, RuleOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := writeTemp(t, "rules.yml", string(b))
+	var checks strings.Builder
+	for _, m := range []int{10, 30, 60} {
+		fmt.Fprintf(&checks, "      - expr: 'ALERTS{slo=\"preempt\"}'\n        eval_time: %dm\n        exp_samples: []\n", m)
+	}
+	test := fmt.Sprintf(`rule_files: [%q]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'vllm_requests_finished_total{model="m",finished_reason="stop"}'
+        values: '%s'
+      - series: 'vllm_preemptions_total{model="m"}'
+        values: '%s'
+    promql_expr_test:
+%s`, rules, finished.String(), preempt.String(), checks.String())
+	out, err := exec.Command(pt, "test", "rules", writeTemp(t, "test.yml", test)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the rules alert where the watchdog does not: %v\n%s", err, lastLines(string(out), 40))
+	}
+}
+
+func writeTemp(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
