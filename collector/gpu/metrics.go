@@ -45,9 +45,9 @@ var (
 	upDesc = prometheus.NewDesc("vllm_gpu_up",
 		"Whether NVML could read this GPU in the last sample (0 while the GPU is lost).", devLabels, nil)
 	utilDesc = prometheus.NewDesc("vllm_gpu_utilization_ratio",
-		"Fraction of the last sample period in which a kernel ran on the GPU, from nvmlDeviceGetUtilizationRates.", devLabels, nil)
+		"Fraction of NVML's own last sample period (1/6 s to 1 s, by GPU) in which a kernel ran on the GPU, from nvmlDeviceGetUtilizationRates.", devLabels, nil)
 	memUtilDesc = prometheus.NewDesc("vllm_gpu_memory_controller_utilization_ratio",
-		"Fraction of the last sample period in which device memory was read or written, from nvmlDeviceGetUtilizationRates.", devLabels, nil)
+		"Fraction of NVML's own last sample period (1/6 s to 1 s, by GPU) in which device memory was read or written, from nvmlDeviceGetUtilizationRates.", devLabels, nil)
 	memUsedDesc = prometheus.NewDesc("vllm_gpu_memory_used_bytes",
 		"Device memory in use in bytes, from nvmlDeviceGetMemoryInfo.", devLabels, nil)
 	memFreeDesc = prometheus.NewDesc("vllm_gpu_memory_free_bytes",
