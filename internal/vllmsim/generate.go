@@ -10,18 +10,17 @@ import (
 
 // genParams are the parsed generation fields of a completions or chat request.
 type genParams struct {
-	model         string
-	prompt        []int
-	maxTokens     int
-	minTokens     int
-	ignoreEOS     bool
-	stream        bool
-	includeUsage  bool
-	continuous    bool
-	seed          *int64
-	interval      int
-	requestID     string
-	maxTokensUsed bool
+	model        string
+	prompt       []int
+	maxTokens    int
+	minTokens    int
+	ignoreEOS    bool
+	stream       bool
+	includeUsage bool
+	continuous   bool
+	seed         *int64
+	interval     int
+	requestID    string
 }
 
 type streamOptions struct {
@@ -44,6 +43,7 @@ type genBody struct {
 	Seed                *int64            `json:"seed"`
 	StreamInterval      *int              `json:"stream_interval"`
 	RequestID           string            `json:"request_id"`
+	Priority            int               `json:"priority"`
 }
 
 // parsePrompt accepts str, [int], [str] (one) and [[int]] (one).
@@ -150,6 +150,10 @@ func (s *Sim) parseGen(r *http.Request, chat bool) (*genParams, *apiError) {
 	case max != nil:
 		p.maxTokens = *max
 	case chat:
+		if len(p.prompt) >= s.cfg.MaxModelLen {
+			return nil, badRequest(fmt.Sprintf("This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.",
+				s.cfg.MaxModelLen, len(p.prompt)), "")
+		}
 		p.maxTokens = s.cfg.MaxModelLen - len(p.prompt)
 	default:
 		p.maxTokens = 16
@@ -162,6 +166,11 @@ func (s *Sim) parseGen(r *http.Request, chat bool) (*genParams, *apiError) {
 	}
 	if b.Temperature != nil && *b.Temperature < 0 {
 		return nil, badRequest(fmt.Sprintf("temperature must be non-negative, got %v.", *b.Temperature), "temperature")
+	}
+	if b.Priority != 0 {
+		// The simulated engine uses the default FCFS policy, like vLLM without
+		// --scheduling-policy priority.
+		return nil, badRequest(fmt.Sprintf("Got priority %d but Priority scheduling is not enabled.", b.Priority), "priority")
 	}
 	if b.N != nil && *b.N != 1 {
 		return nil, badRequest("the simulator supports only n=1", "n")
@@ -192,14 +201,33 @@ func (s *Sim) parseGen(r *http.Request, chat bool) (*genParams, *apiError) {
 
 // Wire types, field order as vLLM's pydantic models serialize them.
 type usageInfo struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	TotalTokens      int `json:"total_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
+	PromptTokens        int           `json:"prompt_tokens"`
+	TotalTokens         int           `json:"total_tokens"`
+	CompletionTokens    int           `json:"completion_tokens"`
+	PromptTokensDetails *tokenDetails `json:"prompt_tokens_details,omitempty"`
 }
 
+type tokenDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// usageFull is the non-streaming usage block (prompt_tokens_details always present, null by default).
 type usageFull struct {
-	usageInfo
-	PromptTokensDetails *struct{} `json:"prompt_tokens_details"`
+	PromptTokens        int           `json:"prompt_tokens"`
+	TotalTokens         int           `json:"total_tokens"`
+	CompletionTokens    int           `json:"completion_tokens"`
+	PromptTokensDetails *tokenDetails `json:"prompt_tokens_details"`
+}
+
+// finalUsage is the usage of a finished request; cached tokens are reported
+// only with Config.EnablePromptTokensDetails (--enable-prompt-tokens-details)
+// and, as in vLLM, only when the prefix-cache hit is non-zero.
+func (s *Sim) finalUsage(o Output) usageInfo {
+	u := usageInfo{PromptTokens: o.PromptTokens, CompletionTokens: o.CompletionTokens, TotalTokens: o.PromptTokens + o.CompletionTokens}
+	if s.cfg.EnablePromptTokensDetails && o.CachedTokens > 0 { // vLLM: "and num_cached_tokens"
+		u.PromptTokensDetails = &tokenDetails{CachedTokens: o.CachedTokens}
+	}
+	return u
 }
 
 type compStreamChoice struct {
@@ -271,6 +299,10 @@ func (s *Sim) handleGenerate(w http.ResponseWriter, r *http.Request, chat bool) 
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
 	st := &sseWriter{s: s, w: w, h: h}
+	// Starlette's StreamingResponse sends the status line and headers before
+	// the first event: a client sees 200 at once, then waits for tokens
+	// (the chat role chunk only comes with the first token).
+	st.flush()
 	chunk := func(choices any, u *usageInfo) bool {
 		return st.event(streamChunk{ID: id, Object: obj, Created: created, Model: model, Choices: choices, Usage: u})
 	}
@@ -299,7 +331,13 @@ func (s *Sim) handleGenerate(w http.ResponseWriter, r *http.Request, chat bool) 
 		var okw bool
 		if chat {
 			if !sent {
-				if !chunk([]chatStreamChoice{{Delta: chatDelta{Role: "assistant", Content: strp("")}}}, u) {
+				// The role-only delta goes out with the first engine output;
+				// its continuous usage counts no completion tokens yet.
+				var ru *usageInfo
+				if p.continuous {
+					ru = &usageInfo{PromptTokens: o.PromptTokens, TotalTokens: o.PromptTokens}
+				}
+				if !chunk([]chatStreamChoice{{Delta: chatDelta{Role: "assistant", Content: strp("")}}}, ru) {
 					return
 				}
 			}
@@ -322,7 +360,7 @@ func (s *Sim) handleGenerate(w http.ResponseWriter, r *http.Request, chat bool) 
 		}
 	}
 	if p.includeUsage {
-		u := usageInfo{PromptTokens: last.PromptTokens, CompletionTokens: last.CompletionTokens, TotalTokens: last.PromptTokens + last.CompletionTokens}
+		u := s.finalUsage(last)
 		if !chunk([]struct{}{}, &u) {
 			return
 		}
@@ -369,7 +407,14 @@ func (st *sseWriter) event(v any) bool {
 	}
 	if f, ok := st.s.fault(FaultStreamError); ok && st.events >= f.AfterChunks {
 		st.h.Abort()
+		// Main turns engine failures into GenerationError (500,
+		// InternalServerError); older servers caught any exception in the
+		// stream generator with create_streaming_error_response's defaults
+		// (400, BadRequestError).
 		e := &apiError{status: 500, typ: "InternalServerError", message: "Engine generation failed (simulated stream_error fault)"}
+		if st.s.version.name != MetricsV1 {
+			e.status, e.typ = 400, "BadRequestError"
+		}
 		st.write(streamErrorJSON(e, st.s.version.nestedError))
 		st.done()
 		return false
@@ -412,8 +457,7 @@ func (s *Sim) respondWhole(w http.ResponseWriter, r *http.Request, h *Handle, ch
 			break
 		}
 	}
-	u := usageFull{usageInfo: usageInfo{PromptTokens: last.PromptTokens, CompletionTokens: last.CompletionTokens,
-		TotalTokens: last.PromptTokens + last.CompletionTokens}}
+	u := usageFull(s.finalUsage(last))
 	if chat {
 		type msg struct {
 			Role      string     `json:"role"`
