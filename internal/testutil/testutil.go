@@ -25,7 +25,7 @@ func Promtool(t testing.TB) string {
 	p, err := exec.LookPath("promtool")
 	if err != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatal("promtool not found (required under CI=true)")
+			t.Fatal("promtool not found (required under CI=true): install Debian's prometheus package")
 		}
 		t.Skip("promtool not found")
 	}
