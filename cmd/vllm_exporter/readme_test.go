@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -31,7 +32,9 @@ func TestREADMEDocumentsEveryFlag(t *testing.T) {
 			if f.Hidden || f.Name == "help" || f.Name == "version" || f.Name == "help-long" || f.Name == "help-man" || f.Name == "completion-bash" || f.Name == "completion-script-bash" || f.Name == "completion-script-zsh" {
 				continue
 			}
-			if !strings.Contains(string(readme), "--"+f.Name) {
+			// --name, not a prefix of a longer flag (--vllm.url vs --vllm.url-x).
+			documented := regexp.MustCompile(`--(\[no-\])?` + regexp.QuoteMeta(f.Name) + `([^a-z0-9._-]|$)`)
+			if !documented.Match(readme) {
 				t.Errorf("README.md does not document %s flag --%s (%s)", where, f.Name, f.Help)
 			}
 		}
