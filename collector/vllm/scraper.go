@@ -240,7 +240,8 @@ func (s *Scraper) tolerance(d time.Duration) time.Duration {
 
 // windowOf derives over d ending at the newest snapshot. The start is the
 // newest successful snapshot at least d-tol/2 older than the end and no
-// older than d+tol: a gap in the history does not stretch a window.
+// older than d+tol: a gap in the history does not stretch a window. The
+// snapshots in between are used to see counter resets.
 func windowOf(history []*snapshot.VLLM, d, tol time.Duration) map[string]*snapshot.Derived {
 	if len(history) < 2 || d <= 0 {
 		return nil
@@ -257,7 +258,7 @@ func windowOf(history []*snapshot.VLLM, d, tol time.Duration) map[string]*snapsh
 			return nil
 		}
 		if h.Up && !h.Time.After(latest) {
-			return derive(d, h, end)
+			return derive(d, history[i:])
 		}
 	}
 	return nil
