@@ -314,11 +314,15 @@ func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.L
 		}
 	}
 
+	// Every way out of here (a signal, or the listener failing) must stop
+	// the loops before waiting for them: deferred calls run last-in first-out.
+	loopCtx, stopLoops := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, loop := range x.loops {
-		wg.Go(func() { loop(ctx) })
+		wg.Go(func() { loop(loopCtx) })
 	}
 	defer wg.Wait()
+	defer stopLoops()
 
 	go reloadOnSIGHUP(ctx, holder, logger)
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -280,5 +281,37 @@ func TestBinaryVersion(t *testing.T) {
 	out, err := exec.Command(buildBinary(t), "--version").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "vllm_exporter, version") {
 		t.Fatalf("--version: %v\n%s", err, out)
+	}
+}
+
+// TestBinaryListenFailure: a listen address in use is an error and exit 1,
+// not a process that hangs with its background loops still running.
+func TestBinaryListenFailure(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	var logs bytes.Buffer
+	cmd := exec.Command(buildBinary(t), "--vllm.url=http://127.0.0.1:1", "--web.listen-address="+busy.Addr().String())
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("exit: %v, want status 1\n%s", err, logs.String())
+		}
+		if !strings.Contains(logs.String(), "address already in use") {
+			t.Errorf("logs do not name the listen error:\n%s", logs.String())
+		}
+	case <-time.After(30 * time.Second): // bounds a broken run only
+		cmd.Process.Kill()
+		<-exited
+		t.Fatalf("still running 30s after its listener failed\n%s", logs.String())
 	}
 }
