@@ -397,3 +397,16 @@ func TestLabelValuesAreBounded(t *testing.T) {
 		t.Errorf("%d vllm_requests_running series, want %d", n, MaxModels)
 	}
 }
+
+// Every series read from vLLM says in its HELP where it comes from.
+func TestHelpNamesTheSource(t *testing.T) {
+	for _, d := range newDescs().all() {
+		str := d.String()
+		if strings.Contains(str, `fqName: "vllm_exporter_`) || strings.Contains(str, `fqName: "vllm_up"`) {
+			continue
+		}
+		if !strings.Contains(str, "; from vllm:") && !strings.Contains(str, "; derived from vllm:") {
+			t.Errorf("HELP does not name its vLLM source: %s", str)
+		}
+	}
+}
