@@ -315,3 +315,23 @@ func TestBinaryListenFailure(t *testing.T) {
 		t.Fatalf("still running 30s after its listener failed\n%s", logs.String())
 	}
 }
+
+// The landing page names the vLLM it scrapes, without a password.
+func TestLandingPageRedactsURL(t *testing.T) {
+	holder, err := config.NewHolder("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := "http://scraper:s3cret@127.0.0.1:1"
+	x := &exporter{logger: log.NewNopLogger(), registry: prometheus.NewRegistry(), config: holder, vllmURL: u,
+		vllm: vllm.New(vllm.Options{URL: u}, nil)}
+	h, err := x.routes(&flags{telemetryPath: "/metrics"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	if body := rec.Body.String(); rec.Code != 200 || strings.Contains(body, "s3cret") || !strings.Contains(body, "127.0.0.1:1") {
+		t.Fatalf("landing page %d:\n%s", rec.Code, body)
+	}
+}

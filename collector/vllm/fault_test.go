@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -207,5 +208,28 @@ func TestGzipBodyAccepted(t *testing.T) {
 	}
 	if l := s.Latest(); !l.Up || l.Models[llama].Running.V != 7 {
 		t.Fatalf("gzip body: up %v error %q", l.Up, l.Error)
+	}
+}
+
+// --vllm.url may carry basic-auth credentials for a proxy: they are sent,
+// and never logged.
+func TestURLPasswordNotLogged(t *testing.T) {
+	var gotUser, gotPass string
+	srv := newFakeVLLM(t, nil, "")
+	srv.set(nil, func(w http.ResponseWriter, r *http.Request) {
+		gotUser, gotPass, _ = r.BasicAuth()
+		http.Error(w, "", http.StatusBadGateway)
+	})
+	var logs bytes.Buffer
+	u := strings.Replace(srv.URL, "http://", "http://scraper:s3cret@", 1)
+	s := New(Options{URL: u, Timeout: 2 * time.Second}, log.NewLogfmtLogger(&logs))
+	scrapeAt(s, t0)
+	srv.set(fixture(t, "vllm-main-2026-08-v1.txt"), nil)
+	scrapeAt(s, t0.Add(5*time.Second)) // logs the recovery
+	if gotUser != "scraper" || gotPass != "s3cret" {
+		t.Errorf("basic auth not sent: %q %q", gotUser, gotPass)
+	}
+	if !strings.Contains(logs.String(), "scraper:xxxxx@") || strings.Contains(logs.String(), "s3cret") {
+		t.Fatalf("logs:\n%s", logs.String())
 	}
 }

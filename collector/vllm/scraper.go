@@ -86,6 +86,7 @@ type Scraper struct {
 	opts       Options
 	logger     log.Logger
 	metricsURL string
+	logURL     string // metricsURL without a password, for logs
 	client     *http.Client
 	descs      *descs
 
@@ -144,6 +145,7 @@ func New(opts Options, logger log.Logger) *Scraper {
 		opts:       opts,
 		logger:     logger,
 		metricsURL: MetricsURL(opts.URL),
+		logURL:     RedactedURL(MetricsURL(opts.URL)),
 		client:     client,
 		descs:      newDescs(),
 		norm:       newNormalizer(),
@@ -162,6 +164,17 @@ func MetricsURL(base string) string {
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/") + "/metrics"
 	return u.String()
+}
+
+// RedactedURL is raw with the password of its user info (if any) replaced
+// by "xxxxx", for logs and pages: --vllm.url may carry basic-auth credentials
+// for a proxy in front of vLLM.
+func RedactedURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
 }
 
 // Interval is the configured scrape interval.
@@ -302,11 +315,11 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct, reason string, e
 		if reason != s.lastReason {
 			lvl = level.Warn
 		}
-		lvl(s.logger).Log("msg", "vLLM scrape failed", "url", s.metricsURL, "reason", reason, "err", err)
+		lvl(s.logger).Log("msg", "vLLM scrape failed", "url", s.logURL, "reason", reason, "err", err)
 	} else {
 		s.lastOK = now
 		if s.lastReason != "" {
-			level.Info(s.logger).Log("msg", "vLLM scrape recovered", "url", s.metricsURL, "schema", res.schema)
+			level.Info(s.logger).Log("msg", "vLLM scrape recovered", "url", s.logURL, "schema", res.schema)
 		}
 		if res.schema != s.lastSchema {
 			// Once at start and after a vLLM upgrade: say what was found.
