@@ -413,3 +413,19 @@ func TestWindowResetHiddenBetweenTheEnds(t *testing.T) {
 		t.Errorf("ttft delta sum = %v, want 18.5", sum)
 	}
 }
+
+// V0 has no prefix-cache counters, only hit-rate gauges that read -1 while
+// prefix caching is off (its default): no hit ratio, never -1 or 0.
+func TestWindowV0HasNoPrefixHitRatio(t *testing.T) {
+	srv := newFakeVLLM(t, fixture(t, "vllm-0.7.3-v0-multiprocess.txt"), "text/plain; version=0.0.4")
+	s := newTestScraper(t, srv.URL, nil)
+	scrapeAt(s, t0)
+	scrapeAt(s, t0.Add(time.Minute))
+	d := s.Window(time.Minute)[llama]
+	if d == nil {
+		t.Fatal("no window")
+	}
+	wantAbsent(t, "prefix hit ratio", d.PrefixCacheHitRatio)
+	wantValue(t, "requests/s", d.RequestsPerSecond, 0)
+	compareNoHelp(t, s, "", "vllm_prefix_cache_hit_ratio", "vllm_prefix_cache_queries_total", "vllm_prefix_cache_hits_total")
+}
