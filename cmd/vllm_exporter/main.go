@@ -226,7 +226,10 @@ func checkConfig(f *flags, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func parseWindows(s string) ([]time.Duration, error) {
+// parseWindows reads --vllm.windows. A window must span at least two
+// scrape intervals: a shorter one holds a single increase, and its "1s"
+// label would be a lie about the interval it really covers.
+func parseWindows(s string, interval time.Duration) ([]time.Duration, error) {
 	var out []time.Duration
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
@@ -236,6 +239,9 @@ func parseWindows(s string) ([]time.Duration, error) {
 		d, err := model.ParseDuration(part)
 		if err != nil || d <= 0 {
 			return nil, fmt.Errorf("--vllm.windows: bad window %q", part)
+		}
+		if time.Duration(d) < 2*interval {
+			return nil, fmt.Errorf("--vllm.windows: window %q is shorter than two --vllm.scrape-interval (%v)", part, interval)
 		}
 		out = append(out, time.Duration(d))
 	}
@@ -258,7 +264,10 @@ func readAPIKey(file string) (string, error) {
 
 func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.Logger) error {
 	level.Info(logger).Log("msg", "starting "+program, "version", version.Info(), "build_context", version.BuildContext())
-	windows, err := parseWindows(f.windows)
+	if f.interval <= 0 || f.timeout <= 0 {
+		return errors.New("--vllm.scrape-interval and --vllm.timeout must be positive")
+	}
+	windows, err := parseWindows(f.windows, f.interval)
 	if err != nil {
 		return err
 	}

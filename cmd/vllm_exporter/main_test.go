@@ -44,12 +44,12 @@ func fakeVLLM(t *testing.T) *httptest.Server {
 }
 
 func TestParseWindows(t *testing.T) {
-	got, err := parseWindows("1m, 5m,1h")
+	got, err := parseWindows("1m, 5m,1h", 5*time.Second)
 	if err != nil || len(got) != 3 || got[0] != time.Minute || got[2] != time.Hour {
 		t.Fatalf("parseWindows = %v, %v", got, err)
 	}
-	for _, bad := range []string{"", "1x", "0s", "1m,,-5m"} {
-		if _, err := parseWindows(bad); err == nil {
+	for _, bad := range []string{"", "1x", "0s", "1m,,-5m", "1m,9s"} {
+		if _, err := parseWindows(bad, 5*time.Second); err == nil {
 			t.Errorf("parseWindows(%q): want error", bad)
 		}
 	}
