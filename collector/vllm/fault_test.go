@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -231,5 +232,31 @@ func TestURLPasswordNotLogged(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "scraper:xxxxx@") || strings.Contains(logs.String(), "s3cret") {
 		t.Fatalf("logs:\n%s", logs.String())
+	}
+}
+
+// A Prometheus scrape of the exporter does no I/O and no work: it never
+// reaches vLLM, and two scrapes (two Prometheus replicas) read the same.
+func TestCollectDoesNoIO(t *testing.T) {
+	var hits atomic.Int32
+	body := fixture(t, "vllm-main-2026-08-v1.txt")
+	srv := newFakeVLLM(t, nil, "")
+	srv.set(nil, func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		w.Write(body)
+	})
+	s := newTestScraper(t, srv.URL, nil)
+	scrapeAt(s, t0)
+	scrapeAt(s, t0.Add(time.Minute))
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(s)
+	first := gatherText(t, reg)
+	for range 5 {
+		if again := gatherText(t, reg); !bytes.Equal(again, first) {
+			t.Fatal("two gathers without a scrape in between differ")
+		}
+	}
+	if n := hits.Load(); n != 2 {
+		t.Fatalf("vLLM saw %d requests for 2 scrapes and 6 gathers", n)
 	}
 }
