@@ -339,13 +339,7 @@ func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.L
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-	}
+	srv := newHTTPServer(handler)
 	errc := make(chan error, 1)
 	go func() { errc <- web.ListenAndServe(srv, f.web, slogger) }()
 	select {
@@ -359,6 +353,18 @@ func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.L
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		return srv.Shutdown(sctx)
+	}
+}
+
+// newHTTPServer bounds every phase of a connection, so slow or stuck
+// clients cannot pin goroutines and file descriptors.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
 	}
 }
 

@@ -335,3 +335,34 @@ func TestLandingPageRedactsURL(t *testing.T) {
 		t.Fatalf("landing page %d:\n%s", rec.Code, body)
 	}
 }
+
+// A client that sends its headers slowly is cut off: the server has a
+// header timeout (10s in production; shortened here), and every other phase
+// of a connection is bounded too.
+func TestHTTPServerTimeouts(t *testing.T) {
+	srv := newHTTPServer(http.NotFoundHandler())
+	if srv.ReadHeaderTimeout <= 0 || srv.ReadTimeout <= 0 || srv.WriteTimeout <= 0 || srv.IdleTimeout <= 0 {
+		t.Fatalf("unbounded server: %+v", srv)
+	}
+	// The promhttp handler gives up after 30s: writing must be allowed that long.
+	if srv.WriteTimeout <= 30*time.Second {
+		t.Errorf("WriteTimeout %v cuts off the metrics handler's own 30s timeout", srv.WriteTimeout)
+	}
+	srv.ReadHeaderTimeout = 100 * time.Millisecond
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n"))    // never finishes its headers
+	c.SetReadDeadline(time.Now().Add(30 * time.Second)) // bounds a broken run only
+	if _, err := io.ReadAll(c); err != nil {
+		t.Fatalf("connection not closed by the server: %v", err)
+	}
+}
