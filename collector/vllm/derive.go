@@ -131,25 +131,27 @@ func increase(chain []*snapshot.Model, get func(*snapshot.Model) snapshot.Value)
 // chain this is the difference of the two ends.
 func histogramIncrease(chain []*snapshot.Model, hn snapshot.HistogramName) snapshot.Histogram {
 	newest := chain[len(chain)-1].Histograms[hn]
-	readings := make([]snapshot.Histogram, 0, len(chain))
-	for _, m := range chain {
-		h, ok := m.Histograms[hn]
-		if !ok {
-			h = snapshot.Histogram{Bounds: newest.Bounds, Counts: make([]float64, len(newest.Counts))}
+	var empty *snapshot.Histogram
+	get := func(m *snapshot.Model) snapshot.Histogram {
+		if h, ok := m.Histograms[hn]; ok {
+			return h
 		}
-		readings = append(readings, h)
+		if empty == nil {
+			empty = &snapshot.Histogram{Bounds: newest.Bounds, Counts: make([]float64, len(newest.Counts))}
+		}
+		return *empty
 	}
 	resets := false
-	for i := 1; i < len(readings) && !resets; i++ {
-		resets = wentDown(readings[i], readings[i-1])
+	for i := 1; i < len(chain) && !resets; i++ {
+		resets = wentDown(get(chain[i]), get(chain[i-1]))
 	}
 	if !resets {
-		delta, _ := newest.Sub(readings[0])
+		delta, _ := newest.Sub(get(chain[0]))
 		return delta
 	}
-	total, _ := readings[1].Sub(readings[0])
-	for i := 2; i < len(readings); i++ {
-		d, _ := readings[i].Sub(readings[i-1])
+	total, _ := get(chain[1]).Sub(get(chain[0]))
+	for i := 2; i < len(chain); i++ {
+		d, _ := get(chain[i]).Sub(get(chain[i-1]))
 		if sum, ok := total.Add(d); ok {
 			total = sum
 		} else {
