@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -258,5 +259,44 @@ func TestCollectDoesNoIO(t *testing.T) {
 	}
 	if n := hits.Load(); n != 2 {
 		t.Fatalf("vLLM saw %d requests for 2 scrapes and 6 gathers", n)
+	}
+}
+
+// Scrapes that fail in every way (5xx, timeouts mid-body, oversize) leave no
+// goroutine or connection behind.
+func TestNoGoroutineLeak(t *testing.T) {
+	good := fixture(t, "vllm-main-2026-08-v1.txt")
+	srv := newFakeVLLM(t, good, "text/plain")
+	s := newTestScraper(t, srv.URL, func(o *Options) {
+		o.Timeout = 50 * time.Millisecond
+		o.MaxBodyBytes = int64(len(good))
+	})
+	scrapeAt(s, t0)
+	base := runtime.NumGoroutine()
+	faults := []http.HandlerFunc{
+		func(w http.ResponseWriter, _ *http.Request) { // an error page longer than what is drained
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write(good[:10000])
+		},
+		func(w http.ResponseWriter, r *http.Request) {
+			w.Write(good[:100])
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		},
+		func(w http.ResponseWriter, _ *http.Request) { w.Write(good); w.Write(good) },
+		nil, // good again
+	}
+	for i := range 40 {
+		srv.set(good, faults[i%len(faults)])
+		scrapeAt(s, t0.Add(time.Duration(i+1)*5*time.Second))
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		n := runtime.NumGoroutine()
+		if n <= base+4 {
+			return
+		}
+		if time.Now().After(deadline) { // bounds a broken run only
+			t.Fatalf("%d goroutines after 40 failing scrapes, %d before", n, base)
+		}
 	}
 }
