@@ -50,7 +50,7 @@ func newDescs() *descs {
 		finished:      g("vllm_requests_finished_total", "Finished requests by finish reason, summed over engines; from vllm:request_success_total.", "model", "finished_reason"),
 
 		preemptRate:    g("vllm_preemptions_per_second", "Preemptions per second over the window; derived from vllm:num_preemptions_total.", mw...),
-		preemptPerReq:  g("vllm_preemptions_per_request_ratio", "Preemptions per finished request over the window, absent when no request finished; from vllm:num_preemptions_total and vllm:request_success_total.", mw...),
+		preemptPerReq:  g("vllm_preemptions_per_request_ratio", "Preemptions per finished request over the window (can exceed 1: a request may be preempted several times), absent when no request finished; from vllm:num_preemptions_total and vllm:request_success_total.", mw...),
 		prefixHitRatio: g("vllm_prefix_cache_hit_ratio", "Prefix-cache hit ratio 0..1 (hits / queries) over the window, absent without queries; from vllm:prefix_cache_hits_total and vllm:prefix_cache_queries_total (or the gpu_ names).", mw...),
 		promptRate:     g("vllm_prompt_tokens_per_second", "Prompt tokens per second over the window; derived from vllm:prompt_tokens_total.", mw...),
 		genRate:        g("vllm_generation_tokens_per_second", "Generated tokens per second over the window; derived from vllm:generation_tokens_total.", mw...),
