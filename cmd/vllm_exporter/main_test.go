@@ -366,3 +366,43 @@ func TestHTTPServerTimeouts(t *testing.T) {
 		t.Fatalf("connection not closed by the server: %v", err)
 	}
 }
+
+// --web.config.file (exporter-toolkit) protects every endpoint with basic
+// auth, and --web.telemetry-path moves the metrics.
+func TestBinaryWebConfigAndTelemetryPath(t *testing.T) {
+	vllmSrv := fakeVLLM(t)
+	webCfg := filepath.Join(t.TempDir(), "web.yml")
+	// bcrypt of "s3cret" (cost 4).
+	os.WriteFile(webCfg, []byte("basic_auth_users:\n  prom: $2a$04$5mD.G5ruAL4plU9TQJn63OkdS7CW01Pljw..CXSnrMvhY8JZDXaa2\n"), 0o600)
+	var logs bytes.Buffer
+	_, base, _ := startBinary(t, &logs, "--vllm.url="+vllmSrv.URL, "--vllm.scrape-interval=200ms",
+		"--web.config.file="+webCfg, "--web.telemetry-path=/vllm-metrics")
+	get := func(path, pass string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		if pass != "" {
+			req.SetBasicAuth("prom", pass)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	waitFor(t, "metrics behind basic auth", func() bool {
+		c, body := get("/vllm-metrics", "s3cret")
+		return c == 200 && strings.Contains(body, "vllm_up 1")
+	})
+	for _, pass := range []string{"", "wrong"} {
+		if c, _ := get("/vllm-metrics", pass); c != http.StatusUnauthorized {
+			t.Errorf("metrics with password %q: %d, want 401", pass, c)
+		}
+	}
+	if c, _ := get("/-/ready", ""); c != http.StatusUnauthorized {
+		t.Errorf("/-/ready without auth: %d, want 401", c)
+	}
+	if c, body := get("/", "s3cret"); c != 200 || !strings.Contains(body, "/vllm-metrics") {
+		t.Errorf("landing page does not link the telemetry path: %d\n%s", c, body)
+	}
+}
