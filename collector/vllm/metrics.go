@@ -3,7 +3,6 @@ package vllm
 import (
 	"math"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,8 +50,8 @@ func newDescs() *descs {
 		finished:      g("vllm_requests_finished_total", "Finished requests by finish reason, summed over engines; from vllm:request_success_total.", "model", "finished_reason"),
 
 		preemptRate:    g("vllm_preemptions_per_second", "Preemptions per second over the window; derived from vllm:num_preemptions_total.", mw...),
-		preemptPerReq:  g("vllm_preemptions_per_request_ratio", "Preemptions per finished request over the window; absent when no request finished.", mw...),
-		prefixHitRatio: g("vllm_prefix_cache_hit_ratio", "Prefix-cache hits / queries over the window; absent when there was no query.", mw...),
+		preemptPerReq:  g("vllm_preemptions_per_request_ratio", "Preemptions per finished request over the window (can exceed 1: a request may be preempted several times), absent when no request finished; from vllm:num_preemptions_total and vllm:request_success_total.", mw...),
+		prefixHitRatio: g("vllm_prefix_cache_hit_ratio", "Prefix-cache hit ratio 0..1 (hits / queries) over the window, absent without queries; from vllm:prefix_cache_hits_total and vllm:prefix_cache_queries_total (or the gpu_ names).", mw...),
 		promptRate:     g("vllm_prompt_tokens_per_second", "Prompt tokens per second over the window; derived from vllm:prompt_tokens_total.", mw...),
 		genRate:        g("vllm_generation_tokens_per_second", "Generated tokens per second over the window; derived from vllm:generation_tokens_total.", mw...),
 		finishedRate:   g("vllm_requests_finished_per_second", "Finished requests per second over the window by finish reason; derived from vllm:request_success_total.", "model", "window", "finished_reason"),
@@ -73,11 +72,24 @@ func newDescs() *descs {
 		if s.Field != fHistogram {
 			continue
 		}
-		d.hist[s.Hist] = g(s.Exported, "vLLM's "+s.Names[0]+" histogram, buckets summed over engines; from "+joinOr(s.Names)+".", m...)
+		what := histogramWhat[s.Hist]
+		d.hist[s.Hist] = g(s.Exported, what+" in seconds, vLLM's buckets summed over engines; from "+joinOr(s.Names)+".", m...)
 		d.windowQuantile[s.Hist] = g("vllm_"+string(s.Hist)+"_window_seconds",
-			"Quantile of "+s.Names[0]+" over the window (histogram_quantile of bucket increases); absent when the window saw no observation.", "model", "window", "quantile")
+			what+" in seconds, quantiles over the window (histogram_quantile of bucket increases, absent when the window saw no observation), _sum and _count cumulative; from "+joinOr(s.Names)+".", mw...)
 	}
 	return d
+}
+
+// histogramWhat says what each latency histogram measures, for HELP.
+var histogramWhat = map[snapshot.HistogramName]string{
+	snapshot.TTFT:              "Time from request arrival to the first output token",
+	snapshot.InterTokenLatency: "Time between successive output tokens (per engine step)",
+	snapshot.RequestTPOT:       "Per-request mean time per output token after the first",
+	snapshot.E2E:               "End-to-end request latency",
+	snapshot.QueueTime:         "Time requests spent waiting in the queue",
+	snapshot.PrefillTime:       "Time requests spent in prefill",
+	snapshot.DecodeTime:        "Time requests spent in decode",
+	snapshot.InferenceTime:     "Time requests spent running (prefill plus decode)",
 }
 
 func joinOr(names []string) string {
@@ -124,7 +136,11 @@ func (s *Scraper) render(snap *snapshot.VLLM, res *result, windows map[time.Dura
 	d := s.descs
 	var out []prometheus.Metric
 	emit := func(desc *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
-		out = append(out, prometheus.MustNewConstMetric(desc, t, v, labels...))
+		// Label values were validated when parsed; an error here is a bug,
+		// and a bug must cost one series, not the process.
+		if m, err := prometheus.NewConstMetric(desc, t, v, labels...); err == nil {
+			out = append(out, m)
+		}
 	}
 	value := func(desc *prometheus.Desc, t prometheus.ValueType, v snapshot.Value, labels ...string) {
 		if v.OK {
@@ -194,7 +210,9 @@ func (s *Scraper) render(snap *snapshot.VLLM, res *result, windows map[time.Dura
 			if !ok {
 				continue
 			}
-			out = append(out, constHistogram(d.hist[hn], h, name))
+			if m, err := constHistogram(d.hist[hn], h, name); err == nil {
+				out = append(out, m)
+			}
 		}
 	}
 
@@ -213,11 +231,12 @@ func (s *Scraper) render(snap *snapshot.VLLM, res *result, windows map[time.Dura
 			}
 			for _, hn := range snapshot.LatencyHistograms {
 				qs, ok := dv.Quantiles[hn]
-				if !ok {
+				cum, ok2 := snap.Models[name].Histograms[hn]
+				if !ok || !ok2 {
 					continue
 				}
-				for _, q := range Quantiles {
-					value(d.windowQuantile[hn], prometheus.GaugeValue, qs[q], name, wl, strconv.FormatFloat(q, 'g', -1, 64))
+				if m, err := windowSummary(d.windowQuantile[hn], qs, cum, name, wl); err == nil {
+					out = append(out, m)
 				}
 			}
 		}
@@ -225,15 +244,28 @@ func (s *Scraper) render(snap *snapshot.VLLM, res *result, windows map[time.Dura
 	s.rendered.Store(&out)
 }
 
+// windowSummary exports windowed quantiles as a summary: the quantile label
+// is reserved for summaries (promtool rejects it elsewhere), and a summary is
+// exactly "quantiles over a recent window plus cumulative count and sum".
+func windowSummary(desc *prometheus.Desc, qs map[float64]snapshot.Value, cum snapshot.Histogram, labels ...string) (prometheus.Metric, error) {
+	present := make(map[float64]float64, len(qs))
+	for q, v := range qs {
+		if v.OK {
+			present[q] = v.V
+		}
+	}
+	return prometheus.NewConstSummary(desc, uint64(math.Round(cum.Count)), cum.Sum, present, labels...)
+}
+
 // constHistogram re-exports a cumulative histogram. vLLM's counts are whole
 // numbers carried as floats; client_golang's classic const histogram wants
 // integers.
-func constHistogram(desc *prometheus.Desc, h snapshot.Histogram, labels ...string) prometheus.Metric {
+func constHistogram(desc *prometheus.Desc, h snapshot.Histogram, labels ...string) (prometheus.Metric, error) {
 	buckets := make(map[float64]uint64, len(h.Bounds))
 	for i, b := range h.Bounds {
 		buckets[b] = uint64(math.Round(h.Counts[i]))
 	}
-	return prometheus.MustNewConstHistogram(desc, uint64(math.Round(h.Count)), h.Sum, buckets, labels...)
+	return prometheus.NewConstHistogram(desc, uint64(math.Round(h.Count)), h.Sum, buckets, labels...)
 }
 
 func b2f(b bool) float64 {
