@@ -1,6 +1,7 @@
 package probes
 
 import (
+	"bytes"
 	"context"
 	"math"
 	"net"
@@ -86,9 +87,9 @@ var lockCost = vllmsim.CostModel{StepBase: 0.010, PerPrefillToken: 0.0001}
 // [DONE]) would see the clock moved on; one that divided by chunks rather
 // than usage tokens would be off by the stream interval.
 type lockstep struct {
-	sim                    *vllmsim.Sim
-	url                    string
-	written, read, flushes atomic.Int64
+	sim                   *vllmsim.Sim
+	url                   string
+	written, read, events atomic.Int64
 }
 
 func startLockstep(t *testing.T, cfg vllmsim.Config) *lockstep {
@@ -105,7 +106,7 @@ func startLockstep(t *testing.T, cfg vllmsim.Config) *lockstep {
 	}
 	h := sim.Handler()
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(&flushCounter{ResponseWriter: w, n: &ls.flushes}, r)
+		h.ServeHTTP(&flushCounter{ResponseWriter: w, n: &ls.events}, r)
 	})}
 	go func() { _ = srv.Serve(&writeCountListener{Listener: ln, n: &ls.written}) }()
 	t.Cleanup(func() { _ = srv.Close() })
@@ -134,7 +135,7 @@ func (ls *lockstep) generated() int {
 func (ls *lockstep) probe(t *testing.T, s *Scheduler, profile string, out int, chat bool) Result {
 	t.Helper()
 	interval := ls.sim.Config().StreamInterval
-	gen0, flush0 := ls.generated(), ls.flushes.Load()
+	gen0, events0 := ls.generated(), ls.events.Load()
 	done := make(chan Result, 1)
 	go func() {
 		res, err := s.ProbeOnce(context.Background(), profile)
@@ -151,7 +152,7 @@ func (ls *lockstep) probe(t *testing.T, s *Scheduler, profile string, out int, c
 		g := ls.generated() - gen0
 		want := int64(sseEvents(g, out, interval, chat))
 		ls.wait(t, "stream to catch up", func() bool {
-			return ls.flushes.Load()-flush0 == want && ls.read.Load() == ls.written.Load()
+			return ls.events.Load()-events0 == want && ls.read.Load() == ls.written.Load()
 		})
 		if g >= out {
 			break
@@ -190,8 +191,8 @@ func (ls *lockstep) wait(t *testing.T, what string, ok func() bool) {
 	deadline := time.Now().Add(20 * time.Second)
 	for !ok() {
 		if time.Now().After(deadline) {
-			t.Fatalf("lockstep: timed out waiting for the %s (flushes %d, written %d, read %d)",
-				what, ls.flushes.Load(), ls.written.Load(), ls.read.Load())
+			t.Fatalf("lockstep: timed out waiting for the %s (events %d, written %d, read %d)",
+				what, ls.events.Load(), ls.written.Load(), ls.read.Load())
 		}
 		time.Sleep(20 * time.Microsecond)
 	}
@@ -202,14 +203,25 @@ type simClock struct{ sim *vllmsim.Sim }
 func (c simClock) Now() time.Time                     { return c.sim.Now() }
 func (simClock) After(time.Duration) <-chan time.Time { return make(chan time.Time) }
 
+// flushCounter counts the SSE events the simulator's handler has flushed
+// (each event's write starts with "data: "; a header-only flush counts none).
 type flushCounter struct {
 	http.ResponseWriter
-	n *atomic.Int64
+	n       *atomic.Int64
+	pending int64
+}
+
+func (f *flushCounter) Write(p []byte) (int, error) {
+	if bytes.HasPrefix(p, []byte("data: ")) {
+		f.pending++
+	}
+	return f.ResponseWriter.Write(p)
 }
 
 func (f *flushCounter) Flush() {
 	f.ResponseWriter.(http.Flusher).Flush()
-	f.n.Add(1)
+	f.n.Add(f.pending)
+	f.pending = 0
 }
 
 type writeCountListener struct {
