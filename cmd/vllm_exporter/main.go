@@ -429,7 +429,7 @@ func (x *exporter) routes(f *flags) (http.Handler, error) {
 	if f.telemetryPath != "/" && f.telemetryPath != "" {
 		landing, err := web.NewLandingPage(web.LandingConfig{
 			Name:        "vLLM Exporter",
-			Description: "Prometheus exporter for vLLM (scraping " + x.vllmURL + ")",
+			Description: "Prometheus exporter for vLLM (scraping " + vllm.RedactedURL(x.vllmURL) + ")",
 			Version:     version.Info(),
 			Links: []web.LandingLinks{
 				{Address: f.telemetryPath, Text: "Metrics"},

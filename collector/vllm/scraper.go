@@ -159,6 +159,17 @@ func MetricsURL(base string) string {
 	return u.String()
 }
 
+// RedactedURL is raw with any password in it replaced by "xxxxx", for logs
+// and pages (a basic-auth proxy in front of vLLM may be given as
+// http://user:pass@host).
+func RedactedURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<unparsable URL>"
+	}
+	return u.Redacted()
+}
+
 // Interval is the configured scrape interval.
 func (s *Scraper) Interval() time.Duration { return s.opts.Interval }
 
@@ -254,11 +265,11 @@ func (s *Scraper) ScrapeOnce(ctx context.Context, now time.Time) {
 		if reason != s.lastReason {
 			lvl = level.Warn
 		}
-		lvl(s.logger).Log("msg", "vLLM scrape failed", "url", s.metricsURL, "reason", reason, "err", err)
+		lvl(s.logger).Log("msg", "vLLM scrape failed", "url", RedactedURL(s.metricsURL), "reason", reason, "err", err)
 	} else {
 		s.lastOK = now
 		if s.lastReason != "" {
-			level.Info(s.logger).Log("msg", "vLLM scrape recovered", "url", s.metricsURL, "schema", res.schema)
+			level.Info(s.logger).Log("msg", "vLLM scrape recovered", "url", RedactedURL(s.metricsURL), "schema", res.schema)
 		}
 		for _, w := range res.warnings {
 			level.Debug(s.logger).Log("msg", "vLLM sample dropped", "detail", w)
