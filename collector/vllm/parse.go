@@ -86,6 +86,16 @@ func openMetricsToText(body []byte) []byte {
 	return out
 }
 
+// Bounds on what a /metrics body can make us export: label values come from
+// vLLM's body, and a broken or hostile one must not become thousands of
+// series or huge labels on our /metrics. A vLLM process serves one model
+// (aliases share its model_name), a handful of engines and finished reasons.
+const (
+	MaxModels          = 32  // distinct model_name values per scrape
+	MaxValuesPerLabel  = 64  // distinct engine / finished_reason values per model
+	MaxLabelValueBytes = 512 // longer label values drop the sample
+)
+
 // normalizer turns parsed families into per-model snapshot values. It keeps
 // the bucket bounds of each histogram family between scrapes so that every
 // snapshot in the history shares one bounds slice per family.
@@ -102,11 +112,38 @@ type result struct {
 	expected []string // vLLM names expected for schema, sorted
 	missing  []string // subset of expected that was absent, sorted
 	warnings []string // data we had to drop, for the log
+	dropped  map[string]int
+}
+
+// overBounds says why a sample with these labels would exceed the bounds
+// above, or "" if it is admitted.
+func (r *result) overBounds(labels map[string]string, engines map[string]*snapshot.EngineGauges) string {
+	for _, v := range labels {
+		if len(v) > MaxLabelValueBytes {
+			return fmt.Sprintf("label value longer than %d bytes", MaxLabelValueBytes)
+		}
+	}
+	m := r.models[labels["model_name"]]
+	if m == nil {
+		if len(r.models) >= MaxModels {
+			return fmt.Sprintf("more than %d model_name values", MaxModels)
+		}
+		return ""
+	}
+	if fr, ok := labels["finished_reason"]; ok {
+		if _, seen := m.FinishedByReason[fr]; !seen && len(m.FinishedByReason) >= MaxValuesPerLabel {
+			return fmt.Sprintf("more than %d finished_reason values", MaxValuesPerLabel)
+		}
+	}
+	if e, ok := labels["engine"]; ok && engines[e] == nil && len(engines) >= MaxValuesPerLabel {
+		return fmt.Sprintf("more than %d engine values", MaxValuesPerLabel)
+	}
+	return ""
 }
 
 func (n *normalizer) normalize(fams map[string]*dto.MetricFamily) *result {
 	has := func(name string) bool { _, ok := fams[name]; return ok }
-	r := &result{schema: detectSchema(fams), models: map[string]*snapshot.Model{}}
+	r := &result{schema: detectSchema(fams), models: map[string]*snapshot.Model{}, dropped: map[string]int{}}
 	engines := map[string]map[string]*snapshot.EngineGauges{} // model -> engine -> gauges
 	var cacheConfig map[string]string
 
@@ -160,6 +197,10 @@ func (n *normalizer) normalize(fams map[string]*dto.MetricFamily) *result {
 			modelName, ok := labels["model_name"]
 			if !ok {
 				continue // every engine metric carries model_name; anything else is not ours
+			}
+			if why := r.overBounds(labels, engines[modelName]); why != "" {
+				r.dropped[why]++
+				continue
 			}
 			mod := modelFor(modelName)
 			if s.Kind == kindHistogram {
@@ -219,6 +260,9 @@ func (n *normalizer) normalize(fams map[string]*dto.MetricFamily) *result {
 		if e := engines[name]; len(e) > 1 {
 			m.PerEngine = e
 		}
+	}
+	for _, why := range sortedKeys(r.dropped) {
+		r.warnings = append(r.warnings, fmt.Sprintf("%d samples dropped: %s", r.dropped[why], why))
 	}
 	sort.Strings(r.expected)
 	sort.Strings(r.missing)
