@@ -342,3 +342,42 @@ func TestSecurityRequestBounds(t *testing.T) {
 	sim.Close()
 	hardCheckLeaks(t, before, 32<<20)
 }
+
+// TestSecurityLabelValuesBounded: label values come from vLLM's body (model
+// names, finished reasons, engines). A hostile or broken /metrics with
+// thousands of model names or megabyte-long label values must not turn into
+// thousands of series or megabyte labels on our /metrics.
+func TestSecurityLabelValuesBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("# TYPE vllm:num_requests_running gauge\n")
+	for i := range 5000 {
+		fmt.Fprintf(&b, "vllm:num_requests_running{engine=\"0\",model_name=\"model-%d\"} 1\n", i)
+	}
+	long := strings.Repeat("x", 64<<10)
+	fmt.Fprintf(&b, "vllm:num_requests_running{engine=\"0\",model_name=%q} 1\n", long)
+	b.WriteString("# TYPE vllm:request_success_total counter\n")
+	for i := range 5000 {
+		fmt.Fprintf(&b, "vllm:request_success_total{engine=\"0\",finished_reason=\"r%d\",model_name=\"model-0\"} 1\n", i)
+	}
+	body := b.String()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		io.WriteString(w, body)
+	}))
+	defer srv.Close()
+	h := hardStart(t, nil, append([]string{"--vllm.url=" + srv.URL}, hardScrapeArgs...)...)
+	page := h.waitMetric("scraped", hardIs("vllm_up", 1))
+	_, text := h.get("/metrics")
+	h.stop()
+	n := len(page["vllm_requests_running"].GetMetric())
+	f := len(page["vllm_requests_finished_total"].GetMetric())
+	if n == 0 || n > 64 || f > 64 {
+		t.Fatalf("%d model series and %d finished_reason series exported from a hostile body; want 1..64", n, f)
+	}
+	if strings.Contains(text, long[:4096]) {
+		t.Fatal("a 64 KiB label value was exported")
+	}
+	if !strings.Contains(h.logs.String(), "dropped") {
+		t.Fatalf("dropping series was not logged:\n%.2000s", h.logs)
+	}
+}
