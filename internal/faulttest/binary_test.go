@@ -2,6 +2,7 @@ package faulttest
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -308,6 +309,46 @@ func TestSignalShutdown(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSIGTERMWritesSLOCheckpoint: on SIGTERM the SLO watchdog writes its
+// state checkpoint before the process exits. The interval is an hour, so no
+// periodic checkpoint happens during the test: the file is deleted before the
+// signal and must be back, complete, after the exit.
+func TestSIGTERMWritesSLOCheckpoint(t *testing.T) {
+	sim := startSim(t)
+	dir := t.TempDir()
+	state := filepath.Join(dir, "slo-state.json")
+	p := startExporter(t, "--vllm.url="+sim.URL(), "--vllm.scrape-interval=100ms", "--slo.interval=1h", "--slo.state-file="+state)
+	p.waitValue("vllm_up", 1)
+	eventually(t, p, "SLO watchdog's first checkpoint", func() (bool, string) {
+		_, ok := p.value("vllm_exporter_slo_state_last_save_timestamp_seconds")
+		return ok, "no vllm_exporter_slo_state_last_save_timestamp_seconds"
+	})
+	os.Remove(state)
+	removedAt := time.Now()
+	p.stopWith(syscall.SIGTERM)
+
+	data, err := os.ReadFile(state)
+	if err != nil {
+		t.Fatalf("no SLO checkpoint after SIGTERM: %v\n%s", err, p.logs)
+	}
+	var cp struct {
+		Format  string    `json:"format"`
+		SavedAt time.Time `json:"saved_at"`
+	}
+	if err := json.Unmarshal(data, &cp); err != nil {
+		t.Fatalf("checkpoint is not complete JSON: %v", err)
+	}
+	if cp.Format != "vllm_exporter/slo-state" || cp.SavedAt.Before(removedAt.Add(-time.Second)) {
+		t.Fatalf("unexpected checkpoint: format %q saved %v (signal at %v)", cp.Format, cp.SavedAt, removedAt)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Fatalf("temp files left next to the checkpoint: %v", entries)
+	}
+	if strings.Contains(p.logs.String(), "checkpoint failed") {
+		t.Fatalf("checkpoint failure logged:\n%s", p.logs)
 	}
 }
 
