@@ -1,11 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -295,4 +298,125 @@ func TestFaultNVMLMissing(t *testing.T) {
 	h.stop()
 	sim.Close()
 	hardCheckLeaks(t, before, 32<<20)
+}
+
+// hardProbeConfig is a config file with one fast probe profile.
+const hardProbeConfig = `probes:
+  max_requests_per_minute: 600
+  profiles:
+    - name: fast
+      endpoint: completions
+      input_tokens: 16
+      output_tokens: 8
+      interval: 1s
+      timeout: 900ms
+      jitter: 0s
+`
+
+// TestFaultStreamCutMidProbe: vLLM cuts the SSE stream of a probe after two
+// chunks (connection closed, no [DONE]). The probe fails with reason
+// stream_error, vllm_probe_last_success drops to 0, the scraper and the
+// rest of /metrics are unaffected, and probes succeed again once the fault
+// clears; no goroutine of an abandoned stream is left behind.
+func TestFaultStreamCutMidProbe(t *testing.T) {
+	before := hardSnapshot()
+	cfg := filepath.Join(t.TempDir(), "config.yml")
+	if err := os.WriteFile(cfg, []byte(hardProbeConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sim := hardSim(t)
+	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL(), "--config.file=" + cfg}, hardScrapeArgs...)...)
+	if h.x.probes == nil {
+		t.Skip("no probes extension in this build")
+	}
+	h.waitMetric("a probe succeeded", hardAll(hardIs("vllm_up", 1), hardIs("vllm_probe_last_success", 1, "profile", "fast")))
+
+	if err := sim.InjectFault(vllmsim.FaultSpec{Kind: vllmsim.FaultStreamCut, AfterChunks: 2}); err != nil {
+		t.Fatal(err)
+	}
+	page := h.waitMetric("cut streams counted", hardAll(hardAtLeast("vllm_probe_failures_total", 2, "profile", "fast", "reason", "stream_error"),
+		hardIs("vllm_probe_last_success", 0, "profile", "fast")))
+	if v, _ := page.value("vllm_up"); v != 1 {
+		t.Fatalf("vllm_up = %v while only probe streams are cut", v)
+	}
+	if code, _ := h.get("/-/healthy"); code != http.StatusOK {
+		t.Fatalf("/-/healthy = %d", code)
+	}
+	sim.ClearFault(vllmsim.FaultStreamCut)
+	h.waitMetric("probes recover", hardIs("vllm_probe_last_success", 1, "profile", "fast"))
+	h.stop()
+	sim.Close()
+	hardCheckLeaks(t, before, 32<<20)
+}
+
+// TestReloadIsAtomic: while POST /-/reload and SIGHUP-equivalent reloads
+// swap between two valid files (each written by rename, as a ConfigMap
+// update does), every reader sees one whole configuration, never a mix,
+// and /metrics keeps answering.
+func TestReloadIsAtomic(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yml")
+	doc := func(prefix string, n int) []byte {
+		var b strings.Builder
+		b.WriteString("slos:\n")
+		for i := range n {
+			fmt.Fprintf(&b, "  - name: %s-%d\n    source: server\n    kind: availability\n    objective: 0.99\n", prefix, i)
+		}
+		return []byte(b.String())
+	}
+	docs := [][]byte{doc("a", 2), doc("b", 5)}
+	write := func(b []byte) {
+		tmp := cfg + ".tmp"
+		if err := os.WriteFile(tmp, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(docs[0])
+	sim := hardSim(t)
+	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL(), "--config.file=" + cfg, "--no-probe.enabled"}, hardScrapeArgs...)...)
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var torn atomic.Int64
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(50 * time.Microsecond):
+				}
+				f := h.x.config.Get()
+				want := map[byte]int{'a': 2, 'b': 5}[f.SLOs[0].Name[0]]
+				if len(f.SLOs) != want {
+					torn.Add(1)
+				}
+				for _, s := range f.SLOs {
+					if s.Name[0] != f.SLOs[0].Name[0] {
+						torn.Add(1)
+					}
+				}
+			}
+		})
+	}
+	for i := range 40 {
+		write(docs[i%2])
+		if i%2 == 0 {
+			if code, body := h.post("/-/reload"); code != http.StatusOK {
+				t.Fatalf("reload %d: %d %s", i, code, body)
+			}
+		} else if err := reload(h.x.config, h.x.logger); err != nil { // what SIGHUP runs
+			t.Fatalf("reload %d: %v", i, err)
+		}
+		h.metrics()
+	}
+	close(stop)
+	wg.Wait()
+	if n := torn.Load(); n != 0 {
+		t.Fatalf("%d reads saw a mix of two configurations", n)
+	}
+	h.waitMetric("last reload ok", hardIs("vllm_exporter_config_last_reload_successful", 1))
 }
