@@ -381,3 +381,63 @@ func TestSecurityLabelValuesBounded(t *testing.T) {
 		t.Fatalf("dropping series was not logged:\n%.2000s", h.logs)
 	}
 }
+
+// TestSecurityOnlyConfiguredVLLM: the scraper and the probes talk only to
+// --vllm.url. A vLLM (or something in front of it) that redirects elsewhere
+// does not make the exporter request another host, and the API key is never
+// sent anywhere but the configured server.
+func TestSecurityOnlyConfiguredVLLM(t *testing.T) {
+	const key = "sk-redirect-test-key-0042"
+	var elsewhere atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere.Add(1)
+		if strings.Contains(r.Header.Get("Authorization"), key) {
+			t.Errorf("API key sent to another host on %s", r.URL.Path)
+		}
+		http.Error(w, "not vLLM", http.StatusTeapot)
+	}))
+	defer other.Close()
+	var seen atomic.Int64
+	vllmSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Add(1)
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusFound)
+	}))
+	defer vllmSrv.Close()
+	cfg := filepath.Join(t.TempDir(), "config.yml")
+	if err := os.WriteFile(cfg, []byte(hardProbeConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("VLLM_API_KEY", key)
+	h := hardStart(t, nil, append([]string{"--vllm.url=" + vllmSrv.URL, "--config.file=" + cfg}, hardScrapeArgs...)...)
+	h.waitMetric("redirects seen as failures", hardAll(hardIs("vllm_up", 0), hardAtLeast("vllm_exporter_scrapes_total", 5)))
+	// Give the probe scheduler time for a few attempts too.
+	h.eventually("probe attempts", func() (bool, string) {
+		return seen.Load() >= 8, fmt.Sprint(seen.Load(), " requests to vLLM")
+	})
+	h.stop()
+	if n := elsewhere.Load(); n != 0 {
+		t.Fatalf("the exporter followed redirects to another host %d times", n)
+	}
+}
+
+// TestSameOriginRedirectFollowed: vLLM versions that mount /metrics as a
+// sub-application answer /metrics with 307 to /metrics/; that redirect stays
+// on the configured server and is followed.
+func TestSameOriginRedirectFollowed(t *testing.T) {
+	body, err := os.ReadFile("../../collector/vllm/testdata/vllm-main-2026-08-v1.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			http.Redirect(w, r, "/metrics/", http.StatusTemporaryRedirect)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		w.Write(body)
+	}))
+	defer srv.Close()
+	h := hardStart(t, nil, append([]string{"--vllm.url=" + srv.URL, "--no-probe.enabled"}, hardScrapeArgs...)...)
+	h.waitMetric("scraped through the redirect", hardAll(hardIs("vllm_up", 1), hardPresent("vllm_requests_running")))
+	h.stop()
+}
