@@ -198,16 +198,6 @@ func openMetricsToText(body []byte) []byte {
 	return out
 }
 
-// Bounds on what a /metrics body can make us export: label values come from
-// vLLM's body, and a broken or hostile one must not become thousands of
-// series or huge labels on our /metrics. A vLLM process serves one model
-// (aliases share its model_name), a handful of engines and finished reasons.
-const (
-	MaxModels          = 32  // distinct model_name values per scrape
-	MaxValuesPerLabel  = 64  // distinct engine / finished_reason values per model
-	MaxLabelValueBytes = 512 // longer label values drop the sample
-)
-
 // labelSetEnd returns the index just past a sample line's label set (or 0
 // when it has none), skipping quoted label values.
 func labelSetEnd(line []byte) int {
@@ -229,6 +219,17 @@ func labelSetEnd(line []byte) int {
 	return len(line)
 }
 
+// Bounds on label values that come from vLLM's body, so that a misbehaving
+// or hostile target cannot blow up the exporter's series count. vLLM serves
+// one model_name per process, up to a few dozen data-parallel engines, and
+// five finish reasons (2026); values past a bound are dropped (and logged at
+// debug level), the first ones in the body kept.
+const (
+	MaxModels          = 16
+	MaxEngines         = 64
+	MaxFinishedReasons = 16
+)
+
 // normalizer turns parsed families into per-model snapshot values. It keeps
 // the bucket bounds of each histogram family between scrapes so that every
 // snapshot in the history shares one bounds slice per family.
@@ -245,45 +246,29 @@ type result struct {
 	expected []string // vLLM names expected for schema, sorted
 	missing  []string // subset of expected that was absent, sorted
 	warnings []string // data we had to drop, for the log
-	dropped  map[string]int
-}
-
-// overBounds says why a sample with these labels would exceed the bounds
-// above, or "" if it is admitted.
-func (r *result) overBounds(labels map[string]string, engines map[string]*snapshot.EngineGauges) string {
-	for _, v := range labels {
-		if len(v) > MaxLabelValueBytes {
-			return fmt.Sprintf("label value longer than %d bytes", MaxLabelValueBytes)
-		}
-	}
-	m := r.models[labels["model_name"]]
-	if m == nil {
-		if len(r.models) >= MaxModels {
-			return fmt.Sprintf("more than %d model_name values", MaxModels)
-		}
-		return ""
-	}
-	if fr, ok := labels["finished_reason"]; ok {
-		if _, seen := m.FinishedByReason[fr]; !seen && len(m.FinishedByReason) >= MaxValuesPerLabel {
-			return fmt.Sprintf("more than %d finished_reason values", MaxValuesPerLabel)
-		}
-	}
-	if e, ok := labels["engine"]; ok && engines[e] == nil && len(engines) >= MaxValuesPerLabel {
-		return fmt.Sprintf("more than %d engine values", MaxValuesPerLabel)
-	}
-	return ""
 }
 
 func (n *normalizer) normalize(e exposition) *result {
 	fams := e.fams
 	has := func(name string) bool { _, ok := fams[name]; return ok }
-	r := &result{schema: detectSchema(e), models: map[string]*snapshot.Model{}, dropped: map[string]int{}}
+	r := &result{schema: detectSchema(e), models: map[string]*snapshot.Model{}}
 	engines := map[string]map[string]*snapshot.EngineGauges{} // model -> engine -> gauges
 	var cacheConfig map[string]string
 
+	dropped := map[string]bool{} // one warning per dropped label value
+	drop := func(what string) {
+		if !dropped[what] {
+			dropped[what] = true
+			r.warnings = append(r.warnings, what)
+		}
+	}
 	modelFor := func(name string) *snapshot.Model {
 		m := r.models[name]
 		if m == nil {
+			if len(r.models) >= MaxModels {
+				drop(fmt.Sprintf("model_name %q dropped: more than %d models", name, MaxModels))
+				return nil
+			}
 			m = &snapshot.Model{Name: name, FinishedByReason: map[string]float64{}, Histograms: map[snapshot.HistogramName]snapshot.Histogram{}}
 			r.models[name] = m
 		}
@@ -295,6 +280,10 @@ func (n *normalizer) normalize(e exposition) *result {
 		}
 		e := engines[model][engine]
 		if e == nil {
+			if len(engines[model]) >= MaxEngines {
+				drop(fmt.Sprintf("engine %q of model %q dropped from the per-engine series: more than %d engines", engine, model, MaxEngines))
+				return &snapshot.EngineGauges{} // still summed into the model
+			}
 			e = &snapshot.EngineGauges{}
 			engines[model][engine] = e
 		}
@@ -332,11 +321,10 @@ func (n *normalizer) normalize(e exposition) *result {
 			if !ok {
 				continue // every engine metric carries model_name; anything else is not ours
 			}
-			if why := r.overBounds(labels, engines[modelName]); why != "" {
-				r.dropped[why]++
+			mod := modelFor(modelName)
+			if mod == nil {
 				continue
 			}
-			mod := modelFor(modelName)
 			if s.Kind == kindHistogram {
 				h, err := n.histogram(mf.GetName(), m)
 				if err != nil {
@@ -383,7 +371,12 @@ func (n *normalizer) normalize(e exposition) *result {
 			case fPrefixHits:
 				add(&mod.PrefixHits, v)
 			case fFinished:
-				mod.FinishedByReason[labels["finished_reason"]] += v
+				reason := labels["finished_reason"]
+				if _, seen := mod.FinishedByReason[reason]; !seen && len(mod.FinishedByReason) >= MaxFinishedReasons {
+					drop(fmt.Sprintf("finished_reason %q of model %q dropped: more than %d reasons", reason, modelName, MaxFinishedReasons))
+					continue
+				}
+				mod.FinishedByReason[reason] += v
 			}
 		}
 	}
@@ -394,9 +387,6 @@ func (n *normalizer) normalize(e exposition) *result {
 		if e := engines[name]; len(e) > 1 {
 			m.PerEngine = e
 		}
-	}
-	for _, why := range sortedKeys(r.dropped) {
-		r.warnings = append(r.warnings, fmt.Sprintf("%d samples dropped: %s", r.dropped[why], why))
 	}
 	sort.Strings(r.expected)
 	sort.Strings(r.missing)
