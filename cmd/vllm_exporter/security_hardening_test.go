@@ -349,12 +349,13 @@ func TestSecurityRequestBounds(t *testing.T) {
 // thousands of series or megabyte labels on our /metrics.
 func TestSecurityLabelValuesBounded(t *testing.T) {
 	var b strings.Builder
+	// The long value comes first, so no cap on the number of models hides it.
+	long := strings.Repeat("x", 64<<10)
 	b.WriteString("# TYPE vllm:num_requests_running gauge\n")
+	fmt.Fprintf(&b, "vllm:num_requests_running{engine=\"0\",model_name=%q} 1\n", long)
 	for i := range 5000 {
 		fmt.Fprintf(&b, "vllm:num_requests_running{engine=\"0\",model_name=\"model-%d\"} 1\n", i)
 	}
-	long := strings.Repeat("x", 64<<10)
-	fmt.Fprintf(&b, "vllm:num_requests_running{engine=\"0\",model_name=%q} 1\n", long)
 	b.WriteString("# TYPE vllm:request_success_total counter\n")
 	for i := range 5000 {
 		fmt.Fprintf(&b, "vllm:request_success_total{engine=\"0\",finished_reason=\"r%d\",model_name=\"model-0\"} 1\n", i)
