@@ -211,20 +211,20 @@ func TestFaultBadConfigReload(t *testing.T) {
 	before := hardSnapshot()
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "config.yml")
-	good, err := os.ReadFile("../../internal/config/default.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// One SLO of our own: the watchdog exports it, so /metrics shows which
+	// configuration is running.
+	good := []byte("slos:\n  - name: harden-availability\n    source: server\n    kind: availability\n    objective: 0.995\n")
 	if err := os.WriteFile(cfgPath, good, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	sim := hardSim(t)
-	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL(), "--config.file=" + cfgPath}, hardScrapeArgs...)...)
+	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL(), "--config.file=" + cfgPath, "--slo.interval=100ms"}, hardScrapeArgs...)...)
 	if h.x == nil {
 		t.Fatal("test observer extension did not run")
 	}
 	running := h.x.config.Get()
-	page := h.waitMetric("initial load", hardIs("vllm_exporter_config_last_reload_successful", 1))
+	page := h.waitMetric("initial load", hardAll(hardIs("vllm_exporter_config_last_reload_successful", 1),
+		hardIs("vllm_slo_objective_ratio", 0.995, "slo", "harden-availability")))
 	ts0, _ := page.value("vllm_exporter_config_last_reload_success_timestamp_seconds")
 
 	for _, bad := range []string{"slos: [\n", "no_such_section: 1\n", "probes: {}\n---\nslos: []\n"} {
@@ -240,6 +240,13 @@ func TestFaultBadConfigReload(t *testing.T) {
 		}
 		h.waitMetric("reload failure exported", hardAll(hardIs("vllm_exporter_config_last_reload_successful", 0),
 			hardIs("vllm_exporter_config_last_reload_success_timestamp_seconds", ts0), hardIs("vllm_up", 1)))
+		// The running SLO is still evaluated after further ticks.
+		evals, _ := h.metrics().value("vllm_slo_last_evaluation_timestamp_seconds", "slo", "harden-availability")
+		h.waitMetric("old SLO still evaluated", hardAll(hardIs("vllm_slo_objective_ratio", 0.995, "slo", "harden-availability"),
+			func(m hardMetrics) (bool, string) {
+				v, ok := m.value("vllm_slo_last_evaluation_timestamp_seconds", "slo", "harden-availability")
+				return ok && v > evals, "no newer evaluation of the running SLO"
+			}))
 	}
 	if !strings.Contains(h.logs.String(), "config reload failed; keeping the running configuration") {
 		t.Fatalf("failed reload not logged:\n%s", h.logs)
