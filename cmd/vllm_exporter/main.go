@@ -64,6 +64,10 @@ type exporter struct {
 	probes interface{ Latest() *snapshot.Probes }
 
 	loops []func(ctx context.Context)
+
+	// handlers are extra HTTP routes (ServeMux pattern -> handler) that
+	// extensions add in start, e.g. /debug/pprof/ behind --web.enable-pprof.
+	handlers map[string]http.Handler
 }
 
 // goRun schedules a background loop; loops start once every extension has
@@ -448,6 +452,9 @@ func (x *exporter) routes(f *flags) (http.Handler, error) {
 		}
 		fmt.Fprintln(w, "Reloaded")
 	})
+	for pattern, h := range x.handlers {
+		mux.Handle(pattern, h)
+	}
 	if f.telemetryPath != "/" && f.telemetryPath != "" {
 		landing, err := web.NewLandingPage(web.LandingConfig{
 			Name:        "vLLM Exporter",

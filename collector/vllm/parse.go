@@ -228,7 +228,22 @@ const (
 	MaxModels          = 16
 	MaxEngines         = 64
 	MaxFinishedReasons = 16
+	// MaxLabelValueBytes: a sample with a longer label value is dropped
+	// (Prometheus's label_value_length_limit would otherwise fail the whole
+	// scrape of the exporter).
+	MaxLabelValueBytes = 512
 )
+
+// longLabel returns the name of a label whose value exceeds
+// MaxLabelValueBytes, or "".
+func longLabel(labels map[string]string) string {
+	for k, v := range labels {
+		if len(v) > MaxLabelValueBytes {
+			return k
+		}
+	}
+	return ""
+}
 
 // normalizer turns parsed families into per-model snapshot values. It keeps
 // the bucket bounds of each histogram family between scrapes so that every
@@ -310,6 +325,10 @@ func (n *normalizer) normalize(e exposition) *result {
 		}
 		for _, m := range mf.GetMetric() {
 			labels := labelMap(m)
+			if l := longLabel(labels); l != "" {
+				drop(fmt.Sprintf("%s sample dropped: its %s label value is longer than %d bytes", mf.GetName(), l, MaxLabelValueBytes))
+				continue
+			}
 			if s.Field == fCacheConfig {
 				if cacheConfig == nil {
 					delete(labels, "engine")

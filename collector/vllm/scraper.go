@@ -139,7 +139,7 @@ func New(opts Options, logger log.Logger) *Scraper {
 			DisableCompression:  true,
 			MaxIdleConnsPerHost: 1,
 			IdleConnTimeout:     90 * time.Second,
-		}}
+		}, CheckRedirect: sameOriginRedirects}
 	}
 	s := &Scraper{
 		opts:       opts,
@@ -154,6 +154,17 @@ func New(opts Options, logger log.Logger) *Scraper {
 	}
 	s.render(nil, nil, nil, 0)
 	return s
+}
+
+// sameOriginRedirects follows a redirect only within the configured server
+// (some vLLM versions answer /metrics with 307 to /metrics/): the scraper,
+// and the API key it sends, never reach another host. A redirect elsewhere
+// is returned as is and counted as reason http_status.
+func sameOriginRedirects(req *http.Request, via []*http.Request) error {
+	if len(via) >= 3 || req.URL.Scheme != via[0].URL.Scheme || req.URL.Host != via[0].URL.Host {
+		return http.ErrUseLastResponse
+	}
+	return nil
 }
 
 // MetricsURL is the /metrics URL for a vLLM base URL.
