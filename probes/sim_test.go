@@ -432,7 +432,9 @@ func TestSimFaultsCountedOnce(t *testing.T) {
 	for _, c := range cases {
 		t.Run(string(c.fault.Kind), func(t *testing.T) {
 			sim := startSim(t, vllmsim.Config{Seed: 4})
-			h, _ := writeConfig(t, probesYAML("", profile("p", "completions", 16, 4, ", timeout: 300ms")))
+			// A generous timeout: the healthy baseline probe must not time
+			// out on a loaded CI machine; only the hang case waits it out.
+			h, _ := writeConfig(t, probesYAML("", profile("p", "completions", 16, 4, ", timeout: 3s")))
 			s := New(Options{URL: sim.URL()}, h, nil)
 			if s.Model() != "" {
 				t.Fatal("model known before discovery")
