@@ -70,7 +70,7 @@ func TestFaultMatrix(t *testing.T) {
 			hardCheckServingDuringFault(t, h, page, true)
 			// Several more failed scrapes: nothing accumulates, the
 			// process keeps answering.
-			scrapes, _ := page.value("vllm_exporter_scrapes_total")
+			scrapes, _ := page.Value("vllm_exporter_scrapes_total")
 			page = h.waitMetric("more failed scrapes", hardAll(hardAtLeast("vllm_exporter_scrapes_total", scrapes+5), hardIs("vllm_up", 0)))
 			hardCheckServingDuringFault(t, h, page, true)
 
@@ -96,15 +96,15 @@ func hardCheckServingDuringFault(t *testing.T, h *hardExporter, page hardMetrics
 		t.Fatalf("/-/ready = %d %s during a vLLM fault", code, body)
 	}
 	for _, name := range []string{"vllm_exporter_build_info", "vllm_exporter_config_last_reload_successful", "vllm_exporter_scrape_duration_seconds"} {
-		if _, ok := page.value(name); !ok {
+		if _, ok := page.Value(name); !ok {
 			t.Fatalf("%s missing during a vLLM fault", name)
 		}
 	}
-	if _, ok := page.value("vllm_exporter_last_successful_scrape_timestamp_seconds"); ok != hadSuccess {
+	if _, ok := page.Value("vllm_exporter_last_successful_scrape_timestamp_seconds"); ok != hadSuccess {
 		t.Fatalf("vllm_exporter_last_successful_scrape_timestamp_seconds present = %v, want %v", ok, hadSuccess)
 	}
 	for _, name := range []string{"vllm_requests_running", "vllm_kv_cache_usage_ratio", "vllm_prompt_tokens_total", "vllm_time_to_first_token_seconds", "vllm_prompt_tokens_per_second"} {
-		if _, ok := page.value(name); ok {
+		if _, ok := page.Value(name); ok {
 			t.Fatalf("%s still exported during a vLLM fault: stale data shown as fresh", name)
 		}
 	}
@@ -112,7 +112,7 @@ func hardCheckServingDuringFault(t *testing.T, h *hardExporter, page hardMetrics
 
 func hardPresent(name string, kv ...string) func(hardMetrics) (bool, string) {
 	return func(m hardMetrics) (bool, string) {
-		_, ok := m.value(name, kv...)
+		_, ok := m.Value(name, kv...)
 		return ok, name + " absent"
 	}
 }
@@ -136,7 +136,7 @@ func TestFaultOversizeBody(t *testing.T) {
 	h := hardStart(t, nil, append([]string{"--vllm.url=" + srv.URL, "--vllm.max-body-bytes=1048576"}, hardScrapeArgs...)...)
 	page := h.waitMetric("oversize reported", hardAll(hardIs("vllm_up", 0),
 		hardAtLeast("vllm_exporter_scrape_errors_total", 10, "reason", vllm.ReasonBodyTooLarge)))
-	if v, _ := page.value("vllm_exporter_scrape_errors_total", "reason", vllm.ReasonTimeout); v != 0 {
+	if v, _ := page.Value("vllm_exporter_scrape_errors_total", "reason", vllm.ReasonTimeout); v != 0 {
 		t.Fatalf("an endless body timed out %v times instead of being cut at the limit", v)
 	}
 	hardCheckServingDuringFault(t, h, page, false)
@@ -170,20 +170,20 @@ func TestFaultCounterReset(t *testing.T) {
 	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL(), "--vllm.windows=1s,5s"}, hardScrapeArgs...)...)
 	page := h.waitMetric("traffic counted", hardAll(hardIs("vllm_up", 1), hardAtLeast("vllm_prompt_tokens_total", 1000),
 		hardPresent("vllm_prompt_tokens_per_second", "window", "1s")))
-	high, _ := page.value("vllm_prompt_tokens_total")
+	high, _ := page.Value("vllm_prompt_tokens_total")
 
 	if err := sim.InjectFault(vllmsim.FaultSpec{Kind: vllmsim.FaultRestart}); err != nil {
 		t.Fatal(err)
 	}
 	h.waitMetric("counter reset seen", func(m hardMetrics) (bool, string) {
-		v, ok := m.value("vllm_prompt_tokens_total")
+		v, ok := m.Value("vllm_prompt_tokens_total")
 		return ok && v < high, "no reset yet"
 	})
 	// For the next two windows' worth of scrapes every page stays sane.
 	deadline := time.Now().Add(6 * time.Second)
 	for n := 0; time.Now().Before(deadline) || n < 10; n++ {
 		page := h.metrics()
-		if v, _ := page.value("vllm_up"); v != 1 {
+		if v, _ := page.Value("vllm_up"); v != 1 {
 			t.Fatalf("vllm_up = %v across a vLLM restart", v)
 		}
 		for name, mf := range page {
@@ -225,7 +225,7 @@ func TestFaultBadConfigReload(t *testing.T) {
 	running := h.x.config.Get()
 	page := h.waitMetric("initial load", hardAll(hardIs("vllm_exporter_config_last_reload_successful", 1),
 		hardIs("vllm_slo_objective_ratio", 0.995, "slo", "harden-availability")))
-	ts0, _ := page.value("vllm_exporter_config_last_reload_success_timestamp_seconds")
+	ts0, _ := page.Value("vllm_exporter_config_last_reload_success_timestamp_seconds")
 
 	for _, bad := range []string{"slos: [\n", "no_such_section: 1\n", "probes: {}\n---\nslos: []\n"} {
 		if err := os.WriteFile(cfgPath, []byte(bad), 0o644); err != nil {
@@ -241,10 +241,10 @@ func TestFaultBadConfigReload(t *testing.T) {
 		h.waitMetric("reload failure exported", hardAll(hardIs("vllm_exporter_config_last_reload_successful", 0),
 			hardIs("vllm_exporter_config_last_reload_success_timestamp_seconds", ts0), hardIs("vllm_up", 1)))
 		// The running SLO is still evaluated after further ticks.
-		evals, _ := h.metrics().value("vllm_slo_last_evaluation_timestamp_seconds", "slo", "harden-availability")
+		evals, _ := h.metrics().Value("vllm_slo_last_evaluation_timestamp_seconds", "slo", "harden-availability")
 		h.waitMetric("old SLO still evaluated", hardAll(hardIs("vllm_slo_objective_ratio", 0.995, "slo", "harden-availability"),
 			func(m hardMetrics) (bool, string) {
-				v, ok := m.value("vllm_slo_last_evaluation_timestamp_seconds", "slo", "harden-availability")
+				v, ok := m.Value("vllm_slo_last_evaluation_timestamp_seconds", "slo", "harden-availability")
 				return ok && v > evals, "no newer evaluation of the running SLO"
 			}))
 	}
@@ -263,7 +263,7 @@ func TestFaultBadConfigReload(t *testing.T) {
 		t.Fatal("a successful reload kept the old configuration object")
 	}
 	page = h.waitMetric("reload success exported", hardIs("vllm_exporter_config_last_reload_successful", 1))
-	if ts1, _ := page.value("vllm_exporter_config_last_reload_success_timestamp_seconds"); !(ts1 > ts0) {
+	if ts1, _ := page.Value("vllm_exporter_config_last_reload_success_timestamp_seconds"); !(ts1 > ts0) {
 		t.Fatalf("success timestamp %v did not move past %v", ts1, ts0)
 	}
 	// GET is not a reload.
@@ -290,7 +290,7 @@ func TestFaultNVMLMissing(t *testing.T) {
 	t.Logf("GPU collector registered: %v", h.x.gpu != nil)
 	if h.x.gpu == nil {
 		// A build without NVML (CGO_ENABLED=0 or -tags nonvml) has no GPU collector at all.
-		if _, ok := page.value("vllm_exporter_collector_up", "collector", "gpu"); ok {
+		if _, ok := page.Value("vllm_exporter_collector_up", "collector", "gpu"); ok {
 			t.Fatal("a build without NVML exports a gpu collector")
 		}
 	} else {
@@ -343,7 +343,7 @@ func TestFaultStreamCutMidProbe(t *testing.T) {
 	}
 	page := h.waitMetric("cut streams counted", hardAll(hardAtLeast("vllm_probe_failures_total", 2, "profile", "fast", "reason", "stream_error"),
 		hardIs("vllm_probe_last_success", 0, "profile", "fast")))
-	if v, _ := page.value("vllm_up"); v != 1 {
+	if v, _ := page.Value("vllm_up"); v != 1 {
 		t.Fatalf("vllm_up = %v while only probe streams are cut", v)
 	}
 	if code, _ := h.get("/-/healthy"); code != http.StatusOK {

@@ -137,10 +137,13 @@ func TestBinaryWithoutNVIDIADriver(t *testing.T) {
 			if b.name == "nvml" && !gpu.Available {
 				t.Skip("this toolchain builds without cgo")
 			}
-			bin := filepath.Join(t.TempDir(), "vllm_exporter")
-			args := append(append([]string{"build"}, b.tags...), "-o", bin, ".")
-			if out, err := exec.Command(goBin, args...).CombinedOutput(); err != nil {
-				t.Fatalf("go %v: %v\n%s", args, err, out)
+			bin := testutil.ExporterBinary(t) // the shared build: cgo, NVML
+			if b.tags != nil {
+				bin = filepath.Join(t.TempDir(), "vllm_exporter")
+				args := append(append([]string{"build"}, b.tags...), "-o", bin, ".")
+				if out, err := exec.Command(goBin, args...).CombinedOutput(); err != nil {
+					t.Fatalf("go %v: %v\n%s", args, err, out)
+				}
 			}
 			addr := testutil.FreeAddr(t)
 			cmd := exec.Command(bin, "--vllm.url="+sim.URL(), "--vllm.scrape-interval=200ms",

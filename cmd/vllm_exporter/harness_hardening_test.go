@@ -5,11 +5,9 @@ package main
 // its logs captured, and checks for leaked goroutines and retained heap.
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -17,15 +15,12 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 // hardStarted is the *exporter of the most recent serveMain, captured by a
@@ -52,44 +47,15 @@ func init() {
 	signal.Stop(c)
 }
 
-// hardLogs is a goroutine-safe log sink.
-type hardLogs struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *hardLogs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *hardLogs) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // hardExporter is one running in-process exporter.
 type hardExporter struct {
 	t      *testing.T
 	base   string // scheme://127.0.0.1:port
 	client *http.Client
-	logs   *hardLogs
+	logs   *testutil.SyncBuffer
 	x      *exporter
 	cancel context.CancelFunc
 	done   chan error
-}
-
-// hardFreeAddr returns a loopback address with a port that was free a moment ago.
-func hardFreeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // hardStart parses args the way run does and runs serveMain until the test
@@ -97,7 +63,7 @@ func hardFreeAddr(t *testing.T) string {
 // it (nil: a plain HTTP client without keep-alive).
 func hardStart(t *testing.T, client *http.Client, args ...string) *hardExporter {
 	t.Helper()
-	addr := hardFreeAddr(t)
+	addr := testutil.FreeAddr(t)
 	app, f, _ := newApp()
 	slices.SortStableFunc(extensions, func(a, b extension) int { return a.order - b.order })
 	for _, e := range extensions {
@@ -108,7 +74,7 @@ func hardStart(t *testing.T, client *http.Client, args ...string) *hardExporter 
 	if _, err := app.Parse(append([]string{"--web.listen-address=" + addr}, args...)); err != nil {
 		t.Fatalf("flags %q: %v", args, err)
 	}
-	logs := &hardLogs{}
+	logs := &testutil.SyncBuffer{}
 	logger, slogger := newLogger(f.logLevel, f.logFormat, logs)
 	if client == nil {
 		client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
@@ -170,23 +136,11 @@ func (h *hardExporter) goroutines() string {
 	return b.String()
 }
 
-// eventually polls cond until it holds; it is a liveness bound, not a timing
-// assertion (the deadline is far beyond what any case needs).
+// eventually polls cond until it holds (testutil.Eventually: a liveness
+// bound, not a timing assertion), showing the exporter's logs on failure.
 func (h *hardExporter) eventually(what string, cond func() (bool, string)) {
 	h.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var last string
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		last = why
-		if time.Now().After(deadline) {
-			h.t.Fatalf("%s: never happened (last: %s)\nlogs:\n%s", what, last, h.logs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.Eventually(h.t, what, h.logs, cond)
 }
 
 // get fetches path and returns status and body.
@@ -214,7 +168,7 @@ func (h *hardExporter) post(path string) (int, string) {
 }
 
 // hardMetrics is one parsed /metrics page.
-type hardMetrics map[string]*dto.MetricFamily
+type hardMetrics = testutil.Metrics
 
 // metrics scrapes /metrics; it must always answer 200 with valid text.
 func (h *hardExporter) metrics() hardMetrics {
@@ -223,46 +177,11 @@ func (h *hardExporter) metrics() hardMetrics {
 	if code != http.StatusOK {
 		h.t.Fatalf("/metrics answered %d: %s", code, body)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(strings.NewReader(body))
+	fams, err := testutil.ParseMetrics(body)
 	if err != nil {
 		h.t.Fatalf("/metrics is not valid text exposition: %v", err)
 	}
 	return fams
-}
-
-// value returns the sample of name whose labels include every k=v pair in
-// kv, and whether there is one.
-func (m hardMetrics) value(name string, kv ...string) (float64, bool) {
-	mf := m[name]
-	if mf == nil {
-		return 0, false
-	}
-next:
-	for _, s := range mf.GetMetric() {
-		for i := 0; i+1 < len(kv); i += 2 {
-			found := false
-			for _, l := range s.GetLabel() {
-				if l.GetName() == kv[i] && l.GetValue() == kv[i+1] {
-					found = true
-				}
-			}
-			if !found {
-				continue next
-			}
-		}
-		switch {
-		case s.Gauge != nil:
-			return s.GetGauge().GetValue(), true
-		case s.Counter != nil:
-			return s.GetCounter().GetValue(), true
-		case s.Untyped != nil:
-			return s.GetUntyped().GetValue(), true
-		case s.Histogram != nil:
-			return float64(s.GetHistogram().GetSampleCount()), true
-		}
-	}
-	return 0, false
 }
 
 // waitMetric waits until cond holds on a fresh /metrics page, and returns that page.
@@ -279,7 +198,7 @@ func (h *hardExporter) waitMetric(what string, cond func(m hardMetrics) (bool, s
 // is builds a waitMetric condition "name{kv} == want".
 func hardIs(name string, want float64, kv ...string) func(hardMetrics) (bool, string) {
 	return func(m hardMetrics) (bool, string) {
-		v, ok := m.value(name, kv...)
+		v, ok := m.Value(name, kv...)
 		return ok && v == want, fmt.Sprintf("%s%v = %v (present %v), want %v", name, kv, v, ok, want)
 	}
 }
@@ -287,7 +206,7 @@ func hardIs(name string, want float64, kv ...string) func(hardMetrics) (bool, st
 // atLeast builds a waitMetric condition "name{kv} >= want".
 func hardAtLeast(name string, want float64, kv ...string) func(hardMetrics) (bool, string) {
 	return func(m hardMetrics) (bool, string) {
-		v, ok := m.value(name, kv...)
+		v, ok := m.Value(name, kv...)
 		return ok && v >= want, fmt.Sprintf("%s%v = %v (present %v), want >= %v", name, kv, v, ok, want)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 const fixtureV1 = "../../collector/vllm/testdata/vllm-main-2026-08-v1.txt"
@@ -111,90 +111,39 @@ func TestReadyAfterFirstScrapeAttempt(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
+// httpGet fetches url and returns status and body (0 and the error's text
+// when the request fails).
 func httpGet(t *testing.T, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return testutil.HTTPGet(url)
 }
 
 // waitFor polls until cond holds; the deadline only bounds a broken run.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("gave up waiting for %s", what)
+	testutil.Eventually(t, what, nil, func() (bool, string) { return cond(), "not yet" })
 }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-	buildOut  []byte
-)
-
-// buildBinary builds the exporter once per test run.
+// buildBinary builds the exporter once per test run (skipped with -short).
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "vllm_exporter-test")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "vllm_exporter")
-		buildOut, buildErr = exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-	})
-	if buildErr != nil {
-		t.Fatalf("go build: %v\n%s", buildErr, buildOut)
-	}
-	return binPath
+	return testutil.ExporterBinary(t)
 }
 
 // startBinary runs the exporter with args on a free loopback port and
-// returns its base URL and a channel closed with its exit error.
-func startBinary(t *testing.T, logs *bytes.Buffer, args ...string) (*exec.Cmd, string, chan error) {
+// returns the process, its base URL and its logs.
+func startBinary(t *testing.T, args ...string) *testutil.Process {
 	t.Helper()
-	addr := freeAddr(t)
-	cmd := exec.Command(buildBinary(t), append(args, "--web.listen-address="+addr)...)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			<-exited
-		}
-	})
-	return cmd, "http://" + addr, exited
+	buildBinary(t)
+	return testutil.StartExporter(t, args...)
 }
 
 // TestBinaryDemo: --demo serves a simulated vLLM without any real one.
 func TestBinaryDemo(t *testing.T) {
-	var logs bytes.Buffer
-	_, base, _ := startBinary(t, &logs, "--demo", "--vllm.scrape-interval=200ms")
+	base := startBinary(t, "--demo", "--vllm.scrape-interval=200ms").Base
 	waitFor(t, "demo series", func() bool {
 		_, m := httpGet(t, base+"/metrics")
 		return strings.Contains(m, "vllm_up 1") && strings.Contains(m, "vllm_requests_running{")
@@ -206,9 +155,9 @@ func TestBinary(t *testing.T) {
 	vllmSrv := fakeVLLM(t)
 	cfg := filepath.Join(t.TempDir(), "config.yml")
 	os.WriteFile(cfg, []byte("slos: []\n"), 0o600)
-	var logs bytes.Buffer
-	cmd, base, exited := startBinary(t, &logs, "--vllm.url="+vllmSrv.URL,
+	p := startBinary(t, "--vllm.url="+vllmSrv.URL,
 		"--vllm.scrape-interval=200ms", "--config.file="+cfg, "--log.format=json", "--log.level=debug")
+	base, logs := p.Base, p.Logs
 
 	waitFor(t, "/-/ready", func() bool { c, _ := httpGet(t, base+"/-/ready"); return c == 200 })
 	if c, _ := httpGet(t, base+"/-/healthy"); c != 200 {
@@ -249,21 +198,13 @@ func TestBinary(t *testing.T) {
 	}
 	resp.Body.Close()
 	os.WriteFile(cfg, []byte("slos: [\n"), 0o600)
-	cmd.Process.Signal(syscall.SIGHUP)
+	p.Cmd.Process.Signal(syscall.SIGHUP)
 	waitFor(t, "failed reload to show", func() bool {
 		_, m := httpGet(t, base+"/metrics")
 		return strings.Contains(m, "vllm_exporter_config_last_reload_successful 0")
 	})
 
-	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, logs.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no exit after SIGTERM\n%s", logs.String())
-	}
+	p.Signal(syscall.SIGTERM) // fails the test unless it exits 0 within 30s
 	if !strings.Contains(logs.String(), `"msg":"shutting down"`) {
 		t.Errorf("logs lack the shutdown message (json format?):\n%s", logs.String())
 	}
@@ -271,9 +212,7 @@ func TestBinary(t *testing.T) {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
+	testutil.RemoveBinaries()
 	os.Exit(code)
 }
 
@@ -374,9 +313,8 @@ func TestBinaryWebConfigAndTelemetryPath(t *testing.T) {
 	webCfg := filepath.Join(t.TempDir(), "web.yml")
 	// bcrypt of "s3cret" (cost 4).
 	os.WriteFile(webCfg, []byte("basic_auth_users:\n  prom: $2a$04$5mD.G5ruAL4plU9TQJn63OkdS7CW01Pljw..CXSnrMvhY8JZDXaa2\n"), 0o600)
-	var logs bytes.Buffer
-	_, base, _ := startBinary(t, &logs, "--vllm.url="+vllmSrv.URL, "--vllm.scrape-interval=200ms",
-		"--web.config.file="+webCfg, "--web.telemetry-path=/vllm-metrics")
+	base := startBinary(t, "--vllm.url="+vllmSrv.URL, "--vllm.scrape-interval=200ms",
+		"--web.config.file="+webCfg, "--web.telemetry-path=/vllm-metrics").Base
 	get := func(path, pass string) (int, string) {
 		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
 		if pass != "" {

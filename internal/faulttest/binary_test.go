@@ -4,194 +4,60 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
 )
 
-// repoRoot is the module root, two levels up from this package.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	abs, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(abs, "go.mod")); err != nil {
-		t.Fatalf("module root not found at %s", abs)
-	}
-	return abs
-}
+// repoRoot is the module root.
+func repoRoot(t testing.TB) string { return testutil.ModuleRoot(t) }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-	buildDir  string
-)
-
-// TestMain removes the shared build directory after the package's tests.
+// TestMain removes the binary the tests built.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
+	testutil.RemoveBinaries()
 	os.Exit(code)
-}
-
-// exporterBinary builds ./cmd/vllm_exporter once per test run (the build
-// cache makes this a link step when the packages are already compiled).
-func exporterBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "vllm_exporter-bin-")
-		if buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(buildDir, "vllm_exporter")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/vllm_exporter")
-		cmd.Dir = repoRoot(t)
-		cmd.Env = append(os.Environ(), "CGO_CFLAGS=-O2 -g -Wno-deprecated-declarations")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
-// syncBuffer collects a process's stderr.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // proc is one running exporter process.
 type proc struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	base   string
-	logs   *syncBuffer
-	exited chan error
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	*testutil.Process
+	t *testing.T
 }
 
 var client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 
-// startExporter runs the binary with args and waits until it serves.
+// startExporter runs the binary with --log.level=debug and args and waits
+// until /-/healthy answers 200.
 func startExporter(t *testing.T, args ...string) *proc {
 	t.Helper()
-	addr := freeAddr(t)
-	p := &proc{t: t, base: "http://" + addr, logs: &syncBuffer{}, exited: make(chan error, 1)}
-	p.cmd = exec.Command(exporterBinary(t), append([]string{"--web.listen-address=" + addr, "--log.level=debug"}, args...)...)
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.exited <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			p.cmd.Process.Kill()
-			<-p.exited
-		}
-	})
-	eventually(t, p, "exporter serving", func() (bool, string) {
-		select {
-		case err := <-p.exited:
-			p.exited <- err
-			t.Fatalf("exporter exited at start: %v\n%s", err, p.logs)
-		default:
-		}
-		resp, err := client.Get(p.base + "/-/healthy")
-		if err != nil {
-			return false, err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status
-	})
+	p := &proc{Process: testutil.StartExporter(t, append([]string{"--log.level=debug"}, args...)...), t: t}
+	p.WaitServing("/-/healthy", http.StatusOK)
 	return p
 }
 
 // eventually polls cond; the deadline is a liveness bound, far beyond need.
 func eventually(t *testing.T, p *proc, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			logs := ""
-			if p != nil {
-				logs = p.logs.String()
-			}
-			t.Fatalf("%s: never happened (last: %s)\n%s", what, why, logs)
-		}
-		time.Sleep(25 * time.Millisecond)
+	var logs fmt.Stringer
+	if p != nil {
+		logs = p.Logs
 	}
+	testutil.Eventually(t, what, logs, cond)
 }
 
 // value scrapes /metrics and returns name's first sample.
 func (p *proc) value(name string) (float64, bool) {
 	p.t.Helper()
-	resp, err := client.Get(p.base + "/metrics")
-	if err != nil {
-		p.t.Fatalf("scrape: %v", err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		p.t.Fatalf("bad /metrics: %v", err)
-	}
-	mf := fams[name]
-	if mf == nil || len(mf.GetMetric()) == 0 {
-		return 0, false
-	}
-	m := mf.GetMetric()[0]
-	switch mf.GetType() {
-	case dto.MetricType_COUNTER:
-		return m.GetCounter().GetValue(), true
-	case dto.MetricType_GAUGE:
-		return m.GetGauge().GetValue(), true
-	}
-	return m.GetUntyped().GetValue(), true
+	return p.Metrics().Value(name)
 }
 
 func (p *proc) waitValue(name string, want float64) {
@@ -202,20 +68,10 @@ func (p *proc) waitValue(name string, want float64) {
 	})
 }
 
-// signal sends sig and, for a terminating one, waits for a clean exit.
+// stopWith sends a terminating signal and waits for a clean exit.
 func (p *proc) stopWith(sig syscall.Signal) {
 	p.t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		p.t.Fatal(err)
-	}
-	select {
-	case err := <-p.exited:
-		if err != nil {
-			p.t.Fatalf("exit after %v: %v\n%s", sig, err, p.logs)
-		}
-	case <-time.After(30 * time.Second):
-		p.t.Fatalf("no exit within 30s of %v\n%s", sig, p.logs)
-	}
+	p.Signal(sig)
 }
 
 func startSim(t *testing.T) *vllmsim.Sim {
@@ -250,13 +106,13 @@ func TestSIGHUPReload(t *testing.T) {
 	ts0, _ := p.value("vllm_exporter_config_last_reload_success_timestamp_seconds")
 
 	os.WriteFile(cfg, []byte("slos:\n  - name: [unterminated\n"), 0o644)
-	p.cmd.Process.Signal(syscall.SIGHUP)
+	p.Cmd.Process.Signal(syscall.SIGHUP)
 	p.waitValue("vllm_exporter_config_last_reload_successful", 0)
 	if ts, _ := p.value("vllm_exporter_config_last_reload_success_timestamp_seconds"); ts != ts0 {
 		t.Fatalf("a failed reload moved the success timestamp: %v -> %v", ts0, ts)
 	}
-	if !strings.Contains(p.logs.String(), "config reload failed; keeping the running configuration") {
-		t.Fatalf("failed SIGHUP reload not logged:\n%s", p.logs)
+	if !strings.Contains(p.Logs.String(), "config reload failed; keeping the running configuration") {
+		t.Fatalf("failed SIGHUP reload not logged:\n%s", p.Logs)
 	}
 	scrapes, _ := p.value("vllm_exporter_scrapes_total")
 	eventually(t, p, "scraping goes on", func() (bool, string) {
@@ -266,13 +122,13 @@ func TestSIGHUPReload(t *testing.T) {
 
 	time.Sleep(10 * time.Millisecond) // let the clock move past ts0
 	os.WriteFile(cfg, good, 0o644)
-	p.cmd.Process.Signal(syscall.SIGHUP)
+	p.Cmd.Process.Signal(syscall.SIGHUP)
 	p.waitValue("vllm_exporter_config_last_reload_successful", 1)
 	if ts, _ := p.value("vllm_exporter_config_last_reload_success_timestamp_seconds"); !(ts > ts0) {
 		t.Fatalf("success timestamp did not move: %v -> %v", ts0, ts)
 	}
 	// A reload through the API works on the process as well.
-	resp, err := client.Post(p.base+"/-/reload", "text/plain", nil)
+	resp, err := client.Post(p.Base+"/-/reload", "text/plain", nil)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("POST /-/reload: %v %v", resp, err)
 	}
@@ -297,15 +153,15 @@ func TestSignalShutdown(t *testing.T) {
 				time.Sleep(300 * time.Millisecond) // a scrape is now stuck in flight
 			}
 			p.stopWith(c.sig)
-			if !strings.Contains(p.logs.String(), "shutting down") {
-				t.Fatalf("no shutdown log:\n%s", p.logs)
+			if !strings.Contains(p.Logs.String(), "shutting down") {
+				t.Fatalf("no shutdown log:\n%s", p.Logs)
 			}
-			if _, err := client.Get(p.base + "/-/healthy"); err == nil {
+			if _, err := client.Get(p.Base + "/-/healthy"); err == nil {
 				t.Fatal("still serving after exit")
 			}
 			for _, bad := range []string{"panic:", "goroutine ", "level=error"} {
-				if strings.Contains(p.logs.String(), bad) {
-					t.Fatalf("%q in the logs of a clean shutdown:\n%s", bad, p.logs)
+				if strings.Contains(p.Logs.String(), bad) {
+					t.Fatalf("%q in the logs of a clean shutdown:\n%s", bad, p.Logs)
 				}
 			}
 		})
@@ -332,7 +188,7 @@ func TestSIGTERMWritesSLOCheckpoint(t *testing.T) {
 
 	data, err := os.ReadFile(state)
 	if err != nil {
-		t.Fatalf("no SLO checkpoint after SIGTERM: %v\n%s", err, p.logs)
+		t.Fatalf("no SLO checkpoint after SIGTERM: %v\n%s", err, p.Logs)
 	}
 	var cp struct {
 		Format  string    `json:"format"`
@@ -347,8 +203,8 @@ func TestSIGTERMWritesSLOCheckpoint(t *testing.T) {
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Fatalf("temp files left next to the checkpoint: %v", entries)
 	}
-	if strings.Contains(p.logs.String(), "checkpoint failed") {
-		t.Fatalf("checkpoint failure logged:\n%s", p.logs)
+	if strings.Contains(p.Logs.String(), "checkpoint failed") {
+		t.Fatalf("checkpoint failure logged:\n%s", p.Logs)
 	}
 }
 
@@ -361,7 +217,7 @@ func TestConfigCheckFlag(t *testing.T) {
 	os.WriteFile(good, []byte("slos: []\n"), 0o644)
 	os.WriteFile(bad, []byte("slos: []\nbogus_field: 1\n"), 0o644)
 	run := func(file string) (int, string) {
-		cmd := exec.Command(exporterBinary(t), "--config.check", "--config.file="+file)
+		cmd := exec.Command(testutil.ExporterBinary(t), "--config.check", "--config.file="+file)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		err := cmd.Run()
