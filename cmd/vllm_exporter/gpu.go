@@ -34,6 +34,10 @@ func init() {
 	})
 }
 
+// newGPUSampler creates the sampler on the system's NVML library. Tests of
+// the whole exporter replace it with gpu.New on a fake nvml.Interface.
+var newGPUSampler = gpu.NewFromLibrary
+
 // gpuFlags are the GPU collector's command-line flags.
 type gpuFlags struct {
 	enabled  *bool
@@ -67,7 +71,7 @@ func setupGPU(f *gpuFlags, reg prometheus.Registerer, health collector.Reporter,
 	if *f.interval <= 0 {
 		return nil, errors.New("--collector.gpu.interval must be positive")
 	}
-	s, err := gpu.NewFromLibrary(gpu.Options{Interval: *f.interval, Health: health}, logger)
+	s, err := newGPUSampler(gpu.Options{Interval: *f.interval, Health: health}, logger)
 	if errors.Is(err, gpu.ErrBuiltWithoutNVML) {
 		level.Info(logger).Log("msg", "no GPU collector in this build", "err", err)
 		return nil, nil
