@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -22,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/exporter-toolkit/web"
 	"golang.org/x/crypto/bcrypt"
 )
@@ -304,13 +306,20 @@ func TestSecurityRequestBounds(t *testing.T) {
 	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL()}, hardScrapeArgs...)...)
 
 	// A 256 MiB body streamed to /-/reload and /metrics: answered without
-	// being read to the end.
+	// being read to the end. What the client manages to send is bounded by
+	// the socket buffers and net/http's small post-handler discard, far
+	// below the body's size; a handler that read the body would take it all.
 	for _, p := range []string{"/-/reload", "/metrics"} {
 		pr, pw := io.Pipe()
+		var sent atomic.Int64
+		writerDone := make(chan struct{})
 		go func() {
+			defer close(writerDone)
 			chunk := make([]byte, 1<<20)
 			for i := 0; i < 256; i++ {
-				if _, err := pw.Write(chunk); err != nil {
+				n, err := pw.Write(chunk)
+				sent.Add(int64(n))
+				if err != nil {
 					return
 				}
 			}
@@ -318,13 +327,17 @@ func TestSecurityRequestBounds(t *testing.T) {
 		}()
 		req, _ := http.NewRequest("POST", h.base+p, pr)
 		resp, err := h.client.Do(req)
-		pr.CloseWithError(io.ErrClosedPipe)
 		if err == nil {
 			io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 			resp.Body.Close()
 			if p == "/metrics" && resp.StatusCode == http.StatusOK {
 				t.Fatalf("POST %s served", p)
 			}
+		}
+		pr.CloseWithError(io.ErrClosedPipe)
+		<-writerDone
+		if n := sent.Load(); n >= 64<<20 {
+			t.Fatalf("POST %s: the exporter read %d MiB of a request body it has no use for", p, n>>20)
 		}
 	}
 	// 2 MiB of headers: refused by the server (default 1 MiB limit).
@@ -398,9 +411,12 @@ func TestSecurityOnlyConfiguredVLLM(t *testing.T) {
 		http.Error(w, "not vLLM", http.StatusTeapot)
 	}))
 	defer other.Close()
-	var seen atomic.Int64
+	var seen, probeSeen atomic.Int64
 	vllmSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen.Add(1)
+		if strings.HasPrefix(r.URL.Path, "/v1/") { // the probes' API, not /metrics
+			probeSeen.Add(1)
+		}
 		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusFound)
 	}))
 	defer vllmSrv.Close()
@@ -411,9 +427,9 @@ func TestSecurityOnlyConfiguredVLLM(t *testing.T) {
 	t.Setenv("VLLM_API_KEY", key)
 	h := hardStart(t, nil, append([]string{"--vllm.url=" + vllmSrv.URL, "--config.file=" + cfg}, hardScrapeArgs...)...)
 	h.waitMetric("redirects seen as failures", hardAll(hardIs("vllm_up", 0), hardAtLeast("vllm_exporter_scrapes_total", 5)))
-	// Give the probe scheduler time for a few attempts too.
+	// The probes must have been redirected too, not only the scraper.
 	h.eventually("probe attempts", func() (bool, string) {
-		return seen.Load() >= 8, fmt.Sprint(seen.Load(), " requests to vLLM")
+		return seen.Load() >= 8 && probeSeen.Load() >= 2, fmt.Sprint(seen.Load(), " requests to vLLM, ", probeSeen.Load(), " on /v1/")
 	})
 	h.stop()
 	if n := elsewhere.Load(); n != 0 {
@@ -441,4 +457,79 @@ func TestSameOriginRedirectFollowed(t *testing.T) {
 	h := hardStart(t, nil, append([]string{"--vllm.url=" + srv.URL, "--no-probe.enabled"}, hardScrapeArgs...)...)
 	h.waitMetric("scraped through the redirect", hardAll(hardIs("vllm_up", 1), hardPresent("vllm_requests_running")))
 	h.stop()
+}
+
+// hardBlockingCollector is an unchecked collector whose Collect, while
+// block is set, counts itself in flight and waits for release.
+type hardBlockingCollector struct {
+	block    *atomic.Bool
+	inFlight *atomic.Int64
+	release  chan struct{}
+}
+
+func (hardBlockingCollector) Describe(chan<- *prometheus.Desc) {}
+
+func (c hardBlockingCollector) Collect(chan<- prometheus.Metric) {
+	if c.block.Load() {
+		c.inFlight.Add(1)
+		<-c.release
+	}
+}
+
+// TestSecurityMetricsInFlightBound: at most 10 /metrics renders run at
+// once; one more is answered 503 at once instead of queueing behind them
+// (load shedding, so many scrapers cannot pile up goroutines and memory).
+// When the renders finish, /metrics serves again.
+func TestSecurityMetricsInFlightBound(t *testing.T) {
+	before := hardSnapshot()
+	var block atomic.Bool
+	var inFlight atomic.Int64
+	release := make(chan struct{})
+	start := func(_ context.Context, x *exporter) error {
+		return x.registry.Register(hardBlockingCollector{block: &block, inFlight: &inFlight, release: release})
+	}
+	hardExtraStart.Store(&start)
+	t.Cleanup(func() { hardExtraStart.Store(nil) })
+	sim := hardSim(t)
+	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL(), "--no-probe.enabled"}, hardScrapeArgs...)...)
+	h.waitMetric("serving", hardIs("vllm_up", 1))
+
+	block.Store(true)
+	slow := &http.Client{Timeout: time.Minute, Transport: &http.Transport{DisableKeepAlives: true}}
+	codes := make(chan int, 10)
+	for range 10 {
+		go func() {
+			resp, err := slow.Get(h.base + "/metrics")
+			if err != nil {
+				codes <- 0
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	h.eventually("10 renders in flight", func() (bool, string) {
+		return inFlight.Load() == 10, fmt.Sprint(inFlight.Load(), " in flight")
+	})
+	if code, body := h.get("/metrics"); code != http.StatusServiceUnavailable {
+		t.Fatalf("an 11th concurrent /metrics: %d %.200s, want 503", code, body)
+	}
+	if code, _ := h.get("/-/healthy"); code != http.StatusOK {
+		t.Fatalf("/-/healthy = %d while /metrics is saturated", code)
+	}
+	block.Store(false)
+	close(release)
+	for range 10 {
+		if code := <-codes; code != http.StatusOK {
+			t.Fatalf("a render held in flight answered %d, want 200", code)
+		}
+	}
+	if n := inFlight.Load(); n != 10 {
+		t.Fatalf("%d renders ran while 10 were allowed", n)
+	}
+	h.waitMetric("serving again", hardIs("vllm_up", 1))
+	h.stop()
+	sim.Close()
+	hardCheckLeaks(t, before, 32<<20)
 }
