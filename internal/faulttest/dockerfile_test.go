@@ -385,3 +385,23 @@ func TestDockerignore(t *testing.T) {
 		}
 	}
 }
+
+// TestFootprintScriptParses: scripts/footprint.sh (the README's footprint
+// figures) is valid bash and builds what it measures with `make build`, the
+// same build as the image. Running it needs wrk and node_exporter and takes
+// minutes, so CI only checks that it parses.
+func TestFootprintScriptParses(t *testing.T) {
+	script := filepath.Join(repoRoot(t), "scripts", "footprint.sh")
+	b, err := os.ReadFile(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("bash", "-n", script).CombinedOutput(); err != nil {
+		t.Fatalf("bash -n %s: %v\n%s", script, err, out)
+	}
+	for _, want := range []string{"make build", "bin/vllm_exporter", "bin/vllm-sim"} {
+		if !strings.Contains(string(b), want) {
+			t.Fatalf("footprint.sh no longer uses %q", want)
+		}
+	}
+}
