@@ -204,7 +204,8 @@ func RenderText(w io.Writer, r Report) error {
 		p("  last scrape error: %s", r.LastError)
 	}
 	if len(r.GPUs) == 0 {
-		p("  GPUs: none visible (no NVML): gpu_fault, throttled and communication_bound cannot be diagnosed")
+		p("  GPUs: none visible (no NVML): gpu_fault, throttled and communication_bound cannot be diagnosed;")
+		p("    a throttled or NVLink-bound GPU reads as a decode class or near_optimal, a lost GPU as engine_stalled or failed scrapes")
 	} else {
 		p("  GPUs: %s", strings.Join(r.GPUs, "; "))
 	}
