@@ -99,6 +99,10 @@ func TestCostPerMillion(t *testing.T) {
 	if err != nil || !near(v, 0.5556, 0.0001) {
 		t.Fatalf("cost = %v, %v", v, err)
 	}
+	// Every GPU serving the model is paid for: two GPUs double it.
+	if v2, err := CostPerMillionOutputTokens(2, 2, 1000); err != nil || !near(v2, 2*v, 1e-9) {
+		t.Fatalf("cost with 2 GPUs = %v, %v; want %v", v2, err, 2*v)
+	}
 	if _, err := CostPerMillionOutputTokens(2, 0, 1000); err == nil {
 		t.Error("0 GPUs accepted")
 	}

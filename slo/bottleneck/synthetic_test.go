@@ -3,6 +3,8 @@ package bottleneck
 import (
 	"fmt"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -441,5 +443,119 @@ func TestCapacityTracksOnlyWhileSLOsHold(t *testing.T) {
 	st = step(2)
 	if st.Capacity.RequestsPerSecond.V > 3 {
 		t.Fatalf("capacity older than the horizon kept: %+v", st.Capacity.RequestsPerSecond)
+	}
+}
+
+// A GPU at its power cap is routine under load: throttled needs degraded
+// TPOT too, so a capped GPU whose TPOT meets its target is not a diagnosis.
+func TestThrottledNeedsDegradedTPOT(t *testing.T) {
+	th := config.DefaultBottleneck()
+	f := &fakeSources{}
+	c := newTestClassifier(f, testSpec)
+	rng := newRand(11)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r := healthy()
+	r.throttle = true // sw_power_cap active; TPOT p95 ~26 ms < 40 ms
+	for i := 0; i < 10; i++ {
+		now = now.Add(15 * time.Second)
+		r.apply(f, now, rng, th)
+		c.Tick(now)
+		if st, _ := c.State(model); st.Raw == Throttled || st.Class == Throttled {
+			t.Fatalf("tick %d: power cap with TPOT on target classified %s (raw %s)", i, st.Class, st.Raw)
+		}
+	}
+}
+
+// "Sustained" KV usage is the larger of the latest reading and the recent
+// mean, so one dip of the gauge below the threshold does not clear a cache
+// that is full on average.
+func TestSustainedKVRidesOutOneDip(t *testing.T) {
+	st := &modelState{}
+	for _, v := range []float64{0.99, 0.99} {
+		st.sustainedKV(snapshot.Some(v), 3)
+	}
+	if got := st.sustainedKV(snapshot.Some(0.92), 3); !(got.OK && got.V > 0.95) {
+		t.Fatalf("after 0.99, 0.99, 0.92: sustained %+v, want the mean 0.967", got)
+	}
+	// A reading that rises shows at once.
+	st = &modelState{}
+	st.sustainedKV(snapshot.Some(0.5), 3)
+	if got := st.sustainedKV(snapshot.Some(0.97), 3); got.V != 0.97 {
+		t.Fatalf("rise: sustained %+v, want 0.97", got)
+	}
+}
+
+// The serving classifier reads its thresholds from --config.file's
+// bottleneck section through the holder on every tick, so a reload applies
+// without a restart.
+func TestThresholdsFromConfigHolder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yml")
+	write := func(s string) {
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("bottleneck:\n  kv_cache_usage_high: 0.5\n") // healthy runs its cache at ~0.55
+	holder, err := config.NewHolder(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeSources{}
+	c := New(Options{Model: testSpec}, holder, Sources{VLLM: f, GPU: fakeGPU{f}, Probes: fakeProbes{f}}, nil)
+	rng := newRand(5)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tick := func() ModelState {
+		now = now.Add(15 * time.Second)
+		healthy().apply(f, now, rng, holder.Get().Bottleneck)
+		c.Tick(now)
+		st, _ := c.State(model)
+		return st
+	}
+	if st := tick(); st.Class != KVCacheExhausted {
+		t.Fatalf("kv_cache_usage_high 0.5 from the file: class %s, evidence %v", st.Class, st.Evidence())
+	}
+	write("bottleneck:\n  kv_cache_usage_high: 0.95\n")
+	if err := holder.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	var st ModelState
+	for i := 0; i < config.DefaultBottleneck().HoldTicks; i++ {
+		st = tick()
+	}
+	if st.Class != NearOptimal {
+		t.Fatalf("after reloading 0.95: class %s (raw %s)", st.Class, st.Raw)
+	}
+}
+
+// Each class's recommendation names the seeds' knob and its direction.
+func TestAdviceNamesTheSeedKnobs(t *testing.T) {
+	want := map[Class][]string{
+		GPUFault:           {"Xid", "drain"},
+		EngineStalled:      {"restart"},
+		Throttled:          {"power limit", "cooling"},
+		TooManySequences:   {"lower --max-num-seqs", "--gpu-memory-utilization"},
+		KVCacheExhausted:   {"--kv-cache-dtype fp8", "higher --gpu-memory-utilization", "lower --max-num-seqs", "--max-model-len"},
+		Queueing:           {"replicas", "raise --max-num-seqs only if"},
+		PrefixCacheMiss:    {"--enable-prefix-caching", "byte-identical"},
+		PrefillBound:       {"chunked prefill", "raise --max-num-batched-tokens", "prefix caching"},
+		CommunicationBound: {"reduce the TP degree", "--tensor-parallel-size"},
+		MemoryBoundDecode:  {"quantize", "faster memory", "raise --max-num-seqs"},
+		DecodeOverhead:     {"CUDA graphs", "--async-scheduling", "sampling"},
+		BatchTooSmall:      {"send more load", "consolidate"},
+		NearOptimal:        {"baseline"},
+	}
+	for _, c := range Classes {
+		a := AdviceFor(c)
+		if a.Summary == "" || a.Recommendation == "" {
+			t.Errorf("%s: empty advice %+v", c, a)
+		}
+		if len(want[c]) == 0 {
+			t.Errorf("%s: no expected knob listed", c)
+		}
+		for _, w := range want[c] {
+			if !strings.Contains(a.Recommendation, w) {
+				t.Errorf("%s: recommendation %q lacks %q", c, a.Recommendation, w)
+			}
+		}
 	}
 }
