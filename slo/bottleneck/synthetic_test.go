@@ -446,14 +446,20 @@ func TestCapacityTracksOnlyWhileSLOsHold(t *testing.T) {
 	}
 }
 
+// newSynthetic is a classifier on fake sources with the shipped thresholds.
+func newSynthetic(seed int64) (config.Bottleneck, *fakeSources, *Classifier, *rand.Rand) {
+	f := &fakeSources{}
+	return config.DefaultBottleneck(), f, newTestClassifier(f, testSpec), newRand(seed)
+}
+
+// syntheticStart is where the synthetic tests' clocks start.
+var syntheticStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
 // A GPU at its power cap is routine under load: throttled needs degraded
 // TPOT too, so a capped GPU whose TPOT meets its target is not a diagnosis.
 func TestThrottledNeedsDegradedTPOT(t *testing.T) {
-	th := config.DefaultBottleneck()
-	f := &fakeSources{}
-	c := newTestClassifier(f, testSpec)
-	rng := newRand(11)
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	th, f, c, rng := newSynthetic(11)
+	now := syntheticStart
 	r := healthy()
 	r.throttle = true // sw_power_cap active; TPOT p95 ~26 ms < 40 ms
 	for i := 0; i < 10; i++ {
@@ -557,5 +563,56 @@ func TestAdviceNamesTheSeedKnobs(t *testing.T) {
 				t.Errorf("%s: recommendation %q lacks %q", c, a.Recommendation, w)
 			}
 		}
+	}
+}
+
+// The cold/warm probe medians are over the recent probes (baseline_window),
+// not the prober's lifetime: after an hour of a working prefix cache, ten
+// minutes of warm probes as slow as cold ones is a prefix_cache_miss, though
+// the lifetime median of the warm probes is still fast.
+func TestProbePairMediansAreRecent(t *testing.T) {
+	th, f, c, rng := newSynthetic(8)
+	now := syntheticStart
+	bounds := []float64{0.025, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5}
+	cum := map[string]*snapshot.Histogram{
+		"cold": {Bounds: bounds, Counts: make([]float64, len(bounds))},
+		"warm": {Bounds: bounds, Counts: make([]float64, len(bounds))},
+	}
+	observe := func(h *snapshot.Histogram, v float64) {
+		counts := append([]float64(nil), h.Counts...) // published histograms are never mutated
+		for i, b := range h.Bounds {
+			if v <= b {
+				counts[i]++
+			}
+		}
+		*h = snapshot.Histogram{Bounds: h.Bounds, Counts: counts, Count: h.Count + 1, Sum: h.Sum + v}
+	}
+	tick := func(warm float64) ModelState {
+		now = now.Add(15 * time.Second)
+		healthy().apply(f, now, rng, th) // hit ratio steady: only the probes can tell
+		observe(cum["cold"], 0.45)
+		observe(cum["warm"], warm)
+		f.probes = &snapshot.Probes{Time: now, Profiles: map[string]*snapshot.ProbeProfile{}}
+		for prefix, h := range cum {
+			f.probes.Profiles[prefix] = &snapshot.ProbeProfile{Name: prefix, Prefix: prefix, Requests: h.Count, TTFT: *h}
+		}
+		c.Tick(now)
+		st, _ := c.State(model)
+		return st
+	}
+	for i := 0; i < 240; i++ { // an hour with the cache hitting
+		if st := tick(0.08); st.Class != NearOptimal {
+			t.Fatalf("healthy tick %d: %s", i, st.Class)
+		}
+	}
+	var st ModelState
+	for i := 0; i < 40; i++ { // ten minutes of misses
+		st = tick(0.44)
+	}
+	if lifetime := cum["warm"].Quantile(0.5); !(lifetime.V < 0.1) {
+		t.Fatalf("test setup: lifetime warm median %v should still be fast", lifetime)
+	}
+	if st.Class != PrefixCacheMiss {
+		t.Fatalf("after 10 minutes of slow warm probes: class %s (raw %s), evidence %v", st.Class, st.Raw, st.Evidence())
 	}
 }
