@@ -202,6 +202,7 @@ func (g *cappedGPU) SampleOnce(now time.Time) *snapshot.GPU {
 		Index: 0, Name: "NVIDIA H100 80GB HBM3", Up: true, UtilGPU: snapshot.Some(0.9),
 		PeakMemBandwidthBytesPerSecond: snapshot.Some(3.35e12), MemoryTotalBytes: snapshot.Some(80e9),
 		ThrottleReasons: map[string]bool{"sw_power_cap": true},
+		SMClockHz:       snapshot.Some(0.8e9), MaxSMClockHz: snapshot.Some(1.98e9), // a lowered power limit
 	}}}
 	return g.last
 }

@@ -45,7 +45,10 @@ type regime struct {
 	throttle, lost, stalledProbe, stalledScrape        bool
 	xidAgo                                             time.Duration
 	probeCold, probeWarm                               float64
+	smClock                                            float64 // SM clock / max
 }
+
+const h100MaxSMClock = 1.98e9
 
 // healthy is a busy, well-tuned server: one H100 (3.35 TB/s peak), 8B FP16
 // weights, TPOT near the roofline (efficiency ~0.95), every latency under
@@ -54,14 +57,14 @@ func healthy() regime {
 	return regime{
 		kv: 0.55, running: 24, ttft95: 0.3, ttft99: 0.45, prefill99: 0.12, queue99: 0.05,
 		tpot50: 0.018, tpot95: 0.026, hit: 0.6, hitBase: 0.6, promptPerReq: 300, rps: 8, tokensPerReq: 250,
-		gpus: 1, util: 0.8, dram: 0.55, probeCold: 0.45, probeWarm: 0.12,
+		gpus: 1, util: 0.8, dram: 0.55, probeCold: 0.45, probeWarm: 0.12, smClock: 0.9,
 	}
 }
 
 var regimes = map[Class]func(r *regime){
 	GPUFault:         func(r *regime) { r.xidAgo = 20 * time.Second },
 	EngineStalled:    func(r *regime) { r.stalledProbe = true },
-	Throttled:        func(r *regime) { r.throttle = true; r.tpot95 = 0.08; r.tpot50 = 0.05 },
+	Throttled:        func(r *regime) { r.throttle = true; r.smClock = 0.45; r.tpot95 = 0.08; r.tpot50 = 0.05 },
 	TooManySequences: func(r *regime) { r.preemptPerReq = 0.06; r.kv = 0.97; r.waiting = 6; r.tpot50 = 0.027 },
 	KVCacheExhausted: func(r *regime) { r.kv = 0.985; r.waiting = 12; r.ttft99 = 3; r.tpot50 = 0.027 },
 	Queueing:         func(r *regime) { r.waiting = 30; r.ttft95 = 3; r.ttft99 = 5; r.queue99 = 4.5 },
@@ -140,6 +143,7 @@ func (r regime) apply(f *fakeSources, now time.Time, rng *rand.Rand, th config.B
 				PeakMemBandwidthBytesPerSecond: snapshot.Some(3.35e12 / float64(r.gpus)),
 				NVLinkTxBytesPerSecond:         snapshot.Some(n(r.nvlink / 2)), NVLinkRxBytesPerSecond: snapshot.Some(n(r.nvlink / 2)),
 				ThrottleReasons: map[string]bool{"sw_power_cap": r.throttle, "gpu_idle": false},
+				SMClockHz:       snapshot.Some(r.smClock * h100MaxSMClock), MaxSMClockHz: snapshot.Some(h100MaxSMClock),
 			}
 			if r.xidAgo > 0 {
 				dev.LastFatalXidTime = now.Add(-r.xidAgo)
@@ -614,5 +618,40 @@ func TestProbePairMediansAreRecent(t *testing.T) {
 	}
 	if st.Class != PrefixCacheMiss {
 		t.Fatalf("after 10 minutes of slow warm probes: class %s (raw %s), evidence %v", st.Class, st.Raw, st.Evidence())
+	}
+}
+
+// A busy GPU at its power cap with SM clocks a little below maximum is
+// routine and barely slows memory-bound decode: the decode class stands. A
+// deep cut (a lowered power limit) or any thermal slowdown is throttling.
+func TestRoutinePowerCapIsNotThrottled(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		smClock float64
+		reason  string
+		want    Class
+	}{
+		{"power cap, clocks at 85% of max", 0.85, "sw_power_cap", MemoryBoundDecode},
+		{"power cap, clocks at 50% of max", 0.5, "sw_power_cap", Throttled},
+		{"thermal slowdown, clocks at 85% of max", 0.85, "hw_thermal_slowdown", Throttled},
+	} {
+		th, f, cl, rng := newSynthetic(12)
+		now := syntheticStart
+		r := healthy()
+		regimes[MemoryBoundDecode](&r)
+		r.smClock = c.smClock
+		var st ModelState
+		for i := 0; i < th.HoldTicks+1; i++ {
+			now = now.Add(15 * time.Second)
+			r.apply(f, now, rng, th)
+			for j := range f.gpu.Devices {
+				f.gpu.Devices[j].ThrottleReasons = map[string]bool{c.reason: true}
+			}
+			cl.Tick(now)
+			st, _ = cl.State(model)
+		}
+		if st.Class != c.want {
+			t.Errorf("%s: class %s, want %s; evidence %v", c.name, st.Class, c.want, st.Evidence())
+		}
 	}
 }
