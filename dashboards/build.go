@@ -188,7 +188,7 @@ func (d dashboard) JSON() ([]byte, error) {
 			"enable": true, "hide": true, "iconColor": "rgba(0, 211, 255, 1)", "name": "Annotations & Alerts", "type": "dashboard",
 		}}},
 		"description": d.Desc, "editable": true, "fiscalYearStartMonth": 0, "graphTooltip": 1, "id": nil,
-		"links": []any{map[string]any{"title": "vLLM dashboards", "type": "dashboards", "tags": []string{"vllm"}, "asDropdown": true, "includeVars": true, "keepTime": true}},
+		"links":  []any{map[string]any{"title": "vLLM dashboards", "type": "dashboards", "tags": []string{"vllm"}, "asDropdown": true, "includeVars": true, "keepTime": true}},
 		"panels": panels, "refresh": "30s", "schemaVersion": 39, "tags": []string{"vllm", "vllm_exporter"},
 		"templating": map[string]any{"list": vars},
 		"time":       map[string]string{"from": "now-3h", "to": "now"},
