@@ -1,0 +1,116 @@
+// Command vllm-sim is a simulated vLLM OpenAI-compatible server: a scheduler
+// model (continuous batching, chunked prefill, paged KV cache with prefix
+// caching, preemption) behind vLLM's API and /metrics exposition, with
+// runtime-switchable scenarios, fault injection and a built-in load generator.
+// See internal/vllmsim for the model.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "vllm-sim:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	app := kingpin.New("vllm-sim", "Simulated vLLM server (API, /metrics, scheduler, scenarios, faults, load generator).")
+	var (
+		cfg       vllmsim.Config
+		prefix    bool
+		adminAddr string
+		logLevel  string
+		rate      float64
+		burst     float64
+	)
+	app.Flag("web.listen-address", "Address to serve the vLLM API, /metrics and /admin on.").Default("127.0.0.1:8000").StringVar(&cfg.Addr)
+	app.Flag("admin.listen-address", "Optional second address serving the same routes, so /admin stays reachable while the main port is down.").StringVar(&adminAddr)
+	app.Flag("served-model-name", "Model name served; repeat for several models (each gets its own engines).").Default("meta-llama/Llama-3.1-8B-Instruct").StringsVar(&cfg.Models)
+	app.Flag("data-parallel-size", "Engines per model (engine label 0..N-1).").Default("1").IntVar(&cfg.DataParallelSize)
+	app.Flag("max-num-seqs", "Max running sequences per engine.").Default("128").IntVar(&cfg.MaxNumSeqs)
+	app.Flag("max-num-batched-tokens", "Token budget per engine step (chunked prefill).").Default("8192").IntVar(&cfg.MaxNumBatchedTokens)
+	app.Flag("num-gpu-blocks", "KV cache blocks per engine.").Default("4096").IntVar(&cfg.NumGPUBlocks)
+	app.Flag("block-size", "Tokens per KV block.").Default("16").IntVar(&cfg.BlockSize)
+	app.Flag("max-model-len", "Max prompt+output tokens per request.").Default("8192").IntVar(&cfg.MaxModelLen)
+	app.Flag("enable-prefix-caching", "Reuse KV blocks of shared prefixes (--no-enable-prefix-caching to disable).").Default("true").BoolVar(&prefix)
+	app.Flag("stream-interval", "Tokens per SSE chunk (first token always alone).").Default("1").IntVar(&cfg.StreamInterval)
+	app.Flag("metrics-version", "Exposition of /metrics: v1 (vLLM main), v1-0.10 (0.10.2, deprecated names too) or v0 (0.7.3 multiprocess).").Default("v1").EnumVar(&cfg.MetricsVersion, vllmsim.MetricsV1, vllmsim.MetricsV1_0_10, vllmsim.MetricsV0)
+	app.Flag("api-key", "Require Authorization: Bearer <key> on /v1 routes.").Envar("VLLM_API_KEY").StringVar(&cfg.APIKey)
+	app.Flag("seed", "Seed for generated tokens, EOS positions and the load generator.").Default("0").Int64Var(&cfg.Seed)
+	app.Flag("scenario", "Initial scenario: "+strings.Join(vllmsim.Scenarios(), ", ")+".").Default("healthy").EnumVar(&cfg.Scenario, vllmsim.Scenarios()...)
+	app.Flag("load-gen", "Run the built-in load generator (--no-load-gen for API traffic only).").Default("true").BoolVar(&cfg.LoadGen)
+	app.Flag("load.rate", "Override the scenario's arrival rate (requests/s per model); 0 keeps the preset.").Default("0").Float64Var(&rate)
+	app.Flag("load.burstiness", "Override the scenario's burstiness (gamma shape; 1 = Poisson); 0 keeps the preset.").Default("0").Float64Var(&burst)
+	app.Flag("mean-output-tokens", "Mean output length of API requests without ignore_eos (geometric EOS).").Default("256").IntVar(&cfg.MeanOutputTokens)
+	app.Flag("log.level", "Log level: debug, info, warn, error.").Default("info").EnumVar(&logLevel, "debug", "info", "warn", "error")
+	if _, err := app.Parse(args); err != nil {
+		return err
+	}
+	cfg.DisablePrefixCaching = !prefix
+	logger := level.NewFilter(log.NewLogfmtLogger(log.NewSyncWriter(os.Stderr)), level.Allow(level.ParseDefault(logLevel, level.InfoValue())))
+	logger = log.With(logger, "ts", log.DefaultTimestampUTC)
+
+	sim, err := vllmsim.New(cfg)
+	if err != nil {
+		return err
+	}
+	if rate > 0 || burst > 0 {
+		sc := sim.Scenario()
+		if rate > 0 {
+			sc.Load.Rate = rate
+		}
+		if burst > 0 {
+			sc.Load.Burstiness = burst
+		}
+		if err := sim.ApplyScenario(sc); err != nil {
+			return err
+		}
+	}
+	if err := sim.Start(); err != nil {
+		return err
+	}
+	defer sim.Close()
+	level.Info(logger).Log("msg", "vllm-sim listening", "url", sim.URL(), "scenario", sim.Scenario().Name,
+		"metrics_version", cfg.MetricsVersion, "models", strings.Join(sim.Config().Models, ","), "load_gen", cfg.LoadGen)
+
+	var admin *http.Server
+	if adminAddr != "" {
+		ln, err := net.Listen("tcp", adminAddr)
+		if err != nil {
+			return fmt.Errorf("admin listener: %w", err)
+		}
+		admin = &http.Server{Handler: sim.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := admin.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				level.Error(logger).Log("msg", "admin listener stopped", "err", err)
+			}
+		}()
+		level.Info(logger).Log("msg", "admin listening", "addr", ln.Addr().String())
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	level.Info(logger).Log("msg", "shutting down")
+	if admin != nil {
+		_ = admin.Close()
+	}
+	return nil
+}

@@ -1,0 +1,444 @@
+// Command vllm_exporter runs beside a vLLM server and exports stable,
+// version-independent Prometheus series about it: vLLM's own metrics under
+// names that survive vLLM upgrades, plus derived rates and windowed quantiles.
+//
+// main.go holds what every deployment runs (flags, logging, the vLLM
+// scraper, the HTTP server). Optional parts (GPU sampler, probe scheduler,
+// SLO watchdog, demo, subcommands) live in their own files and plug in
+// through register/registerCommand from init(), so they never edit this file.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+	sloggokit "github.com/tjhop/slog-gokit"
+
+	"github.com/vllm-exporter/vllm_exporter/collector"
+	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
+	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+)
+
+const program = "vllm_exporter"
+
+// defaultListenAddress: 9470 clashes with none of vLLM (8000), Prometheus
+// (9090), Alertmanager (9093), node_exporter (9100) or dcgm-exporter (9400).
+const defaultListenAddress = ":9470"
+
+// exporter is the running process: what extensions get to wire into.
+type exporter struct {
+	logger   log.Logger
+	registry *prometheus.Registry
+	config   *config.Holder
+	health   *collector.Health // vllm_exporter_collector_{up,duration_seconds}
+	vllm     *vllm.Scraper
+	vllmURL  string // base URL, also what probes talk to
+	apiKey   string // from --vllm.api-key-file or $VLLM_API_KEY
+
+	// Sources published by extensions that have started, for the ones that
+	// start after them (the SLO watchdog reads all three). Nil = disabled.
+	gpu    interface{ Latest() *snapshot.GPU }
+	probes interface{ Latest() *snapshot.Probes }
+
+	loops []func(ctx context.Context)
+}
+
+// goRun schedules a background loop; loops start once every extension has
+// been wired, and are stopped through ctx on shutdown.
+func (x *exporter) goRun(loop func(ctx context.Context)) { x.loops = append(x.loops, loop) }
+
+// extension is an optional part of the exporter living in its own file
+// (gpu.go, probes.go, slo.go, ...), registered from that file's init().
+type extension struct {
+	name string
+	// order: sources (gpu 10, probes 20) start before consumers (slo 30,
+	// bottleneck 40), because consumers read x.gpu and x.probes.
+	order int
+	// flags adds the extension's serve flags to the application.
+	flags func(app *kingpin.Application)
+	// start builds the component, registers its collectors on x.registry,
+	// sets x.gpu/x.probes if it is a source, and schedules loops with
+	// x.goRun. It runs after the vLLM scraper exists.
+	start func(ctx context.Context, x *exporter) error
+}
+
+var extensions []extension
+
+func register(e extension) { extensions = append(extensions, e) }
+
+// command is a subcommand (`rules`, `diagnose`, `capacity`) registered from
+// its own file. Serving stays the default command, so
+// `vllm_exporter --vllm.url=...` needs no subcommand.
+type command struct {
+	name, help string
+	// setup adds the command's flags and returns what runs it.
+	setup func(cmd *kingpin.CmdClause) func(ctx context.Context, logger log.Logger) error
+}
+
+var commands []command
+
+func registerCommand(c command) { commands = append(commands, c) }
+
+// flags are the core's command-line flags.
+type flags struct {
+	web            *web.FlagConfig
+	telemetryPath  string
+	disableExpMets bool
+
+	vllmURL      string
+	interval     time.Duration
+	timeout      time.Duration
+	maxBodyBytes int64
+	windows      string
+	apiKeyFile   string
+
+	configFile  string
+	configCheck bool
+	demo        bool
+
+	logLevel, logFormat string
+}
+
+func newApp() (*kingpin.Application, *flags, *kingpin.CmdClause) {
+	app := kingpin.New(program, "Prometheus exporter for vLLM: stable series across vLLM versions, windowed rates and quantiles.")
+	app.Version(version.Print(program))
+	app.HelpFlag.Short('h')
+	f := &flags{}
+	f.web = kingpinflag.AddFlags(app, defaultListenAddress)
+	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.telemetryPath)
+	app.Flag("web.disable-exporter-metrics", "Exclude the exporter's own go_* and process_* metrics.").BoolVar(&f.disableExpMets)
+	app.Flag("vllm.url", "Base URL of the vLLM server (its /metrics is scraped; probes use the same server).").Default("http://localhost:8000").StringVar(&f.vllmURL)
+	app.Flag("vllm.scrape-interval", "How often to scrape vLLM's /metrics.").Default(vllm.DefaultInterval.String()).DurationVar(&f.interval)
+	app.Flag("vllm.timeout", "Timeout of one scrape of vLLM's /metrics.").Default(vllm.DefaultTimeout.String()).DurationVar(&f.timeout)
+	app.Flag("vllm.max-body-bytes", "Largest /metrics body accepted (after gzip decompression).").Default(fmt.Sprint(vllm.DefaultMaxBodyBytes)).Int64Var(&f.maxBodyBytes)
+	app.Flag("vllm.windows", "Comma-separated windows for derived rates and quantiles.").Default("1m,5m").StringVar(&f.windows)
+	app.Flag("vllm.api-key-file", "File holding vLLM's API key (default: $VLLM_API_KEY).").StringVar(&f.apiKeyFile)
+	app.Flag("config.file", "YAML configuration file (probes, SLOs, bottleneck thresholds); empty = shipped defaults.").StringVar(&f.configFile)
+	app.Flag("config.check", "Validate --config.file (and --web.config.file), print the result and exit.").BoolVar(&f.configCheck)
+	app.Flag("demo", "Start a simulated vLLM in-process and export it (no vLLM needed).").BoolVar(&f.demo)
+	app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").Default("info").EnumVar(&f.logLevel, "debug", "info", "warn", "error")
+	app.Flag("log.format", "Output format of log messages. One of: [logfmt, json]").Default("logfmt").EnumVar(&f.logFormat, "logfmt", "json")
+	serve := app.Command("serve", "Run the exporter (the default command).").Default()
+	return app, f, serve
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	app, f, serve := newApp()
+	app.UsageWriter(stdout)
+	app.ErrorWriter(stderr)
+	app.Terminate(func(code int) { os.Exit(code) })
+
+	slices.SortStableFunc(extensions, func(a, b extension) int { return a.order - b.order })
+	for _, e := range extensions {
+		if e.flags != nil {
+			e.flags(app)
+		}
+	}
+	runners := map[string]func(context.Context, log.Logger) error{}
+	for _, c := range commands {
+		runners[c.name] = c.setup(app.Command(c.name, c.help))
+	}
+
+	cmd, err := app.Parse(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", program, err)
+		return 2
+	}
+	logger, slogger := newLogger(f.logLevel, f.logFormat, stderr)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	if cmd != serve.FullCommand() {
+		if err := runners[cmd](ctx, logger); err != nil {
+			level.Error(logger).Log("msg", "command failed", "command", cmd, "err", err)
+			return 1
+		}
+		return 0
+	}
+	if f.configCheck {
+		return checkConfig(f, stdout, stderr)
+	}
+	if err := serveMain(ctx, f, logger, slogger); err != nil {
+		level.Error(logger).Log("msg", "exporter failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// newLogger builds the go-kit logger used everywhere, and the *slog.Logger
+// view of it that exporter-toolkit wants.
+func newLogger(lvl, format string, w io.Writer) (log.Logger, *slog.Logger) {
+	var logger log.Logger
+	if format == "json" {
+		logger = log.NewJSONLogger(log.NewSyncWriter(w))
+	} else {
+		logger = log.NewLogfmtLogger(log.NewSyncWriter(w))
+	}
+	allow := map[string]level.Option{"debug": level.AllowDebug(), "info": level.AllowInfo(), "warn": level.AllowWarn(), "error": level.AllowError()}[lvl]
+	logger = level.NewFilter(logger, allow)
+	slevel := map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}[lvl]
+	// slog records carry their own time and source; only go-kit calls get ts and caller added.
+	slogger := slog.New(sloggokit.NewGoKitHandler(logger, slevel))
+	return log.With(logger, "ts", log.DefaultTimestampUTC, "caller", log.DefaultCaller), slogger
+}
+
+func checkConfig(f *flags, stdout, stderr io.Writer) int {
+	cfg, err := config.Load(f.configFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "config: %v\n", err)
+		return 1
+	}
+	if wc := *f.web.WebConfigFile; wc != "" {
+		if err := web.Validate(wc); err != nil {
+			fmt.Fprintf(stderr, "web config %s: %v\n", wc, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(stdout, "config %s is valid (%d SLOs)\n", cfg.Source, len(cfg.SLOs))
+	return 0
+}
+
+func parseWindows(s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		d, err := model.ParseDuration(part)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("--vllm.windows: bad window %q", part)
+		}
+		out = append(out, time.Duration(d))
+	}
+	if len(out) == 0 {
+		return nil, errors.New("--vllm.windows: no window given")
+	}
+	return out, nil
+}
+
+func readAPIKey(file string) (string, error) {
+	if file == "" {
+		return os.Getenv("VLLM_API_KEY"), nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("--vllm.api-key-file: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.Logger) error {
+	level.Info(logger).Log("msg", "starting "+program, "version", version.Info(), "build_context", version.BuildContext())
+	windows, err := parseWindows(f.windows)
+	if err != nil {
+		return err
+	}
+	apiKey, err := readAPIKey(f.apiKeyFile)
+	if err != nil {
+		return err
+	}
+	holder, err := config.NewHolder(f.configFile)
+	if err != nil {
+		return fmt.Errorf("loading config: %w", err)
+	}
+
+	x := &exporter{
+		logger:   logger,
+		registry: prometheus.NewRegistry(),
+		config:   holder,
+		health:   collector.NewHealth(),
+		vllmURL:  f.vllmURL,
+		apiKey:   apiKey,
+	}
+	if f.demo {
+		url, stopDemo, err := startDemo(ctx, log.With(logger, "component", "demo"))
+		if err != nil {
+			return fmt.Errorf("--demo: %w", err)
+		}
+		defer stopDemo()
+		x.vllmURL = url
+		level.Info(logger).Log("msg", "demo mode: scraping the simulated vLLM", "url", url)
+	}
+	x.vllm = vllm.New(vllm.Options{
+		URL:          x.vllmURL,
+		Interval:     f.interval,
+		Timeout:      f.timeout,
+		MaxBodyBytes: f.maxBodyBytes,
+		Windows:      windows,
+		APIKey:       apiKey,
+		Health:       x.health,
+	}, log.With(logger, "component", "vllm"))
+
+	reloadGauges := configReloadCollectors(holder)
+	x.registry.MustRegister(versioncollector.NewCollector(program), x.health, x.vllm, reloadGauges[0], reloadGauges[1])
+	if !f.disableExpMets {
+		x.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	x.goRun(x.vllm.Run)
+
+	for _, e := range extensions {
+		if e.start == nil {
+			continue
+		}
+		if err := e.start(ctx, x); err != nil {
+			return fmt.Errorf("%s: %w", e.name, err)
+		}
+	}
+
+	var wg sync.WaitGroup
+	for _, loop := range x.loops {
+		wg.Go(func() { loop(ctx) })
+	}
+	defer wg.Wait()
+
+	go reloadOnSIGHUP(ctx, holder, logger)
+
+	handler, err := x.routes(f)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- web.ListenAndServe(srv, f.web, slogger) }()
+	select {
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
+	case <-ctx.Done():
+		level.Info(logger).Log("msg", "shutting down")
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	}
+}
+
+// configReloadCollectors exports the two reload gauges blackbox_exporter has.
+func configReloadCollectors(h *config.Holder) [2]prometheus.Collector {
+	return [2]prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "vllm_exporter_config_last_reload_successful",
+			Help: "1 if the last configuration (re)load succeeded, else 0.",
+		}, func() float64 {
+			if h.LastReloadSuccessful() {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "vllm_exporter_config_last_reload_success_timestamp_seconds",
+			Help: "Unix time of the last successful configuration (re)load.",
+		}, func() float64 { return float64(h.LastReloadSuccessTime().UnixNano()) / 1e9 }),
+	}
+}
+
+func reloadOnSIGHUP(ctx context.Context, h *config.Holder, logger log.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			reload(h, logger)
+		}
+	}
+}
+
+func reload(h *config.Holder, logger log.Logger) error {
+	if err := h.Reload(); err != nil {
+		level.Error(logger).Log("msg", "config reload failed; keeping the running configuration", "file", h.Path(), "err", err)
+		return err
+	}
+	level.Info(logger).Log("msg", "config reloaded", "file", h.Path())
+	return nil
+}
+
+// routes builds the HTTP handler: metrics, landing page, health, readiness
+// and reload.
+func (x *exporter) routes(f *flags) (http.Handler, error) {
+	mux := http.NewServeMux()
+	mux.Handle("GET "+f.telemetryPath, promhttp.HandlerFor(x.registry, promhttp.HandlerOpts{
+		ErrorLog:            promhttpLogger{x.logger},
+		ErrorHandling:       promhttp.ContinueOnError,
+		MaxRequestsInFlight: 10,
+		Timeout:             30 * time.Second,
+		Registry:            x.registry,
+	}))
+	mux.HandleFunc("GET /-/healthy", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "Healthy")
+	})
+	mux.HandleFunc("GET /-/ready", func(w http.ResponseWriter, _ *http.Request) {
+		if !x.vllm.Ready() {
+			http.Error(w, "Not ready: no vLLM scrape attempted yet", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "Ready")
+	})
+	mux.HandleFunc("POST /-/reload", func(w http.ResponseWriter, _ *http.Request) {
+		if err := reload(x.config, x.logger); err != nil {
+			http.Error(w, "reload failed: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintln(w, "Reloaded")
+	})
+	if f.telemetryPath != "/" && f.telemetryPath != "" {
+		landing, err := web.NewLandingPage(web.LandingConfig{
+			Name:        "vLLM Exporter",
+			Description: "Prometheus exporter for vLLM (scraping " + x.vllmURL + ")",
+			Version:     version.Info(),
+			Links: []web.LandingLinks{
+				{Address: f.telemetryPath, Text: "Metrics"},
+				{Address: "/-/healthy", Text: "Health"},
+				{Address: "/-/ready", Text: "Readiness"},
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+		mux.Handle("/", landing)
+	}
+	return mux, nil
+}
+
+// promhttpLogger adapts go-kit to promhttp's Println logger.
+type promhttpLogger struct{ logger log.Logger }
+
+func (l promhttpLogger) Println(v ...any) { level.Error(l.logger).Log("msg", fmt.Sprint(v...)) }

@@ -1,0 +1,82 @@
+// Package collector reports the health of the exporter's background loops
+// (vLLM scraper, GPU sampler, probe scheduler, SLO watchdog) the way
+// node_exporter reports its collectors: one `up` and one duration series per
+// named loop. Loops report after each run; /metrics only reads the results.
+package collector
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Reporter is what a background loop needs: report each run's outcome.
+type Reporter interface {
+	Report(collector string, took time.Duration, err error)
+}
+
+// Health remembers the last outcome of every loop that reported.
+type Health struct {
+	mu   sync.Mutex
+	last map[string]outcome
+
+	up, duration *prometheus.Desc
+}
+
+type outcome struct {
+	took time.Duration
+	ok   bool
+}
+
+// NewHealth returns an empty Health. Register it once.
+func NewHealth() *Health {
+	return &Health{
+		last: map[string]outcome{},
+		up: prometheus.NewDesc("vllm_exporter_collector_up",
+			"1 if the collector's last run succeeded, 0 if it failed.", []string{"collector"}, nil),
+		duration: prometheus.NewDesc("vllm_exporter_collector_duration_seconds",
+			"Duration of the collector's last run in seconds.", []string{"collector"}, nil),
+	}
+}
+
+// Report records one run. Safe for concurrent use; a nil *Health ignores it,
+// so components can be built without one in tests.
+func (h *Health) Report(collector string, took time.Duration, err error) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	h.last[collector] = outcome{took: took, ok: err == nil}
+	h.mu.Unlock()
+}
+
+// Describe implements prometheus.Collector.
+func (h *Health) Describe(ch chan<- *prometheus.Desc) {
+	ch <- h.up
+	ch <- h.duration
+}
+
+// Collect implements prometheus.Collector.
+func (h *Health) Collect(ch chan<- prometheus.Metric) {
+	h.mu.Lock()
+	names := make([]string, 0, len(h.last))
+	for n := range h.last {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	results := make([]outcome, len(names))
+	for i, n := range names {
+		results[i] = h.last[n]
+	}
+	h.mu.Unlock()
+	for i, n := range names {
+		up := 0.0
+		if results[i].ok {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(h.up, prometheus.GaugeValue, up, n)
+		ch <- prometheus.MustNewConstMetric(h.duration, prometheus.GaugeValue, results[i].took.Seconds(), n)
+	}
+}

@@ -1,0 +1,211 @@
+package vllm
+
+import (
+	"bytes"
+	"compress/gzip"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/vllm-exporter/vllm_exporter/collector"
+)
+
+func gzipped(t testing.TB, b []byte) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(b)
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestFaults scrapes a good body, then the fault: vllm_up must drop to 0,
+// the reason be counted, no series from vLLM be shown as fresh, and every
+// other collector on the registry keep being served.
+func TestFaults(t *testing.T) {
+	good := fixture(t, "vllm-main-2026-08-v1.txt")
+	hang := make(chan struct{})
+	t.Cleanup(func() { close(hang) })
+	blockUntilDone := func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-hang:
+		}
+	}
+	cases := []struct {
+		name    string
+		handler http.HandlerFunc
+		down    bool // point the scraper at a closed port
+		opts    func(*Options)
+		reason  string
+	}{
+		{name: "vLLM down", down: true, reason: ReasonConnect},
+		{name: "hang beyond timeout", handler: blockUntilDone, reason: ReasonTimeout},
+		{name: "hang in the middle of the body", handler: func(w http.ResponseWriter, r *http.Request) {
+			w.Write(good[:1000])
+			w.(http.Flusher).Flush()
+			blockUntilDone(w, r)
+		}, reason: ReasonTimeout},
+		{name: "503 engine dead", handler: func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "engine dead", http.StatusServiceUnavailable)
+		}, reason: ReasonHTTP5xx},
+		{name: "404 wrong path", handler: http.NotFound, reason: ReasonHTTP4xx},
+		{name: "304 not a body", handler: func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusNotModified)
+		}, reason: ReasonHTTPStatus},
+		{name: "garbage text", handler: func(w http.ResponseWriter, _ *http.Request) {
+			w.Write([]byte("<html><body>Hello, this is not Prometheus { at all</body></html>\n"))
+		}, reason: ReasonParse},
+		{name: "binary garbage", handler: func(w http.ResponseWriter, _ *http.Request) {
+			w.Write([]byte{0x00, 0xff, 0x13, 0x37, '\n', 'v', ' ', 0x01})
+		}, reason: ReasonParse},
+		{name: "truncated mid-line", handler: func(w http.ResponseWriter, _ *http.Request) {
+			w.Write([]byte(`vllm:num_requests_running{engine="0",model_name="m`))
+		}, reason: ReasonParse},
+		// The limit admits the good body; the fault doubles it.
+		{name: "oversize with Content-Length", handler: func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Length", strconv.Itoa(2*len(good)))
+			w.Write(good)
+			w.Write(good)
+		}, opts: func(o *Options) { o.MaxBodyBytes = int64(len(good)) }, reason: ReasonBodyTooLarge},
+		{name: "oversize chunked", handler: func(w http.ResponseWriter, _ *http.Request) {
+			for range 2 {
+				for i := 0; i < len(good); i += 1000 {
+					w.Write(good[i:min(i+1000, len(good))])
+					w.(http.Flusher).Flush()
+				}
+			}
+		}, opts: func(o *Options) { o.MaxBodyBytes = int64(len(good)) }, reason: ReasonBodyTooLarge},
+		{name: "gzip bomb", handler: func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Encoding", "gzip")
+			w.Write(gzipped(t, bytes.Repeat([]byte("# padding comment\n"), 100_000)))
+		}, opts: func(o *Options) { o.MaxBodyBytes = 64 << 10 }, reason: ReasonBodyTooLarge},
+		{name: "corrupt gzip", handler: func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Encoding", "gzip")
+			w.Write(good[:100])
+		}, reason: ReasonParse},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := newFakeVLLM(t, good, "text/plain; version=0.0.4")
+			url := srv.URL
+			if c.down {
+				dead := httptest.NewServer(http.NotFoundHandler())
+				url = dead.URL
+				dead.Close()
+			}
+			health := collector.NewHealth()
+			s := newTestScraper(t, url, func(o *Options) {
+				o.Timeout = 200 * time.Millisecond
+				o.Health = health
+				if c.opts != nil {
+					c.opts(o)
+				}
+			})
+			// Another source on the same registry: it must keep being served.
+			other := prometheus.NewGauge(prometheus.GaugeOpts{Name: "vllm_gpu_up", Help: "test stand-in for another collector"})
+			other.Set(1)
+			reg := prometheus.NewPedanticRegistry()
+			reg.MustRegister(s, health, other)
+
+			if !c.down {
+				scrapeAt(s, t0)
+				if !s.Latest().Up {
+					t.Fatalf("good scrape failed: %s", s.Latest().Error)
+				}
+				srv.set(nil, c.handler)
+			}
+			scrapeAt(s, t0.Add(5*time.Second))
+
+			latest := s.Latest()
+			if latest.Up || latest.Error != c.reason || latest.Models != nil {
+				t.Fatalf("Latest() = up %v, error %q, models %v; want down with %q", latest.Up, latest.Error, latest.Models, c.reason)
+			}
+			if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP vllm_up 1 if the last scrape of vLLM's /metrics was fetched and parsed, else 0.
+# TYPE vllm_up gauge
+vllm_up 0
+# HELP vllm_gpu_up test stand-in for another collector
+# TYPE vllm_gpu_up gauge
+vllm_gpu_up 1
+# HELP vllm_exporter_collector_up 1 if the collector's last run succeeded, 0 if it failed.
+# TYPE vllm_exporter_collector_up gauge
+vllm_exporter_collector_up{collector="vllm"} 0
+`), "vllm_up", "vllm_gpu_up", "vllm_exporter_collector_up"); err != nil {
+				t.Fatal(err)
+			}
+			if got := testutil.ToFloat64(counterFor(t, reg, "vllm_exporter_scrape_errors_total", c.reason)); got != 1 {
+				t.Fatalf("scrape_errors_total{reason=%q} = %v, want 1", c.reason, got)
+			}
+			if n, err := testutil.GatherAndCount(reg, vllmSeries...); err != nil || n != 0 {
+				t.Fatalf("%d series from vLLM still exported after a failed scrape (err %v)", n, err)
+			}
+			if !c.down {
+				// The last good scrape's time stays visible.
+				if n, _ := testutil.GatherAndCount(reg, "vllm_exporter_last_successful_scrape_timestamp_seconds"); n != 1 {
+					t.Fatal("last successful scrape timestamp lost")
+				}
+				// And it comes back.
+				srv.set(good, nil)
+				scrapeAt(s, t0.Add(10*time.Second))
+				if !s.Latest().Up {
+					t.Fatalf("no recovery: %s", s.Latest().Error)
+				}
+			}
+		})
+	}
+}
+
+// counterFor extracts one labelled scrape-error counter as a Collector for
+// testutil.ToFloat64.
+func counterFor(t *testing.T, g prometheus.Gatherer, name, reason string) prometheus.Collector {
+	t.Helper()
+	fams, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range fams {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" && l.GetValue() == reason {
+					c := prometheus.NewCounter(prometheus.CounterOpts{Name: "x", Help: "x"})
+					c.Add(m.GetCounter().GetValue())
+					return c
+				}
+			}
+		}
+	}
+	t.Fatalf("%s{reason=%q} not exported", name, reason)
+	return nil
+}
+
+func TestGzipBodyAccepted(t *testing.T) {
+	good := fixture(t, "vllm-0.7.3-v0-multiprocess.txt")
+	var sawGzipAsk bool
+	srv := newFakeVLLM(t, nil, "")
+	srv.set(nil, func(w http.ResponseWriter, r *http.Request) {
+		sawGzipAsk = strings.Contains(r.Header.Get("Accept-Encoding"), "gzip")
+		// As prometheus_client's make_asgi_app does when asked.
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Write(gzipped(t, good))
+	})
+	s := newTestScraper(t, srv.URL, nil)
+	scrapeAt(s, t0)
+	if !sawGzipAsk {
+		t.Error("scraper did not send Accept-Encoding: gzip")
+	}
+	if l := s.Latest(); !l.Up || l.Models[llama].Running.V != 7 {
+		t.Fatalf("gzip body: up %v error %q", l.Up, l.Error)
+	}
+}

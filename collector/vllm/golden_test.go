@@ -1,0 +1,190 @@
+package vllm
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// The self and scalar series checked by the golden tests: everything the
+// scraper exports except vllm_exporter_scrape_duration_seconds (wall time).
+var goldenScalarNames = []string{
+	"vllm_up", "vllm_requests_running", "vllm_requests_waiting", "vllm_requests_swapped",
+	"vllm_kv_cache_usage_ratio", "vllm_cpu_kv_cache_usage_ratio",
+	"vllm_engine_kv_cache_usage_ratio", "vllm_engine_requests_running", "vllm_engine_requests_waiting",
+	"vllm_preemptions_total", "vllm_prompt_tokens_total", "vllm_generation_tokens_total",
+	"vllm_prefix_cache_queries_total", "vllm_prefix_cache_hits_total", "vllm_requests_finished_total",
+	"vllm_cache_config_info", "vllm_exporter_scrapes_total", "vllm_exporter_scrape_errors_total",
+	"vllm_exporter_last_successful_scrape_timestamp_seconds", "vllm_exporter_vllm_schema_info",
+	"vllm_exporter_expected_metric_missing",
+	// Windowed series need two scrapes; after one they must be absent.
+	"vllm_preemptions_per_second", "vllm_prefix_cache_hit_ratio", "vllm_time_to_first_token_window_seconds",
+}
+
+var goldenHistogramNames = []string{
+	"vllm_time_to_first_token_seconds", "vllm_inter_token_latency_seconds", "vllm_request_time_per_output_token_seconds",
+	"vllm_e2e_request_latency_seconds", "vllm_request_queue_time_seconds", "vllm_request_prefill_time_seconds",
+	"vllm_request_decode_time_seconds", "vllm_request_inference_time_seconds",
+}
+
+const noErrors = `
+# TYPE vllm_exporter_scrapes_total counter
+vllm_exporter_scrapes_total 1
+# TYPE vllm_exporter_scrape_errors_total counter
+vllm_exporter_scrape_errors_total{reason="body_too_large"} 0
+vllm_exporter_scrape_errors_total{reason="connect"} 0
+vllm_exporter_scrape_errors_total{reason="http_4xx"} 0
+vllm_exporter_scrape_errors_total{reason="http_5xx"} 0
+vllm_exporter_scrape_errors_total{reason="http_status"} 0
+vllm_exporter_scrape_errors_total{reason="parse"} 0
+vllm_exporter_scrape_errors_total{reason="timeout"} 0
+`
+
+func TestGoldenV1Main(t *testing.T) {
+	// Served as vLLM main with prometheus_client >= 0.23 would: text 1.0.0.
+	srv := newFakeVLLM(t, fixture(t, "vllm-main-2026-08-v1.txt"), "text/plain; version=1.0.0; charset=utf-8")
+	s := newTestScraper(t, srv.URL, nil)
+	scrapeAt(s, t0)
+
+	// Every value below is read off vllm-main-2026-08-v1.txt (one engine,
+	// engine="0", so sums and maxima over engines are the values themselves).
+	compareNoHelp(t, s, noErrors+`
+# TYPE vllm_up gauge
+vllm_up 1
+# t0 = 1786351200
+# TYPE vllm_exporter_last_successful_scrape_timestamp_seconds gauge
+vllm_exporter_last_successful_scrape_timestamp_seconds 1.7863512e+09
+# kv_cache_usage_perc exists: schema v1
+# TYPE vllm_exporter_vllm_schema_info gauge
+vllm_exporter_vllm_schema_info{schema="v1"} 1
+# num_requests_running 7.0, num_requests_waiting 2.0
+# TYPE vllm_requests_running gauge
+vllm_requests_running{model="meta-llama/Llama-3.1-8B-Instruct"} 7
+# TYPE vllm_requests_waiting gauge
+vllm_requests_waiting{model="meta-llama/Llama-3.1-8B-Instruct"} 2
+# kv_cache_usage_perc 0.3142486578
+# TYPE vllm_kv_cache_usage_ratio gauge
+vllm_kv_cache_usage_ratio{model="meta-llama/Llama-3.1-8B-Instruct"} 0.3142486578
+# num_preemptions_total 3.0, prompt_tokens_total 834665.0, generation_tokens_total 270297.0
+# TYPE vllm_preemptions_total counter
+vllm_preemptions_total{model="meta-llama/Llama-3.1-8B-Instruct"} 3
+# TYPE vllm_prompt_tokens_total counter
+vllm_prompt_tokens_total{model="meta-llama/Llama-3.1-8B-Instruct"} 834665
+# TYPE vllm_generation_tokens_total counter
+vllm_generation_tokens_total{model="meta-llama/Llama-3.1-8B-Instruct"} 270297
+# prefix_cache_queries_total 834665.0, prefix_cache_hits_total 260320.0 (tokens)
+# TYPE vllm_prefix_cache_queries_total counter
+vllm_prefix_cache_queries_total{model="meta-llama/Llama-3.1-8B-Instruct"} 834665
+# TYPE vllm_prefix_cache_hits_total counter
+vllm_prefix_cache_hits_total{model="meta-llama/Llama-3.1-8B-Instruct"} 260320
+# request_success_total: stop 1158, length 90, abort 2, error 0, repetition 0 (pre-created)
+# TYPE vllm_requests_finished_total counter
+vllm_requests_finished_total{finished_reason="abort",model="meta-llama/Llama-3.1-8B-Instruct"} 2
+vllm_requests_finished_total{finished_reason="error",model="meta-llama/Llama-3.1-8B-Instruct"} 0
+vllm_requests_finished_total{finished_reason="length",model="meta-llama/Llama-3.1-8B-Instruct"} 90
+vllm_requests_finished_total{finished_reason="repetition",model="meta-llama/Llama-3.1-8B-Instruct"} 0
+vllm_requests_finished_total{finished_reason="stop",model="meta-llama/Llama-3.1-8B-Instruct"} 1158
+# cache_config_info: block_size 16, cache_dtype auto, enable_prefix_caching True, gpu_memory_utilization 0.92, num_gpu_blocks 27412
+# TYPE vllm_cache_config_info gauge
+vllm_cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="True",gpu_memory_utilization="0.92",model="meta-llama/Llama-3.1-8B-Instruct",num_gpu_blocks="27412"} 1
+# 17 families expected for v1 without gpu_* names; all present.
+# TYPE vllm_exporter_expected_metric_missing gauge
+vllm_exporter_expected_metric_missing{metric="vllm:cache_config_info"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:e2e_request_latency_seconds"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:generation_tokens_total"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:inter_token_latency_seconds"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:kv_cache_usage_perc"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:num_preemptions_total"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:num_requests_running"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:num_requests_waiting"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:prefix_cache_hits_total"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:prefix_cache_queries_total"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:prompt_tokens_total"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:request_decode_time_seconds"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:request_inference_time_seconds"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:request_prefill_time_seconds"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:request_queue_time_seconds"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:request_success_total"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:request_time_per_output_token_seconds"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:time_to_first_token_seconds"} 0
+`, goldenScalarNames...)
+
+	// The eight latency histograms, bucket for bucket: testdata/golden-v1-histograms.prom
+	// is vLLM's lines for those families with vllm: -> vllm_, model_name -> model
+	// and engine dropped (see the comment in TestGoldenV0Multiprocess).
+	if err := testutil.CollectAndCompare(s, bytes.NewReader(fixture(t, "golden-v1-histograms.prom")), goldenHistogramNames...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestGoldenV0Multiprocess(t *testing.T) {
+	srv := newFakeVLLM(t, fixture(t, "vllm-0.7.3-v0-multiprocess.txt"), "text/plain; version=0.0.4; charset=utf-8")
+	s := newTestScraper(t, srv.URL, nil)
+	scrapeAt(s, t0)
+
+	// Values from vllm-0.7.3-v0-multiprocess.txt. V0 has no engine label,
+	// no prefix-cache counters (only hit-rate gauges at -1, not exported),
+	// and still the swapped / CPU-cache gauges.
+	compareNoHelp(t, s, noErrors+`
+# TYPE vllm_up gauge
+vllm_up 1
+# TYPE vllm_exporter_last_successful_scrape_timestamp_seconds gauge
+vllm_exporter_last_successful_scrape_timestamp_seconds 1.7863512e+09
+# no kv_cache_usage_perc, no prefix counters, no engine label, V0 HELP: v0
+# TYPE vllm_exporter_vllm_schema_info gauge
+vllm_exporter_vllm_schema_info{schema="v0"} 1
+# TYPE vllm_requests_running gauge
+vllm_requests_running{model="meta-llama/Llama-3.1-8B-Instruct"} 7
+# TYPE vllm_requests_waiting gauge
+vllm_requests_waiting{model="meta-llama/Llama-3.1-8B-Instruct"} 2
+# num_requests_swapped 0.0, cpu_cache_usage_perc 0.0: present, so exported as 0
+# TYPE vllm_requests_swapped gauge
+vllm_requests_swapped{model="meta-llama/Llama-3.1-8B-Instruct"} 0
+# TYPE vllm_cpu_kv_cache_usage_ratio gauge
+vllm_cpu_kv_cache_usage_ratio{model="meta-llama/Llama-3.1-8B-Instruct"} 0
+# gpu_cache_usage_perc 0.2761049166
+# TYPE vllm_kv_cache_usage_ratio gauge
+vllm_kv_cache_usage_ratio{model="meta-llama/Llama-3.1-8B-Instruct"} 0.2761049166
+# TYPE vllm_preemptions_total counter
+vllm_preemptions_total{model="meta-llama/Llama-3.1-8B-Instruct"} 3
+# prompt_tokens_total 832617.0, generation_tokens_total 270297.0
+# TYPE vllm_prompt_tokens_total counter
+vllm_prompt_tokens_total{model="meta-llama/Llama-3.1-8B-Instruct"} 832617
+# TYPE vllm_generation_tokens_total counter
+vllm_generation_tokens_total{model="meta-llama/Llama-3.1-8B-Instruct"} 270297
+# only the reasons V0 has seen: stop 1158, length 90
+# TYPE vllm_requests_finished_total counter
+vllm_requests_finished_total{finished_reason="length",model="meta-llama/Llama-3.1-8B-Instruct"} 90
+vllm_requests_finished_total{finished_reason="stop",model="meta-llama/Llama-3.1-8B-Instruct"} 1158
+# V0 cache_config_info: no engine label, gpu_memory_utilization 0.9, prefix caching off
+# TYPE vllm_cache_config_info gauge
+vllm_cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="False",gpu_memory_utilization="0.9",model="meta-llama/Llama-3.1-8B-Instruct",num_gpu_blocks="27412"} 1
+# 15 expected for v0 (no prefix counters, no per-request TPOT); ITL under its V0 name.
+# TYPE vllm_exporter_expected_metric_missing gauge
+vllm_exporter_expected_metric_missing{metric="vllm:cache_config_info"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:e2e_request_latency_seconds"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:generation_tokens_total"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:time_per_output_token_seconds"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:gpu_cache_usage_perc"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:num_preemptions_total"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:num_requests_running"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:num_requests_waiting"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:prompt_tokens_total"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:request_decode_time_seconds"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:request_inference_time_seconds"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:request_prefill_time_seconds"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:request_queue_time_seconds"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:request_success_total"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:time_to_first_token_seconds"} 0
+`, goldenScalarNames...)
+
+	// testdata/golden-v0-histograms.prom was written from the fixture by a
+	// text transform independent of this package (rename vllm:X to vllm_X,
+	// time_per_output_token to inter_token_latency, model_name to model,
+	// keep vLLM's bucket, _sum and _count values); V0 in multiprocess mode
+	// prints _sum first, which must not matter. No per-request TPOT in V0.
+	if err := testutil.CollectAndCompare(s, bytes.NewReader(fixture(t, "golden-v0-histograms.prom")), goldenHistogramNames...); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,133 @@
+package vllm
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// t0 is the virtual time of the first scrape in tests.
+var t0 = time.Unix(1_786_351_200, 0).UTC()
+
+func fixture(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// fakeVLLM serves whatever body/status/handler the test sets, switchable
+// between scrapes.
+type fakeVLLM struct {
+	*httptest.Server
+	mu          sync.Mutex
+	body        []byte
+	contentType string
+	handler     http.HandlerFunc // overrides body when set
+}
+
+func newFakeVLLM(t testing.TB, body []byte, contentType string) *fakeVLLM {
+	f := &fakeVLLM{body: body, contentType: contentType}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		body, ct, h := f.body, f.contentType, f.handler
+		f.mu.Unlock()
+		if h != nil {
+			h(w, r)
+			return
+		}
+		if r.URL.Path != "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", ct)
+		w.Write(body)
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *fakeVLLM) set(body []byte, h http.HandlerFunc) {
+	f.mu.Lock()
+	f.body, f.handler = body, h
+	f.mu.Unlock()
+}
+
+func newTestScraper(t testing.TB, url string, mod func(*Options)) *Scraper {
+	opts := Options{URL: url, Interval: 5 * time.Second, Timeout: 2 * time.Second}
+	if mod != nil {
+		mod(&opts)
+	}
+	return New(opts, nil)
+}
+
+// compareNoHelp compares the collector's output for names with expected
+// (text format, any order), ignoring HELP: HELP strings are checked once by
+// the histogram goldens, the values are what these tests are about.
+func compareNoHelp(t testing.TB, c prometheus.Collector, expected string, names ...string) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	got, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	wantMap, err := p.TextToMetricFamilies(strings.NewReader(expected))
+	if err != nil {
+		t.Fatalf("bad expected text: %v", err)
+	}
+	var want []*dto.MetricFamily
+	for _, mf := range wantMap {
+		want = append(want, mf)
+	}
+	if g, w := encodeFamilies(t, got, names), encodeFamilies(t, want, names); g != w {
+		t.Fatalf("metrics differ\n--- got\n%s\n--- want\n%s", g, w)
+	}
+}
+
+func encodeFamilies(t testing.TB, fams []*dto.MetricFamily, names []string) string {
+	slices.SortFunc(fams, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
+	var buf bytes.Buffer
+	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range fams {
+		if !slices.Contains(names, mf.GetName()) {
+			continue
+		}
+		mf.Help = nil
+		// Sort samples the way a registry does, for hand-written input.
+		slices.SortFunc(mf.Metric, func(a, b *dto.Metric) int { return strings.Compare(a.String(), b.String()) })
+		if err := enc.Encode(mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return buf.String()
+}
+
+// vllmSeries are every vLLM-derived (not self) series name, for checking
+// that a failed scrape shows none of them.
+var vllmSeries = []string{
+	"vllm_requests_running", "vllm_requests_waiting", "vllm_kv_cache_usage_ratio", "vllm_preemptions_total",
+	"vllm_prompt_tokens_total", "vllm_generation_tokens_total", "vllm_requests_finished_total",
+	"vllm_cache_config_info", "vllm_time_to_first_token_seconds", "vllm_exporter_vllm_schema_info",
+	"vllm_exporter_expected_metric_missing", "vllm_time_to_first_token_window_seconds", "vllm_prompt_tokens_per_second",
+}
+
+func scrapeAt(s *Scraper, at time.Time) { s.ScrapeOnce(context.Background(), at) }

@@ -1,0 +1,253 @@
+package vllm
+
+import (
+	"math"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/model"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+)
+
+// cacheConfigLabels are the vllm:cache_config_info labels re-exported. vLLM
+// changes that label set every release; these five exist in all of them.
+var cacheConfigLabels = []string{"block_size", "num_gpu_blocks", "gpu_memory_utilization", "enable_prefix_caching", "cache_dtype"}
+
+type descs struct {
+	up, running, waiting, swapped, kv, engineKV, engineRunning, engineWaiting, cpuKV *prometheus.Desc
+	preemptions, promptTokens, genTokens, prefixQueries, prefixHits, finished        *prometheus.Desc
+	preemptRate, preemptPerReq, prefixHitRatio, promptRate, genRate, finishedRate    *prometheus.Desc
+	cacheConfig                                                                      *prometheus.Desc
+	hist, windowQuantile                                                             map[snapshot.HistogramName]*prometheus.Desc
+
+	scrapes, scrapeErrors, scrapeDuration, lastSuccess, schema, missing *prometheus.Desc
+}
+
+func newDescs() *descs {
+	m := []string{"model"}
+	mw := []string{"model", "window"}
+	g := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
+	}
+	d := &descs{
+		up:            g("vllm_up", "1 if the last scrape of vLLM's /metrics was fetched and parsed, else 0."),
+		running:       g("vllm_requests_running", "Requests running on the engine, summed over engines; from vllm:num_requests_running.", m...),
+		waiting:       g("vllm_requests_waiting", "Requests waiting to be scheduled, summed over engines; from vllm:num_requests_waiting.", m...),
+		swapped:       g("vllm_requests_swapped", "Requests swapped to CPU (V0 engine only); from vllm:num_requests_swapped.", m...),
+		kv:            g("vllm_kv_cache_usage_ratio", "GPU KV-cache usage 0..1, max over engines; from vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc.", m...),
+		engineKV:      g("vllm_engine_kv_cache_usage_ratio", "GPU KV-cache usage 0..1 of one data-parallel engine; from vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc.", "model", "engine"),
+		engineRunning: g("vllm_engine_requests_running", "Requests running on one data-parallel engine; from vllm:num_requests_running.", "model", "engine"),
+		engineWaiting: g("vllm_engine_requests_waiting", "Requests waiting on one data-parallel engine; from vllm:num_requests_waiting.", "model", "engine"),
+		cpuKV:         g("vllm_cpu_kv_cache_usage_ratio", "CPU KV-cache usage 0..1 (V0 engine only); from vllm:cpu_cache_usage_perc.", m...),
+
+		preemptions:   g("vllm_preemptions_total", "Preemptions, summed over engines; from vllm:num_preemptions_total.", m...),
+		promptTokens:  g("vllm_prompt_tokens_total", "Prompt (prefill) tokens processed, summed over engines; from vllm:prompt_tokens_total.", m...),
+		genTokens:     g("vllm_generation_tokens_total", "Generated tokens, summed over engines; from vllm:generation_tokens_total.", m...),
+		prefixQueries: g("vllm_prefix_cache_queries_total", "Prefix-cache queries in tokens (blocks before vLLM 0.9.0), summed over engines; from vllm:prefix_cache_queries_total or vllm:gpu_prefix_cache_queries_total.", m...),
+		prefixHits:    g("vllm_prefix_cache_hits_total", "Prefix-cache hits in tokens (blocks before vLLM 0.9.0), summed over engines; from vllm:prefix_cache_hits_total or vllm:gpu_prefix_cache_hits_total.", m...),
+		finished:      g("vllm_requests_finished_total", "Finished requests by finish reason, summed over engines; from vllm:request_success_total.", "model", "finished_reason"),
+
+		preemptRate:    g("vllm_preemptions_per_second", "Preemptions per second over the window; derived from vllm:num_preemptions_total.", mw...),
+		preemptPerReq:  g("vllm_preemptions_per_request_ratio", "Preemptions per finished request over the window; absent when no request finished.", mw...),
+		prefixHitRatio: g("vllm_prefix_cache_hit_ratio", "Prefix-cache hits / queries over the window; absent when there was no query.", mw...),
+		promptRate:     g("vllm_prompt_tokens_per_second", "Prompt tokens per second over the window; derived from vllm:prompt_tokens_total.", mw...),
+		genRate:        g("vllm_generation_tokens_per_second", "Generated tokens per second over the window; derived from vllm:generation_tokens_total.", mw...),
+		finishedRate:   g("vllm_requests_finished_per_second", "Finished requests per second over the window by finish reason; derived from vllm:request_success_total.", "model", "window", "finished_reason"),
+
+		cacheConfig: g("vllm_cache_config_info", "vLLM's KV-cache configuration as labels, value 1; from vllm:cache_config_info.", append([]string{"model"}, cacheConfigLabels...)...),
+
+		hist:           map[snapshot.HistogramName]*prometheus.Desc{},
+		windowQuantile: map[snapshot.HistogramName]*prometheus.Desc{},
+
+		scrapes:        g("vllm_exporter_scrapes_total", "Scrapes of vLLM's /metrics attempted."),
+		scrapeErrors:   g("vllm_exporter_scrape_errors_total", "Failed scrapes of vLLM's /metrics by reason.", "reason"),
+		scrapeDuration: g("vllm_exporter_scrape_duration_seconds", "Duration of the last scrape of vLLM's /metrics (fetch, parse, derive) in seconds."),
+		lastSuccess:    g("vllm_exporter_last_successful_scrape_timestamp_seconds", "Unix time of the last successful scrape of vLLM's /metrics."),
+		schema:         g("vllm_exporter_vllm_schema_info", "Detected vLLM metric schema (v0, v1-legacy, v1, none), value 1.", "schema"),
+		missing:        g("vllm_exporter_expected_metric_missing", "1 if a vLLM metric expected for the detected schema is absent (its derived series are not exported), else 0.", "metric"),
+	}
+	for _, s := range sources {
+		if s.Field != fHistogram {
+			continue
+		}
+		d.hist[s.Hist] = g(s.Exported, "vLLM's "+s.Names[0]+" histogram, buckets summed over engines; from "+joinOr(s.Names)+".", m...)
+		d.windowQuantile[s.Hist] = g("vllm_"+string(s.Hist)+"_window_seconds",
+			"Quantile of "+s.Names[0]+" over the window (histogram_quantile of bucket increases); absent when the window saw no observation.", "model", "window", "quantile")
+	}
+	return d
+}
+
+func joinOr(names []string) string {
+	out := names[0]
+	for _, n := range names[1:] {
+		out += " or " + n
+	}
+	return out
+}
+
+func (d *descs) all() []*prometheus.Desc {
+	out := []*prometheus.Desc{d.up, d.running, d.waiting, d.swapped, d.kv, d.engineKV, d.engineRunning, d.engineWaiting, d.cpuKV,
+		d.preemptions, d.promptTokens, d.genTokens, d.prefixQueries, d.prefixHits, d.finished,
+		d.preemptRate, d.preemptPerReq, d.prefixHitRatio, d.promptRate, d.genRate, d.finishedRate, d.cacheConfig,
+		d.scrapes, d.scrapeErrors, d.scrapeDuration, d.lastSuccess, d.schema, d.missing}
+	for _, h := range snapshot.LatencyHistograms {
+		out = append(out, d.hist[h], d.windowQuantile[h])
+	}
+	return out
+}
+
+// Describe implements prometheus.Collector.
+func (s *Scraper) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range s.descs.all() {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector. It only emits what the last
+// scrape prepared.
+func (s *Scraper) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range *s.rendered.Load() {
+		ch <- m
+	}
+}
+
+// WindowLabel formats a window as its `window` label value ("1m", "5m").
+func WindowLabel(d time.Duration) string { return model.Duration(d).String() }
+
+// render prepares the const metrics for the current state. Called with s.mu
+// held (or from New). A failed scrape renders only the self-metrics and
+// vllm_up 0: nothing from vLLM is shown as if it were fresh.
+func (s *Scraper) render(snap *snapshot.VLLM, res *result, windows map[time.Duration]map[string]*snapshot.Derived, took time.Duration) {
+	d := s.descs
+	var out []prometheus.Metric
+	emit := func(desc *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
+		out = append(out, prometheus.MustNewConstMetric(desc, t, v, labels...))
+	}
+	value := func(desc *prometheus.Desc, t prometheus.ValueType, v snapshot.Value, labels ...string) {
+		if v.OK {
+			emit(desc, t, v.V, labels...)
+		}
+	}
+
+	up := 0.0
+	if snap != nil && snap.Up {
+		up = 1
+	}
+	emit(d.up, prometheus.GaugeValue, up)
+	emit(d.scrapes, prometheus.CounterValue, s.scrapes)
+	for _, r := range reasons {
+		emit(d.scrapeErrors, prometheus.CounterValue, s.errors[r], r)
+	}
+	if snap != nil {
+		emit(d.scrapeDuration, prometheus.GaugeValue, took.Seconds())
+	}
+	if !s.lastOK.IsZero() {
+		emit(d.lastSuccess, prometheus.GaugeValue, float64(s.lastOK.UnixNano())/1e9)
+	}
+	if up == 0 {
+		s.rendered.Store(&out)
+		return
+	}
+
+	emit(d.schema, prometheus.GaugeValue, 1, snap.Schema)
+	missing := make(map[string]bool, len(res.missing))
+	for _, m := range res.missing {
+		missing[m] = true
+	}
+	for _, e := range res.expected {
+		emit(d.missing, prometheus.GaugeValue, b2f(missing[e]), e)
+	}
+
+	for _, name := range sortedKeys(snap.Models) {
+		m := snap.Models[name]
+		value(d.running, prometheus.GaugeValue, m.Running, name)
+		value(d.waiting, prometheus.GaugeValue, m.Waiting, name)
+		value(d.swapped, prometheus.GaugeValue, m.Swapped, name)
+		value(d.kv, prometheus.GaugeValue, m.KVUsage, name)
+		value(d.cpuKV, prometheus.GaugeValue, m.CPUKVUsage, name)
+		for _, e := range sortedKeys(m.PerEngine) {
+			g := m.PerEngine[e]
+			value(d.engineKV, prometheus.GaugeValue, g.KVUsage, name, e)
+			value(d.engineRunning, prometheus.GaugeValue, g.Running, name, e)
+			value(d.engineWaiting, prometheus.GaugeValue, g.Waiting, name, e)
+		}
+		value(d.preemptions, prometheus.CounterValue, m.Preemptions, name)
+		value(d.promptTokens, prometheus.CounterValue, m.PromptTokens, name)
+		value(d.genTokens, prometheus.CounterValue, m.GenerationTokens, name)
+		value(d.prefixQueries, prometheus.CounterValue, m.PrefixQueries, name)
+		value(d.prefixHits, prometheus.CounterValue, m.PrefixHits, name)
+		for _, r := range sortedKeys(m.FinishedByReason) {
+			emit(d.finished, prometheus.CounterValue, m.FinishedByReason[r], name, r)
+		}
+		if m.CacheConfig != nil {
+			lv := []string{name}
+			for _, l := range cacheConfigLabels {
+				lv = append(lv, m.CacheConfig[l])
+			}
+			emit(d.cacheConfig, prometheus.GaugeValue, 1, lv...)
+		}
+		for _, hn := range snapshot.LatencyHistograms {
+			h, ok := m.Histograms[hn]
+			if !ok {
+				continue
+			}
+			out = append(out, constHistogram(d.hist[hn], h, name))
+		}
+	}
+
+	for _, w := range s.opts.Windows {
+		wl := WindowLabel(w)
+		byModel := windows[w]
+		for _, name := range sortedKeys(byModel) {
+			dv := byModel[name]
+			value(d.preemptRate, prometheus.GaugeValue, dv.PreemptionsPerSecond, name, wl)
+			value(d.preemptPerReq, prometheus.GaugeValue, dv.PreemptionsPerRequest, name, wl)
+			value(d.prefixHitRatio, prometheus.GaugeValue, dv.PrefixCacheHitRatio, name, wl)
+			value(d.promptRate, prometheus.GaugeValue, dv.PromptTokensPerSecond, name, wl)
+			value(d.genRate, prometheus.GaugeValue, dv.GenerationTokensPerSecond, name, wl)
+			for _, r := range sortedKeys(dv.FinishedPerSecondByReason) {
+				emit(d.finishedRate, prometheus.GaugeValue, dv.FinishedPerSecondByReason[r], name, wl, r)
+			}
+			for _, hn := range snapshot.LatencyHistograms {
+				qs, ok := dv.Quantiles[hn]
+				if !ok {
+					continue
+				}
+				for _, q := range Quantiles {
+					value(d.windowQuantile[hn], prometheus.GaugeValue, qs[q], name, wl, strconv.FormatFloat(q, 'g', -1, 64))
+				}
+			}
+		}
+	}
+	s.rendered.Store(&out)
+}
+
+// constHistogram re-exports a cumulative histogram. vLLM's counts are whole
+// numbers carried as floats; client_golang's classic const histogram wants
+// integers.
+func constHistogram(desc *prometheus.Desc, h snapshot.Histogram, labels ...string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(h.Bounds))
+	for i, b := range h.Bounds {
+		buckets[b] = uint64(math.Round(h.Counts[i]))
+	}
+	return prometheus.MustNewConstHistogram(desc, uint64(math.Round(h.Count)), h.Sum, buckets, labels...)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

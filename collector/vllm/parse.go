@@ -1,0 +1,354 @@
+package vllm
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+)
+
+// parseFamilies parses a /metrics body with prometheus/common's text parser
+// whatever the Content-Type says: vLLM sends text 0.0.4 or 1.0.0 (which
+// expfmt does not recognise), both the same text format. An OpenMetrics body
+// (vLLM's opt-in Rust front-end) is first rewritten into text format.
+func parseFamilies(body []byte, contentType string) (map[string]*dto.MetricFamily, error) {
+	if strings.Contains(contentType, "openmetrics") || hasEOFLine(body) {
+		body = openMetricsToText(body)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	return fams, nil
+}
+
+func hasEOFLine(body []byte) bool {
+	b := bytes.TrimRight(body, "\n\r\t ")
+	return bytes.HasSuffix(b, []byte("\n# EOF")) || bytes.Equal(b, []byte("# EOF"))
+}
+
+// openMetricsToText rewrites the OpenMetrics text features the Prometheus
+// text parser rejects or misreads: `# EOF`, `# UNIT`, types it does not know
+// (info, stateset, unknown, gaugehistogram: their samples are read untyped),
+// counter families declared without their `_total` suffix, and exemplars.
+func openMetricsToText(body []byte) []byte {
+	out := make([]byte, 0, len(body))
+	for len(body) > 0 {
+		line := body
+		if i := bytes.IndexByte(body, '\n'); i >= 0 {
+			line, body = body[:i], body[i+1:]
+		} else {
+			body = nil
+		}
+		switch {
+		case bytes.Equal(bytes.TrimSpace(line), []byte("# EOF")):
+			return out
+		case bytes.HasPrefix(line, []byte("# UNIT ")):
+			continue
+		case bytes.HasPrefix(line, []byte("# TYPE ")):
+			f := strings.Fields(string(line))
+			if len(f) != 4 {
+				break
+			}
+			switch f[3] {
+			case "info", "stateset", "unknown", "gaugehistogram":
+				continue
+			case "counter":
+				if !strings.HasSuffix(f[2], "_total") {
+					line = []byte("# TYPE " + f[2] + "_total counter")
+				}
+			}
+		case bytes.HasPrefix(line, []byte("# HELP ")):
+			continue // HELP of a renamed counter family would create an empty family; we never read HELP.
+		case len(line) > 0 && line[0] != '#':
+			// An exemplar follows the value after " # {"; it starts after the
+			// label set, so look only past the last '}'.
+			start := bytes.LastIndexByte(line, '}')
+			if start < 0 {
+				start = 0
+			}
+			if i := bytes.Index(line[start:], []byte(" # {")); i >= 0 {
+				line = line[:start+i]
+			}
+		}
+		out = append(out, line...)
+		out = append(out, '\n')
+	}
+	return out
+}
+
+// normalizer turns parsed families into per-model snapshot values. It keeps
+// the bucket bounds of each histogram family between scrapes so that every
+// snapshot in the history shares one bounds slice per family.
+type normalizer struct {
+	bounds map[string][]float64
+}
+
+func newNormalizer() *normalizer { return &normalizer{bounds: map[string][]float64{}} }
+
+// result is one normalized scrape.
+type result struct {
+	schema   string
+	models   map[string]*snapshot.Model
+	expected []string // vLLM names expected for schema, sorted
+	missing  []string // subset of expected that was absent, sorted
+	warnings []string // data we had to drop, for the log
+}
+
+func (n *normalizer) normalize(fams map[string]*dto.MetricFamily) *result {
+	has := func(name string) bool { _, ok := fams[name]; return ok }
+	r := &result{schema: detectSchema(fams), models: map[string]*snapshot.Model{}}
+	engines := map[string]map[string]*snapshot.EngineGauges{} // model -> engine -> gauges
+	var cacheConfig map[string]string
+
+	modelFor := func(name string) *snapshot.Model {
+		m := r.models[name]
+		if m == nil {
+			m = &snapshot.Model{Name: name, FinishedByReason: map[string]float64{}, Histograms: map[snapshot.HistogramName]snapshot.Histogram{}}
+			r.models[name] = m
+		}
+		return m
+	}
+	engineFor := func(model, engine string) *snapshot.EngineGauges {
+		if engines[model] == nil {
+			engines[model] = map[string]*snapshot.EngineGauges{}
+		}
+		e := engines[model][engine]
+		if e == nil {
+			e = &snapshot.EngineGauges{}
+			engines[model][engine] = e
+		}
+		return e
+	}
+
+	for i := range sources {
+		s := &sources[i]
+		var mf *dto.MetricFamily
+		for _, name := range s.Names {
+			if mf = fams[name]; mf != nil {
+				break
+			}
+		}
+		if mf == nil {
+			if s.Expected(r.schema, has) {
+				r.expected = append(r.expected, s.missingLabel(r.schema))
+				r.missing = append(r.missing, s.missingLabel(r.schema))
+			}
+			continue
+		}
+		if s.Expected(r.schema, has) {
+			r.expected = append(r.expected, mf.GetName())
+		}
+		for _, m := range mf.GetMetric() {
+			labels := labelMap(m)
+			if s.Field == fCacheConfig {
+				if cacheConfig == nil {
+					delete(labels, "engine")
+					cacheConfig = labels
+				}
+				continue
+			}
+			modelName, ok := labels["model_name"]
+			if !ok {
+				continue // every engine metric carries model_name; anything else is not ours
+			}
+			mod := modelFor(modelName)
+			if s.Kind == kindHistogram {
+				h, err := n.histogram(mf.GetName(), m)
+				if err != nil {
+					r.warnings = append(r.warnings, err.Error())
+					continue
+				}
+				if old, seen := mod.Histograms[s.Hist]; seen {
+					sum, ok := old.Add(h)
+					if !ok {
+						r.warnings = append(r.warnings, fmt.Sprintf("%s: engines of model %q have different buckets; engine %q dropped", mf.GetName(), modelName, labels["engine"]))
+						continue
+					}
+					h = sum
+				}
+				mod.Histograms[s.Hist] = h
+				continue
+			}
+			v, ok := scalar(m)
+			if !ok {
+				continue
+			}
+			switch s.Field {
+			case fRunning:
+				add(&mod.Running, v)
+				add(&engineFor(modelName, labels["engine"]).Running, v)
+			case fWaiting:
+				add(&mod.Waiting, v)
+				add(&engineFor(modelName, labels["engine"]).Waiting, v)
+			case fSwapped:
+				add(&mod.Swapped, v)
+			case fKVUsage:
+				maxOf(&mod.KVUsage, v)
+				maxOf(&engineFor(modelName, labels["engine"]).KVUsage, v)
+			case fCPUKVUsage:
+				maxOf(&mod.CPUKVUsage, v)
+			case fPreemptions:
+				add(&mod.Preemptions, v)
+			case fPromptTokens:
+				add(&mod.PromptTokens, v)
+			case fGenerationTokens:
+				add(&mod.GenerationTokens, v)
+			case fPrefixQueries:
+				add(&mod.PrefixQueries, v)
+			case fPrefixHits:
+				add(&mod.PrefixHits, v)
+			case fFinished:
+				mod.FinishedByReason[labels["finished_reason"]] += v
+			}
+		}
+	}
+	for name, m := range r.models {
+		// vLLM serves one model per process, so its cache config applies to
+		// every model_name in the scrape.
+		m.CacheConfig = cacheConfig
+		if e := engines[name]; len(e) > 1 {
+			m.PerEngine = e
+		}
+	}
+	sort.Strings(r.expected)
+	sort.Strings(r.missing)
+	return r
+}
+
+// v1RunningHelp is V1's HELP for vllm:num_requests_running (V0 says "...
+// currently running on GPU."); the only V1 marker in 0.8.0-0.8.2 bodies of an
+// idle server, before the engine label and while prefix counters may be empty.
+const v1RunningHelp = "Number of requests in model execution batches."
+
+// detectSchema tells the engine generation from which families exist: V1
+// always registers prefix-cache counters and labels engines from 0.8.3; V0
+// has neither. kv_cache_usage_perc marks the 0.9.2 renames.
+func detectSchema(fams map[string]*dto.MetricFamily) string {
+	anyVLLM, engineLabel := false, false
+	for name, mf := range fams {
+		if !strings.HasPrefix(name, "vllm:") {
+			continue
+		}
+		anyVLLM = true
+		if len(mf.GetMetric()) > 0 && hasLabel(mf.GetMetric()[0], "engine") {
+			engineLabel = true
+			break
+		}
+	}
+	switch {
+	case !anyVLLM:
+		return SchemaNone
+	case fams["vllm:kv_cache_usage_perc"] != nil:
+		return SchemaV1
+	case engineLabel, fams["vllm:prefix_cache_queries_total"] != nil, fams["vllm:gpu_prefix_cache_queries_total"] != nil,
+		fams["vllm:num_requests_running"].GetHelp() == v1RunningHelp:
+		return SchemaV1Legacy
+	}
+	return SchemaV0
+}
+
+func hasLabel(m *dto.Metric, name string) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return true
+		}
+	}
+	return false
+}
+
+func labelMap(m *dto.Metric) map[string]string {
+	l := make(map[string]string, len(m.GetLabel()))
+	for _, p := range m.GetLabel() {
+		l[p.GetName()] = p.GetValue()
+	}
+	return l
+}
+
+// scalar reads a gauge, counter or untyped sample (OpenMetrics counters and
+// info series arrive untyped after openMetricsToText).
+func scalar(m *dto.Metric) (float64, bool) {
+	var v float64
+	switch {
+	case m.Gauge != nil:
+		v = m.GetGauge().GetValue()
+	case m.Counter != nil:
+		v = m.GetCounter().GetValue()
+	case m.Untyped != nil:
+		v = m.GetUntyped().GetValue()
+	default:
+		return 0, false
+	}
+	if math.IsNaN(v) {
+		return 0, false
+	}
+	return v, true
+}
+
+func (n *normalizer) histogram(family string, m *dto.Metric) (snapshot.Histogram, error) {
+	dh := m.GetHistogram()
+	if dh == nil {
+		return snapshot.Histogram{}, fmt.Errorf("%s: not a histogram", family)
+	}
+	buckets := dh.GetBucket()
+	if !slices.IsSortedFunc(buckets, func(a, b *dto.Bucket) int { return cmpFloat(a.GetUpperBound(), b.GetUpperBound()) }) {
+		buckets = slices.Clone(buckets)
+		slices.SortFunc(buckets, func(a, b *dto.Bucket) int { return cmpFloat(a.GetUpperBound(), b.GetUpperBound()) })
+	}
+	h := snapshot.Histogram{Sum: dh.GetSampleSum(), Count: count(dh.SampleCountFloat, dh.GetSampleCount())}
+	bounds := make([]float64, 0, len(buckets))
+	h.Counts = make([]float64, 0, len(buckets))
+	for _, b := range buckets {
+		c := count(b.CumulativeCountFloat, b.GetCumulativeCount())
+		if math.IsInf(b.GetUpperBound(), 1) {
+			h.Count = math.Max(h.Count, c)
+			continue
+		}
+		bounds = append(bounds, b.GetUpperBound())
+		h.Counts = append(h.Counts, c)
+	}
+	if math.IsNaN(h.Sum) || math.IsNaN(h.Count) {
+		return snapshot.Histogram{}, fmt.Errorf("%s: NaN count or sum", family)
+	}
+	if cached := n.bounds[family]; slices.Equal(cached, bounds) {
+		bounds = cached
+	} else {
+		n.bounds[family] = bounds
+	}
+	h.Bounds = bounds
+	return h, nil
+}
+
+func count(f *float64, u uint64) float64 {
+	if f != nil {
+		return *f
+	}
+	return float64(u)
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func add(v *snapshot.Value, x float64) { v.V += x; v.OK = true }
+
+func maxOf(v *snapshot.Value, x float64) {
+	if !v.OK || x > v.V {
+		v.V, v.OK = x, true
+	}
+}

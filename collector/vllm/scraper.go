@@ -1,0 +1,388 @@
+// Package vllm scrapes a vLLM server's /metrics on its own interval,
+// normalizes vLLM's version-dependent metric names into one stable model per
+// served model, keeps a bounded history of snapshots, derives windowed rates
+// and quantiles from it, and exposes the result as const metrics prepared at
+// scrape time, so a Prometheus scrape of the exporter does no work.
+package vllm
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vllm-exporter/vllm_exporter/collector"
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultInterval     = 5 * time.Second
+	DefaultTimeout      = 4 * time.Second
+	DefaultMaxBodyBytes = 16 << 20
+)
+
+// DefaultWindows are the windows derived values are computed over.
+var DefaultWindows = []time.Duration{time.Minute, 5 * time.Minute}
+
+// Scrape error reasons (vllm_exporter_scrape_errors_total{reason}).
+const (
+	ReasonConnect      = "connect"
+	ReasonTimeout      = "timeout"
+	ReasonHTTP4xx      = "http_4xx"
+	ReasonHTTP5xx      = "http_5xx"
+	ReasonHTTPStatus   = "http_status" // any other non-200 status
+	ReasonBodyTooLarge = "body_too_large"
+	ReasonParse        = "parse" // includes a corrupt gzip stream
+)
+
+var reasons = []string{ReasonConnect, ReasonTimeout, ReasonHTTP4xx, ReasonHTTP5xx, ReasonHTTPStatus, ReasonBodyTooLarge, ReasonParse}
+
+// CollectorName is the name the scraper reports under
+// vllm_exporter_collector_up{collector}.
+const CollectorName = "vllm"
+
+// Options configure a Scraper.
+type Options struct {
+	// URL is vLLM's base URL (http://host:8000); "/metrics" is appended
+	// unless the path already ends with it.
+	URL          string
+	Interval     time.Duration
+	Timeout      time.Duration
+	MaxBodyBytes int64
+	// Windows are derived at every scrape and exported with a `window` label.
+	Windows []time.Duration
+	// Retention is how much history to keep beyond the largest window, for
+	// callers of Window(d) with a d longer than every configured window.
+	Retention time.Duration
+	// APIKey, when set, is sent as a bearer token (for auth proxies in front
+	// of vLLM; vLLM's own --api-key does not cover /metrics).
+	APIKey string
+	// Client overrides the HTTP client (tests). Its transport must not
+	// decompress transparently; the default one does not.
+	Client *http.Client
+	// Health receives each scrape's outcome; optional.
+	Health collector.Reporter
+}
+
+// Scraper polls vLLM. Create with New; all methods are safe for concurrent use.
+type Scraper struct {
+	opts       Options
+	logger     log.Logger
+	metricsURL string
+	client     *http.Client
+	descs      *descs
+
+	// mu serialises scrapes and guards the fields below it.
+	mu         sync.Mutex
+	norm       *normalizer
+	buf        bytes.Buffer
+	scrapes    float64
+	errors     map[string]float64
+	lastOK     time.Time
+	lastReason string // for logging state changes only
+
+	histMu  sync.RWMutex
+	history []*snapshot.VLLM // oldest first, bounded by prune
+
+	latest   atomic.Pointer[snapshot.VLLM]
+	windows  atomic.Pointer[map[time.Duration]map[string]*snapshot.Derived]
+	rendered atomic.Pointer[[]prometheus.Metric]
+}
+
+// New returns a Scraper; it does nothing until Run or ScrapeOnce.
+func New(opts Options, logger log.Logger) *Scraper {
+	if opts.Interval <= 0 {
+		opts.Interval = DefaultInterval
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.Windows == nil {
+		opts.Windows = DefaultWindows
+	}
+	opts.Windows = slices.Clone(opts.Windows)
+	slices.Sort(opts.Windows)
+	opts.Windows = slices.Compact(opts.Windows)
+	if logger == nil {
+		logger = log.NewNopLogger()
+	}
+	client := opts.Client
+	if client == nil {
+		// DisableCompression: we ask for gzip ourselves so that the size
+		// limit applies to the decompressed body too.
+		client = &http.Client{Transport: &http.Transport{
+			Proxy:               http.ProxyFromEnvironment,
+			DialContext:         (&net.Dialer{Timeout: opts.Timeout, KeepAlive: 30 * time.Second}).DialContext,
+			DisableCompression:  true,
+			MaxIdleConnsPerHost: 1,
+			IdleConnTimeout:     90 * time.Second,
+		}}
+	}
+	s := &Scraper{
+		opts:       opts,
+		logger:     logger,
+		metricsURL: MetricsURL(opts.URL),
+		client:     client,
+		descs:      newDescs(),
+		norm:       newNormalizer(),
+		errors:     map[string]float64{},
+	}
+	s.render(nil, nil, nil, 0)
+	return s
+}
+
+// MetricsURL is the /metrics URL for a vLLM base URL.
+func MetricsURL(base string) string {
+	u, err := url.Parse(base)
+	if err != nil || strings.HasSuffix(u.Path, "/metrics") {
+		return base
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/metrics"
+	return u.String()
+}
+
+// Interval is the configured scrape interval.
+func (s *Scraper) Interval() time.Duration { return s.opts.Interval }
+
+// Run scrapes immediately and then every Interval until ctx is done.
+func (s *Scraper) Run(ctx context.Context) {
+	t := time.NewTicker(s.opts.Interval)
+	defer t.Stop()
+	for {
+		s.ScrapeOnce(ctx, time.Now())
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Latest is the most recent scrape attempt (nil before the first). A failed
+// attempt has Up false and no models: its data are not fresh.
+func (s *Scraper) Latest() *snapshot.VLLM { return s.latest.Load() }
+
+// Ready reports whether a scrape has been attempted.
+func (s *Scraper) Ready() bool { return s.latest.Load() != nil }
+
+// Window returns derived values per model over the last d. It is nil when
+// the latest scrape failed (values from a lost period are not fresh) or when
+// the history does not reach back d yet.
+func (s *Scraper) Window(d time.Duration) map[string]*snapshot.Derived {
+	if w := s.windows.Load(); w != nil {
+		if m, ok := (*w)[d]; ok {
+			return m
+		}
+	}
+	s.histMu.RLock()
+	defer s.histMu.RUnlock()
+	return windowOf(s.history, d, s.opts.Interval)
+}
+
+// windowOf derives over d ending at the newest snapshot. The start is the
+// newest successful snapshot at least d-interval/2 older than the end, and
+// no older than d+interval: a gap in the history does not stretch a window.
+func windowOf(history []*snapshot.VLLM, d, interval time.Duration) map[string]*snapshot.Derived {
+	if len(history) < 2 || d <= 0 {
+		return nil
+	}
+	end := history[len(history)-1]
+	if !end.Up {
+		return nil
+	}
+	latest := end.Time.Add(-d + interval/2)
+	earliest := end.Time.Add(-d - interval)
+	for i := len(history) - 2; i >= 0; i-- {
+		h := history[i]
+		if h.Time.Before(earliest) {
+			return nil
+		}
+		if h.Up && !h.Time.After(latest) {
+			return derive(d, h, end)
+		}
+	}
+	return nil
+}
+
+// ScrapeOnce fetches, parses and normalizes one body, records it as taken at
+// now, and prepares everything /metrics will show. Tests call it with a
+// virtual clock.
+func (s *Scraper) ScrapeOnce(ctx context.Context, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	began := time.Now()
+
+	snap := &snapshot.VLLM{Time: now}
+	var res *result
+	ct, reason, err := s.fetch(ctx)
+	if err == nil {
+		fams, perr := parseFamilies(s.buf.Bytes(), ct)
+		if perr != nil {
+			reason, err = ReasonParse, perr
+		} else {
+			res = s.norm.normalize(fams)
+			snap.Up, snap.Schema, snap.Models, snap.Missing = true, res.schema, res.models, res.missing
+		}
+	}
+	if s.buf.Cap() > 4*int(s.opts.MaxBodyBytes)/3 {
+		s.buf = bytes.Buffer{} // do not keep an oversize buffer alive
+	}
+	took := time.Since(began)
+	s.scrapes++
+	if err != nil {
+		snap.Error = reason
+		s.errors[reason]++
+		lvl := level.Debug
+		if reason != s.lastReason {
+			lvl = level.Warn
+		}
+		lvl(s.logger).Log("msg", "vLLM scrape failed", "url", s.metricsURL, "reason", reason, "err", err)
+	} else {
+		s.lastOK = now
+		if s.lastReason != "" {
+			level.Info(s.logger).Log("msg", "vLLM scrape recovered", "url", s.metricsURL, "schema", res.schema)
+		}
+		for _, w := range res.warnings {
+			level.Debug(s.logger).Log("msg", "vLLM sample dropped", "detail", w)
+		}
+	}
+	s.lastReason = reason
+
+	s.histMu.Lock()
+	s.history = append(s.history, snap)
+	s.prune()
+	windows := make(map[time.Duration]map[string]*snapshot.Derived, len(s.opts.Windows))
+	for _, d := range s.opts.Windows {
+		windows[d] = windowOf(s.history, d, s.opts.Interval)
+	}
+	s.histMu.Unlock()
+
+	s.latest.Store(snap)
+	s.windows.Store(&windows)
+	s.render(snap, res, windows, took)
+	if s.opts.Health != nil {
+		s.opts.Health.Report(CollectorName, took, err)
+	}
+}
+
+// prune bounds the history: by age (largest window + retention + two
+// intervals of slack) and, against a clock that jumps, by count.
+func (s *Scraper) prune() {
+	keep := s.opts.Retention + 2*s.opts.Interval
+	if n := len(s.opts.Windows); n > 0 {
+		keep += s.opts.Windows[n-1]
+	}
+	end := s.history[len(s.history)-1].Time
+	drop := 0
+	for drop < len(s.history)-1 && end.Sub(s.history[drop].Time) > keep {
+		drop++
+	}
+	if maxLen := int(keep/s.opts.Interval)*2 + 8; len(s.history)-drop > maxLen {
+		drop = len(s.history) - maxLen
+	}
+	if drop > 0 {
+		clear(s.history[:drop])
+		s.history = slices.Delete(s.history, 0, drop)
+	}
+}
+
+// fetch reads the body into s.buf and returns its Content-Type, or the
+// error reason.
+func (s *Scraper) fetch(ctx context.Context) (contentType, reason string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.metricsURL, nil)
+	if err != nil {
+		return "", ReasonConnect, err
+	}
+	// Ask for the classic text format: vLLM's negotiating route would
+	// otherwise be free to pick OpenMetrics.
+	req.Header.Set("Accept", "text/plain;version=0.0.4;q=1,text/plain;q=0.9,*/*;q=0.1")
+	req.Header.Set("Accept-Encoding", "gzip")
+	if s.opts.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+s.opts.APIKey)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return "", transportReason(ctx, err), err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096)) // let the connection be reused
+		r := ReasonHTTPStatus
+		switch {
+		case resp.StatusCode >= 500:
+			r = ReasonHTTP5xx
+		case resp.StatusCode >= 400:
+			r = ReasonHTTP4xx
+		}
+		return "", r, fmt.Errorf("unexpected HTTP status %s", resp.Status)
+	}
+	if resp.ContentLength > s.opts.MaxBodyBytes {
+		return "", ReasonBodyTooLarge, fmt.Errorf("Content-Length %d exceeds --vllm.max-body-bytes=%d", resp.ContentLength, s.opts.MaxBodyBytes)
+	}
+	var body io.Reader = resp.Body
+	if strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
+		gz, err := gzip.NewReader(io.LimitReader(resp.Body, s.opts.MaxBodyBytes+1))
+		if err != nil {
+			if r := bodyReason(ctx, err); r != "" {
+				return "", r, err
+			}
+			return "", ReasonParse, fmt.Errorf("gzip: %w", err)
+		}
+		defer gz.Close()
+		body = gz
+	}
+	s.buf.Reset()
+	n, err := s.buf.ReadFrom(io.LimitReader(body, s.opts.MaxBodyBytes+1))
+	if err != nil {
+		if r := bodyReason(ctx, err); r != "" {
+			return "", r, err
+		}
+		return "", ReasonParse, fmt.Errorf("reading body: %w", err)
+	}
+	if n > s.opts.MaxBodyBytes {
+		return "", ReasonBodyTooLarge, fmt.Errorf("body exceeds --vllm.max-body-bytes=%d", s.opts.MaxBodyBytes)
+	}
+	return resp.Header.Get("Content-Type"), "", nil
+}
+
+// transportReason classifies an error from Client.Do.
+func transportReason(ctx context.Context, err error) string {
+	if r := bodyReason(ctx, err); r != "" {
+		return r
+	}
+	return ReasonConnect
+}
+
+// bodyReason says timeout or connect for network errors (also while the
+// body is read), and "" for errors in the data itself (a corrupt gzip).
+func bodyReason(ctx context.Context, err error) string {
+	var ne net.Error // *url.Error and *net.OpError both are one
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded), errors.Is(err, context.DeadlineExceeded),
+		errors.As(err, &ne) && ne.Timeout():
+		return ReasonTimeout
+	case errors.As(err, &ne):
+		return ReasonConnect
+	}
+	return ""
+}

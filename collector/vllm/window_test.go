@@ -1,0 +1,308 @@
+package vllm
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+)
+
+const llama = "meta-llama/Llama-3.1-8B-Instruct"
+
+// withValues returns body with the value of each listed series (name and
+// labels exactly as vLLM prints them) replaced; it fails if one is absent.
+func withValues(t *testing.T, body []byte, values map[string]string) []byte {
+	t.Helper()
+	lines := strings.Split(string(body), "\n")
+	for series, v := range values {
+		found := false
+		for i, l := range lines {
+			if strings.HasPrefix(l, series+" ") {
+				lines[i] = series + " " + v
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("series %s not in body", series)
+		}
+	}
+	return []byte(strings.Join(lines, "\n"))
+}
+
+// v1Series names one series of the V1 fixture.
+func v1Series(name string, extra ...string) string {
+	labels := `engine="0",`
+	for _, e := range extra {
+		labels += e + ","
+	}
+	return name + "{" + labels + `model_name="` + llama + `"}`
+}
+
+func ttftBucket(le string) string {
+	return v1Series("vllm:time_to_first_token_seconds_bucket", `le="`+le+`"`)
+}
+
+// v1After60s is the V1 fixture one minute later: 1 more preemption, 6000
+// prompt and 3000 generated tokens, 6000 prefix-cache queries of which 2000
+// hit, 10 more "stop" and 2 more "length" finishes, and 12 TTFT observations:
+// 2 in (0.04,0.06], 1 in (0.06,0.08], 3 in (0.08,0.1], 4 in (0.1,0.25],
+// 1 in (0.25,0.5], 1 in (1,2.5].
+func v1After60s(t *testing.T, base []byte) []byte {
+	vals := map[string]string{
+		v1Series("vllm:num_preemptions_total"):                             "4.0",
+		v1Series("vllm:prompt_tokens_total"):                               "840665.0",
+		v1Series("vllm:generation_tokens_total"):                           "273297.0",
+		v1Series("vllm:prefix_cache_queries_total"):                        "840665.0",
+		v1Series("vllm:prefix_cache_hits_total"):                           "262320.0",
+		v1Series("vllm:request_success_total", `finished_reason="stop"`):   "1168.0",
+		v1Series("vllm:request_success_total", `finished_reason="length"`): "92.0",
+		ttftBucket("0.06"): "159.0", ttftBucket("0.08"): "160.0", ttftBucket("0.1"): "163.0",
+		v1Series("vllm:time_to_first_token_seconds_sum"):   "528.415928950481",
+		v1Series("vllm:time_to_first_token_seconds_count"): "1268.0",
+	}
+	// Cumulative: 157+2=159, 294+3=297, 444+6=450, 930+10=940, 996+11=1007,
+	// 1024+11, 1058+11, 1251+12, and +12 from 5.0 up.
+	vals[ttftBucket("0.08")] = "297.0"
+	vals[ttftBucket("0.1")] = "450.0"
+	vals[ttftBucket("0.25")] = "940.0"
+	vals[ttftBucket("0.5")] = "1007.0"
+	vals[ttftBucket("0.75")] = "1035.0"
+	vals[ttftBucket("1.0")] = "1069.0"
+	vals[ttftBucket("2.5")] = "1263.0"
+	for _, le := range []string{"5.0", "7.5", "10.0", "20.0", "40.0", "80.0", "160.0", "640.0", "2560.0", "+Inf"} {
+		vals[ttftBucket(le)] = "1268.0"
+	}
+	return withValues(t, base, vals)
+}
+
+func approx(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+
+func wantValue(t *testing.T, what string, got snapshot.Value, want float64) {
+	t.Helper()
+	if !got.OK || !approx(got.V, want) {
+		t.Errorf("%s = %+v, want %v", what, got, want)
+	}
+}
+
+func wantAbsent(t *testing.T, what string, got snapshot.Value) {
+	t.Helper()
+	if got.OK {
+		t.Errorf("%s = %v, want absent", what, got.V)
+	}
+}
+
+func TestWindowOverFixtureSequence(t *testing.T) {
+	base := fixture(t, "vllm-main-2026-08-v1.txt")
+	later := v1After60s(t, base)
+	srv := newFakeVLLM(t, base, "text/plain; version=0.0.4")
+	s := newTestScraper(t, srv.URL, nil)
+
+	scrapeAt(s, t0)
+	if w := s.Window(time.Minute); w != nil {
+		t.Fatalf("a single scrape has no window, got %v", w)
+	}
+	scrapeAt(s, t0.Add(30*time.Second)) // unchanged body
+	srv.set(later, nil)
+	scrapeAt(s, t0.Add(60*time.Second))
+
+	d := s.Window(time.Minute)[llama]
+	if d == nil {
+		t.Fatal("no 1m window after 60s of history")
+	}
+	if !d.Start.Equal(t0) || !d.End.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("window spans %v..%v, want t0..t0+1m", d.Start, d.End)
+	}
+	wantValue(t, "preemptions/s", d.PreemptionsPerSecond, 1.0/60)
+	wantValue(t, "preemptions/request", d.PreemptionsPerRequest, 1.0/12) // 1 preemption / 12 finished
+	wantValue(t, "prefix hit ratio", d.PrefixCacheHitRatio, 2000.0/6000)
+	wantValue(t, "prompt tokens/s", d.PromptTokensPerSecond, 6000.0/60)
+	wantValue(t, "generation tokens/s", d.GenerationTokensPerSecond, 3000.0/60)
+	wantValue(t, "requests/s", d.RequestsPerSecond, 12.0/60)
+	for reason, want := range map[string]float64{"stop": 10.0 / 60, "length": 2.0 / 60, "abort": 0, "error": 0, "repetition": 0} {
+		if got := d.FinishedPerSecondByReason[reason]; !approx(got, want) {
+			t.Errorf("finished/s %s = %v, want %v", reason, got, want)
+		}
+	}
+	ttft := d.Quantiles[snapshot.TTFT]
+	// 12 observations, cumulative deltas 0.06:2 0.08:3 0.1:6 0.25:10 0.5:11 1:11 2.5:12.
+	wantValue(t, "ttft p50", ttft[0.5], 0.1)   // rank 6: top of (0.08,0.1]
+	wantValue(t, "ttft p90", ttft[0.9], 0.45)  // rank 10.8: 0.25 + 0.25*0.8/1
+	wantValue(t, "ttft p95", ttft[0.95], 1.6)  // rank 11.4: 1 + 1.5*0.4/1
+	wantValue(t, "ttft p99", ttft[0.99], 2.32) // rank 11.88: 1 + 1.5*0.88/1
+	// Histograms that saw nothing in the window: absent, not 0, not NaN.
+	wantAbsent(t, "e2e p50", d.Quantiles[snapshot.E2E][0.5])
+	if c := d.Deltas[snapshot.TTFT].Count; c != 12 {
+		t.Errorf("ttft delta count = %v, want 12", c)
+	}
+	if w := s.Window(5 * time.Minute); w != nil {
+		t.Errorf("5m window with 1m of history: got %v, want nil", w)
+	}
+	// A window that is not configured is derived on demand from the history.
+	if w := s.Window(30 * time.Second)[llama]; w == nil || !w.Start.Equal(t0.Add(30*time.Second)) {
+		t.Errorf("30s window = %+v, want one starting at t0+30s", w)
+	}
+
+	// The same values as exported series (0.45, 1.6 and 2.32 as float64
+	// interpolation rounds them, as PromQL would print them).
+	compareNoHelp(t, s, `
+# TYPE vllm_time_to_first_token_window_seconds gauge
+vllm_time_to_first_token_window_seconds{model="`+llama+`",quantile="0.5",window="1m"} 0.1
+vllm_time_to_first_token_window_seconds{model="`+llama+`",quantile="0.9",window="1m"} 0.4500000000000002
+vllm_time_to_first_token_window_seconds{model="`+llama+`",quantile="0.95",window="1m"} 1.5999999999999979
+vllm_time_to_first_token_window_seconds{model="`+llama+`",quantile="0.99",window="1m"} 2.3199999999999985
+# TYPE vllm_prompt_tokens_per_second gauge
+vllm_prompt_tokens_per_second{model="`+llama+`",window="1m"} 100
+# TYPE vllm_prefix_cache_hit_ratio gauge
+vllm_prefix_cache_hit_ratio{model="`+llama+`",window="1m"} 0.3333333333333333
+# TYPE vllm_requests_finished_per_second gauge
+vllm_requests_finished_per_second{finished_reason="abort",model="`+llama+`",window="1m"} 0
+vllm_requests_finished_per_second{finished_reason="error",model="`+llama+`",window="1m"} 0
+vllm_requests_finished_per_second{finished_reason="length",model="`+llama+`",window="1m"} 0.03333333333333333
+vllm_requests_finished_per_second{finished_reason="repetition",model="`+llama+`",window="1m"} 0
+vllm_requests_finished_per_second{finished_reason="stop",model="`+llama+`",window="1m"} 0.16666666666666666
+# TYPE vllm_e2e_request_latency_window_seconds gauge
+`, "vllm_time_to_first_token_window_seconds", "vllm_prompt_tokens_per_second", "vllm_prefix_cache_hit_ratio",
+		"vllm_requests_finished_per_second", "vllm_e2e_request_latency_window_seconds")
+}
+
+// smallV1 is a freshly started single-engine V1 server: what a restarted
+// vLLM shows.
+func smallV1(preempt, prompt, gen, stop float64, ttft [3]float64, ttftSum float64) []byte {
+	return fmt.Appendf(nil, `# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 1.0
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.5
+# TYPE vllm:num_preemptions_total counter
+vllm:num_preemptions_total{engine="0",model_name="m"} %v
+# TYPE vllm:prompt_tokens_total counter
+vllm:prompt_tokens_total{engine="0",model_name="m"} %v
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{engine="0",model_name="m"} %v
+# TYPE vllm:prefix_cache_queries_total counter
+vllm:prefix_cache_queries_total{engine="0",model_name="m"} 0.0
+# TYPE vllm:prefix_cache_hits_total counter
+vllm:prefix_cache_hits_total{engine="0",model_name="m"} 0.0
+# TYPE vllm:request_success_total counter
+vllm:request_success_total{engine="0",finished_reason="stop",model_name="m"} %v
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{engine="0",le="0.1",model_name="m"} %v
+vllm:time_to_first_token_seconds_bucket{engine="0",le="1.0",model_name="m"} %v
+vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="m"} %v
+vllm:time_to_first_token_seconds_count{engine="0",model_name="m"} %v
+vllm:time_to_first_token_seconds_sum{engine="0",model_name="m"} %v
+`, preempt, prompt, gen, stop, ttft[0], ttft[1], ttft[2], ttft[2], ttftSum)
+}
+
+func TestWindowCounterResetMidWindow(t *testing.T) {
+	before := smallV1(5, 100000, 50000, 400, [3]float64{100, 380, 400}, 150)
+	// vLLM restarted 20s before the end: everything counts from zero again.
+	after := smallV1(0, 500, 200, 2, [3]float64{1, 3, 4}, 2.5)
+	srv := newFakeVLLM(t, before, "text/plain")
+	s := newTestScraper(t, srv.URL, nil)
+	scrapeAt(s, t0)
+	scrapeAt(s, t0.Add(30*time.Second))
+	srv.set(after, nil)
+	scrapeAt(s, t0.Add(60*time.Second))
+
+	d := s.Window(time.Minute)["m"]
+	if d == nil {
+		t.Fatal("no window")
+	}
+	// Newer < older: the newer value is the increase since the restart.
+	wantValue(t, "prompt tokens/s", d.PromptTokensPerSecond, 500.0/60)
+	wantValue(t, "generation tokens/s", d.GenerationTokensPerSecond, 200.0/60)
+	wantValue(t, "preemptions/s", d.PreemptionsPerSecond, 0)
+	wantValue(t, "requests/s", d.RequestsPerSecond, 2.0/60)
+	wantValue(t, "preemptions/request", d.PreemptionsPerRequest, 0)
+	// The restarted histogram: 1 <= 0.1, 2 in (0.1,1], 1 above.
+	// p50: rank 2 -> 0.1 + 0.9*(1/2) = 0.55; p99: rank 3.96 > 3 -> highest finite bound 1.
+	wantValue(t, "ttft p50", d.Quantiles[snapshot.TTFT][0.5], 0.55)
+	wantValue(t, "ttft p99", d.Quantiles[snapshot.TTFT][0.99], 1)
+	// No queries in the window: no ratio.
+	wantAbsent(t, "prefix hit ratio", d.PrefixCacheHitRatio)
+}
+
+func TestWindowEmpty(t *testing.T) {
+	body := smallV1(1, 10, 10, 1, [3]float64{1, 1, 1}, 0.05)
+	srv := newFakeVLLM(t, body, "text/plain")
+	s := newTestScraper(t, srv.URL, nil)
+	scrapeAt(s, t0)
+	scrapeAt(s, t0.Add(time.Minute))
+	d := s.Window(time.Minute)["m"]
+	if d == nil {
+		t.Fatal("no window")
+	}
+	wantValue(t, "requests/s", d.RequestsPerSecond, 0)
+	wantValue(t, "prompt tokens/s", d.PromptTokensPerSecond, 0)
+	wantAbsent(t, "preemptions/request", d.PreemptionsPerRequest)
+	wantAbsent(t, "prefix hit ratio", d.PrefixCacheHitRatio)
+	for _, q := range Quantiles {
+		wantAbsent(t, fmt.Sprintf("ttft q%v", q), d.Quantiles[snapshot.TTFT][q])
+	}
+	// And nothing (no NaN, no 0) is exported for them.
+	compareNoHelp(t, s, "", "vllm_time_to_first_token_window_seconds", "vllm_preemptions_per_request_ratio", "vllm_prefix_cache_hit_ratio")
+}
+
+func TestWindowNotFreshAfterFailure(t *testing.T) {
+	body := smallV1(1, 10, 10, 1, [3]float64{1, 1, 1}, 0.05)
+	srv := newFakeVLLM(t, body, "text/plain")
+	s := newTestScraper(t, srv.URL, nil)
+	scrapeAt(s, t0)
+	scrapeAt(s, t0.Add(30*time.Second))
+	srv.set(nil, func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "engine dead", http.StatusServiceUnavailable)
+	})
+	scrapeAt(s, t0.Add(60*time.Second))
+	if w := s.Window(time.Minute); w != nil {
+		t.Fatalf("window ending in a failed scrape: %v, want nil", w)
+	}
+	compareNoHelp(t, s, "", "vllm_prompt_tokens_per_second", "vllm_requests_finished_per_second")
+
+	// Back up 5s later: the newest success at least 57.5s older is t0.
+	srv.set(body, nil)
+	scrapeAt(s, t0.Add(65*time.Second))
+	if d := s.Window(time.Minute)["m"]; d == nil || !d.Start.Equal(t0) {
+		t.Fatalf("window after recovery = %+v", d)
+	}
+}
+
+func TestWindowDoesNotStretchOverAGap(t *testing.T) {
+	body := smallV1(1, 10, 10, 1, [3]float64{1, 1, 1}, 0.05)
+	srv := newFakeVLLM(t, body, "text/plain")
+	s := newTestScraper(t, srv.URL, nil)
+	scrapeAt(s, t0)
+	srv.set(nil, func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "", http.StatusBadGateway) })
+	for i := 1; i < 24; i++ {
+		scrapeAt(s, t0.Add(time.Duration(i)*5*time.Second))
+	}
+	srv.set(body, nil)
+	scrapeAt(s, t0.Add(2*time.Minute))
+	// The only earlier success is 2m old: not a 1m window.
+	if w := s.Window(time.Minute); w != nil {
+		t.Fatalf("1m window over a 2m gap: %v", w)
+	}
+}
+
+func TestHistoryIsBounded(t *testing.T) {
+	body := smallV1(1, 10, 10, 1, [3]float64{1, 1, 1}, 0.05)
+	srv := newFakeVLLM(t, body, "text/plain")
+	s := newTestScraper(t, srv.URL, nil)
+	for i := range 400 { // 400 scrapes, 33 minutes of virtual time
+		scrapeAt(s, t0.Add(time.Duration(i)*5*time.Second))
+	}
+	s.histMu.RLock()
+	n := len(s.history)
+	s.histMu.RUnlock()
+	// Largest window 5m + 2 intervals at 5s: 62 intervals, 63 snapshots.
+	if n > 63 {
+		t.Fatalf("history holds %d snapshots, want <= 63", n)
+	}
+	if d := s.Window(5 * time.Minute)["m"]; d == nil {
+		t.Fatal("pruning removed the 5m window's start")
+	}
+}

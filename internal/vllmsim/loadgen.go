@@ -1,0 +1,154 @@
+package vllmsim
+
+import (
+	"math"
+	"math/rand"
+	"time"
+)
+
+// loadGen submits requests straight to the scheduler (no HTTP), with arrivals
+// drawn from a seeded generator, so virtual-clock runs are reproducible.
+type loadGen struct {
+	s        *Sim
+	rng      *rand.Rand
+	enabled  bool
+	next     time.Time
+	modelIdx int
+	prefixes map[int][]int
+	n        uint64
+}
+
+func newLoadGen(s *Sim, seed int64) *loadGen {
+	return &loadGen{s: s, rng: rand.New(rand.NewSource(seed)), prefixes: map[int][]int{}}
+}
+
+func (g *loadGen) profile() LoadProfile { return g.s.scen.Load }
+
+// reset schedules the next arrival from now under the current profile.
+func (g *loadGen) reset(now time.Time) {
+	g.next = time.Time{}
+	if !g.enabled {
+		return
+	}
+	g.next = now.Add(g.gap())
+}
+
+// gap draws an inter-arrival time: gamma(shape=burstiness, mean=1/totalRate).
+func (g *loadGen) gap() time.Duration {
+	p := g.profile()
+	rate := p.Rate * float64(len(g.s.cfg.Models))
+	if rate <= 0 {
+		return 1<<62 - 1
+	}
+	shape := p.Burstiness
+	if shape <= 0 {
+		shape = 1
+	}
+	x := gammaSample(g.rng, shape) / (shape * rate)
+	return time.Duration(x * float64(time.Second))
+}
+
+// gammaSample draws Gamma(shape, 1) (Marsaglia-Tsang).
+func gammaSample(r *rand.Rand, a float64) float64 {
+	if a < 1 {
+		return gammaSample(r, a+1) * math.Pow(r.Float64(), 1/a)
+	}
+	d := a - 1.0/3
+	c := 1 / math.Sqrt(9*d)
+	for {
+		x := r.NormFloat64()
+		v := 1 + c*x
+		if v <= 0 {
+			continue
+		}
+		v = v * v * v
+		u := r.Float64()
+		if math.Log(u) < 0.5*x*x+d-d*v+d*math.Log(v) {
+			return d * v
+		}
+	}
+}
+
+func (d Dist) sample(r *rand.Rand) int {
+	v := d.Mean
+	if d.CV > 0 {
+		s2 := math.Log(1 + d.CV*d.CV)
+		v = math.Exp(math.Log(d.Mean) - s2/2 + math.Sqrt(s2)*r.NormFloat64())
+	}
+	n := int(math.Round(v))
+	if d.Min > 0 && n < d.Min {
+		n = d.Min
+	}
+	if d.Max > 0 && n > d.Max {
+		n = d.Max
+	}
+	if n < 1 {
+		n = 1
+	}
+	return n
+}
+
+func (g *loadGen) randomTokens(r *rand.Rand, n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = firstWordID + r.Intn(VocabSize-firstWordID)
+	}
+	return out
+}
+
+func (g *loadGen) prefix(group, n int) []int {
+	key := group<<20 | n
+	p, ok := g.prefixes[key]
+	if !ok {
+		p = g.randomTokens(rand.New(rand.NewSource(int64(key)^g.s.cfg.Seed)), n)
+		g.prefixes[key] = p
+	}
+	return p
+}
+
+// fire submits one request at now and schedules the next arrival.
+func (g *loadGen) fire(now time.Time) {
+	p := g.profile()
+	s := g.s
+	model := s.cfg.Models[g.modelIdx%len(s.cfg.Models)]
+	g.modelIdx++
+	maxTok := p.MaxTokens
+	if maxTok <= 0 {
+		maxTok = 256
+	}
+	plen := p.Prompt.sample(g.rng)
+	if plen+maxTok > s.cfg.MaxModelLen {
+		plen = s.cfg.MaxModelLen - maxTok
+	}
+	if plen < 1 {
+		plen = 1
+	}
+	var prompt []int
+	if p.SharedPrefixTokens > 0 && p.SharedPrefixFraction > 0 && g.rng.Float64() < p.SharedPrefixFraction {
+		groups := p.PrefixGroups
+		if groups < 1 {
+			groups = 1
+		}
+		pre := g.prefix(g.rng.Intn(groups), p.SharedPrefixTokens)
+		if plen < len(pre)+1 {
+			plen = len(pre) + 1
+		}
+		prompt = append(append([]int(nil), pre...), g.randomTokens(g.rng, plen-len(pre))...)
+	} else {
+		prompt = g.randomTokens(g.rng, plen)
+	}
+	out := p.Output.sample(g.rng)
+	g.n++
+	r := Request{Model: model, Prompt: prompt, MaxTokens: maxTok, IgnoreEOS: p.IgnoreEOS}
+	if !p.IgnoreEOS {
+		r.EOSAt = out
+		if out > maxTok {
+			r.EOSAt = maxTok + 1 // never reached: finishes with "length"
+		}
+	} else if out < maxTok {
+		r.MaxTokens = out
+	}
+	// Errors are impossible here: lengths are clamped to max_model_len.
+	_ = s.submitLocked(r, nil)
+	g.next = now.Add(g.gap())
+}

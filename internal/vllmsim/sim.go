@@ -1,0 +1,722 @@
+package vllmsim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"sync"
+	"time"
+)
+
+// CostModel is the engine step time model, in seconds. A step that schedules
+// S sequences reading C context tokens and computing P uncached prompt tokens takes
+//
+//	StepFactor × (StepBase + S×PerSeq + C×PerContextToken + P×PerPrefillToken)
+//
+// where StepFactor comes from the scenario (throttled > 1). Decode is
+// memory-bound (base = weight read, per-context-token = KV read); prefill is
+// compute-bound (per uncached prompt token).
+type CostModel struct {
+	StepBase        float64
+	PerSeq          float64
+	PerContextToken float64
+	PerPrefillToken float64
+}
+
+// DefaultCost approximates an 8B model on one H100.
+var DefaultCost = CostModel{StepBase: 0.006, PerSeq: 0.00015, PerContextToken: 40e-9, PerPrefillToken: 50e-6}
+
+// Config configures a simulated vLLM server. Zero fields take the defaults
+// listed on each field.
+type Config struct {
+	// Models are the served model names (default "meta-llama/Llama-3.1-8B-Instruct").
+	// Unlike real vLLM (where extra --served-model-name values are aliases)
+	// each name is a separate model with its own engines and model_name label.
+	Models []string
+	// DataParallelSize is the number of engines per model (engine="0".."N-1"); default 1.
+	DataParallelSize int
+	// MaxNumSeqs caps running sequences per engine (default 128).
+	MaxNumSeqs int
+	// MaxNumBatchedTokens is the per-step token budget (chunked prefill; default 8192).
+	MaxNumBatchedTokens int
+	// NumGPUBlocks and BlockSize size each engine's KV cache (defaults 4096 and 16).
+	NumGPUBlocks int
+	BlockSize    int
+	// MaxModelLen bounds prompt+max_tokens (default 8192).
+	MaxModelLen int
+	// DisablePrefixCaching turns off block reuse across requests.
+	DisablePrefixCaching bool
+	// StreamInterval sends one SSE chunk per N tokens (first token always alone); default 1.
+	StreamInterval int
+	// Cost is the step time model (default DefaultCost).
+	Cost CostModel
+	// MetricsVersion selects the /metrics exposition: MetricsV1 (default),
+	// MetricsV1_0_10 or MetricsV0.
+	MetricsVersion string
+	// APIKey, if set, is required as "Authorization: Bearer <key>" on /v1 paths.
+	APIKey string
+	// Seed makes generated tokens, EOS positions and the load generator reproducible.
+	Seed int64
+	// VirtualClock: time advances only through Advance/AdvanceTo. Otherwise a
+	// goroutine started by Start advances the clock with wall time.
+	VirtualClock bool
+	// Start is the virtual clock's start (default 2026-08-10T06:00:00Z).
+	Start time.Time
+	// MeanOutputTokens sets the EOS chance of API requests without ignore_eos:
+	// EOS is drawn geometrically with this mean (default 256).
+	MeanOutputTokens int
+	// Scenario is the initial scenario (default "healthy").
+	Scenario string
+	// LoadGen enables the built-in load generator with the scenario's profile.
+	LoadGen bool
+	// Addr is the listen address for Start (default 127.0.0.1:0).
+	Addr string
+	// MaxRecords bounds the ground-truth records kept (default 100000; oldest dropped).
+	MaxRecords int
+}
+
+// Metrics exposition versions.
+const (
+	MetricsV1      = "v1"      // vLLM main (2026-08), V1 engine, single API server
+	MetricsV1_0_10 = "v1-0.10" // vLLM 0.10.2: deprecated gpu_* names and TPOT still present
+	MetricsV0      = "v0"      // vLLM 0.7.3, V0 engine, multiprocess exposition
+)
+
+func (c *Config) setDefaults() error {
+	if len(c.Models) == 0 {
+		c.Models = []string{"meta-llama/Llama-3.1-8B-Instruct"}
+	}
+	def := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	def(&c.DataParallelSize, 1)
+	def(&c.MaxNumSeqs, 128)
+	def(&c.MaxNumBatchedTokens, 8192)
+	def(&c.NumGPUBlocks, 4096)
+	def(&c.BlockSize, 16)
+	def(&c.MaxModelLen, 8192)
+	def(&c.StreamInterval, 1)
+	def(&c.MeanOutputTokens, 256)
+	def(&c.MaxRecords, 100000)
+	if c.Cost == (CostModel{}) {
+		c.Cost = DefaultCost
+	}
+	if c.MetricsVersion == "" {
+		c.MetricsVersion = MetricsV1
+	}
+	if c.Start.IsZero() {
+		c.Start = time.Date(2026, 8, 10, 6, 0, 0, 0, time.UTC)
+	}
+	if c.Scenario == "" {
+		c.Scenario = "healthy"
+	}
+	if c.Addr == "" {
+		c.Addr = "127.0.0.1:0"
+	}
+	switch {
+	case c.DataParallelSize < 1 || c.MaxNumSeqs < 1 || c.MaxNumBatchedTokens < 1 || c.NumGPUBlocks < 1 ||
+		c.BlockSize < 1 || c.MaxModelLen < 1 || c.StreamInterval < 1 || c.MeanOutputTokens < 1:
+		return errors.New("vllmsim: sizes must be positive")
+	case c.NumGPUBlocks*c.BlockSize < c.MaxModelLen:
+		return fmt.Errorf("vllmsim: KV cache (%d blocks × %d) smaller than max_model_len %d", c.NumGPUBlocks, c.BlockSize, c.MaxModelLen)
+	}
+	if _, ok := versions[c.MetricsVersion]; !ok {
+		return fmt.Errorf("vllmsim: unknown metrics version %q (want v1, v1-0.10 or v0)", c.MetricsVersion)
+	}
+	if c.MetricsVersion == MetricsV0 && c.DataParallelSize > 1 {
+		return errors.New("vllmsim: the V0 engine (metrics version v0) has no data parallelism")
+	}
+	seen := map[string]bool{}
+	for _, m := range c.Models {
+		if m == "" || seen[m] {
+			return fmt.Errorf("vllmsim: empty or duplicate model name %q", m)
+		}
+		seen[m] = true
+	}
+	if _, ok := scenarios[c.Scenario]; !ok {
+		return fmt.Errorf("vllmsim: unknown scenario %q", c.Scenario)
+	}
+	return nil
+}
+
+// Sim is a simulated vLLM server: scheduler, KV cache, metrics, HTTP API.
+// All methods are safe for concurrent use.
+type Sim struct {
+	cfg      Config
+	version  *versionSpec
+	buckets  bucketSet
+	families []famSpec
+
+	mu        sync.Mutex
+	now       time.Time
+	started   time.Time // process start (reset by Restart)
+	models    map[string][]*engine
+	scen      Scenario
+	load      *loadGen
+	seq       uint64
+	records   []RequestRecord
+	http      *httpStats
+	faults    faultState
+	handles   map[*Handle]struct{}
+	wake      chan struct{}
+	cancelRun context.CancelFunc
+	runDone   chan struct{}
+	srv       *server
+}
+
+// New builds a simulator. It serves nothing until Start (or use Handler).
+func New(cfg Config) (*Sim, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	s := &Sim{cfg: cfg, version: versions[cfg.MetricsVersion], wake: make(chan struct{}, 1),
+		handles: map[*Handle]struct{}{}}
+	s.buckets = bucketsFor(s.version, &s.cfg)
+	s.families = s.version.families(&s.cfg)
+	if cfg.VirtualClock {
+		s.now = cfg.Start
+	} else {
+		s.now = time.Now()
+	}
+	s.resetLocked()
+	s.scen = scenarios[cfg.Scenario]
+	s.load = newLoadGen(s, cfg.Seed)
+	s.load.enabled = cfg.LoadGen
+	s.load.reset(s.now)
+	return s, nil
+}
+
+// resetLocked builds fresh engines and statistics (startup and Restart).
+func (s *Sim) resetLocked() {
+	s.started = s.now
+	s.models = map[string][]*engine{}
+	for _, m := range s.cfg.Models {
+		for i := 0; i < s.cfg.DataParallelSize; i++ {
+			s.models[m] = append(s.models[m], &engine{
+				sim: s, model: m, index: i,
+				pool:  newBlockPool(s.cfg.NumGPUBlocks, s.cfg.BlockSize, !s.cfg.DisablePrefixCaching),
+				stats: newEngineStats(&s.buckets),
+			})
+		}
+	}
+	s.http = newHTTPStats()
+}
+
+// Config returns the effective configuration (defaults filled in).
+func (s *Sim) Config() Config { return s.cfg }
+
+// Now is the simulator's clock.
+func (s *Sim) Now() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.now
+}
+
+// Advance moves the virtual clock forward by d, running every engine step and
+// load-generator arrival that falls inside. It panics in real-time mode.
+func (s *Sim) Advance(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.cfg.VirtualClock {
+		panic("vllmsim: Advance needs Config.VirtualClock")
+	}
+	s.advanceLocked(s.now.Add(d))
+}
+
+// AdvanceTo moves the virtual clock to t (no-op if t is not after Now).
+func (s *Sim) AdvanceTo(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.cfg.VirtualClock {
+		panic("vllmsim: AdvanceTo needs Config.VirtualClock")
+	}
+	s.advanceLocked(t)
+}
+
+func (s *Sim) allEngines() []*engine {
+	var out []*engine
+	for _, m := range s.cfg.Models {
+		out = append(out, s.models[m]...)
+	}
+	return out
+}
+
+// nextEventLocked finds the earliest pending event: a load-generator arrival,
+// a busy engine's step end, or an idle engine with schedulable work (now).
+// Zero time means nothing is pending.
+func (s *Sim) nextEventLocked() (next time.Time, eng *engine, arrival bool) {
+	if s.load.enabled && !s.load.next.IsZero() {
+		next, arrival = s.load.next, true
+	}
+	if s.scen.Stalled {
+		return next, nil, arrival
+	}
+	for _, e := range s.allEngines() {
+		var t time.Time
+		switch {
+		case e.busy:
+			t = e.stepEnd
+		case e.hasWork() && !e.blocked:
+			t = s.now
+		default:
+			continue
+		}
+		if t.Before(s.now) {
+			t = s.now
+		}
+		if next.IsZero() || t.Before(next) {
+			next, eng, arrival = t, e, false
+		}
+	}
+	return next, eng, arrival
+}
+
+// advanceLocked is the discrete-event loop: events run in time order until
+// the next one lies after target; then the clock is set to target.
+func (s *Sim) advanceLocked(target time.Time) {
+	for {
+		next, e, arrival := s.nextEventLocked()
+		if next.IsZero() || next.After(target) {
+			break
+		}
+		if next.After(s.now) {
+			s.now = next
+		}
+		if arrival {
+			s.load.fire(s.now)
+			continue
+		}
+		if e.busy {
+			e.completeStep(s.now)
+		}
+		if e.hasWork() {
+			e.startStep(s.now)
+		}
+	}
+	if target.After(s.now) {
+		s.now = target
+	}
+}
+
+func (s *Sim) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// runRealtime advances the clock with wall time until ctx ends.
+func (s *Sim) runRealtime(ctx context.Context) {
+	defer close(s.runDone)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		s.advanceLocked(time.Now())
+		next, _, _ := s.nextEventLocked()
+		s.mu.Unlock()
+		d := 100 * time.Millisecond
+		if !next.IsZero() {
+			if w := time.Until(next); w < d {
+				d = w
+			}
+		}
+		if d < 0 {
+			d = 0
+		}
+		timer.Reset(d)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+			if !timer.Stop() {
+				<-timer.C
+			}
+		case <-timer.C:
+		}
+	}
+}
+
+func (s *Sim) costLocked(seqs, ctx, prefill int) time.Duration {
+	c := s.cfg.Cost
+	sec := c.StepBase + float64(seqs)*c.PerSeq + float64(ctx)*c.PerContextToken + float64(prefill)*c.PerPrefillToken
+	f := s.scen.StepFactor
+	if f <= 0 {
+		f = 1
+	}
+	return time.Duration(sec * f * float64(time.Second))
+}
+
+// StepTime is the cost model's duration of one engine step under the current
+// scenario: seqs scheduled sequences, ctx context tokens read, prefill
+// uncached prompt tokens computed.
+func (s *Sim) StepTime(seqs, ctx, prefill int) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.costLocked(seqs, ctx, prefill)
+}
+
+// PrefillTime is the model's time for an otherwise idle engine to prefill a
+// prompt of promptTokens of which cachedTokens hit the prefix cache: the sum of
+// its chunked-prefill steps (max_num_batched_tokens per step). This is the
+// minimum server-side TTFT for that prompt.
+func (s *Sim) PrefillTime(promptTokens, cachedTokens int) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var d time.Duration
+	done := cachedTokens
+	for done < promptTokens {
+		n := promptTokens - done
+		if n > s.cfg.MaxNumBatchedTokens {
+			n = s.cfg.MaxNumBatchedTokens
+		}
+		done += n
+		d += s.costLocked(1, done, n)
+	}
+	return d
+}
+
+// Request is a generation request submitted directly to the scheduler.
+type Request struct {
+	// Model is a served model name ("" = the first).
+	Model string
+	// Prompt is the prompt's token IDs (use Tokenize or ChatTokens for text).
+	Prompt []int
+	// MaxTokens is the output limit (finish_reason "length"); must be >= 1.
+	MaxTokens int
+	// MinTokens suppresses EOS before this many tokens.
+	MinTokens int
+	// IgnoreEOS never stops on EOS.
+	IgnoreEOS bool
+	// EOSAt forces EOS as output token number EOSAt (0: drawn from the seed with
+	// mean Config.MeanOutputTokens). Ignored with IgnoreEOS.
+	EOSAt int
+	// Seed, if non-nil, fixes the generated tokens and EOS draw for this request
+	// independently of other traffic.
+	Seed *int64
+	// ID is the request id ("" = generated).
+	ID string
+}
+
+// Errors returned by Submit.
+var (
+	ErrUnknownModel = errors.New("model does not exist")
+	ErrBadRequest   = errors.New("bad request")
+)
+
+// Submit enqueues a request at the current clock and returns a handle that
+// delivers its outputs. In virtual mode nothing happens until Advance.
+func (s *Sim) Submit(r Request) (*Handle, error) {
+	h := &Handle{notify: make(chan struct{}, 1), s: s}
+	if err := s.submit(r, h); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func (s *Sim) submit(r Request, h *Handle) error {
+	if r.MaxTokens < 1 {
+		return fmt.Errorf("%w: max_tokens must be at least 1, got %d", ErrBadRequest, r.MaxTokens)
+	}
+	if len(r.Prompt) == 0 {
+		return fmt.Errorf("%w: prompt is empty", ErrBadRequest)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.cfg.VirtualClock {
+		s.advanceLocked(time.Now())
+	}
+	return s.submitLocked(r, h)
+}
+
+// submitLocked enqueues r on the least-loaded engine of its model at s.now.
+func (s *Sim) submitLocked(r Request, h *Handle) error {
+	if r.Model == "" {
+		r.Model = s.cfg.Models[0]
+	}
+	engines, ok := s.models[r.Model]
+	if !ok {
+		return fmt.Errorf("%w: the model `%s` does not exist", ErrUnknownModel, r.Model)
+	}
+	if len(r.Prompt)+r.MaxTokens > s.cfg.MaxModelLen {
+		return fmt.Errorf("%w: this model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion)",
+			ErrBadRequest, s.cfg.MaxModelLen, len(r.Prompt)+r.MaxTokens, len(r.Prompt), r.MaxTokens)
+	}
+	e := engines[0]
+	for _, x := range engines[1:] {
+		if x.load() < e.load() {
+			e = x
+		}
+	}
+	s.seq++
+	if r.ID == "" {
+		r.ID = fmt.Sprintf("%016x", s.seq)
+	}
+	var rng uint64
+	if r.Seed != nil {
+		rng = uint64(*r.Seed) ^ promptHash(r.Prompt)
+	} else {
+		rng = uint64(s.cfg.Seed)*0x9E3779B97F4A7C15 + s.seq
+	}
+	q := &req{id: r.ID, eng: e, tokens: append([]int(nil), r.Prompt...), promptLen: len(r.Prompt),
+		maxTokens: r.MaxTokens, minTokens: r.MinTokens, ignoreEOS: r.IgnoreEOS, eosAt: r.EOSAt,
+		rng: rng, arrival: s.now, sink: h}
+	if q.eosAt == 0 && !q.ignoreEOS {
+		q.eosAt = geometric(&q.rng, float64(s.cfg.MeanOutputTokens))
+	}
+	if h != nil {
+		h.r = q
+		s.handles[h] = struct{}{}
+	}
+	e.waiting = append(e.waiting, q)
+	e.blocked = false
+	s.poke()
+	return nil
+}
+
+func promptHash(p []int) uint64 {
+	hh := fnv.New64a()
+	for _, t := range p {
+		_, _ = hh.Write([]byte{byte(t), byte(t >> 8), byte(t >> 16), byte(t >> 24)})
+	}
+	return hh.Sum64()
+}
+
+// geometric draws a positive integer with the given mean from rng.
+func geometric(rng *uint64, mean float64) int {
+	p := 1 / mean
+	n := 1
+	for {
+		u := float64(splitmix(rng)>>11) / (1 << 53)
+		if u < p || n > 1<<20 {
+			return n
+		}
+		n++
+	}
+}
+
+// Output is one engine output of a request: the token(s) generated in one step.
+type Output struct {
+	TokenIDs []int
+	Text     string
+	Time     time.Time
+	// FinishReason is "" until the last output ("stop", "length", "abort").
+	FinishReason string
+	// Cumulative token counts (the usage block).
+	PromptTokens, CompletionTokens, CachedTokens int
+	// Err is set when the request was dropped (restart) instead of finishing.
+	Err error
+}
+
+// ErrRestarted ends the outputs of requests in flight when the server restarts.
+var ErrRestarted = errors.New("vllmsim: server restarted")
+
+// Handle delivers a submitted request's outputs in order.
+type Handle struct {
+	s      *Sim
+	r      *req
+	mu     sync.Mutex
+	queue  []Output
+	done   bool
+	notify chan struct{}
+}
+
+func (h *Handle) push(o Output) {
+	h.mu.Lock()
+	h.queue = append(h.queue, o)
+	if o.FinishReason != "" || o.Err != nil {
+		h.done = true
+	}
+	h.mu.Unlock()
+	select {
+	case h.notify <- struct{}{}:
+	default:
+	}
+	if h.done {
+		delete(h.s.handles, h)
+	}
+}
+
+// Next returns the next output, waiting for it; ok is false when ctx ended
+// first or all outputs were consumed.
+func (h *Handle) Next(ctx context.Context) (o Output, ok bool) {
+	for {
+		h.mu.Lock()
+		if len(h.queue) > 0 {
+			o = h.queue[0]
+			h.queue = h.queue[1:]
+			h.mu.Unlock()
+			return o, true
+		}
+		done := h.done
+		h.mu.Unlock()
+		if done {
+			return Output{}, false
+		}
+		select {
+		case <-ctx.Done():
+			return Output{}, false
+		case <-h.notify:
+		}
+	}
+}
+
+// Poll returns the outputs available now without waiting.
+func (h *Handle) Poll() []Output {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := h.queue
+	h.queue = nil
+	return out
+}
+
+// Abort cancels the request like a client disconnect: no finished-request
+// statistics are recorded (vLLM frontend-side abort).
+func (h *Handle) Abort() {
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	if h.r != nil && h.r.state != stateFinished {
+		h.r.eng.abort(h.r)
+		h.s.poke()
+	}
+	delete(h.s.handles, h)
+	h.mu.Lock()
+	h.done = true
+	h.mu.Unlock()
+	select {
+	case h.notify <- struct{}{}:
+	default:
+	}
+}
+
+// ID is the request id.
+func (h *Handle) ID() string { return h.r.id }
+
+// RequestRecord is the ground truth of one finished request, as the scheduler produced it.
+type RequestRecord struct {
+	ID           string
+	Model        string
+	Engine       int
+	PromptTokens int
+	CachedTokens int // prefix-cache hit at first scheduling
+	OutputTokens int
+	FinishReason string
+	Preemptions  int
+	Arrival      time.Time
+	Scheduled    time.Time
+	FirstToken   time.Time
+	LastToken    time.Time
+	// Derived exactly as vLLM's histograms observe them.
+	TTFT, E2E, Queue, Prefill, Decode, Inference time.Duration
+	TPOT                                         time.Duration // Decode/(OutputTokens-1), 0 if <= 1 token
+	MeanITL, MaxITL                              time.Duration
+	FromLoadGen                                  bool
+}
+
+func secs(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+
+func (s *Sim) recordFinished(e *engine, r *req, tpot float64) {
+	rec := RequestRecord{ID: r.id, Model: e.model, Engine: e.index, PromptTokens: r.promptLen,
+		CachedTokens: r.cachedTokens, OutputTokens: r.outputs(), FinishReason: r.finish,
+		Preemptions: r.preemptions, Arrival: r.arrival, Scheduled: r.scheduled, FirstToken: r.firstTok,
+		LastToken: r.lastTok, TTFT: r.firstTok.Sub(r.arrival), E2E: r.lastTok.Sub(r.arrival),
+		Queue: r.scheduled.Sub(r.arrival), Prefill: r.firstTok.Sub(r.scheduled), Decode: r.lastTok.Sub(r.firstTok),
+		Inference: r.lastTok.Sub(r.scheduled), TPOT: secs(tpot), MaxITL: secs(r.itlMax), FromLoadGen: r.sink == nil}
+	if r.itlN > 0 {
+		rec.MeanITL = secs(r.itlSum / float64(r.itlN))
+	}
+	if len(s.records) >= s.cfg.MaxRecords {
+		s.records = s.records[1:]
+	}
+	s.records = append(s.records, rec)
+}
+
+// Records returns the finished requests' ground truth, oldest first.
+func (s *Sim) Records() []RequestRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]RequestRecord(nil), s.records...)
+}
+
+// EngineState is a point-in-time view of one engine.
+type EngineState struct {
+	Model            string
+	Engine           int
+	Running, Waiting int
+	KVUsage          float64 // 1 - free/total blocks, as vllm:kv_cache_usage_perc
+	FreeBlocks       int
+	Preemptions      int
+	PromptTokens     int // counted when a request's first token is produced
+	GenerationTokens int
+	PrefixQueries    int
+	PrefixHits       int
+	Finished         map[string]int // by finish reason
+	Steps            int
+	MeanStepTime     time.Duration
+	LastStepTime     time.Duration
+}
+
+// Engines returns the state of every engine, by model then engine index.
+func (s *Sim) Engines() []EngineState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []EngineState
+	for _, e := range s.allEngines() {
+		st := e.stats
+		es := EngineState{Model: e.model, Engine: e.index, Running: len(e.running), Waiting: len(e.waiting),
+			KVUsage: e.pool.usage(), FreeBlocks: e.pool.numFree, Preemptions: int(st.preemptions),
+			PromptTokens: int(st.promptTokens), GenerationTokens: int(st.generationTokens),
+			PrefixQueries: int(st.prefixQueries), PrefixHits: int(st.prefixHits),
+			Finished: map[string]int{}, Steps: int(st.steps), LastStepTime: e.stepDur}
+		for k, v := range st.success {
+			es.Finished[k] = int(v)
+		}
+		if st.steps > 0 {
+			es.MeanStepTime = secs(st.stepSeconds / st.steps)
+		}
+		out = append(out, es)
+	}
+	return out
+}
+
+// PrefixCachedTokens is how many tokens of prompt would hit the prefix cache
+// of the given model's engine right now.
+func (s *Sim) PrefixCachedTokens(model string, engine int, prompt []int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if model == "" {
+		model = s.cfg.Models[0]
+	}
+	es := s.models[model]
+	if engine < 0 || engine >= len(es) {
+		return 0
+	}
+	return es[engine].pool.peek(prompt, len(prompt)-1)
+}
+
+// Restart simulates a process restart: every request in flight is dropped
+// (its handle gets ErrRestarted), engines, KV cache and all counters reset, and
+// process start / _created timestamps move to now.
+func (s *Sim) Restart() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.restartLocked()
+}
+
+func (s *Sim) restartLocked() {
+	hs := make([]*Handle, 0, len(s.handles))
+	for h := range s.handles {
+		hs = append(hs, h)
+	}
+	sort.Slice(hs, func(i, j int) bool { return hs[i].r.id < hs[j].r.id })
+	for _, h := range hs {
+		h.push(Output{Err: ErrRestarted, Time: s.now})
+	}
+	s.handles = map[*Handle]struct{}{}
+	s.resetLocked()
+	s.poke()
+}
