@@ -149,6 +149,14 @@ func slos() dashboard {
 				{Title: "Config reload", Type: "stat", W: 12,
 					Targets: []target{q(`vllm_exporter_config_last_reload_successful{`+inst+`}`, "{{instance}}")}},
 			}},
+			{Title: "Prometheus rules (fleet: per model across replicas; alerts/slo-rules.yml)", Panels: []panel{
+				{Title: "Burn rate by window (recording rules)", Type: "timeseries", Unit: "short",
+					Desc: "Error ratio of each window (slo:sli_error:ratio_rate<window>) divided by the allowed error ratio, per model across replicas: what the generated page and ticket alerts evaluate.",
+					Targets: []target{q(`label_replace({__name__=~"slo:sli_error:ratio_rate.+",slo=~"$slo",`+mdl+`}, "window", "$1", "__name__", "slo:sli_error:ratio_rate(.+)")`+
+						` / on (slo) group_left () (1 - slo:objective:ratio{slo=~"$slo"})`, "{{slo}} {{model}} {{window}}")}},
+				{Title: "Error budget remaining (recording rules)", Type: "timeseries", Unit: "percentunit", Max: one(),
+					Targets: []target{q(`slo:error_budget_remaining:ratio{slo=~"$slo",`+mdl+`}`, "{{slo}} {{model}}")}},
+			}},
 		},
 	}
 }

@@ -328,7 +328,7 @@ func TestEndToEnd(t *testing.T) {
 			}
 		}
 		if len(missing) > 0 {
-			return fmt.Errorf("%d queries without data, e.g. %s", len(missing), strings.Join(missing[:min(len(missing), 5)], "; "))
+			return fmt.Errorf("%d queries without data:\n  %s", len(missing), strings.Join(missing, "\n  "))
 		}
 		return nil
 	})
