@@ -38,7 +38,7 @@ type File struct {
 // Parse decodes and validates a configuration document. Fields absent from
 // the document keep their defaults.
 func Parse(data []byte, source string) (*File, error) {
-	f := &File{Probes: DefaultProbes(), Bottleneck: DefaultBottleneck(), Source: source}
+	f := &File{Probes: DefaultProbes(), SLOs: DefaultSLOs(), Bottleneck: DefaultBottleneck(), Source: source}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(f); err != nil && !errors.Is(err, io.EOF) {
@@ -53,6 +53,30 @@ func Parse(data []byte, source string) (*File, error) {
 		return nil, fmt.Errorf("%s: %w", source, err)
 	}
 	return f, nil
+}
+
+// DefaultSLOs returns the `slos:` list of the shipped default file (a fresh
+// copy each call). A file without a `slos:` key gets these; `slos: []`
+// means no SLOs.
+func DefaultSLOs() []SLO {
+	var d struct {
+		SLOs []SLO `yaml:"slos"`
+	}
+	if err := yaml.Unmarshal(DefaultYAML, &d); err != nil {
+		panic("shipped default config is invalid: " + err.Error())
+	}
+	return d.SLOs
+}
+
+// Check loads and validates path (empty = the shipped default) and returns a
+// one-line summary of what it holds; --config.check prints it and exits 0,
+// or prints the error and exits 1.
+func Check(path string) (string, error) {
+	f, err := Load(path)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s: OK (%d SLOs)", f.Source, len(f.SLOs)), nil
 }
 
 // Default returns the parsed shipped default configuration.

@@ -123,6 +123,11 @@ type GPU struct {
 	Up      bool   // NVML initialised
 	Error   string // why not
 	Devices []GPUDevice
+
+	DriverVersion string // NVML system driver version, "" if unknown
+	CUDAVersion   string // CUDA driver API version as "major.minor", "" if unknown
+	// SampleDuration is how long the NVML sample that produced this took.
+	SampleDuration time.Duration
 }
 
 // GPUDevice is one GPU's reading. Absent fields were not supported.
@@ -151,8 +156,26 @@ type GPUDevice struct {
 	PCIeTxBytesPerSecond, PCIeRxBytesPerSecond             Value
 
 	// XidTotal counts Xid events by xid; LastFatalXidTime is zero if none.
+	// XidTotal is nil when Xid events are not monitored on this GPU and an
+	// empty (non-nil) map when they are but none was seen.
 	XidTotal         map[uint64]float64
 	LastFatalXidTime time.Time
+
+	// Fields below were added by the gpu collector. Absent Values were not
+	// supported by the device or driver.
+	PCIBusID            string // e.g. "00000000:65:00.0"
+	MemoryBusWidthBits  Value
+	MemoryFreeBytes     Value
+	EnergyJoules        Value // counter since driver load (from millijoules)
+	TemperatureCelsius  Value
+	ThrottleSeconds     map[string]float64 // violation time counters by policy reason
+	ECCErrors           map[string]float64 // volatile ECC error counters by type (corrected, uncorrected)
+	RemappedRows        map[string]float64 // remapped rows by type (correctable, uncorrectable)
+	RowRemapPending     Value              // 1 if a row remap is pending (GPU reset needed)
+	RowRemapFailure     Value              // 1 if a row remap has failed
+	ProcessMemoryBytes  map[uint32]float64 // GPU memory used by each running compute process, by pid
+	GPMSupported        bool               // GPM metrics are available on this device
+	GPMUnsupportedCause string             // why GPM is not available ("" when supported)
 }
 
 // Probes is the probe scheduler's published state.

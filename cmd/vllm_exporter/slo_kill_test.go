@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
+)
+
+// TestSLOHelperProcess is not a test: it is the exporter process that
+// TestSLOStateSurvivesKill9 starts (and kills) through the test binary.
+func TestSLOHelperProcess(t *testing.T) {
+	if os.Getenv("VLLM_EXPORTER_SLO_HELPER") != "1" {
+		t.Skip("helper process only")
+	}
+	args := os.Args
+	for i, a := range args {
+		if a == "--" {
+			args = args[i+1:]
+			break
+		}
+	}
+	os.Exit(run(args, os.Stdout, os.Stderr))
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// scrapeSeries returns the value of the first exposition line starting with
+// prefix, or -1.
+func scrapeSeries(addr, prefix string) float64 {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if l := sc.Text(); strings.HasPrefix(l, prefix) {
+			v, err := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
+			if err == nil {
+				return v
+			}
+		}
+	}
+	return -1
+}
+
+// The real exporter process is killed with SIGKILL mid-run and started
+// again on the same --slo.state-file: the watchdog restores its windows and
+// budget, and the requests vLLM finished while the exporter was down are
+// counted, not lost: afterwards the availability SLO's period events equal
+// every request the simulated vLLM finished since the first exporter's
+// baseline (taken before any load).
+func TestSLOStateSurvivesKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts exporter processes")
+	}
+	sim, err := vllmsim.New(vllmsim.Config{Seed: 3, Scenario: "healthy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	state := filepath.Join(t.TempDir(), "slo.state")
+	start := func() (*exec.Cmd, string) {
+		addr := freePort(t)
+		cmd := exec.Command(os.Args[0], "-test.run=^TestSLOHelperProcess$", "--",
+			"--vllm.url="+sim.URL(), "--vllm.scrape-interval=200ms", "--web.listen-address="+addr,
+			"--slo.interval=200ms", "--slo.state-file="+state, "--web.disable-exporter-metrics")
+		cmd.Env = append(os.Environ(), "VLLM_EXPORTER_SLO_HELPER=1")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd, addr
+	}
+	const events = `vllm_slo_events{model="meta-llama/Llama-3.1-8B-Instruct",slo="availability",window="30d"} `
+	waitFor := func(what string, cond func() bool) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		for !cond() {
+			if ctx.Err() != nil {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	cmd, addr := start()
+	// Baseline before any traffic: the watchdog has seen the model (its
+	// events series exists, at 0) and checkpointed.
+	waitFor("baseline", func() bool {
+		_, err := os.Stat(state)
+		return scrapeSeries(addr, events) == 0 && err == nil
+	})
+	sim.SetLoadGen(true)
+	var before float64
+	waitFor("finished requests counted", func() bool {
+		before = scrapeSeries(addr, events)
+		return before >= 5
+	})
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	atKill := finished(sim)
+	time.Sleep(time.Second) // vLLM keeps serving while the exporter is down
+	sim.SetLoadGen(false)
+	waitFor("vLLM to drain", func() bool {
+		n := finished(sim)
+		time.Sleep(2 * time.Second)
+		return finished(sim) == n
+	})
+	total := finished(sim)
+	if total <= atKill {
+		t.Fatalf("no request finished while the exporter was down (%v -> %v)", atKill, total)
+	}
+
+	_, addr = start()
+	waitFor("state restored", func() bool {
+		return scrapeSeries(addr, "vllm_exporter_slo_state_restored ") == 1
+	})
+	var after float64
+	waitFor("every finished request counted", func() bool {
+		after = scrapeSeries(addr, events)
+		return after == total
+	})
+	t.Logf("availability events: %v before kill -9 (vLLM had finished %v), %v after restart = vLLM's %v", before, atKill, after, total)
+	if got := scrapeSeries(addr, `vllm_exporter_slo_state_errors_total{reason="corrupt"} `); got != 0 {
+		t.Fatalf("state errors: %v", got)
+	}
+}
+
+func finished(sim *vllmsim.Sim) float64 {
+	n := 0
+	for _, e := range sim.Engines() {
+		for _, v := range e.Finished {
+			n += v
+		}
+	}
+	return float64(n)
+}

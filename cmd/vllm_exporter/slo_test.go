@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/slo"
+)
+
+func TestRulesCommandDefaultMatchesCheckedInFile(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "rules.yml")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"rules", "--rules.output=" + out}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile("../../alerts/slo-rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("`vllm_exporter rules` output differs from alerts/slo-rules.yml")
+	}
+}
+
+func TestRulesCommandFileAndErrors(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "c.yml")
+	os.WriteFile(cfg, []byte("slos:\n- {name: a, kind: availability, objective: 0.99}\n"), 0o600)
+	outFile := filepath.Join(dir, "out.yml")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"rules", "--config.file=" + cfg, "--rules.output=" + outFile, `--rules.selector=job="vllm"`}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	b, _ := os.ReadFile(outFile)
+	if !strings.Contains(string(b), `vllm_requests_finished_total{job="vllm"}`) || !strings.Contains(string(b), "from "+cfg) {
+		t.Fatalf("output:\n%s", b)
+	}
+	os.WriteFile(cfg, []byte("slos:\n- {name: a, kind: latency, metric: ttft, threshold: 0.3, objective: 0.99}\n"), 0o600)
+	app := kingpin.New("x", "")
+	rc := addRulesFlags(app.Command("rules", ""))
+	if _, err := app.Parse([]string{"rules"}); err != nil {
+		t.Fatal(err)
+	}
+	stderr.Reset()
+	if code := rc.run(cfg, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "threshold: 0.3 is not a bucket boundary") {
+		t.Fatalf("bad config: exit %d %s", code, stderr.String())
+	}
+}
+
+func TestSetupSLO(t *testing.T) {
+	app := kingpin.New("vllm_exporter", "")
+	f := addSLOFlags(app)
+	state := filepath.Join(t.TempDir(), "s.json")
+	if _, err := app.Parse([]string{"--slo.interval=5s", "--slo.state-file=" + state}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := config.NewHolder("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	w, err := setupSLO(f, h, slo.Sources{}, reg, log.NewNopLogger())
+	if err != nil || w == nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.SaveState(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(state); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := app.Parse([]string{"--slo.interval=0s"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := setupSLO(f, h, slo.Sources{}, prometheus.NewRegistry(), log.NewNopLogger()); err == nil {
+		t.Fatal("zero interval accepted")
+	}
+}

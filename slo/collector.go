@@ -1,0 +1,132 @@
+package slo
+
+import (
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+var (
+	sloLabels = []string{"slo", "model"}
+
+	descObjective = prometheus.NewDesc("vllm_slo_objective_ratio",
+		"SLO objective: the fraction of events that must be good over the period, from the SLO config.", sloLabels, nil)
+	descErrorRatio = prometheus.NewDesc("vllm_slo_error_ratio",
+		"Fraction of the SLO's events in the window that were bad, computed by the exporter's SLO watchdog; absent for windows without events.",
+		append(sloLabels, "window"), nil)
+	descBurnRate = prometheus.NewDesc("vllm_slo_burn_rate",
+		"Error-budget burn rate over the window (error ratio divided by 1 - objective), computed by the exporter's SLO watchdog.",
+		append(sloLabels, "window"), nil)
+	descBudget = prometheus.NewDesc("vllm_slo_error_budget_remaining_ratio",
+		"Fraction of the SLO period's error budget left (1 = untouched, 0 = spent, negative = overspent), computed by the exporter's SLO watchdog.", sloLabels, nil)
+	descAlert = prometheus.NewDesc("vllm_slo_alert_state",
+		"1 while the watchdog's multi-window multi-burn-rate condition holds (severity critical = page, warning = ticket), else 0.",
+		append(sloLabels, "severity"), nil)
+	descLastEval = prometheus.NewDesc("vllm_slo_last_evaluation_timestamp_seconds",
+		"Unix time of the SLO watchdog's last evaluation of this SLO.", sloLabels, nil)
+	descEvents = prometheus.NewDesc("vllm_slo_events",
+		"Events (good and bad) the SLO counted in the window; windows below min_events never burn.",
+		append(sloLabels, "window"), nil)
+
+	descStateErrors = prometheus.NewDesc("vllm_exporter_slo_state_errors_total",
+		"SLO state checkpoint problems by reason (corrupt, foreign, version, read, write); a bad file is set aside, not trusted.", []string{"reason"}, nil)
+	descStateSaved = prometheus.NewDesc("vllm_exporter_slo_state_last_save_timestamp_seconds",
+		"Unix time of the last successful SLO state checkpoint write.", nil, nil)
+	descStateRestored = prometheus.NewDesc("vllm_exporter_slo_state_restored",
+		"1 if the SLO window state was restored from the state file at start, else 0.", nil, nil)
+	descEvalErrors = prometheus.NewDesc("vllm_exporter_slo_evaluation_errors_total",
+		"Watchdog ticks on which an SLO could not be measured for some model (histogram or bucket boundary missing).", []string{"slo"}, nil)
+)
+
+// counterVec is a tiny label->count map read by Collect.
+type counterVec struct {
+	mu sync.Mutex
+	m  map[string]float64
+}
+
+func (c *counterVec) add(k string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]float64{}
+	}
+	c.m[k]++
+}
+
+func (c *counterVec) snapshot() map[string]float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]float64, len(c.m))
+	for k, v := range c.m {
+		out[k] = v
+	}
+	return out
+}
+
+type selfMetrics struct {
+	stateErrors counterVec
+	evalErrors  counterVec
+	lastSave    atomic.Int64 // unix nanoseconds, 0 = never
+	lastEval    atomic.Int64
+	restored    atomic.Bool
+}
+
+func newSelfMetrics() selfMetrics { return selfMetrics{} }
+
+// Describe implements prometheus.Collector.
+func (w *Watchdog) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descObjective, descErrorRatio, descBurnRate, descBudget, descAlert,
+		descLastEval, descEvents, descStateErrors, descStateSaved, descStateRestored, descEvalErrors} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector. It renders the latest tick's
+// results and does no work.
+func (w *Watchdog) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, lv ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
+	}
+	for _, r := range w.Status() {
+		gauge(descObjective, r.Objective, r.SLO, r.Model)
+		for _, wr := range append(append([]WindowResult(nil), r.Windows...), r.PeriodWindow) {
+			gauge(descEvents, wr.Total, r.SLO, r.Model, wr.Name)
+			if wr.ErrorRatio.OK {
+				gauge(descErrorRatio, wr.ErrorRatio.V, r.SLO, r.Model, wr.Name)
+				gauge(descBurnRate, wr.BurnRate.V, r.SLO, r.Model, wr.Name)
+			}
+		}
+		if r.BudgetRemaining.OK {
+			gauge(descBudget, r.BudgetRemaining.V, r.SLO, r.Model)
+		}
+		gauge(descAlert, b2f(r.Page), r.SLO, r.Model, "critical")
+		gauge(descAlert, b2f(r.Ticket), r.SLO, r.Model, "warning")
+		gauge(descLastEval, float64(r.Time.UnixNano())/1e9, r.SLO, r.Model)
+	}
+	errs := w.self.stateErrors.snapshot()
+	for _, reason := range stateErrorReasons {
+		ch <- prometheus.MustNewConstMetric(descStateErrors, prometheus.CounterValue, errs[reason], reason)
+	}
+	if ns := w.self.lastSave.Load(); ns != 0 {
+		gauge(descStateSaved, float64(ns)/1e9)
+	}
+	gauge(descStateRestored, b2f(w.self.restored.Load()))
+	ev := w.self.evalErrors.snapshot()
+	keys := make([]string, 0, len(ev))
+	for k := range ev {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		ch <- prometheus.MustNewConstMetric(descEvalErrors, prometheus.CounterValue, ev[k], k)
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

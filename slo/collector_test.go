@@ -1,0 +1,77 @@
+package slo
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestCollectorOutput(t *testing.T) {
+	src := &fakeVLLM{}
+	w := New(Options{}, holderFor(t, ttft99), Sources{VLLM: src}, nil)
+	// Before any tick: no SLO series at all, only self-metrics.
+	if n := testutil.CollectAndCount(w, "vllm_slo_error_ratio", "vllm_slo_alert_state"); n != 0 {
+		t.Fatalf("%d SLO series before the first tick", n)
+	}
+	tr := &traffic{}
+	src.set(tr.snap(t0))
+	w.Tick(t0)
+	tr.add(95, 5)
+	now := t0.Add(time.Minute)
+	src.set(tr.snap(now))
+	w.Tick(now)
+
+	want := `
+# HELP vllm_slo_alert_state 1 while the watchdog's multi-window multi-burn-rate condition holds (severity critical = page, warning = ticket), else 0.
+# TYPE vllm_slo_alert_state gauge
+vllm_slo_alert_state{model="m",severity="critical",slo="ttft"} 0
+vllm_slo_alert_state{model="m",severity="warning",slo="ttft"} 1
+# HELP vllm_slo_error_budget_remaining_ratio Fraction of the SLO period's error budget left (1 = untouched, 0 = spent, negative = overspent), computed by the exporter's SLO watchdog.
+# TYPE vllm_slo_error_budget_remaining_ratio gauge
+vllm_slo_error_budget_remaining_ratio{model="m",slo="ttft"} -4
+# HELP vllm_slo_objective_ratio SLO objective: the fraction of events that must be good over the period, from the SLO config.
+# TYPE vllm_slo_objective_ratio gauge
+vllm_slo_objective_ratio{model="m",slo="ttft"} 0.99
+# HELP vllm_slo_last_evaluation_timestamp_seconds Unix time of the SLO watchdog's last evaluation of this SLO.
+# TYPE vllm_slo_last_evaluation_timestamp_seconds gauge
+vllm_slo_last_evaluation_timestamp_seconds{model="m",slo="ttft"} 1.77232326e+09
+`
+	if err := testutil.CollectAndCompare(w, strings.NewReader(want), "vllm_slo_alert_state", "vllm_slo_error_budget_remaining_ratio",
+		"vllm_slo_objective_ratio", "vllm_slo_last_evaluation_timestamp_seconds"); err != nil {
+		t.Fatal(err)
+	}
+	// Every window plus the period: 5m 30m 1h 2h 6h 1d 3d 30d.
+	if n := testutil.CollectAndCount(w, "vllm_slo_error_ratio"); n != 8 {
+		t.Fatalf("error ratio series: %d", n)
+	}
+	if n := testutil.CollectAndCount(w, "vllm_slo_burn_rate"); n != 8 {
+		t.Fatalf("burn rate series: %d", n)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(w)
+	if _, err := reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+	problems, err := testutil.CollectAndLint(w)
+	if err != nil || len(problems) != 0 {
+		t.Fatalf("lint: %v %v", err, problems)
+	}
+}
+
+type countingHook struct{ ticks []time.Time }
+
+func (c *countingHook) Tick(now time.Time) { c.ticks = append(c.ticks, now) }
+
+func TestHooksRunAfterEachTick(t *testing.T) {
+	h1, h2 := &countingHook{}, &countingHook{}
+	w := New(Options{Hooks: []Hook{h1}}, holderFor(t, ttft99), Sources{}, nil)
+	w.Tick(t0)
+	w.AddHook(h2)
+	w.Tick(t0.Add(time.Second))
+	if len(h1.ticks) != 2 || len(h2.ticks) != 1 || !h2.ticks[0].Equal(t0.Add(time.Second)) {
+		t.Fatalf("hooks: %v %v", h1.ticks, h2.ticks)
+	}
+}

@@ -1,0 +1,209 @@
+package slo
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+)
+
+// cumulative is one SLO's cumulative event counters for one model, as read
+// from the latest source snapshot. Series names the counters it came from;
+// when it changes (e.g. vLLM was upgraded and tpot moved from
+// inter_token_latency to request_time_per_output_token) the next tick only
+// takes a new baseline.
+type cumulative struct {
+	Bad    float64 `json:"bad"`
+	Total  float64 `json:"total"`
+	Series string  `json:"series"`
+}
+
+// increment returns the events between two cumulative readings. A counter
+// that went down was reset (the server restarted): its new value is the
+// increment, for both counters together.
+func increment(prev, cur cumulative) (bad, total float64, reset bool) {
+	if cur.Bad < prev.Bad || cur.Total < prev.Total {
+		return cur.Bad, cur.Total, true
+	}
+	return cur.Bad - prev.Bad, cur.Total - prev.Total, false
+}
+
+// serverHistogram resolves a latency metric to the snapshot histogram that
+// backs it: tpot is vLLM's per-request request_time_per_output_token where
+// the server exposes it (>= 0.11) and the inter-token latency otherwise.
+func serverHistogram(m *snapshot.Model, metric string) (snapshot.HistogramName, bool) {
+	var name snapshot.HistogramName
+	switch metric {
+	case "ttft":
+		name = snapshot.TTFT
+	case "itl":
+		name = snapshot.InterTokenLatency
+	case "tpot":
+		if _, ok := m.Histograms[snapshot.RequestTPOT]; ok {
+			return snapshot.RequestTPOT, true
+		}
+		name = snapshot.InterTokenLatency
+	case "e2e":
+		name = snapshot.E2E
+	case "queue":
+		name = snapshot.QueueTime
+	default:
+		return "", false
+	}
+	_, ok := m.Histograms[name]
+	return name, ok
+}
+
+// countAtOrBelow is the cumulative count of observations <= bound, which
+// must be one of h's boundaries (1 and 1.0 are the same boundary).
+func countAtOrBelow(h snapshot.Histogram, bound float64) (float64, bool) {
+	if len(h.Bounds) == 0 && h.Count == 0 {
+		return 0, true // never observed: no buckets yet, no events
+	}
+	for i, b := range h.Bounds {
+		if math.Abs(b-bound) <= 1e-9*math.Max(1, math.Abs(bound)) && i < len(h.Counts) {
+			return h.Counts[i], true
+		}
+	}
+	return 0, false
+}
+
+func latencyEvents(h snapshot.Histogram, threshold float64, series string) (cumulative, error) {
+	good, ok := countAtOrBelow(h, threshold)
+	if !ok {
+		return cumulative{}, fmt.Errorf("%s has no bucket boundary %v (boundaries: %v)", series, threshold, h.Bounds)
+	}
+	bad := h.Count - good
+	if bad < 0 {
+		bad = 0
+	}
+	return cumulative{Bad: bad, Total: h.Count, Series: series}, nil
+}
+
+func sumReasons(m map[string]float64, only ...string) float64 {
+	var s float64
+	if len(only) == 0 {
+		for _, v := range m {
+			s += v
+		}
+		return s
+	}
+	for _, k := range only {
+		s += m[k]
+	}
+	return s
+}
+
+// badFinishReasons are the finished_reason values an availability SLO
+// counts as failures.
+var badFinishReasons = []string{"abort", "error"}
+
+// serverEvents reads one SLO's cumulative counters per model from a vLLM
+// snapshot. Models whose data is unusable are reported in errs.
+func serverEvents(s *config.SLO, v *snapshot.VLLM) (out map[string]cumulative, errs []error) {
+	out = map[string]cumulative{}
+	if v == nil || !v.Up {
+		return out, nil
+	}
+	names := make([]string, 0, len(v.Models))
+	for n := range v.Models {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		m := v.Models[name]
+		if m == nil {
+			continue
+		}
+		switch s.Kind {
+		case config.KindLatency:
+			hn, ok := serverHistogram(m, s.Metric)
+			if !ok {
+				errs = append(errs, fmt.Errorf("model %q: histogram vllm_%s_seconds not exposed", name, hn))
+				continue
+			}
+			c, err := latencyEvents(m.Histograms[hn], s.Threshold, "vllm_"+string(hn)+"_seconds")
+			if err != nil {
+				errs = append(errs, fmt.Errorf("model %q: %w", name, err))
+				continue
+			}
+			out[name] = c
+		case config.KindPreemption:
+			if !m.Preemptions.OK {
+				errs = append(errs, fmt.Errorf("model %q: preemption counter not exposed", name))
+				continue
+			}
+			out[name] = cumulative{Bad: m.Preemptions.V, Total: sumReasons(m.FinishedByReason), Series: "preemptions/finished"}
+		case config.KindAvailability:
+			out[name] = cumulative{Bad: sumReasons(m.FinishedByReason, badFinishReasons...),
+				Total: sumReasons(m.FinishedByReason), Series: "finished"}
+		}
+	}
+	return out, errs
+}
+
+// probeModel is the model label of probe SLO results: probes measure the
+// one vLLM server this exporter sits beside, whatever it serves.
+const probeModel = ""
+
+// probeEvents sums one SLO's cumulative counters over the selected probe
+// profiles.
+func probeEvents(s *config.SLO, p *snapshot.Probes) (out map[string]cumulative, errs []error) {
+	out = map[string]cumulative{}
+	if p == nil {
+		return out, nil
+	}
+	want := map[string]bool{}
+	for _, n := range s.Profiles {
+		want[n] = true
+	}
+	names := make([]string, 0, len(p.Profiles))
+	for n := range p.Profiles {
+		if len(want) == 0 || want[n] {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return out, nil
+	}
+	sort.Strings(names)
+	var acc cumulative
+	// The profile set is part of the series: adding a profile must not count
+	// its whole history as new events.
+	acc.Series = "probe:" + s.Kind + ":" + s.Metric + ":" + strings.Join(names, ",")
+	for _, n := range names {
+		pr := p.Profiles[n]
+		if pr == nil {
+			continue
+		}
+		switch s.Kind {
+		case config.KindLatency:
+			var h snapshot.Histogram
+			switch s.Metric {
+			case "ttft":
+				h = pr.TTFT
+			case "tpot":
+				h = pr.TPOT
+			case "itl":
+				h = pr.ITL
+			case "e2e":
+				h = pr.E2E
+			}
+			c, err := latencyEvents(h, s.Threshold, "probe profile "+n+" "+s.Metric)
+			if err != nil {
+				errs = append(errs, err)
+				return map[string]cumulative{}, errs
+			}
+			acc.Bad += c.Bad
+			acc.Total += c.Total
+		case config.KindAvailability:
+			acc.Bad += sumReasons(pr.Failures)
+			acc.Total += pr.Requests
+		}
+	}
+	out[probeModel] = acc
+	return out, errs
+}

@@ -1,0 +1,346 @@
+package slo
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/config"
+)
+
+// RuleOptions tune GenerateRules.
+type RuleOptions struct {
+	// RunbookURL is the runbook document the alerts link to; the alert's
+	// anchor is appended (#vllmsloburnratepage, #vllmsloburnrateticket).
+	RunbookURL string
+	// Selector is extra label matchers added to every raw series selector,
+	// e.g. `job="vllm"` (empty: none).
+	Selector string
+	// Header is a comment written at the top of the file (without "# ").
+	Header string
+}
+
+// DefaultRunbookURL is where alerts/runbooks.md lives in the repository.
+const DefaultRunbookURL = "https://github.com/vllm-exporter/vllm_exporter/blob/main/alerts/runbooks.md"
+
+// Alert names of the generated rules.
+const (
+	PageAlert   = "VLLMSLOBurnRatePage"
+	TicketAlert = "VLLMSLOBurnRateTicket"
+)
+
+// Recording rule names (Sloth's level:metric:operations style). Every
+// series carries `slo` and `model` (aggregated across replicas per model).
+func errorRatioRecord(window string) string { return "slo:sli_error:ratio_rate" + window }
+func eventsRecord(window string) string     { return "slo:sli_events:increase" + window }
+func badRecord(window string) string        { return "slo:sli_bad:increase" + window }
+
+const (
+	objectiveRecord = "slo:objective:ratio"
+	budgetRecord    = "slo:error_budget_remaining:ratio"
+)
+
+type ruleFile struct {
+	Groups []ruleGroup `yaml:"groups"`
+}
+
+type ruleGroup struct {
+	Name  string `yaml:"name"`
+	Rules []rule `yaml:"rules"`
+}
+
+type rule struct {
+	Record      string            `yaml:"record,omitempty"`
+	Alert       string            `yaml:"alert,omitempty"`
+	Expr        string            `yaml:"expr"`
+	Labels      map[string]string `yaml:"labels,omitempty"`
+	Annotations map[string]string `yaml:"annotations,omitempty"`
+}
+
+var selectorRE = regexp.MustCompile(`^\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*(,\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*)*$`)
+
+// GenerateRules compiles SLOs into a Prometheus rule file equivalent to the
+// watchdog: per SLO one group holding the recording rules (error ratio and
+// event count per window, aggregated `sum by (model)` across replicas, the
+// period ratio, budget remaining, objective) followed by the page and ticket
+// alerts, so an evaluation sees the records of the same cycle.
+func GenerateRules(slos []config.SLO, opts RuleOptions) ([]byte, error) {
+	if opts.RunbookURL == "" {
+		opts.RunbookURL = DefaultRunbookURL
+	}
+	if opts.Selector != "" && !selectorRE.MatchString(opts.Selector) {
+		return nil, fmt.Errorf("selector %q: want label matchers like job=\"vllm\",namespace=~\"prod-.*\"", opts.Selector)
+	}
+	f := ruleFile{Groups: []ruleGroup{}}
+	for i := range slos {
+		s := slos[i]
+		if err := s.Validate(); err != nil {
+			return nil, fmt.Errorf("slos[%d] (%s): %w", i, s.Name, err)
+		}
+		f.Groups = append(f.Groups, sloGroup(&s, opts))
+	}
+	var buf bytes.Buffer
+	if opts.Header != "" {
+		for _, l := range strings.Split(strings.TrimRight(opts.Header, "\n"), "\n") {
+			buf.WriteString("# " + l + "\n")
+		}
+	}
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(f); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// leRegex matches a bucket boundary however it is written: Prometheus 2
+// keeps the exposition's text ("1"), Prometheus 3 normalises classic
+// histogram `le` labels to floats ("1.0").
+func leRegex(v float64) string {
+	s := strconv.FormatFloat(v, 'g', -1, 64)
+	alts := []string{regexp.QuoteMeta(s)}
+	if !strings.ContainsAny(s, ".eE") {
+		alts = append(alts, regexp.QuoteMeta(s+".0"))
+	} else if strings.HasSuffix(s, ".0") {
+		alts = append(alts, regexp.QuoteMeta(strings.TrimSuffix(s, ".0")))
+	}
+	// The regex goes into a PromQL double-quoted string: escape backslashes.
+	return strings.ReplaceAll(strings.Join(alts, "|"), `\`, `\\`)
+}
+
+// matchers joins label matchers into a selector body.
+func matchers(ms ...string) string {
+	var out []string
+	for _, m := range ms {
+		if strings.TrimSpace(m) != "" {
+			out = append(out, strings.TrimSpace(m))
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return "{" + strings.Join(out, ",") + "}"
+}
+
+var probeHistograms = map[string]string{
+	"ttft": "vllm_probe_time_to_first_token_seconds",
+	"tpot": "vllm_probe_time_per_output_token_seconds",
+	"itl":  "vllm_probe_inter_token_latency_seconds",
+	"e2e":  "vllm_probe_e2e_latency_seconds",
+}
+
+var serverHistograms = map[string][]string{
+	// tpot: vLLM >= 0.11's per-request histogram where the server has it,
+	// the inter-token latency otherwise (same buckets).
+	"tpot":  {"vllm_request_time_per_output_token_seconds", "vllm_inter_token_latency_seconds"},
+	"ttft":  {"vllm_time_to_first_token_seconds"},
+	"itl":   {"vllm_inter_token_latency_seconds"},
+	"e2e":   {"vllm_e2e_request_latency_seconds"},
+	"queue": {"vllm_request_queue_time_seconds"},
+}
+
+// sli builds the per-window expressions of one SLO.
+type sli struct {
+	// ratio(w): error ratio; events(w): total events; bad(w): bad events.
+	ratio, events, bad func(w string) string
+}
+
+func sumBy(fn, series, sel, w string) string {
+	return fmt.Sprintf("sum by (model) (%s(%s%s[%s]))", fn, series, sel, w)
+}
+
+func buildSLI(s *config.SLO, selector string) sli {
+	var profileSel string
+	if len(s.Profiles) > 0 {
+		alts := make([]string, len(s.Profiles))
+		for i, p := range s.Profiles {
+			alts[i] = strings.ReplaceAll(regexp.QuoteMeta(p), `\`, `\\`)
+		}
+		profileSel = `profile=~"` + strings.Join(alts, "|") + `"`
+	}
+	sel := matchers(selector, profileSel)
+	switch s.Kind {
+	case config.KindLatency:
+		var hs []string
+		if s.Source == config.SourceProbe {
+			hs = []string{probeHistograms[s.Metric]}
+		} else {
+			hs = serverHistograms[s.Metric]
+		}
+		le := matchers(selector, profileSel, `le=~"`+leRegex(s.Threshold)+`"`)
+		either := func(f func(h string) string) string {
+			parts := make([]string, len(hs))
+			for i, h := range hs {
+				parts[i] = f(h)
+			}
+			if len(parts) == 1 {
+				return parts[0]
+			}
+			for i := range parts {
+				parts[i] = "(\n" + indent(parts[i]) + "\n)"
+			}
+			return strings.Join(parts, "\nor\n")
+		}
+		return sli{
+			ratio: func(w string) string {
+				return either(func(h string) string {
+					return fmt.Sprintf("(\n  %s\n  -\n  %s\n)\n/\n%s",
+						sumBy("rate", h+"_count", sel, w), sumBy("rate", h+"_bucket", le, w), sumBy("rate", h+"_count", sel, w))
+				})
+			},
+			events: func(w string) string {
+				return either(func(h string) string { return sumBy("increase", h+"_count", sel, w) })
+			},
+			bad: func(w string) string {
+				return either(func(h string) string {
+					return sumBy("increase", h+"_count", sel, w) + "\n-\n" + sumBy("increase", h+"_bucket", le, w)
+				})
+			},
+		}
+	case config.KindPreemption:
+		return sli{
+			ratio: func(w string) string {
+				return sumBy("rate", "vllm_preemptions_total", sel, w) + "\n/\n" + sumBy("rate", "vllm_requests_finished_total", sel, w)
+			},
+			events: func(w string) string { return sumBy("increase", "vllm_requests_finished_total", sel, w) },
+			bad:    func(w string) string { return sumBy("increase", "vllm_preemptions_total", sel, w) },
+		}
+	default: // availability
+		total, failed := "vllm_requests_finished_total", "vllm_requests_finished_total"
+		failSel := matchers(selector, `finished_reason=~"abort|error"`)
+		if s.Source == config.SourceProbe {
+			total, failed = "vllm_probe_requests_total", "vllm_probe_failures_total"
+			failSel = sel
+		}
+		// A failure series may not exist yet (vLLM V0 creates a
+		// finished_reason child on first use): count it as zero.
+		badOf := func(fn, w string) string {
+			return fmt.Sprintf("(\n  %s\n  or\n  0 * %s\n)", sumBy(fn, failed, failSel, w), sumBy(fn, total, sel, w))
+		}
+		return sli{
+			ratio:  func(w string) string { return badOf("rate", w) + "\n/\n" + sumBy("rate", total, sel, w) },
+			events: func(w string) string { return sumBy("increase", total, sel, w) },
+			bad:    func(w string) string { return badOf("increase", w) },
+		}
+	}
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
+}
+
+func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// escapeTemplate keeps user text out of Prometheus' template engine.
+func escapeTemplate(s string) string {
+	s = strings.ReplaceAll(s, "{{", "{{`{{`}}")
+	return s
+}
+
+func sloGroup(s *config.SLO, opts RuleOptions) ruleGroup {
+	ws := Windows(s.PeriodDuration())
+	names := make([]string, len(ws))
+	for i, d := range ws {
+		names[i] = WindowName(d)
+	}
+	period := WindowName(s.PeriodDuration())
+	x := buildSLI(s, opts.Selector)
+	lbl := map[string]string{"slo": s.Name}
+	g := ruleGroup{Name: "vllm-slo-" + s.Name}
+	add := func(r rule) { g.Rules = append(g.Rules, r) }
+	for _, w := range names {
+		add(rule{Record: errorRatioRecord(w), Expr: x.ratio(w), Labels: lbl})
+		add(rule{Record: eventsRecord(w), Expr: x.events(w), Labels: lbl})
+	}
+	sel := fmt.Sprintf(`{slo=%q}`, s.Name)
+	add(rule{Record: badRecord(names[0]), Expr: x.bad(names[0]), Labels: lbl})
+	// The period's ratio from the shortest window's increases: every event
+	// is counted (window / evaluation interval) times in both sums, so the
+	// ratio is exact without a 30d range query over raw series.
+	add(rule{Record: errorRatioRecord(period),
+		Expr: fmt.Sprintf("sum_over_time(%s%s[%s])\n/\nsum_over_time(%s%s[%s])",
+			badRecord(names[0]), sel, period, eventsRecord(names[0]), sel, period), Labels: lbl})
+	add(rule{Record: eventsRecord(period), Expr: fmt.Sprintf("sum_over_time(%s%s[%s])", eventsRecord(names[0]), sel, period), Labels: lbl})
+	budget := s.ErrorBudget()
+	add(rule{Record: budgetRecord, Expr: fmt.Sprintf("1 - %s%s / %s", errorRatioRecord(period), sel, fmtFloat(budget)), Labels: lbl})
+	add(rule{Record: objectiveRecord, Expr: fmt.Sprintf("vector(%s)", fmtFloat(s.Objective)), Labels: lbl})
+
+	min := s.MinEventsValue()
+	cond := func(w int, factor float64) string {
+		c := fmt.Sprintf("%s%s / %s > %s", errorRatioRecord(names[w]), sel, fmtFloat(budget), fmtFloat(factor))
+		if min > 0 {
+			c = fmt.Sprintf("(%s and %s%s >= %s)", c, eventsRecord(names[w]), sel, fmtFloat(min))
+		} else {
+			c = "(" + c + ")"
+		}
+		return c
+	}
+	pairs := func(ps []AlertPair) string {
+		var out []string
+		for _, p := range ps {
+			out = append(out, fmt.Sprintf("(\n  %s\n  and\n  %s\n)", cond(p.Long, p.Factor), cond(p.Short, p.Factor)))
+		}
+		return strings.Join(out, "\nor\n")
+	}
+	explain := func(ps []AlertPair) string {
+		var out []string
+		for _, p := range ps {
+			out = append(out, fmt.Sprintf("%sx over %s and %s", fmtFloat(p.Factor), names[p.Long], names[p.Short]))
+		}
+		return strings.Join(out, ", or ")
+	}
+	what := s.Description
+	if what == "" {
+		what = describe(s)
+	}
+	onModel := "{{ with $labels.model }} on model {{ . }}{{ end }}"
+	common := fmt.Sprintf("SLO %s (%s; objective %s over %s, min %s events per window)",
+		s.Name, escapeTemplate(strings.TrimSuffix(what, ".")), fmtFloat(s.Objective), period, fmtFloat(min))
+	add(rule{Alert: PageAlert, Expr: pairs(PagePairs),
+		Labels: map[string]string{"severity": "critical", "slo": s.Name},
+		Annotations: map[string]string{
+			"summary": "SLO " + s.Name + " is burning its error budget fast" + onModel,
+			"description": common + onModel + " burns its error budget at {{ printf \"%.1f\" $value }}x over the long window (page: " +
+				explain(PagePairs) + "). At 14.4x a " + period + " budget is gone in " + WindowName(time.Duration(float64(s.PeriodDuration())/14.4).Round(time.Minute)) + ".",
+			"runbook_url": opts.RunbookURL + "#" + strings.ToLower(PageAlert),
+		}})
+	add(rule{Alert: TicketAlert, Expr: pairs(TicketPairs),
+		Labels: map[string]string{"severity": "warning", "slo": s.Name},
+		Annotations: map[string]string{
+			"summary": "SLO " + s.Name + " is burning its error budget" + onModel,
+			"description": common + onModel + " burns its error budget at {{ printf \"%.1f\" $value }}x over the long window (ticket: " +
+				explain(TicketPairs) + "); it will be spent before the " + period + " period ends.",
+			"runbook_url": opts.RunbookURL + "#" + strings.ToLower(TicketAlert),
+		}})
+	return g
+}
+
+// describe is the default SLO description.
+func describe(s *config.SLO) string {
+	src := "requests"
+	if s.Source == config.SourceProbe {
+		src = "probes"
+	}
+	pct := fmtFloat(math.Round(s.Objective*100*1e9) / 1e9)
+	switch s.Kind {
+	case config.KindLatency:
+		return fmt.Sprintf("%s%% of %s with %s <= %ss", pct, src, s.Metric, fmtFloat(s.Threshold))
+	case config.KindPreemption:
+		return fmt.Sprintf("at most %s preemptions per finished request", fmtFloat(s.Threshold))
+	default:
+		return fmt.Sprintf("%s%% of %s succeed", pct, src)
+	}
+}
+
+// DefaultRulesHeader heads alerts/slo-rules.yml.
+const DefaultRulesHeader = "Code generated by `vllm_exporter rules` from the shipped default SLOs; DO NOT EDIT.\n" +
+	"Regenerate: vllm_exporter rules > alerts/slo-rules.yml (a test fails when this file drifts)."

@@ -1,0 +1,285 @@
+package slo
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/config"
+)
+
+var update = flag.Bool("update", false, "rewrite alerts/slo-rules.yml from the generator")
+
+// checkedInRules is the generated rule file for the shipped default SLOs.
+const checkedInRules = "../alerts/slo-rules.yml"
+
+// DefaultRulesHeader is the header of the checked-in file.
+func defaultRules(t testing.TB) []byte {
+	t.Helper()
+	b, err := GenerateRules(config.Default().SLOs, RuleOptions{Header: DefaultRulesHeader})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestCheckedInRulesMatchGenerator(t *testing.T) {
+	want := defaultRules(t)
+	if *update {
+		if err := os.WriteFile(checkedInRules, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(checkedInRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s drifted from the generator output; regenerate with `go test ./slo -run TestCheckedInRulesMatchGenerator -update` or `vllm_exporter rules > alerts/slo-rules.yml`", checkedInRules)
+	}
+}
+
+func promtool(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("promtool not found (required under CI=true)")
+		}
+		t.Skip("promtool not found")
+	}
+	return p
+}
+
+func TestGeneratedRulesPassPromtoolCheck(t *testing.T) {
+	pt := promtool(t)
+	dir := t.TempDir()
+	probe := `
+slos:
+  - name: probe-ttft
+    source: probe
+    kind: latency
+    metric: ttft
+    threshold: 2.5
+    objective: 0.99
+    profiles: [short, "long.ctx"]
+  - name: probe-avail
+    source: probe
+    kind: availability
+    objective: 0.995
+    period: 7d
+    min_events: 0
+  - name: queue
+    kind: latency
+    metric: queue
+    threshold: 0.5
+    objective: 0.95
+    period: 1d
+    description: 'queue {{ not a template'
+`
+	f, err := config.Parse([]byte(probe), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra, err := GenerateRules(f.SLOs, RuleOptions{Selector: `job="vllm",namespace=~"prod-.*"`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{"default.yml": defaultRules(t), "extra.yml": extra} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(pt, "check", "rules", p).CombinedOutput()
+		if err != nil {
+			t.Fatalf("promtool check rules %s: %v\n%s", name, err, out)
+		}
+	}
+	s := string(extra)
+	for _, want := range []string{`profile=~"short|long\\.ctx"`, `job="vllm",namespace=~"prod-.*"`, "[1m10s]", "[1d]", "{{`{{`}}"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("generated rules lack %s", want)
+		}
+	}
+}
+
+func TestGenerateRulesRejectsBadInput(t *testing.T) {
+	if _, err := GenerateRules(config.Default().SLOs, RuleOptions{Selector: `job=vllm`}); err == nil {
+		t.Fatal("bad selector accepted")
+	}
+	if _, err := GenerateRules([]config.SLO{{Name: "x", Kind: "latency", Metric: "ttft", Threshold: 0.3, Objective: 0.99}}, RuleOptions{}); err == nil ||
+		!strings.Contains(err.Error(), "threshold") {
+		t.Fatalf("bad threshold: %v", err)
+	}
+}
+
+func TestLeRegex(t *testing.T) {
+	for v, want := range map[float64]string{1: `1|1\\.0`, 0.1: `0\\.1`, 2560: `2560|2560\\.0`, 0.001: `0\\.001`} {
+		if got := leRegex(v); got != want {
+			t.Errorf("leRegex(%v) = %s, want %s", v, got, want)
+		}
+	}
+}
+
+// The shared scenario: two replicas serving model "m" (exposition written
+// the Prometheus 3 way, le="1.0"), healthy for two hours, then 30 minutes
+// of hard breach (every request slow, 5% aborted), then healthy again;
+// from the first hour on, 4 preemptions per 100 requests (a 4x burn). The in-process watchdog, fed the sum of
+// both replicas, and Prometheus evaluating the checked-in rules over the
+// same series must agree on every page and ticket state at every minute
+// where the watchdog's decision is stable (its state unchanged for three
+// minutes either side: the two differ at the edges by up to one scrape
+// interval, Prometheus' rate() window holding samples, ours buckets).
+func TestPromtoolAgreesWithWatchdog(t *testing.T) {
+	pt := promtool(t)
+	const minutes = 240
+	type perMin struct{ good, bad, aborted, preempt float64 }
+	gen := func(k int) perMin {
+		p := perMin{100, 0, 0, 0}
+		if k > 60 {
+			p.preempt = 4 // a steady 4x preemption burn: ticket, never page
+		}
+		if k > 120 && k <= 150 {
+			p.good, p.bad, p.aborted = 0, 100, 5
+		}
+		return p
+	}
+	// Cumulative per replica (each gets half).
+	type cum struct{ good, bad, aborted, preempt float64 }
+	series := make([]cum, minutes+1)
+	for k := 1; k <= minutes; k++ {
+		p := gen(k)
+		c := series[k-1]
+		series[k] = cum{c.good + p.good/2, c.bad + p.bad/2, c.aborted + p.aborted/2, c.preempt + p.preempt/2}
+	}
+
+	// In-process watchdog over the default SLO file, fed both replicas' sum.
+	src := &fakeVLLM{}
+	w := New(Options{}, holderFor(t, string(config.DefaultYAML)), Sources{VLLM: src}, nil)
+	type state struct{ page, ticket bool }
+	states := map[string][]state{}
+	for k := 0; k <= minutes; k++ {
+		c := series[k]
+		tr := &traffic{good: 2 * c.good, bad: 2 * c.bad, aborted: 2 * c.aborted, preemptions: 2 * c.preempt}
+		now := t0.Add(time.Duration(k) * time.Minute)
+		src.set(tr.snap(now))
+		w.Tick(now)
+		for _, r := range w.Status() {
+			states[r.SLO] = append(states[r.SLO], state{r.Page, r.Ticket})
+		}
+	}
+	for _, slo := range []string{"ttft-p99", "availability", "preemption"} {
+		if len(states[slo]) != minutes+1 {
+			t.Fatalf("%s: %d states", slo, len(states[slo]))
+		}
+	}
+
+	// promtool input series.
+	var in strings.Builder
+	vals := func(f func(c cum) float64) string {
+		var b strings.Builder
+		for k := 0; k <= minutes; k++ {
+			fmt.Fprintf(&b, "%g ", f(series[k]))
+		}
+		return b.String()
+	}
+	for _, inst := range []string{"a", "b"} {
+		add := func(name, labels string, f func(c cum) float64) {
+			fmt.Fprintf(&in, "      - series: '%s{instance=%q,model=\"m\"%s}'\n        values: '%s'\n", name, inst, labels, vals(f))
+		}
+		add("vllm_time_to_first_token_seconds_count", "", func(c cum) float64 { return c.good + c.bad })
+		add("vllm_time_to_first_token_seconds_bucket", `,le="1.0"`, func(c cum) float64 { return c.good })
+		add("vllm_time_to_first_token_seconds_bucket", `,le="+Inf"`, func(c cum) float64 { return c.good + c.bad })
+		add("vllm_requests_finished_total", `,finished_reason="stop"`, func(c cum) float64 { return c.good + c.bad - c.aborted })
+		add("vllm_requests_finished_total", `,finished_reason="abort"`, func(c cum) float64 { return c.aborted })
+		add("vllm_preemptions_total", "", func(c cum) float64 { return c.preempt })
+	}
+
+	var checks strings.Builder
+	counts := map[string]int{}
+	for _, slo := range []string{"ttft-p99", "availability", "preemption"} {
+		st := states[slo]
+		for k := 3; k <= minutes-3; k++ {
+			stable := true
+			for j := k - 3; j <= k+3; j++ {
+				if st[j] != st[k] {
+					stable = false
+				}
+			}
+			// Prometheus evaluates every 2m (to keep promtool quick); check
+			// every 6th minute.
+			if !stable || k%6 != 0 {
+				continue
+			}
+			for _, a := range []struct {
+				name, sev string
+				on        bool
+			}{{PageAlert, "critical", st[k].page}, {TicketAlert, "warning", st[k].ticket}} {
+				fmt.Fprintf(&checks, "      - expr: 'ALERTS{alertname=%q,alertstate=\"firing\",slo=%q}'\n        eval_time: %dm\n", a.name, slo, k)
+				if a.on {
+					counts[slo+"/"+a.sev]++
+					fmt.Fprintf(&checks, "        exp_samples:\n          - labels: 'ALERTS{alertname=%q,alertstate=\"firing\",model=\"m\",severity=%q,slo=%q}'\n            value: 1\n", a.name, a.sev, slo)
+				} else {
+					fmt.Fprintf(&checks, "        exp_samples: []\n")
+				}
+			}
+		}
+	}
+	// The scenario must exercise both states of each alert, or the
+	// comparison proves nothing.
+	for _, k := range []string{"ttft-p99/critical", "ttft-p99/warning", "availability/critical", "preemption/warning"} {
+		if counts[k] == 0 {
+			t.Fatalf("watchdog never fired %s in a stable window: %v", k, counts)
+		}
+	}
+	if counts["preemption/critical"] != 0 {
+		t.Fatalf("5x preemption burn paged: %v", counts)
+	}
+
+	dir := t.TempDir()
+	// The generator's rules for the scenario's SLOs, exactly as in the
+	// checked-in file (TestCheckedInRulesMatchGenerator holds that equal);
+	// tpot and e2e have no input series here and are left out to keep
+	// promtool fast.
+	var used []config.SLO
+	for _, s := range config.Default().SLOs {
+		if s.Name == "ttft-p99" || s.Name == "availability" || s.Name == "preemption" {
+			used = append(used, s)
+		}
+	}
+	b, err := GenerateRules(used, RuleOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(defaultRules(t), b[len("groups:\n"):len("groups:\n")+2000]) {
+		t.Fatal("scenario rules are not the checked-in ones")
+	}
+	rules := filepath.Join(dir, "slo-rules.yml")
+	if err := os.WriteFile(rules, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	test := fmt.Sprintf("rule_files: [%q]\nevaluation_interval: 2m\ntests:\n  - interval: 1m\n    input_series:\n%s    promql_expr_test:\n%s",
+		rules, in.String(), checks.String())
+	tf := filepath.Join(dir, "slo-test.yml")
+	if err := os.WriteFile(tf, []byte(test), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(pt, "test", "rules", tf).CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool test rules disagrees with the watchdog: %v\n%s", err, lastLines(string(out), 60))
+	}
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(s, "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
+}

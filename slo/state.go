@@ -1,0 +1,267 @@
+package slo
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/go-kit/log/level"
+)
+
+// The checkpoint is JSON: a header naming the format and version, then per
+// SLO (by name and definition fingerprint) and model the last cumulative
+// counter reading and the non-empty ring buckets. It is written to a temp
+// file in the same directory, synced, and renamed over the old one, so a
+// crash leaves either the old or the new checkpoint, never half of one.
+const (
+	stateFormat  = "vllm_exporter/slo-state"
+	stateVersion = 1
+)
+
+var stateErrorReasons = []string{"corrupt", "foreign", "version", "read", "write"}
+
+type stateFile struct {
+	Format  string     `json:"format"`
+	Version int        `json:"version"`
+	SavedAt time.Time  `json:"saved_at"`
+	SLOs    []stateSLO `json:"slos"`
+}
+
+type stateSLO struct {
+	Name        string        `json:"name"`
+	Fingerprint string        `json:"fingerprint"`
+	Series      []stateSeries `json:"series"`
+}
+
+type stateSeries struct {
+	Model    string     `json:"model"`
+	HasLast  bool       `json:"has_last"`
+	Last     cumulative `json:"last"`
+	LastSeen time.Time  `json:"last_seen"`
+	Fine     stateRing  `json:"fine"`
+	Coarse   stateRing  `json:"coarse"`
+}
+
+// stateRing holds a ring sparsely: [absolute bucket index, bad, total].
+type stateRing struct {
+	WidthNS int64        `json:"width_ns"`
+	Len     int          `json:"len"`
+	Head    int64        `json:"head"`
+	Init    bool         `json:"init"`
+	Buckets [][3]float64 `json:"buckets"`
+}
+
+func encodeRing(r *ring) stateRing {
+	sr := stateRing{WidthNS: int64(r.width), Len: len(r.bad), Head: r.head, Init: r.init, Buckets: [][3]float64{}}
+	if !r.init {
+		return sr
+	}
+	n := int64(len(r.bad))
+	for i := r.head - n + 1; i <= r.head; i++ {
+		s := r.slot(i)
+		if r.bad[s] != 0 || r.total[s] != 0 {
+			sr.Buckets = append(sr.Buckets, [3]float64{float64(i), r.bad[s], r.total[s]})
+		}
+	}
+	return sr
+}
+
+// decodeRing restores sr into r; it fails when the geometry differs.
+func decodeRing(sr stateRing, r *ring) error {
+	if sr.WidthNS != int64(r.width) || sr.Len != len(r.bad) {
+		return fmt.Errorf("ring geometry %dns x %d, want %dns x %d", sr.WidthNS, sr.Len, int64(r.width), len(r.bad))
+	}
+	if !sr.Init {
+		return nil
+	}
+	r.init, r.head = true, sr.Head
+	for i := range r.bad {
+		r.bad[i], r.total[i] = 0, 0
+	}
+	n := int64(len(r.bad))
+	for _, b := range sr.Buckets {
+		i := int64(b[0])
+		if i > sr.Head || i <= sr.Head-n || b[1] < 0 || b[2] < 0 {
+			return fmt.Errorf("bucket %d outside ring or negative", i)
+		}
+		s := r.slot(i)
+		r.bad[s], r.total[s] = b[1], b[2]
+	}
+	return nil
+}
+
+// SaveState writes the checkpoint now (Run calls it on shutdown).
+func (w *Watchdog) SaveState() error {
+	if w.opts.StateFile == "" {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.saveLocked(time.Now())
+}
+
+func (w *Watchdog) saveLocked(now time.Time) error {
+	sf := stateFile{Format: stateFormat, Version: stateVersion, SavedAt: now.UTC()}
+	for _, name := range sortedKeys(w.states) {
+		st := w.states[name]
+		ss := stateSLO{Name: name, Fingerprint: st.fp}
+		for _, m := range sortedKeys(st.series) {
+			s := st.series[m]
+			ss.Series = append(ss.Series, stateSeries{Model: m, HasLast: s.hasLast, Last: s.last, LastSeen: s.lastSeen.UTC(),
+				Fine: encodeRing(s.fine), Coarse: encodeRing(s.coarse)})
+		}
+		sf.SLOs = append(sf.SLOs, ss)
+	}
+	data, err := json.Marshal(sf)
+	if err != nil {
+		w.self.stateErrors.add("write")
+		return err
+	}
+	if err := writeAtomic(w.opts.StateFile, data); err != nil {
+		w.self.stateErrors.add("write")
+		return err
+	}
+	w.self.lastSave.Store(time.Now().UnixNano())
+	return nil
+}
+
+func writeAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	ok = true
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// errSetAside marks state files that must not be trusted.
+type stateError struct {
+	reason string
+	err    error
+}
+
+func (e *stateError) Error() string { return e.reason + ": " + e.err.Error() }
+
+// restore loads the checkpoint at path into the freshly reconciled states.
+// Entries whose SLO is no longer configured or whose definition changed are
+// skipped; a file that is not a valid checkpoint is renamed aside.
+func (w *Watchdog) restore(path string) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	if err != nil {
+		w.self.stateErrors.add("read")
+		level.Error(w.logger).Log("msg", "cannot read SLO state file; starting with empty windows", "file", path, "err", err)
+		return
+	}
+	sf, perr := parseState(data)
+	if perr == nil {
+		perr = w.apply(sf)
+	}
+	if perr != nil {
+		var se *stateError
+		reason := "corrupt"
+		if errors.As(perr, &se) {
+			reason = se.reason
+		}
+		w.self.stateErrors.add(reason)
+		aside := fmt.Sprintf("%s.%s-%s", path, reason, time.Now().UTC().Format("20060102T150405Z"))
+		if rerr := os.Rename(path, aside); rerr != nil {
+			level.Error(w.logger).Log("msg", "SLO state file is not trusted and could not be set aside", "file", path, "reason", reason, "err", perr, "rename_err", rerr)
+		} else {
+			level.Error(w.logger).Log("msg", "SLO state file is not trusted; set aside, starting with empty windows", "file", path, "moved_to", aside, "reason", reason, "err", perr)
+		}
+		// Drop anything partially applied.
+		for name, st := range w.states {
+			w.states[name] = newSLOState(st.cfg)
+		}
+		return
+	}
+	w.self.restored.Store(true)
+	level.Info(w.logger).Log("msg", "SLO state restored", "file", path, "saved_at", sf.SavedAt)
+}
+
+func parseState(data []byte) (*stateFile, error) {
+	var hdr struct {
+		Format  string `json:"format"`
+		Version int    `json:"version"`
+	}
+	if err := json.Unmarshal(data, &hdr); err != nil {
+		return nil, &stateError{"corrupt", err}
+	}
+	if hdr.Format != stateFormat {
+		return nil, &stateError{"foreign", fmt.Errorf("format %q is not %q", hdr.Format, stateFormat)}
+	}
+	if hdr.Version != stateVersion {
+		return nil, &stateError{"version", fmt.Errorf("version %d, this exporter reads %d", hdr.Version, stateVersion)}
+	}
+	var sf stateFile
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&sf); err != nil {
+		return nil, &stateError{"corrupt", err}
+	}
+	return &sf, nil
+}
+
+func (w *Watchdog) apply(sf *stateFile) error {
+	for _, ss := range sf.SLOs {
+		st := w.states[ss.Name]
+		if st == nil || st.fp != ss.Fingerprint {
+			level.Info(w.logger).Log("msg", "SLO state entry skipped: SLO removed or redefined", "slo", ss.Name)
+			continue
+		}
+		for _, se := range ss.Series {
+			s := st.newSeries(se.Model)
+			if err := decodeRing(se.Fine, s.fine); err != nil {
+				return &stateError{"corrupt", fmt.Errorf("slo %s model %q fine ring: %w", ss.Name, se.Model, err)}
+			}
+			if err := decodeRing(se.Coarse, s.coarse); err != nil {
+				return &stateError{"corrupt", fmt.Errorf("slo %s model %q coarse ring: %w", ss.Name, se.Model, err)}
+			}
+			s.hasLast, s.last, s.lastSeen = se.HasLast, se.Last, se.LastSeen
+			st.series[se.Model] = s
+		}
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

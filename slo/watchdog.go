@@ -1,0 +1,402 @@
+// Package slo is the SLO watchdog: on every tick it turns the latest
+// cumulative counters of the exporter's sources (vLLM scrape, probes) into
+// good/bad event increments, keeps them in compact time-bucket rings, and
+// evaluates multi-window multi-burn-rate error budgets (the SRE workbook's
+// method) per SLO and model. It exports the results, checkpoints its window
+// state to disk so a restart loses at most one tick, and generates the
+// equivalent Prometheus rules (GenerateRules).
+package slo
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+)
+
+// VLLMSource is the read-only view of the vLLM scraper the watchdog needs.
+type VLLMSource interface {
+	Latest() *snapshot.VLLM
+	Window(time.Duration) map[string]*snapshot.Derived
+}
+
+// GPUSource is the read-only view of the GPU sampler.
+type GPUSource interface{ Latest() *snapshot.GPU }
+
+// ProbeSource is the read-only view of the probe scheduler.
+type ProbeSource interface{ Latest() *snapshot.Probes }
+
+// Sources are the snapshot publishers the watchdog reads; any may be nil.
+type Sources struct {
+	VLLM   VLLMSource
+	GPU    GPUSource
+	Probes ProbeSource
+}
+
+// Hook is run after every watchdog tick with the tick's time (the
+// bottleneck classifier plugs in here).
+type Hook interface{ Tick(now time.Time) }
+
+// DefaultInterval is the tick interval when Options.Interval is zero.
+const DefaultInterval = 10 * time.Second
+
+// Options configure a Watchdog.
+type Options struct {
+	// Interval between ticks in Run (default 10s, --slo.interval).
+	Interval time.Duration
+	// StateFile is the checkpoint path (--slo.state-file); empty disables
+	// checkpointing.
+	StateFile string
+	// SaveEvery writes the checkpoint every N ticks (default 1: every tick).
+	SaveEvery int
+	// Hooks run after each tick, in order.
+	Hooks []Hook
+}
+
+// WindowResult is one alert window of one SLO series.
+type WindowResult struct {
+	Name     string        // label value, e.g. "5m"
+	Duration time.Duration // the window
+	Bad      float64       // bad events in the window
+	Total    float64       // all events in the window
+	// ErrorRatio is Bad/Total; absent when the window holds no events.
+	ErrorRatio snapshot.Value
+	// BurnRate is ErrorRatio / (1 - objective); absent with ErrorRatio.
+	BurnRate snapshot.Value
+	// Enough reports Total >= min_events: only then can the window burn.
+	Enough bool
+}
+
+// Result is the latest evaluation of one SLO for one model.
+type Result struct {
+	SLO       string
+	Model     string // vLLM model_name; "" for probe SLOs
+	Source    string
+	Kind      string
+	Objective float64
+	Period    time.Duration
+	// Windows are the alert windows, shortest first (5m .. 3d for 30d).
+	Windows []WindowResult
+	// PeriodWindow is the whole period (the budget's window).
+	PeriodWindow WindowResult
+	// BudgetRemaining is 1 - (period error ratio / error budget): 1 with no
+	// errors, 0 when the budget is spent, negative when overspent.
+	BudgetRemaining snapshot.Value
+	// Page and Ticket are the multi-window multi-burn-rate alert states.
+	Page, Ticket bool
+	// Time is when this result was computed.
+	Time time.Time
+}
+
+// Window returns the window result with the given label value.
+func (r *Result) Window(name string) (WindowResult, bool) {
+	for _, w := range r.Windows {
+		if w.Name == name {
+			return w, true
+		}
+	}
+	if r.PeriodWindow.Name == name {
+		return r.PeriodWindow, true
+	}
+	return WindowResult{}, false
+}
+
+// series is the state of one SLO for one model.
+type series struct {
+	model    string
+	last     cumulative
+	hasLast  bool
+	lastSeen time.Time
+	fine     *ring
+	coarse   *ring
+}
+
+// sloState is the watchdog's state for one configured SLO.
+type sloState struct {
+	cfg     config.SLO
+	fp      string
+	windows []time.Duration
+	series  map[string]*series
+	lastErr string
+}
+
+func newSLOState(c config.SLO) *sloState {
+	return &sloState{cfg: c, fp: c.Fingerprint(), windows: Windows(c.PeriodDuration()), series: map[string]*series{}}
+}
+
+func (st *sloState) newSeries(model string) *series {
+	p := st.cfg.PeriodDuration()
+	return &series{
+		model:  model,
+		fine:   newRing(fineWidth(p), st.windows[len(st.windows)-1]),
+		coarse: newRing(coarseWidth(p), p),
+	}
+}
+
+// Watchdog evaluates the configured SLOs on every tick.
+type Watchdog struct {
+	opts   Options
+	holder *config.Holder
+	src    Sources
+	logger log.Logger
+
+	mu     sync.Mutex // serialises ticks and guards the fields below
+	states map[string]*sloState
+	ticks  int
+	hooks  []Hook
+
+	status atomic.Pointer[[]Result]
+	self   selfMetrics
+}
+
+// New creates a Watchdog and restores its window state from
+// opts.StateFile when that holds a valid checkpoint. A corrupt or foreign
+// state file is logged, counted and renamed aside, never trusted.
+func New(opts Options, holder *config.Holder, src Sources, logger log.Logger) *Watchdog {
+	if opts.Interval <= 0 {
+		opts.Interval = DefaultInterval
+	}
+	if opts.SaveEvery <= 0 {
+		opts.SaveEvery = 1
+	}
+	if logger == nil {
+		logger = log.NewNopLogger()
+	}
+	w := &Watchdog{
+		opts: opts, holder: holder, src: src, logger: logger,
+		states: map[string]*sloState{},
+		hooks:  append([]Hook(nil), opts.Hooks...),
+		self:   newSelfMetrics(),
+	}
+	empty := []Result{}
+	w.status.Store(&empty)
+	w.reconcile(holder.Get())
+	if opts.StateFile != "" {
+		w.restore(opts.StateFile)
+	}
+	return w
+}
+
+// AddHook appends a hook run after every later tick.
+func (w *Watchdog) AddHook(h Hook) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.hooks = append(w.hooks, h)
+}
+
+// Run ticks every Interval until ctx is done, then writes a final
+// checkpoint.
+func (w *Watchdog) Run(ctx context.Context) {
+	t := time.NewTicker(w.opts.Interval)
+	defer t.Stop()
+	w.Tick(time.Now())
+	for {
+		select {
+		case <-ctx.Done():
+			if err := w.SaveState(); err != nil {
+				level.Error(w.logger).Log("msg", "final SLO state checkpoint failed", "err", err)
+			}
+			return
+		case now := <-t.C:
+			w.Tick(now)
+		}
+	}
+}
+
+// Status returns the latest per-SLO, per-model results, sorted by SLO then
+// model. The slice is shared: do not modify it.
+func (w *Watchdog) Status() []Result { return *w.status.Load() }
+
+// reconcile makes the SLO states match the configuration: new SLOs start
+// empty, SLOs whose definition (fingerprint) changed start over, removed
+// ones are dropped, and objective/min_events changes apply in place.
+func (w *Watchdog) reconcile(f *config.File) {
+	want := map[string]bool{}
+	for _, c := range f.SLOs {
+		want[c.Name] = true
+		st := w.states[c.Name]
+		if st == nil || st.fp != c.Fingerprint() {
+			if st != nil {
+				level.Info(w.logger).Log("msg", "SLO definition changed; its window state starts over", "slo", c.Name)
+			}
+			w.states[c.Name] = newSLOState(c)
+			continue
+		}
+		st.cfg = c
+	}
+	for name := range w.states {
+		if !want[name] {
+			delete(w.states, name)
+		}
+	}
+}
+
+// Tick runs one evaluation at now: read the sources' latest snapshots,
+// add the event increments to the rings, evaluate every window, publish the
+// results, checkpoint, then run the hooks.
+func (w *Watchdog) Tick(now time.Time) {
+	w.mu.Lock()
+	w.reconcile(w.holder.Get())
+	var vl *snapshot.VLLM
+	var pr *snapshot.Probes
+	if w.src.VLLM != nil {
+		vl = w.src.VLLM.Latest()
+	}
+	if w.src.Probes != nil {
+		pr = w.src.Probes.Latest()
+	}
+	names := make([]string, 0, len(w.states))
+	for n := range w.states {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var results []Result
+	for _, n := range names {
+		st := w.states[n]
+		w.observe(st, vl, pr, now)
+		models := make([]string, 0, len(st.series))
+		for m := range st.series {
+			models = append(models, m)
+		}
+		sort.Strings(models)
+		for _, m := range models {
+			results = append(results, evaluate(st, st.series[m], now))
+		}
+	}
+	if results == nil {
+		results = []Result{}
+	}
+	w.status.Store(&results)
+	w.ticks++
+	if w.opts.StateFile != "" && w.ticks%w.opts.SaveEvery == 0 {
+		if err := w.saveLocked(now); err != nil {
+			level.Error(w.logger).Log("msg", "SLO state checkpoint failed", "file", w.opts.StateFile, "err", err)
+		}
+	}
+	w.self.lastEval.Store(now.UnixNano())
+	hooks := append([]Hook(nil), w.hooks...)
+	w.mu.Unlock()
+	for _, h := range hooks {
+		h.Tick(now)
+	}
+}
+
+// observe adds the events since the previous reading to st's rings.
+func (w *Watchdog) observe(st *sloState, vl *snapshot.VLLM, pr *snapshot.Probes, now time.Time) {
+	var cur map[string]cumulative
+	var errs []error
+	if st.cfg.Source == config.SourceProbe {
+		cur, errs = probeEvents(&st.cfg, pr)
+	} else {
+		cur, errs = serverEvents(&st.cfg, vl)
+	}
+	msg := ""
+	if len(errs) > 0 {
+		msg = errs[0].Error()
+		w.self.evalErrors.add(st.cfg.Name)
+	}
+	if msg != st.lastErr {
+		if msg != "" {
+			level.Warn(w.logger).Log("msg", "SLO cannot be measured", "slo", st.cfg.Name, "err", msg, "errors", len(errs))
+		} else if st.lastErr != "" {
+			level.Info(w.logger).Log("msg", "SLO measurable again", "slo", st.cfg.Name)
+		}
+		st.lastErr = msg
+	}
+	for model, c := range cur {
+		s := st.series[model]
+		if s == nil {
+			s = st.newSeries(model)
+			st.series[model] = s
+		}
+		s.lastSeen = now
+		if !s.hasLast || s.last.Series != c.Series {
+			// First reading (or a different underlying series): a baseline,
+			// not events; otherwise a server's whole history would land in
+			// the current window.
+			s.last, s.hasLast = c, true
+			s.fine.advance(s.fine.index(now))
+			s.coarse.advance(s.coarse.index(now))
+			continue
+		}
+		bad, total, _ := increment(s.last, c)
+		s.last = c
+		s.fine.add(now, bad, total)
+		s.coarse.add(now, bad, total)
+	}
+	// Forget models gone for longer than the period with no events left.
+	for model, s := range st.series {
+		if _, ok := cur[model]; ok {
+			continue
+		}
+		if now.Sub(s.lastSeen) > st.cfg.PeriodDuration() {
+			delete(st.series, model)
+		}
+	}
+}
+
+// windowResult turns event sums into ratios for one window.
+func windowResult(name string, d time.Duration, bad, total, budget, minEvents float64) WindowResult {
+	r := WindowResult{Name: name, Duration: d, Bad: bad, Total: total}
+	if total > 0 {
+		r.ErrorRatio = snapshot.Some(bad / total)
+		r.BurnRate = snapshot.Some(bad / total / budget)
+	}
+	r.Enough = total > 0 && total >= minEvents
+	return r
+}
+
+// burning reports whether a window counts as burning faster than factor.
+func burning(r WindowResult, factor float64) bool {
+	return r.Enough && r.BurnRate.OK && r.BurnRate.V > factor
+}
+
+// alerting evaluates a list of window pairs.
+func alerting(ws []WindowResult, pairs []AlertPair) bool {
+	for _, p := range pairs {
+		if burning(ws[p.Long], p.Factor) && burning(ws[p.Short], p.Factor) {
+			return true
+		}
+	}
+	return false
+}
+
+func evaluate(st *sloState, s *series, now time.Time) Result {
+	c := st.cfg
+	budget := c.ErrorBudget()
+	minEv := c.MinEventsValue()
+	res := Result{SLO: c.Name, Model: s.model, Source: c.Source, Kind: c.Kind,
+		Objective: c.Objective, Period: c.PeriodDuration(), Time: now}
+	bad, total := s.fine.sums(now, st.windows)
+	res.Windows = make([]WindowResult, len(st.windows))
+	for i, d := range st.windows {
+		res.Windows[i] = windowResult(WindowName(d), d, bad[i], total[i], budget, minEv)
+	}
+	pb, pt := s.coarse.sums(now, []time.Duration{c.PeriodDuration()})
+	res.PeriodWindow = windowResult(WindowName(c.PeriodDuration()), c.PeriodDuration(), pb[0], pt[0], budget, minEv)
+	if res.PeriodWindow.ErrorRatio.OK {
+		res.BudgetRemaining = snapshot.Some(1 - res.PeriodWindow.ErrorRatio.V/budget)
+	} else {
+		res.BudgetRemaining = snapshot.Some(1) // no events: nothing spent
+	}
+	res.Page = alerting(res.Windows, PagePairs)
+	res.Ticket = alerting(res.Windows, TicketPairs)
+	return res
+}
+
+// String is a compact description for logs and test failures.
+func (r Result) String() string {
+	s := fmt.Sprintf("%s{model=%q} page=%v ticket=%v budget=%.4f", r.SLO, r.Model, r.Page, r.Ticket, r.BudgetRemaining.V)
+	for _, w := range r.Windows {
+		s += fmt.Sprintf(" %s=%g/%g", w.Name, w.Bad, w.Total)
+	}
+	return s
+}

@@ -1,0 +1,200 @@
+package slo
+
+import (
+	"math"
+	"time"
+
+	"github.com/prometheus/common/model"
+)
+
+// The SRE workbook's alert windows for a 30-day period. For another period
+// every window is scaled by period/30d (rounded to whole seconds, at least
+// 1s): a 7d SLO pages on 14.4x over 14m AND 1m10s.
+var baseWindows = []time.Duration{
+	5 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour,
+	6 * time.Hour, 24 * time.Hour, 72 * time.Hour,
+}
+
+const basePeriod = 30 * 24 * time.Hour
+
+// Window indexes into Windows(period).
+const (
+	w5m = iota
+	w30m
+	w1h
+	w2h
+	w6h
+	w1d
+	w3d
+)
+
+// AlertPair is one multi-window condition: the burn rate must exceed Factor
+// over both the Long and the Short window (indexes into Windows).
+type AlertPair struct {
+	Long, Short int
+	Factor      float64
+}
+
+// PagePairs and TicketPairs are the workbook's multi-window multi-burn-rate
+// conditions; either pair of a list sets the state.
+var (
+	PagePairs   = []AlertPair{{w1h, w5m, 14.4}, {w6h, w30m, 6}}
+	TicketPairs = []AlertPair{{w1d, w2h, 3}, {w3d, w6h, 1}}
+)
+
+// Windows returns the alert windows for an SLO period, shortest first.
+func Windows(period time.Duration) []time.Duration {
+	out := make([]time.Duration, len(baseWindows))
+	for i, b := range baseWindows {
+		d := time.Duration(math.Round(float64(b)*float64(period)/float64(basePeriod)/float64(time.Second))) * time.Second
+		if d < time.Second {
+			d = time.Second
+		}
+		out[i] = d
+	}
+	return out
+}
+
+// WindowName is the `window` label value of a duration ("5m", "1d", "1m10s").
+func WindowName(d time.Duration) string { return model.Duration(d).String() }
+
+// bucket widths: the fine ring resolves the shortest window in 10 buckets and
+// spans the longest; the coarse ring covers the whole period in 720 buckets.
+const (
+	fineBucketsPerShortWindow = 10
+	coarseBuckets             = 720
+)
+
+func fineWidth(period time.Duration) time.Duration {
+	w := Windows(period)[0] / fineBucketsPerShortWindow
+	w = w.Truncate(time.Millisecond)
+	if w < time.Millisecond {
+		w = time.Millisecond
+	}
+	return w
+}
+
+func coarseWidth(period time.Duration) time.Duration {
+	w := (period / coarseBuckets).Truncate(time.Millisecond)
+	if w < time.Millisecond {
+		w = time.Millisecond
+	}
+	return w
+}
+
+// ring is a fixed array of time buckets holding bad and total event counts;
+// bucket i (an absolute index, unix time / width) lives at i mod len.
+type ring struct {
+	width time.Duration
+	bad   []float64
+	total []float64
+	head  int64 // absolute index of the newest bucket
+	init  bool
+}
+
+func newRing(width, span time.Duration) *ring {
+	n := int((span+width-1)/width) + 1
+	return &ring{width: width, bad: make([]float64, n), total: make([]float64, n)}
+}
+
+func (r *ring) index(t time.Time) int64 {
+	return floorDiv(t.UnixNano(), int64(r.width))
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}
+
+func (r *ring) slot(i int64) int {
+	n := int64(len(r.bad))
+	return int(((i % n) + n) % n)
+}
+
+// advance moves head forward to i, clearing the buckets it passes.
+func (r *ring) advance(i int64) {
+	if !r.init {
+		r.head, r.init = i, true
+		s := r.slot(i)
+		r.bad[s], r.total[s] = 0, 0
+		return
+	}
+	if i <= r.head {
+		return
+	}
+	n := int64(len(r.bad))
+	from := r.head + 1
+	if i-from >= n {
+		from = i - n + 1
+	}
+	for j := from; j <= i; j++ {
+		s := r.slot(j)
+		r.bad[s], r.total[s] = 0, 0
+	}
+	r.head = i
+}
+
+// add records events at time t. Events older than the ring are dropped.
+func (r *ring) add(t time.Time, bad, total float64) {
+	i := r.index(t)
+	r.advance(i)
+	if i <= r.head-int64(len(r.bad)) {
+		return
+	}
+	s := r.slot(i)
+	r.bad[s] += bad
+	r.total[s] += total
+}
+
+// sums returns, for each span in spans (ascending), the events in the
+// buckets covering (now-span, now]: ceil(span/width) buckets ending at now's.
+func (r *ring) sums(now time.Time, spans []time.Duration) (bad, total []float64) {
+	bad = make([]float64, len(spans))
+	total = make([]float64, len(spans))
+	if !r.init {
+		return
+	}
+	end := r.index(now)
+	n := int64(len(r.bad))
+	var b, t float64
+	var k int64
+	// Walk back from end's slot without a modulo per bucket.
+	slot := r.slot(end)
+	for wi, sp := range spans {
+		cnt := int64((sp + r.width - 1) / r.width)
+		if cnt > n {
+			cnt = n
+		}
+		for ; k < cnt; k++ {
+			i := end - k
+			if i <= r.head && i > r.head-n {
+				b += r.bad[slot]
+				t += r.total[slot]
+			}
+			slot--
+			if slot < 0 {
+				slot = int(n) - 1
+			}
+		}
+		bad[wi], total[wi] = b, t
+	}
+	return
+}
+
+// empty reports whether the ring holds no events at all.
+func (r *ring) empty() bool {
+	for _, v := range r.total {
+		if v != 0 {
+			return false
+		}
+	}
+	for _, v := range r.bad {
+		if v != 0 {
+			return false
+		}
+	}
+	return true
+}
