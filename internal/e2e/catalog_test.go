@@ -159,7 +159,7 @@ func TestQueriesUseExistingSeries(t *testing.T) {
 	s := startStack(t)
 	cat := newCatalog()
 	cat.add("exporter /metrics (run against vllm-sim)", exporterNames(t, s))
-	cat.add("GPU collector on mock NVML", gpuNames(t))
+	cat.add("exporter components in-process (probes against vllm-sim; declared series)", componentNames(t, s))
 	cat.add("vLLM fixtures", fixtureNames(t))
 	cat.add("Prometheus", prometheusSeries)
 	rules, records := ruleQueries(t, ruleFiles(t))
