@@ -25,6 +25,7 @@ const e2eConfig = `
 probes:
   max_requests_per_minute: 240
   max_tokens_per_hour: 2000000
+  ttft_gap_window: 1m
   profiles:
     - name: short
       endpoint: completions
