@@ -182,11 +182,6 @@ func finite(res []promResult) bool {
 	return false
 }
 
-// Panels that only have data after a failure, with the reason.
-var faultOnlyPanels = map[string]string{
-	"Probe failures by reason": "vllm_probe_failures_total exists only once a probe failed",
-}
-
 // TestEndToEnd runs the simulated vLLM, the exporter, a real Prometheus
 // loaded with alerts/ and the SLO rules generated for a short-period SLO
 // config, and a real Alertmanager with the shipped routing sending to a
@@ -289,32 +284,40 @@ func TestEndToEnd(t *testing.T) {
 	}
 	checkRules()
 
-	// Healthy phase: every dashboard query returns data.
+	// Every dashboard query must return data: most while healthy, the rest
+	// (failure and bottleneck-evidence panels) during the breach below.
 	panels, vars := dashboardQueries(t)
 	gpuRes, _ := pc.query("vllm_gpu_info")
 	hasGPU := len(gpuRes) > 0
 	if !hasGPU {
 		t.Log("no GPU collector in this run: GPU dashboard queries must evaluate, but cannot return data")
 	}
-	exempt := func(q query) string {
-		if q.Dashboard == "vllm-gpu.json" && !hasGPU {
-			return "no GPU in this run"
-		}
-		return faultOnlyPanels[q.Panel]
+	pending := map[string]bool{} // query.Where -> still without data
+	for _, q := range panels {
+		pending[q.Where] = true
 	}
-	var missing []string
-	dur := waitFor(t, "every dashboard query returns data", 4*time.Minute, procs, func() error {
-		missing = missing[:0]
+	for _, v := range vars {
+		pending[v.Where] = true
+	}
+	// checkData evaluates every query still pending and returns how many
+	// remain without data (GPU queries without a GPU only need to evaluate).
+	checkData := func() []string {
 		for _, q := range panels {
+			if !pending[q.Where] {
+				continue
+			}
 			res, err := pc.query(Substitute(q.Expr))
 			if err != nil {
 				t.Fatalf("%s: Prometheus rejects %q: %v", q.Where, Substitute(q.Expr), err)
 			}
-			if !finite(res) && exempt(q) == "" {
-				missing = append(missing, q.Where)
+			if finite(res) || (q.Dashboard == "vllm-gpu.json" && !hasGPU) {
+				delete(pending, q.Where)
 			}
 		}
 		for _, v := range vars {
+			if !pending[v.Where] {
+				continue
+			}
 			sel, label, err := VariableQuery(v.Expr)
 			if err != nil {
 				t.Fatal(err)
@@ -323,16 +326,34 @@ func TestEndToEnd(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", v.Where, err)
 			}
-			if len(res) == 0 && !(v.Dashboard == "vllm-gpu.json" && !hasGPU && label == "gpu") {
-				missing = append(missing, v.Where)
+			if len(res) > 0 || (v.Dashboard == "vllm-gpu.json" && !hasGPU) {
+				delete(pending, v.Where)
 			}
 		}
-		if len(missing) > 0 {
-			return fmt.Errorf("%d queries without data:\n  %s", len(missing), strings.Join(missing, "\n  "))
+		var left []string
+		for w := range pending {
+			left = append(left, w)
 		}
-		return nil
-	})
-	t.Logf("all %d panel queries and %d variables returned data after %v (exempt: %v)", len(panels), len(vars), dur.Round(time.Second), exemptList(panels, exempt))
+		sort.Strings(left)
+		return left
+	}
+	// Healthy: wait until every query has data, or the set still without
+	// data has not changed for 30s (after at least a minute, so the 1m rate
+	// windows and the 30s recording rules have filled), at most 4 minutes.
+	var healthyLeft []string
+	start, lastChange, prev := time.Now(), time.Now(), ""
+	for {
+		healthyLeft = checkData()
+		if cur := strings.Join(healthyLeft, ","); cur != prev {
+			prev, lastChange = cur, time.Now()
+		}
+		if len(healthyLeft) == 0 || (time.Since(start) > time.Minute && time.Since(lastChange) > 30*time.Second) || time.Since(start) > 4*time.Minute {
+			break
+		}
+		time.Sleep(3 * time.Second)
+	}
+	t.Logf("healthy phase (%v): %d of %d queries returned data; left for the breach: %v",
+		time.Since(start).Round(time.Second), len(panels)+len(vars)-len(healthyLeft), len(panels)+len(vars), healthyLeft)
 
 	// The alerting pipeline works (Watchdog reaches the heartbeat receiver)
 	// and nothing pages while healthy.
@@ -352,6 +373,8 @@ func TestEndToEnd(t *testing.T) {
 	page := map[string]string{"alertname": "VLLMSLOBurnRatePage", "slo": "e2e-ttft", "severity": "critical"}
 	breach := time.Now()
 	s.setScenario(t, map[string]any{"scenario": "throttled", "step_factor": 10})
+	// and a few seconds of cut streams, so probe failures exist
+	s.fault(t, map[string]any{"fault": "stream_cut", "after_chunks": 1, "duration": "5s"})
 	// Expected: the 90s (1h-equivalent) window crosses 14.4x after ~13s of
 	// bad events, the 7.5s window at once; plus scrape, evaluation and
 	// group_wait of a second each. Allow 4x for a loaded 2-core CI runner.
@@ -370,6 +393,14 @@ func TestEndToEnd(t *testing.T) {
 	if paged.Path != "/pager" {
 		t.Errorf("the page went to %s, want the pager receiver (/pager) of the shipped routing", paged.Path)
 	}
+	// The queries that had no data while healthy have it now.
+	waitFor(t, "remaining dashboard queries return data during the breach", time.Minute, procs, func() error {
+		if left := checkData(); len(left) > 0 {
+			return fmt.Errorf("%d queries without data:\n  %s", len(left), strings.Join(left, "\n  "))
+		}
+		return nil
+	})
+	t.Logf("every dashboard query returned data (GPU dashboard: evaluated only=%v)", !hasGPU)
 	// The exporter's own watchdog agrees with the Prometheus rules.
 	waitFor(t, "exporter watchdog page state", time.Minute, procs, func() error {
 		res, err := pc.query(`vllm_slo_alert_state{slo="e2e-ttft",severity="critical"} == 1`)
@@ -394,19 +425,4 @@ func TestEndToEnd(t *testing.T) {
 	if t.Failed() {
 		t.Logf("notifications:\n%s", hook.summary())
 	}
-}
-
-func exemptList(qs []query, exempt func(query) string) []string {
-	seen := map[string]bool{}
-	for _, q := range qs {
-		if why := exempt(q); why != "" {
-			seen[q.Dashboard+" "+q.Panel+" ("+why+")"] = true
-		}
-	}
-	var out []string
-	for k := range seen {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

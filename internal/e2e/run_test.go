@@ -61,7 +61,8 @@ slos:
     min_events: 3
 `
 
-// startStack starts vllm-sim (healthy scenario, built-in load) and the
+// startStack starts vllm-sim (healthy scenario, built-in load, two
+// data-parallel engines so per-engine series exist) and the
 // exporter on free loopback ports and waits until the exporter is ready.
 func startStack(t *testing.T) *stack {
 	t.Helper()
@@ -79,7 +80,7 @@ func startStack(t *testing.T) *stack {
 	s.simURL = fmt.Sprintf("http://127.0.0.1:%d", simPort)
 	s.sim = startProc(t, "vllm-sim", simBin,
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", simPort),
-		"--served-model-name=e2e-model", "--seed=7", "--scenario=healthy")
+		"--served-model-name=e2e-model", "--data-parallel-size=2", "--seed=7", "--scenario=healthy")
 	waitFor(t, "vllm-sim /health", 30*time.Second, []*proc{s.sim}, httpOK(s.simURL+"/health"))
 
 	expPort := freePort(t)
