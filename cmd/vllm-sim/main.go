@@ -45,6 +45,7 @@ func run(args []string) error {
 	app.Flag("admin.listen-address", "Optional second address serving the same routes, so /admin stays reachable while the main port is down.").StringVar(&adminAddr)
 	app.Flag("served-model-name", "Model name served; repeat for several models (each gets its own engines).").Default("meta-llama/Llama-3.1-8B-Instruct").StringsVar(&cfg.Models)
 	app.Flag("data-parallel-size", "Engines per model (engine label 0..N-1).").Default("1").IntVar(&cfg.DataParallelSize)
+	app.Flag("api-server-count", "API server processes; > 1 switches V1 /metrics to multiprocess style (no _created, no python/process).").Default("1").IntVar(&cfg.APIServerCount)
 	app.Flag("max-num-seqs", "Max running sequences per engine.").Default("128").IntVar(&cfg.MaxNumSeqs)
 	app.Flag("max-num-batched-tokens", "Token budget per engine step (chunked prefill).").Default("8192").IntVar(&cfg.MaxNumBatchedTokens)
 	app.Flag("num-gpu-blocks", "KV cache blocks per engine.").Default("4096").IntVar(&cfg.NumGPUBlocks)
@@ -53,6 +54,7 @@ func run(args []string) error {
 	app.Flag("enable-prefix-caching", "Reuse KV blocks of shared prefixes (--no-enable-prefix-caching to disable).").Default("true").BoolVar(&prefix)
 	app.Flag("stream-interval", "Tokens per SSE chunk (first token always alone).").Default("1").IntVar(&cfg.StreamInterval)
 	app.Flag("metrics-version", "Exposition of /metrics: v1 (vLLM main), v1-0.10 (0.10.2, deprecated names too) or v0 (0.7.3 multiprocess).").Default("v1").EnumVar(&cfg.MetricsVersion, vllmsim.MetricsV1, vllmsim.MetricsV1_0_10, vllmsim.MetricsV0)
+	app.Flag("enable-prompt-tokens-details", "Report usage.prompt_tokens_details.cached_tokens.").BoolVar(&cfg.EnablePromptTokensDetails)
 	app.Flag("api-key", "Require Authorization: Bearer <key> on /v1 routes.").Envar("VLLM_API_KEY").StringVar(&cfg.APIKey)
 	app.Flag("seed", "Seed for generated tokens, EOS positions and the load generator.").Default("0").Int64Var(&cfg.Seed)
 	app.Flag("scenario", "Initial scenario: "+strings.Join(vllmsim.Scenarios(), ", ")+".").Default("healthy").EnumVar(&cfg.Scenario, vllmsim.Scenarios()...)
@@ -60,11 +62,19 @@ func run(args []string) error {
 	app.Flag("load.rate", "Override the scenario's arrival rate (requests/s per model); 0 keeps the preset.").Default("0").Float64Var(&rate)
 	app.Flag("load.burstiness", "Override the scenario's burstiness (gamma shape; 1 = Poisson); 0 keeps the preset.").Default("0").Float64Var(&burst)
 	app.Flag("mean-output-tokens", "Mean output length of API requests without ignore_eos (geometric EOS).").Default("256").IntVar(&cfg.MeanOutputTokens)
+	cfg.Cost = vllmsim.DefaultCost
+	app.Flag("cost.step-base", "Step time model: seconds per engine step (weight read).").Default(fmt.Sprint(cfg.Cost.StepBase)).Float64Var(&cfg.Cost.StepBase)
+	app.Flag("cost.per-seq", "Step time model: seconds per scheduled sequence.").Default(fmt.Sprint(cfg.Cost.PerSeq)).Float64Var(&cfg.Cost.PerSeq)
+	app.Flag("cost.per-context-token", "Step time model: seconds per context token read (KV cache).").Default(fmt.Sprint(cfg.Cost.PerContextToken)).Float64Var(&cfg.Cost.PerContextToken)
+	app.Flag("cost.per-prefill-token", "Step time model: seconds per uncached prompt token computed.").Default(fmt.Sprint(cfg.Cost.PerPrefillToken)).Float64Var(&cfg.Cost.PerPrefillToken)
 	app.Flag("log.level", "Log level: debug, info, warn, error.").Default("info").EnumVar(&logLevel, "debug", "info", "warn", "error")
 	if _, err := app.Parse(args); err != nil {
 		return err
 	}
 	cfg.DisablePrefixCaching = !prefix
+	if cfg.Cost.StepBase < 0 || cfg.Cost.PerSeq < 0 || cfg.Cost.PerContextToken < 0 || cfg.Cost.PerPrefillToken < 0 {
+		return errors.New("--cost.* values must not be negative")
+	}
 	logger := level.NewFilter(log.NewLogfmtLogger(log.NewSyncWriter(os.Stderr)), level.Allow(level.ParseDefault(logLevel, level.InfoValue())))
 	logger = log.With(logger, "ts", log.DefaultTimestampUTC)
 

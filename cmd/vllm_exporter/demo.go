@@ -23,6 +23,8 @@ var demoScenarios = []struct {
 	{"kv_exhausted", 2 * time.Minute},
 	{"healthy", 3 * time.Minute},
 	{"throttled", 2 * time.Minute},
+	{"healthy", 3 * time.Minute},
+	{"stalled", 1 * time.Minute},
 }
 
 // startDemo starts a simulated vLLM (internal/vllmsim) on 127.0.0.1 with its

@@ -412,7 +412,13 @@ func (x *exporter) routes(f *flags) (http.Handler, error) {
 		}
 		fmt.Fprintln(w, "Ready")
 	})
-	mux.HandleFunc("POST /-/reload", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("/-/reload", func(w http.ResponseWriter, r *http.Request) {
+		// Like Prometheus: POST or PUT only, so a crawler cannot reload.
+		if r.Method != http.MethodPost && r.Method != http.MethodPut {
+			w.Header().Set("Allow", "POST, PUT")
+			http.Error(w, "This endpoint requires a POST or PUT request.", http.StatusMethodNotAllowed)
+			return
+		}
 		if err := reload(x.config, x.logger); err != nil {
 			http.Error(w, "reload failed: "+err.Error(), http.StatusInternalServerError)
 			return

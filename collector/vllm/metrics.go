@@ -3,7 +3,6 @@ package vllm
 import (
 	"math"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -75,7 +74,7 @@ func newDescs() *descs {
 		}
 		d.hist[s.Hist] = g(s.Exported, "vLLM's "+s.Names[0]+" histogram, buckets summed over engines; from "+joinOr(s.Names)+".", m...)
 		d.windowQuantile[s.Hist] = g("vllm_"+string(s.Hist)+"_window_seconds",
-			"Quantile of "+s.Names[0]+" over the window (histogram_quantile of bucket increases); absent when the window saw no observation.", "model", "window", "quantile")
+			"Quantiles of "+s.Names[0]+" over the window (histogram_quantile of bucket increases; a quantile is absent when the window saw no observation); _sum and _count are cumulative.", mw...)
 	}
 	return d
 }
@@ -124,7 +123,11 @@ func (s *Scraper) render(snap *snapshot.VLLM, res *result, windows map[time.Dura
 	d := s.descs
 	var out []prometheus.Metric
 	emit := func(desc *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
-		out = append(out, prometheus.MustNewConstMetric(desc, t, v, labels...))
+		// Label values were validated when parsed; an error here is a bug,
+		// and a bug must cost one series, not the process.
+		if m, err := prometheus.NewConstMetric(desc, t, v, labels...); err == nil {
+			out = append(out, m)
+		}
 	}
 	value := func(desc *prometheus.Desc, t prometheus.ValueType, v snapshot.Value, labels ...string) {
 		if v.OK {
@@ -194,7 +197,9 @@ func (s *Scraper) render(snap *snapshot.VLLM, res *result, windows map[time.Dura
 			if !ok {
 				continue
 			}
-			out = append(out, constHistogram(d.hist[hn], h, name))
+			if m, err := constHistogram(d.hist[hn], h, name); err == nil {
+				out = append(out, m)
+			}
 		}
 	}
 
@@ -213,11 +218,12 @@ func (s *Scraper) render(snap *snapshot.VLLM, res *result, windows map[time.Dura
 			}
 			for _, hn := range snapshot.LatencyHistograms {
 				qs, ok := dv.Quantiles[hn]
-				if !ok {
+				cum, ok2 := snap.Models[name].Histograms[hn]
+				if !ok || !ok2 {
 					continue
 				}
-				for _, q := range Quantiles {
-					value(d.windowQuantile[hn], prometheus.GaugeValue, qs[q], name, wl, strconv.FormatFloat(q, 'g', -1, 64))
+				if m, err := windowSummary(d.windowQuantile[hn], qs, cum, name, wl); err == nil {
+					out = append(out, m)
 				}
 			}
 		}
@@ -225,15 +231,28 @@ func (s *Scraper) render(snap *snapshot.VLLM, res *result, windows map[time.Dura
 	s.rendered.Store(&out)
 }
 
+// windowSummary exports windowed quantiles as a summary: the quantile label
+// is reserved for summaries (promtool rejects it elsewhere), and a summary is
+// exactly "quantiles over a recent window plus cumulative count and sum".
+func windowSummary(desc *prometheus.Desc, qs map[float64]snapshot.Value, cum snapshot.Histogram, labels ...string) (prometheus.Metric, error) {
+	present := make(map[float64]float64, len(qs))
+	for q, v := range qs {
+		if v.OK {
+			present[q] = v.V
+		}
+	}
+	return prometheus.NewConstSummary(desc, uint64(math.Round(cum.Count)), cum.Sum, present, labels...)
+}
+
 // constHistogram re-exports a cumulative histogram. vLLM's counts are whole
 // numbers carried as floats; client_golang's classic const histogram wants
 // integers.
-func constHistogram(desc *prometheus.Desc, h snapshot.Histogram, labels ...string) prometheus.Metric {
+func constHistogram(desc *prometheus.Desc, h snapshot.Histogram, labels ...string) (prometheus.Metric, error) {
 	buckets := make(map[float64]uint64, len(h.Bounds))
 	for i, b := range h.Bounds {
 		buckets[b] = uint64(math.Round(h.Counts[i]))
 	}
-	return prometheus.MustNewConstHistogram(desc, uint64(math.Round(h.Count)), h.Sum, buckets, labels...)
+	return prometheus.NewConstHistogram(desc, uint64(math.Round(h.Count)), h.Sum, buckets, labels...)
 }
 
 func b2f(b bool) float64 {

@@ -66,8 +66,10 @@ type Options struct {
 	MaxBodyBytes int64
 	// Windows are derived at every scrape and exported with a `window` label.
 	Windows []time.Duration
-	// Retention is how much history to keep beyond the largest window, for
-	// callers of Window(d) with a d longer than every configured window.
+	// Retention is how far back Window(d) can reach for a d longer than
+	// every configured window (SLO burn-rate windows of hours or days). History
+	// beyond the largest window is thinned to at most coarseSnapshots
+	// snapshots, so memory stays bounded; Retain raises it at run time.
 	Retention time.Duration
 	// APIKey, when set, is sent as a bearer token (for auth proxies in front
 	// of vLLM; vLLM's own --api-key does not cover /metrics).
@@ -95,9 +97,11 @@ type Scraper struct {
 	errors     map[string]float64
 	lastOK     time.Time
 	lastReason string // for logging state changes only
+	lastSchema string // for logging state changes only
 
-	histMu  sync.RWMutex
-	history []*snapshot.VLLM // oldest first, bounded by prune
+	histMu    sync.RWMutex
+	history   []*snapshot.VLLM // oldest first, bounded by prune
+	retention time.Duration    // guarded by histMu
 
 	latest   atomic.Pointer[snapshot.VLLM]
 	windows  atomic.Pointer[map[time.Duration]map[string]*snapshot.Derived]
@@ -144,6 +148,7 @@ func New(opts Options, logger log.Logger) *Scraper {
 		descs:      newDescs(),
 		norm:       newNormalizer(),
 		errors:     map[string]float64{},
+		retention:  opts.Retention,
 	}
 	s.render(nil, nil, nil, 0)
 	return s
@@ -185,7 +190,7 @@ func (s *Scraper) Ready() bool { return s.latest.Load() != nil }
 
 // Window returns derived values per model over the last d. It is nil when
 // the latest scrape failed (values from a lost period are not fresh) or when
-// the history does not reach back d yet.
+// the history does not reach back d (see Options.Retention and Retain).
 func (s *Scraper) Window(d time.Duration) map[string]*snapshot.Derived {
 	if w := s.windows.Load(); w != nil {
 		if m, ok := (*w)[d]; ok {
@@ -194,13 +199,49 @@ func (s *Scraper) Window(d time.Duration) map[string]*snapshot.Derived {
 	}
 	s.histMu.RLock()
 	defer s.histMu.RUnlock()
-	return windowOf(s.history, d, s.opts.Interval)
+	return windowOf(s.history, d, s.tolerance(d))
+}
+
+// Retain makes the history reach back at least d, for a consumer that reads
+// Window over longer spans than the configured windows (the SLO watchdog).
+// It never lowers the retention.
+func (s *Scraper) Retain(d time.Duration) {
+	s.histMu.Lock()
+	defer s.histMu.Unlock()
+	s.retention = max(s.retention, d)
+}
+
+// coarseSnapshots bounds the thinned part of the history: 720 snapshots
+// cover 3 days at one per 6 minutes.
+const coarseSnapshots = 720
+
+// fineSpan is the recent history kept at full resolution; coarseStep the
+// spacing of the thinned history before it. Called with histMu held.
+func (s *Scraper) fineSpan() time.Duration {
+	fine := 2 * s.opts.Interval
+	if n := len(s.opts.Windows); n > 0 {
+		fine += s.opts.Windows[n-1]
+	}
+	return fine
+}
+
+func (s *Scraper) coarseStep() time.Duration {
+	return max(s.opts.Interval, s.retention/coarseSnapshots)
+}
+
+// tolerance is how far a window's start may sit from end-d: one interval in
+// the full-resolution history, one coarse step more beyond it.
+func (s *Scraper) tolerance(d time.Duration) time.Duration {
+	if d+s.opts.Interval <= s.fineSpan() {
+		return s.opts.Interval
+	}
+	return s.coarseStep() + s.opts.Interval
 }
 
 // windowOf derives over d ending at the newest snapshot. The start is the
-// newest successful snapshot at least d-interval/2 older than the end, and
-// no older than d+interval: a gap in the history does not stretch a window.
-func windowOf(history []*snapshot.VLLM, d, interval time.Duration) map[string]*snapshot.Derived {
+// newest successful snapshot at least d-tol/2 older than the end and no
+// older than d+tol: a gap in the history does not stretch a window.
+func windowOf(history []*snapshot.VLLM, d, tol time.Duration) map[string]*snapshot.Derived {
 	if len(history) < 2 || d <= 0 {
 		return nil
 	}
@@ -208,8 +249,8 @@ func windowOf(history []*snapshot.VLLM, d, interval time.Duration) map[string]*s
 	if !end.Up {
 		return nil
 	}
-	latest := end.Time.Add(-d + interval/2)
-	earliest := end.Time.Add(-d - interval)
+	latest := end.Time.Add(-d + tol/2)
+	earliest := end.Time.Add(-d - tol)
 	for i := len(history) - 2; i >= 0; i-- {
 		h := history[i]
 		if h.Time.Before(earliest) {
@@ -229,21 +270,27 @@ func (s *Scraper) ScrapeOnce(ctx context.Context, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	began := time.Now()
+	ct, reason, err := s.fetch(ctx)
+	s.ingest(now, began, s.buf.Bytes(), ct, reason, err)
+	if s.buf.Cap() > 4*int(s.opts.MaxBodyBytes)/3 {
+		s.buf = bytes.Buffer{} // do not keep an oversize buffer alive
+	}
+}
 
+// ingest parses a fetched body (or records the fetch error), appends the
+// snapshot to the history, derives the windows and prepares /metrics.
+// Called with s.mu held.
+func (s *Scraper) ingest(now, began time.Time, body []byte, ct, reason string, err error) {
 	snap := &snapshot.VLLM{Time: now}
 	var res *result
-	ct, reason, err := s.fetch(ctx)
 	if err == nil {
-		fams, perr := parseFamilies(s.buf.Bytes(), ct)
+		e, perr := parseBody(body, ct)
 		if perr != nil {
 			reason, err = ReasonParse, perr
 		} else {
-			res = s.norm.normalize(fams)
+			res = s.norm.normalize(e)
 			snap.Up, snap.Schema, snap.Models, snap.Missing = true, res.schema, res.models, res.missing
 		}
-	}
-	if s.buf.Cap() > 4*int(s.opts.MaxBodyBytes)/3 {
-		s.buf = bytes.Buffer{} // do not keep an oversize buffer alive
 	}
 	took := time.Since(began)
 	s.scrapes++
@@ -260,6 +307,12 @@ func (s *Scraper) ScrapeOnce(ctx context.Context, now time.Time) {
 		if s.lastReason != "" {
 			level.Info(s.logger).Log("msg", "vLLM scrape recovered", "url", s.metricsURL, "schema", res.schema)
 		}
+		if res.schema != s.lastSchema {
+			// Once at start and after a vLLM upgrade: say what was found.
+			level.Info(s.logger).Log("msg", "vLLM metric schema detected", "schema", res.schema,
+				"models", len(res.models), "missing", strings.Join(res.missing, ","))
+			s.lastSchema = res.schema
+		}
 		for _, w := range res.warnings {
 			level.Debug(s.logger).Log("msg", "vLLM sample dropped", "detail", w)
 		}
@@ -271,7 +324,7 @@ func (s *Scraper) ScrapeOnce(ctx context.Context, now time.Time) {
 	s.prune()
 	windows := make(map[time.Duration]map[string]*snapshot.Derived, len(s.opts.Windows))
 	for _, d := range s.opts.Windows {
-		windows[d] = windowOf(s.history, d, s.opts.Interval)
+		windows[d] = windowOf(s.history, d, s.tolerance(d))
 	}
 	s.histMu.Unlock()
 
@@ -283,25 +336,36 @@ func (s *Scraper) ScrapeOnce(ctx context.Context, now time.Time) {
 	}
 }
 
-// prune bounds the history: by age (largest window + retention + two
-// intervals of slack) and, against a clock that jumps, by count.
+// prune bounds the history: full resolution over the largest window (plus
+// two intervals), successful snapshots thinned to one per coarseStep back to
+// the retention, nothing older; and, against a clock that jumps, by count.
+// Called with histMu held.
 func (s *Scraper) prune() {
-	keep := s.opts.Retention + 2*s.opts.Interval
-	if n := len(s.opts.Windows); n > 0 {
-		keep += s.opts.Windows[n-1]
-	}
+	fine := s.fineSpan()
+	keep := max(fine, s.retention+s.opts.Interval)
+	step := s.coarseStep()
 	end := s.history[len(s.history)-1].Time
-	drop := 0
-	for drop < len(s.history)-1 && end.Sub(s.history[drop].Time) > keep {
-		drop++
+	out := s.history[:0]
+	var lastCoarse time.Time
+	for _, h := range s.history {
+		age := end.Sub(h.Time)
+		switch {
+		case age > keep:
+			continue
+		case age > fine:
+			// Failed scrapes carry nothing an old window could start from.
+			if !h.Up || (!lastCoarse.IsZero() && h.Time.Sub(lastCoarse) < step) {
+				continue
+			}
+			lastCoarse = h.Time
+		}
+		out = append(out, h)
 	}
-	if maxLen := int(keep/s.opts.Interval)*2 + 8; len(s.history)-drop > maxLen {
-		drop = len(s.history) - maxLen
+	if maxLen := 2*int(fine/s.opts.Interval) + 2*int(keep/step) + 8; len(out) > maxLen {
+		out = append(out[:0], out[len(out)-maxLen:]...)
 	}
-	if drop > 0 {
-		clear(s.history[:drop])
-		s.history = slices.Delete(s.history, 0, drop)
-	}
+	clear(s.history[len(out):])
+	s.history = out
 }
 
 // fetch reads the body into s.buf and returns its Content-Type, or the

@@ -147,9 +147,13 @@ func TestWindowOverFixtureSequence(t *testing.T) {
 	}
 
 	// The same values as exported series (0.45, 1.6 and 2.32 as float64
-	// interpolation rounds them, as PromQL would print them).
+	// interpolation rounds them, as PromQL would print them). A summary:
+	// windowed quantiles, cumulative _sum/_count (TTFT's new totals);
+	// e2e saw nothing in the window, so it has no quantile lines at all.
 	compareNoHelp(t, s, `
-# TYPE vllm_time_to_first_token_window_seconds gauge
+# TYPE vllm_time_to_first_token_window_seconds summary
+vllm_time_to_first_token_window_seconds_sum{model="`+llama+`",window="1m"} 528.415928950481
+vllm_time_to_first_token_window_seconds_count{model="`+llama+`",window="1m"} 1268
 vllm_time_to_first_token_window_seconds{model="`+llama+`",quantile="0.5",window="1m"} 0.1
 vllm_time_to_first_token_window_seconds{model="`+llama+`",quantile="0.9",window="1m"} 0.4500000000000002
 vllm_time_to_first_token_window_seconds{model="`+llama+`",quantile="0.95",window="1m"} 1.5999999999999979
@@ -164,7 +168,9 @@ vllm_requests_finished_per_second{finished_reason="error",model="`+llama+`",wind
 vllm_requests_finished_per_second{finished_reason="length",model="`+llama+`",window="1m"} 0.03333333333333333
 vllm_requests_finished_per_second{finished_reason="repetition",model="`+llama+`",window="1m"} 0
 vllm_requests_finished_per_second{finished_reason="stop",model="`+llama+`",window="1m"} 0.16666666666666666
-# TYPE vllm_e2e_request_latency_window_seconds gauge
+# TYPE vllm_e2e_request_latency_window_seconds summary
+vllm_e2e_request_latency_window_seconds_sum{model="`+llama+`",window="1m"} 7163.580518089371
+vllm_e2e_request_latency_window_seconds_count{model="`+llama+`",window="1m"} 1250
 `, "vllm_time_to_first_token_window_seconds", "vllm_prompt_tokens_per_second", "vllm_prefix_cache_hit_ratio",
 		"vllm_requests_finished_per_second", "vllm_e2e_request_latency_window_seconds")
 }
@@ -244,8 +250,13 @@ func TestWindowEmpty(t *testing.T) {
 	for _, q := range Quantiles {
 		wantAbsent(t, fmt.Sprintf("ttft q%v", q), d.Quantiles[snapshot.TTFT][q])
 	}
-	// And nothing (no NaN, no 0) is exported for them.
-	compareNoHelp(t, s, "", "vllm_time_to_first_token_window_seconds", "vllm_preemptions_per_request_ratio", "vllm_prefix_cache_hit_ratio")
+	// And nothing (no NaN, no 0) is exported for them: the summary keeps
+	// only its cumulative _sum and _count.
+	compareNoHelp(t, s, `
+# TYPE vllm_time_to_first_token_window_seconds summary
+vllm_time_to_first_token_window_seconds_sum{model="m",window="1m"} 0.05
+vllm_time_to_first_token_window_seconds_count{model="m",window="1m"} 1
+`, "vllm_time_to_first_token_window_seconds", "vllm_preemptions_per_request_ratio", "vllm_prefix_cache_hit_ratio")
 }
 
 func TestWindowNotFreshAfterFailure(t *testing.T) {
@@ -304,5 +315,62 @@ func TestHistoryIsBounded(t *testing.T) {
 	}
 	if d := s.Window(5 * time.Minute)["m"]; d == nil {
 		t.Fatal("pruning removed the 5m window's start")
+	}
+}
+
+// An SLO watchdog reads Window over hours: Retain keeps a thinned history
+// that reaches back that far, and memory stays bounded.
+func TestLongWindowWithRetain(t *testing.T) {
+	srv := newFakeVLLM(t, nil, "text/plain")
+	s := newTestScraper(t, srv.URL, nil)
+	s.Retain(time.Hour)
+	if s.Window(time.Hour) != nil {
+		t.Fatal("window before any scrape")
+	}
+	// 10 prompt tokens and one finished request per 5s scrape, for 1h10m.
+	const n = 14 * 60
+	for i := range n + 1 {
+		srv.set(smallV1(0, float64(10*i), float64(5*i), float64(i), [3]float64{float64(i), float64(i), float64(i)}, 0.05*float64(i)), nil)
+		scrapeAt(s, t0.Add(time.Duration(i)*5*time.Second))
+	}
+	d := s.Window(time.Hour)["m"]
+	if d == nil {
+		t.Fatal("no 1h window with Retain(1h)")
+	}
+	// The start is within one coarse step (1h/720 = 5s) plus one interval of end-1h.
+	if span := d.End.Sub(d.Start); span < time.Hour-10*time.Second || span > time.Hour+10*time.Second {
+		t.Fatalf("1h window spans %v", span)
+	}
+	wantValue(t, "prompt tokens/s over 1h", d.PromptTokensPerSecond, 2) // 10 per 5s
+	wantValue(t, "requests/s over 1h", d.RequestsPerSecond, 0.2)        // 1 per 5s
+	s.histMu.RLock()
+	kept := len(s.history)
+	s.histMu.RUnlock()
+	// 5m10s at full resolution (63) + at most 720 coarse snapshots.
+	if kept > 63+coarseSnapshots {
+		t.Fatalf("history holds %d snapshots", kept)
+	}
+	// Beyond the retention: nothing, rather than a shorter window.
+	if w := s.Window(2 * time.Hour); w != nil {
+		t.Fatal("2h window from 1h of retention")
+	}
+}
+
+func TestLongRetentionIsThinned(t *testing.T) {
+	srv := newFakeVLLM(t, smallV1(0, 1, 1, 1, [3]float64{1, 1, 1}, 0.05), "text/plain")
+	s := newTestScraper(t, srv.URL, nil)
+	s.Retain(72 * time.Hour)
+	for i := range 3000 { // 4h10m at 5s
+		scrapeAt(s, t0.Add(time.Duration(i)*5*time.Second))
+	}
+	s.histMu.RLock()
+	kept := len(s.history)
+	s.histMu.RUnlock()
+	// 72h/720 = 6 min steps: 4h10m of history is ~40 coarse + 63 fine.
+	if kept > 63+45 {
+		t.Fatalf("history holds %d snapshots, want about 103", kept)
+	}
+	if d := s.Window(4 * time.Hour)["m"]; d == nil {
+		t.Fatal("no 4h window")
 	}
 }

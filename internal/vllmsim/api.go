@@ -87,16 +87,18 @@ func (s *Sim) middleware(next http.Handler) http.Handler {
 				}
 			}
 		}
-		if !admin && s.cfg.APIKey != "" && strings.HasPrefix(r.URL.Path, "/v1") &&
-			r.Header.Get("Authorization") != "Bearer "+s.cfg.APIKey {
-			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "Unauthorized"})
+		if admin {
+			next.ServeHTTP(w, r)
 			return
 		}
 		start := s.clockNow()
 		rec := &statusRecorder{ResponseWriter: w}
-		next.ServeHTTP(rec, r)
-		if admin {
-			return
+		// The instrumentator wraps the whole app, so 401s are counted too.
+		if s.cfg.APIKey != "" && strings.HasPrefix(r.URL.Path, "/v1") &&
+			r.Header.Get("Authorization") != "Bearer "+s.cfg.APIKey {
+			writeJSON(rec, http.StatusUnauthorized, map[string]string{"error": "Unauthorized"})
+		} else {
+			next.ServeHTTP(rec, r)
 		}
 		handler := r.URL.Path
 		switch handler {
@@ -300,10 +302,10 @@ func (s *Sim) handleAdminState(w http.ResponseWriter, r *http.Request) {
 
 func (s *Sim) handleAdminScenario(w http.ResponseWriter, r *http.Request) {
 	var body struct {
-		Scenario   string       `json:"scenario"`
-		Load       *LoadProfile `json:"load"`
-		StepFactor *float64     `json:"step_factor"`
-		Stalled    *bool        `json:"stalled"`
+		Scenario   string          `json:"scenario"`
+		Load       json.RawMessage `json:"load"` // merged over the preset's profile
+		StepFactor *float64        `json:"step_factor"`
+		Stalled    *bool           `json:"stalled"`
 	}
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
@@ -317,7 +319,12 @@ func (s *Sim) handleAdminScenario(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if body.Load != nil {
-		sc.Load = *body.Load
+		dec := json.NewDecoder(bytes.NewReader(body.Load))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&sc.Load); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid load: " + err.Error()})
+			return
+		}
 	}
 	if body.StepFactor != nil {
 		sc.StepFactor = *body.StepFactor

@@ -35,7 +35,8 @@ type req struct {
 	state        reqState
 	numComputed  int
 	blocks       []int
-	hashes       []uint64 // chained hashes of blocks[0:len(hashes)] (full blocks)
+	registered   int      // blocks[0:registered] are registered in the prefix cache
+	tokHashes    []uint64 // chained hashes of every full block of tokens (memoized)
 	everSched    bool
 	preemptions  int
 	cachedTokens int // prefix-cache hit on first scheduling
@@ -45,10 +46,8 @@ type req struct {
 	itlSum, itlMax                        float64
 	itlN                                  int
 	finish                                string
-	abortedByClient                       bool
 
 	sink *Handle // nil for load-generator requests
-	text []string
 }
 
 func (r *req) numTokens() int { return len(r.tokens) }
@@ -75,7 +74,6 @@ type engine struct {
 	batch   []schedItem
 	stepDur time.Duration
 	blocked bool // nothing schedulable until something changes
-	steps   uint64
 }
 
 func (e *engine) hasWork() bool { return len(e.waiting)+len(e.running) > 0 }
@@ -100,7 +98,7 @@ func (e *engine) allocate(r *req, numNew int) bool {
 
 func (e *engine) freeBlocks(r *req) {
 	e.pool.release(r.blocks)
-	r.blocks, r.hashes = nil, nil
+	r.blocks, r.registered = nil, 0
 }
 
 // preempt returns r to the head of the waiting queue; its KV must be recomputed.
@@ -155,17 +153,17 @@ func (e *engine) schedule(now time.Time) []schedItem {
 		budget -= n
 		i++
 	}
-	if preempted {
-		return batch
+	if preempted && len(batch) > 0 {
+		return batch // vLLM admits no waiting request in a step that preempted
 	}
 	for len(e.waiting) > 0 && budget > 0 && len(e.running) < cfg.MaxNumSeqs {
 		r := e.waiting[0]
-		var hitBlocks []int
-		var hitHashes []uint64
 		if r.numComputed == 0 {
-			hitBlocks, hitHashes = e.pool.lookup(r.tokens, r.numTokens()-1)
-			r.blocks, r.hashes = hitBlocks, hitHashes
-			r.numComputed = len(hitBlocks) * e.pool.blockSize
+			bs := e.pool.blockSize
+			r.tokHashes = chainHashes(r.tokHashes, r.tokens, bs)
+			r.blocks = e.pool.lookup(r.tokHashes, (r.numTokens()-1)/bs)
+			r.registered = len(r.blocks)
+			r.numComputed = len(r.blocks) * bs
 		}
 		n := r.numTokens() - r.numComputed
 		if n > budget {
@@ -180,8 +178,10 @@ func (e *engine) schedule(now time.Time) []schedItem {
 			r.everSched = true
 			r.scheduled = now
 			r.cachedTokens = r.numComputed
-			e.stats.prefixQueries += float64(r.promptLen)
-			e.stats.prefixHits += float64(r.numComputed)
+			if e.pool.caching { // vLLM records no prefix-cache stats with caching off
+				e.stats.prefixQueries += float64(r.promptLen)
+				e.stats.prefixHits += float64(r.numComputed)
+			}
 		}
 		e.waiting = e.waiting[1:]
 		r.state = stateRunning
@@ -221,7 +221,6 @@ func (e *engine) startStep(now time.Time) bool {
 // completeStep applies the batch's results at the step's end time t.
 func (e *engine) completeStep(t time.Time) {
 	e.busy = false
-	e.steps++
 	iterTokens := 0
 	for _, it := range e.batch {
 		r := it.r
@@ -244,14 +243,9 @@ func (e *engine) completeStep(t time.Time) {
 
 func (e *engine) registerFull(r *req) {
 	bs := e.pool.blockSize
-	for k := len(r.hashes); (k+1)*bs <= r.numComputed && k < len(r.blocks); k++ {
-		var parent uint64
-		if k > 0 {
-			parent = r.hashes[k-1]
-		}
-		h := blockHash(parent, r.tokens[k*bs:(k+1)*bs])
-		e.pool.register(r.blocks[k], h)
-		r.hashes = append(r.hashes, h)
+	r.tokHashes = chainHashes(r.tokHashes, r.tokens[:r.numComputed], bs)
+	for ; r.registered < len(r.blocks) && r.registered < len(r.tokHashes) && (r.registered+1)*bs <= r.numComputed; r.registered++ {
+		e.pool.register(r.blocks[r.registered], r.tokHashes[r.registered])
 	}
 }
 
@@ -345,7 +339,6 @@ func (e *engine) abort(r *req) {
 	}
 	r.state = stateFinished
 	r.finish = FinishAbort
-	r.abortedByClient = true
 	e.running = removeReq(e.running, r)
 	e.waiting = removeReq(e.waiting, r)
 	e.freeBlocks(r)

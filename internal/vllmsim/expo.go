@@ -30,6 +30,8 @@ type famSpec struct {
 	onlySeen bool
 	// custom renders a non-engine family (python/process, cache_config_info, http_*).
 	custom func(w *expoWriter)
+	// process: a default-registry collector, absent in multiprocess mode.
+	process bool
 }
 
 // versionSpec describes one vLLM version's /metrics.
@@ -260,6 +262,7 @@ func familiesV0(c *Config) []famSpec {
 			extraVal: []string{"stop", "length", "abort"}, byExtra: successBy, onlySeen: true},
 		famSpec{name: "vllm:cache_config_info", typ: kGauge, help: helpCacheCfg, custom: cacheConfigV0},
 		famSpec{name: "vllm:lora_requests_info", typ: kGauge, help: "Running stats on lora requests.", custom: func(w *expoWriter) {
+			w.header("vllm:lora_requests_info", kGauge, "Running stats on lora requests.")
 			w.sample("vllm:lora_requests_info", []label{{"max_lora", "0"}, {"running_lora_adapters", ""}, {"waiting_lora_adapters", ""}}, unixSeconds(w.s.now))
 		}},
 		famSpec{name: "vllm:num_requests_running", typ: kGauge, help: "Number of requests currently running on GPU.", gauge: running},
@@ -401,7 +404,17 @@ func (w *expoWriter) histogram(name string, ls []label, h *histogram) {
 // renderMetricsLocked renders the whole /metrics body.
 func (s *Sim) renderMetricsLocked() []byte {
 	w := &expoWriter{s: s, v: s.version}
+	mp := s.cfg.APIServerCount > 1 && s.version.name != MetricsV0
+	if mp {
+		// --api-server-count > 1: prometheus_client multiprocess mode.
+		v := *s.version
+		v.created, v.sumFirst = false, true
+		w.v = &v
+	}
 	for _, f := range s.families {
+		if mp && f.process {
+			continue
+		}
 		w.family(f)
 	}
 	return []byte(w.b.String())
@@ -487,7 +500,7 @@ func pythonProcessFamilies() []famSpec {
 	gen := []string{"0", "1", "2"}
 	up := func(w *expoWriter) float64 { return math.Max(0, w.s.now.Sub(w.s.started).Seconds()) }
 	perGen := func(name, help string, base [3]float64, perSec [3]float64) famSpec {
-		return famSpec{name: name, typ: kCounter, help: help, custom: func(w *expoWriter) {
+		return famSpec{name: name, typ: kCounter, help: help, process: true, custom: func(w *expoWriter) {
 			w.header(name, kCounter, help)
 			for i, g := range gen {
 				w.sample(name, []label{{"generation", g}}, math.Floor(base[i]+perSec[i]*up(w)))
@@ -495,7 +508,7 @@ func pythonProcessFamilies() []famSpec {
 		}}
 	}
 	simple := func(name, typ, help string, v func(w *expoWriter) float64) famSpec {
-		return famSpec{name: name, typ: typ, help: help, custom: func(w *expoWriter) {
+		return famSpec{name: name, typ: typ, help: help, process: true, custom: func(w *expoWriter) {
 			w.header(name, typ, help)
 			w.sample(name, nil, v(w))
 		}}
@@ -504,7 +517,7 @@ func pythonProcessFamilies() []famSpec {
 		perGen("python_gc_objects_collected_total", "Objects collected during gc", [3]float64{12286, 1244, 1326}, [3]float64{2.1, 0.3, 0.05}),
 		perGen("python_gc_objects_uncollectable_total", "Uncollectable objects found during GC", [3]float64{}, [3]float64{}),
 		perGen("python_gc_collections_total", "Number of times this generation was collected", [3]float64{1203, 109, 7}, [3]float64{0.25, 0.02, 0.001}),
-		{name: "python_info", typ: kGauge, help: "Python platform information", custom: func(w *expoWriter) {
+		{name: "python_info", typ: kGauge, help: "Python platform information", process: true, custom: func(w *expoWriter) {
 			w.header("python_info", kGauge, "Python platform information")
 			w.sample("python_info", []label{{"implementation", "CPython"}, {"major", "3"}, {"minor", "12"}, {"patchlevel", "11"}, {"version", "3.12.11"}}, 1)
 		}},

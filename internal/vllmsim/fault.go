@@ -1,6 +1,7 @@
 package vllmsim
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -38,11 +39,26 @@ const (
 
 // FaultSpec is one fault to inject.
 type FaultSpec struct {
-	Kind        FaultKind     `json:"fault"`
-	Delay       time.Duration `json:"delay,omitempty"`
-	AfterChunks int           `json:"after_chunks,omitempty"`
+	Kind        FaultKind
+	Delay       time.Duration
+	AfterChunks int
 	// Duration > 0 clears the fault automatically after that much wall time.
-	Duration time.Duration `json:"duration,omitempty"`
+	Duration time.Duration
+}
+
+// MarshalJSON writes the admin API's form: {"fault":"slow_metrics","delay":"5s",...}.
+func (f FaultSpec) MarshalJSON() ([]byte, error) {
+	v := map[string]any{"fault": f.Kind}
+	if f.Delay > 0 {
+		v["delay"] = f.Delay.String()
+	}
+	if f.AfterChunks > 0 {
+		v["after_chunks"] = f.AfterChunks
+	}
+	if f.Duration > 0 {
+		v["duration"] = f.Duration.String()
+	}
+	return json.Marshal(v)
 }
 
 type faultState struct {

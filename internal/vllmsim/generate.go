@@ -10,18 +10,17 @@ import (
 
 // genParams are the parsed generation fields of a completions or chat request.
 type genParams struct {
-	model         string
-	prompt        []int
-	maxTokens     int
-	minTokens     int
-	ignoreEOS     bool
-	stream        bool
-	includeUsage  bool
-	continuous    bool
-	seed          *int64
-	interval      int
-	requestID     string
-	maxTokensUsed bool
+	model        string
+	prompt       []int
+	maxTokens    int
+	minTokens    int
+	ignoreEOS    bool
+	stream       bool
+	includeUsage bool
+	continuous   bool
+	seed         *int64
+	interval     int
+	requestID    string
 }
 
 type streamOptions struct {
@@ -44,6 +43,7 @@ type genBody struct {
 	Seed                *int64            `json:"seed"`
 	StreamInterval      *int              `json:"stream_interval"`
 	RequestID           string            `json:"request_id"`
+	Priority            int               `json:"priority"`
 }
 
 // parsePrompt accepts str, [int], [str] (one) and [[int]] (one).
@@ -163,6 +163,11 @@ func (s *Sim) parseGen(r *http.Request, chat bool) (*genParams, *apiError) {
 	if b.Temperature != nil && *b.Temperature < 0 {
 		return nil, badRequest(fmt.Sprintf("temperature must be non-negative, got %v.", *b.Temperature), "temperature")
 	}
+	if b.Priority != 0 {
+		// The simulated engine uses the default FCFS policy, like vLLM without
+		// --scheduling-policy priority.
+		return nil, badRequest(fmt.Sprintf("Got priority %d but Priority scheduling is not enabled.", b.Priority), "priority")
+	}
 	if b.N != nil && *b.N != 1 {
 		return nil, badRequest("the simulator supports only n=1", "n")
 	}
@@ -192,14 +197,32 @@ func (s *Sim) parseGen(r *http.Request, chat bool) (*genParams, *apiError) {
 
 // Wire types, field order as vLLM's pydantic models serialize them.
 type usageInfo struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	TotalTokens      int `json:"total_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
+	PromptTokens        int           `json:"prompt_tokens"`
+	TotalTokens         int           `json:"total_tokens"`
+	CompletionTokens    int           `json:"completion_tokens"`
+	PromptTokensDetails *tokenDetails `json:"prompt_tokens_details,omitempty"`
 }
 
+type tokenDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// usageFull is the non-streaming usage block (prompt_tokens_details always present, null by default).
 type usageFull struct {
-	usageInfo
-	PromptTokensDetails *struct{} `json:"prompt_tokens_details"`
+	PromptTokens        int           `json:"prompt_tokens"`
+	TotalTokens         int           `json:"total_tokens"`
+	CompletionTokens    int           `json:"completion_tokens"`
+	PromptTokensDetails *tokenDetails `json:"prompt_tokens_details"`
+}
+
+// finalUsage is the usage of a finished request; cached tokens are reported
+// only with Config.EnablePromptTokensDetails (--enable-prompt-tokens-details).
+func (s *Sim) finalUsage(o Output) usageInfo {
+	u := usageInfo{PromptTokens: o.PromptTokens, CompletionTokens: o.CompletionTokens, TotalTokens: o.PromptTokens + o.CompletionTokens}
+	if s.cfg.EnablePromptTokensDetails {
+		u.PromptTokensDetails = &tokenDetails{CachedTokens: o.CachedTokens}
+	}
+	return u
 }
 
 type compStreamChoice struct {
@@ -322,7 +345,7 @@ func (s *Sim) handleGenerate(w http.ResponseWriter, r *http.Request, chat bool) 
 		}
 	}
 	if p.includeUsage {
-		u := usageInfo{PromptTokens: last.PromptTokens, CompletionTokens: last.CompletionTokens, TotalTokens: last.PromptTokens + last.CompletionTokens}
+		u := s.finalUsage(last)
 		if !chunk([]struct{}{}, &u) {
 			return
 		}
@@ -412,8 +435,7 @@ func (s *Sim) respondWhole(w http.ResponseWriter, r *http.Request, h *Handle, ch
 			break
 		}
 	}
-	u := usageFull{usageInfo: usageInfo{PromptTokens: last.PromptTokens, CompletionTokens: last.CompletionTokens,
-		TotalTokens: last.PromptTokens + last.CompletionTokens}}
+	u := usageFull(s.finalUsage(last))
 	if chat {
 		type msg struct {
 			Role      string     `json:"role"`

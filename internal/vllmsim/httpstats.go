@@ -106,6 +106,9 @@ func httpFamilies() []famSpec {
 				w.sample(name+"_count", ls, m[hd][0])
 				w.sample(name+"_sum", ls, m[hd][1])
 			}
+			if !w.v.created {
+				return
+			}
 			w.header(name+"_created", kGauge, help)
 			for _, hd := range h.handlers {
 				w.sample(name+"_created", []label{{"handler", hd}}, h.created["size|"+hd])
@@ -124,6 +127,9 @@ func httpFamilies() []famSpec {
 				p := splitKey(k)
 				w.sample("http_requests_total", []label{{"handler", p[0]}, {"method", p[1]}, {"status", p[2]}}, h.requests[k])
 			}
+			if !w.v.created {
+				return
+			}
 			w.header("http_requests_created", kGauge, help)
 			for _, k := range h.reqKeys {
 				p := splitKey(k)
@@ -136,6 +142,9 @@ func httpFamilies() []famSpec {
 			name := "http_request_duration_highr_seconds"
 			w.header(name, kHist, helpHTTPHighr)
 			w.histogram(name, nil, w.s.http.highr)
+			if !w.v.created {
+				return
+			}
 			w.header(name+"_created", kGauge, helpHTTPHighr)
 			w.sample(name+"_created", nil, unixSeconds(w.s.started)+0.0009)
 		}},
@@ -149,6 +158,9 @@ func httpFamilies() []famSpec {
 			for _, k := range h.durKeys {
 				p := splitKey(k)
 				w.histogram(name, []label{{"handler", p[0]}, {"method", p[1]}}, h.dur[k])
+			}
+			if !w.v.created {
+				return
 			}
 			w.header(name+"_created", kGauge, helpHTTPDur)
 			for _, k := range h.durKeys {

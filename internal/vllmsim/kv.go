@@ -1,7 +1,5 @@
 package vllmsim
 
-import "hash/fnv"
-
 // blockPool is the KV cache of one engine: numBlocks blocks of blockSize
 // tokens, reference counted, with an LRU queue of free blocks. A full block of
 // a request is registered under the hash of its tokens chained to the previous
@@ -94,37 +92,28 @@ func (p *blockPool) release(blocks []int) {
 	}
 }
 
-// blockHash chains a block's tokens to its parent hash. Never 0.
+// blockHash chains a block's tokens to its parent hash (FNV-style mix). Never 0.
 func blockHash(parent uint64, tokens []int) uint64 {
-	h := fnv.New64a()
-	var buf [8]byte
-	put := func(v uint64) {
-		for i := range buf {
-			buf[i] = byte(v >> (8 * i))
-		}
-		_, _ = h.Write(buf[:])
-	}
-	put(parent)
+	h := parent ^ 0xcbf29ce484222325
 	for _, t := range tokens {
-		put(uint64(t))
+		h ^= uint64(t)
+		h *= 0x100000001b3
+		h ^= h >> 29
 	}
-	s := h.Sum64()
-	if s == 0 {
-		s = 1
+	if h == 0 {
+		h = 1
 	}
-	return s
+	return h
 }
 
-// lookup returns the cached blocks holding the longest prefix of tokens, at
-// most maxTokens long (whole blocks only), taking a reference on each.
-func (p *blockPool) lookup(tokens []int, maxTokens int) (blocks []int, hashes []uint64) {
+// lookup takes a reference on the cached blocks matching the longest prefix
+// of hashes (a request's chained full-block hashes), at most maxBlocks.
+func (p *blockPool) lookup(hashes []uint64, maxBlocks int) (blocks []int) {
 	if !p.caching {
-		return nil, nil
+		return nil
 	}
-	var parent uint64
-	for end := p.blockSize; end <= maxTokens; end += p.blockSize {
-		h := blockHash(parent, tokens[end-p.blockSize:end])
-		b, ok := p.cached[h]
+	for k := 0; k < maxBlocks && k < len(hashes); k++ {
+		b, ok := p.cached[hashes[k]]
 		if !ok {
 			break
 		}
@@ -133,29 +122,37 @@ func (p *blockPool) lookup(tokens []int, maxTokens int) (blocks []int, hashes []
 		}
 		p.ref[b]++
 		blocks = append(blocks, b)
-		hashes = append(hashes, h)
-		parent = h
 	}
-	return blocks, hashes
+	return blocks
 }
 
-// peek is lookup without taking references: the number of tokens a prompt
-// would find cached right now.
-func (p *blockPool) peek(tokens []int, maxTokens int) int {
+// peek counts the leading hashes that are cached, at most maxBlocks, without
+// taking references.
+func (p *blockPool) peek(hashes []uint64, maxBlocks int) int {
 	if !p.caching {
 		return 0
 	}
-	var parent uint64
 	n := 0
-	for end := p.blockSize; end <= maxTokens; end += p.blockSize {
-		h := blockHash(parent, tokens[end-p.blockSize:end])
-		if _, ok := p.cached[h]; !ok {
+	for n < maxBlocks && n < len(hashes) {
+		if _, ok := p.cached[hashes[n]]; !ok {
 			break
 		}
-		n = end
-		parent = h
+		n++
 	}
 	return n
+}
+
+// chainHashes extends hashes (the chained hashes of tokens' first full
+// blocks) to cover every full block of tokens.
+func chainHashes(hashes []uint64, tokens []int, bs int) []uint64 {
+	for k := len(hashes); (k+1)*bs <= len(tokens); k++ {
+		var parent uint64
+		if k > 0 {
+			parent = hashes[k-1]
+		}
+		hashes = append(hashes, blockHash(parent, tokens[k*bs:(k+1)*bs]))
+	}
+	return hashes
 }
 
 // register records block b (full, holding tokens) under its chained hash.

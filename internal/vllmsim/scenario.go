@@ -58,11 +58,11 @@ var healthyLoad = LoadProfile{
 var scenarios = map[string]Scenario{
 	"healthy": {Name: "healthy", Description: "moderate Poisson load well under capacity", Load: healthyLoad, StepFactor: 1},
 	"kv_exhausted": {Name: "kv_exhausted", Description: "long prompts and long outputs overfill the KV cache: usage near 1, preemption storm",
-		StepFactor: 1, Load: LoadProfile{Rate: 4, Burstiness: 1,
+		StepFactor: 1, Load: LoadProfile{Rate: 3, Burstiness: 1,
 			Prompt: Dist{Mean: 2500, CV: 0.3, Min: 512, Max: 5000}, Output: Dist{Mean: 1500, CV: 0.3, Min: 200, Max: 2500},
 			MaxTokens: 2500, IgnoreEOS: false}},
 	"queueing": {Name: "queueing", Description: "short requests arriving above capacity: max_num_seqs saturated, waiting queue grows",
-		StepFactor: 1, Load: LoadProfile{Rate: 90, Burstiness: 1,
+		StepFactor: 1, Load: LoadProfile{Rate: 45, Burstiness: 1,
 			Prompt: Dist{Mean: 150, CV: 0.5, Min: 16, Max: 600}, Output: Dist{Mean: 100, CV: 0.5, Min: 1, Max: 300}, MaxTokens: 512}},
 	"prefill_heavy": {Name: "prefill_heavy", Description: "very long prompts, short answers: TTFT dominated by prefill",
 		StepFactor: 1, Load: LoadProfile{Rate: 1.5, Burstiness: 1,

@@ -11,11 +11,12 @@ import (
 
 // server owns the listener so FaultDown can close it and reopen the same address.
 type server struct {
-	s    *Sim
-	mu   sync.Mutex
-	addr string
-	hs   *http.Server
-	down bool
+	s      *Sim
+	mu     sync.Mutex
+	addr   string
+	hs     *http.Server
+	down   bool
+	closed bool
 }
 
 func (sv *server) listen() error {
@@ -33,7 +34,7 @@ func (sv *server) listen() error {
 func (sv *server) setDown(down bool) {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
-	if down == sv.down {
+	if down == sv.down || sv.closed {
 		return
 	}
 	sv.down = down
@@ -41,6 +42,16 @@ func (sv *server) setDown(down bool) {
 		if sv.hs != nil {
 			_ = sv.hs.Close()
 			sv.hs = nil
+		}
+		// The socket is closed asynchronously once the accept loop lets go of
+		// it; wait until connecting is refused so "down" holds on return.
+		for i := 0; i < 100; i++ {
+			c, err := net.DialTimeout("tcp", sv.addr, 100*time.Millisecond)
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+			time.Sleep(5 * time.Millisecond)
 		}
 		return
 	}
@@ -56,6 +67,7 @@ func (sv *server) setDown(down bool) {
 func (sv *server) close() {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
+	sv.closed = true
 	if sv.hs != nil {
 		_ = sv.hs.Close()
 		sv.hs = nil

@@ -55,6 +55,15 @@ type Config struct {
 	// MetricsVersion selects the /metrics exposition: MetricsV1 (default),
 	// MetricsV1_0_10 or MetricsV0.
 	MetricsVersion string
+	// APIServerCount > 1 renders V1 /metrics the way vLLM does with
+	// --api-server-count > 1 (prometheus_client multiprocess mode: no _created,
+	// no python_/process_ families, _sum before buckets). Real vLLM >= 0.15
+	// defaults it to --data-parallel-size; here the default is 1.
+	APIServerCount int
+	// EnablePromptTokensDetails adds usage.prompt_tokens_details.cached_tokens
+	// (the prefix-cache hit) to final usage blocks, like
+	// --enable-prompt-tokens-details.
+	EnablePromptTokensDetails bool
 	// APIKey, if set, is required as "Authorization: Bearer <key>" on /v1 paths.
 	APIKey string
 	// Seed makes generated tokens, EOS positions and the load generator reproducible.
@@ -100,6 +109,7 @@ func (c *Config) setDefaults() error {
 	def(&c.BlockSize, 16)
 	def(&c.MaxModelLen, 8192)
 	def(&c.StreamInterval, 1)
+	def(&c.APIServerCount, 1)
 	def(&c.MeanOutputTokens, 256)
 	def(&c.MaxRecords, 100000)
 	if c.Cost == (CostModel{}) {
@@ -119,7 +129,7 @@ func (c *Config) setDefaults() error {
 	}
 	switch {
 	case c.DataParallelSize < 1 || c.MaxNumSeqs < 1 || c.MaxNumBatchedTokens < 1 || c.NumGPUBlocks < 1 ||
-		c.BlockSize < 1 || c.MaxModelLen < 1 || c.StreamInterval < 1 || c.MeanOutputTokens < 1:
+		c.BlockSize < 1 || c.MaxModelLen < 1 || c.StreamInterval < 1 || c.MeanOutputTokens < 1 || c.APIServerCount < 1:
 		return errors.New("vllmsim: sizes must be positive")
 	case c.NumGPUBlocks*c.BlockSize < c.MaxModelLen:
 		return fmt.Errorf("vllmsim: KV cache (%d blocks × %d) smaller than max_model_len %d", c.NumGPUBlocks, c.BlockSize, c.MaxModelLen)
@@ -644,20 +654,24 @@ func (s *Sim) Records() []RequestRecord {
 
 // EngineState is a point-in-time view of one engine.
 type EngineState struct {
-	Model            string
-	Engine           int
-	Running, Waiting int
-	KVUsage          float64 // 1 - free/total blocks, as vllm:kv_cache_usage_perc
-	FreeBlocks       int
-	Preemptions      int
-	PromptTokens     int // counted when a request's first token is produced
-	GenerationTokens int
-	PrefixQueries    int
-	PrefixHits       int
-	Finished         map[string]int // by finish reason
-	Steps            int
-	MeanStepTime     time.Duration
-	LastStepTime     time.Duration
+	Model            string         `json:"model"`
+	Engine           int            `json:"engine"`
+	Running          int            `json:"running"`
+	Waiting          int            `json:"waiting"`
+	KVUsage          float64        `json:"kv_usage"` // 1 - free/total blocks, as vllm:kv_cache_usage_perc
+	FreeBlocks       int            `json:"free_blocks"`
+	Preemptions      int            `json:"preemptions"`
+	PromptTokens     int            `json:"prompt_tokens"` // counted when a request's first token is produced
+	GenerationTokens int            `json:"generation_tokens"`
+	PrefixQueries    int            `json:"prefix_queries"`
+	PrefixHits       int            `json:"prefix_hits"`
+	Finished         map[string]int `json:"finished"` // by finish reason
+	Steps            int            `json:"steps"`
+	MeanStepTime     time.Duration  `json:"mean_step_time_ns"`
+	LastStepTime     time.Duration  `json:"last_step_time_ns"`
+	// BusyTime is the total duration of completed steps: the engine's
+	// (GPU's) busy time, for utilization over a window.
+	BusyTime time.Duration `json:"busy_time_ns"`
 }
 
 // Engines returns the state of every engine, by model then engine index.
@@ -675,6 +689,7 @@ func (s *Sim) Engines() []EngineState {
 		for k, v := range st.success {
 			es.Finished[k] = int(v)
 		}
+		es.BusyTime = secs(st.stepSeconds)
 		if st.steps > 0 {
 			es.MeanStepTime = secs(st.stepSeconds / st.steps)
 		}
@@ -695,7 +710,8 @@ func (s *Sim) PrefixCachedTokens(model string, engine int, prompt []int) int {
 	if engine < 0 || engine >= len(es) {
 		return 0
 	}
-	return es[engine].pool.peek(prompt, len(prompt)-1)
+	bs := s.cfg.BlockSize
+	return es[engine].pool.peek(chainHashes(nil, prompt, bs), (len(prompt)-1)/bs) * bs
 }
 
 // Restart simulates a process restart: every request in flight is dropped

@@ -1,0 +1,77 @@
+package vllm
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+var benchFixtures = []struct{ name, file string }{
+	{"v0-0.7.3", "vllm-0.7.3-v0-multiprocess.txt"},
+	{"v1-main", "vllm-main-2026-08-v1.txt"},
+}
+
+// BenchmarkScrapeCycle is one full background cycle: HTTP GET over
+// loopback, parse, normalize, append to the history, derive the 1m and 5m
+// windows, and prepare the const metrics. Virtual time advances 5s per
+// iteration so the history is at its steady-state size.
+func BenchmarkScrapeCycle(b *testing.B) {
+	for _, f := range benchFixtures {
+		b.Run(f.name, func(b *testing.B) {
+			srv := newFakeVLLM(b, fixture(b, f.file), "text/plain; version=0.0.4")
+			s := newTestScraper(b, srv.URL, nil)
+			at := t0
+			for range 70 { // fill the 5m history first
+				scrapeAt(s, at)
+				at = at.Add(5 * time.Second)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				scrapeAt(s, at)
+				at = at.Add(5 * time.Second)
+			}
+			if !s.Latest().Up {
+				b.Fatal(s.Latest().Error)
+			}
+		})
+	}
+}
+
+// BenchmarkParseNormalize is the CPU part of a cycle without HTTP.
+func BenchmarkParseNormalize(b *testing.B) {
+	for _, f := range benchFixtures {
+		b.Run(f.name, func(b *testing.B) {
+			body := fixture(b, f.file)
+			n := newNormalizer()
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				e, err := parseBody(body, "text/plain")
+				if err != nil {
+					b.Fatal(err)
+				}
+				n.normalize(e)
+			}
+		})
+	}
+}
+
+// BenchmarkCollect is what a Prometheus scrape of the exporter costs the
+// scraper: emitting the prepared metrics through a registry.
+func BenchmarkCollect(b *testing.B) {
+	srv := newFakeVLLM(b, fixture(b, "vllm-main-2026-08-v1.txt"), "text/plain")
+	s := newTestScraper(b, srv.URL, nil)
+	for i := range 70 {
+		scrapeAt(s, t0.Add(time.Duration(i)*5*time.Second))
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := reg.Gather(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,72 @@
+package config
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestProbesDefaultFileMatchesDefaults(t *testing.T) {
+	f := Default()
+	if !reflect.DeepEqual(f.Probes, DefaultProbes()) {
+		t.Fatalf("default.yml probes section differs from DefaultProbes():\n%+v\n%+v", f.Probes, DefaultProbes())
+	}
+}
+
+func TestProbesProfileDefaultsAndStrictness(t *testing.T) {
+	f, err := Parse([]byte(`
+probes:
+  max_requests_per_minute: 30
+  profiles:
+    - name: warm-long
+      endpoint: completions
+      input_tokens: 1024
+      prefix: warm
+      warm_prefix_tokens: 512
+`), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := f.Probes
+	if p.MaxRequestsPerMinute != 30 || p.MaxTokensPerHour != DefaultProbes().MaxTokensPerHour {
+		t.Fatalf("section defaults not kept: %+v", p)
+	}
+	if len(p.Profiles) != 1 {
+		t.Fatalf("profiles = %d", len(p.Profiles))
+	}
+	pr := p.Profiles[0]
+	if pr.OutputTokens != 32 || pr.Interval != 15*time.Second || pr.Timeout != 10*time.Second || pr.WarmPrefix() != 512 {
+		t.Fatalf("profile defaults not applied: %+v", pr)
+	}
+
+	_, err = Parse([]byte("probes:\n  profiles:\n    - name: a\n      bogus: 1\n"), "t")
+	if err == nil || !strings.Contains(err.Error(), "bogus") {
+		t.Fatalf("unknown profile field accepted: %v", err)
+	}
+}
+
+func TestProbesValidateNamesField(t *testing.T) {
+	cases := map[string]string{
+		"probes:\n  max_requests_per_minute: 0\n":                                                  "max_requests_per_minute",
+		"probes:\n  max_tokens_per_hour: -1\n":                                                     "max_tokens_per_hour",
+		"probes:\n  profiles:\n    - endpoint: chat\n":                                             "name",
+		"probes:\n  profiles:\n    - name: a\n      endpoint: embeddings\n":                        "endpoint",
+		"probes:\n  profiles:\n    - name: a\n      output_tokens: 1\n":                            "output_tokens",
+		"probes:\n  profiles:\n    - name: a\n      prefix: hot\n":                                 "prefix",
+		"probes:\n  profiles:\n    - name: a\n      warm_prefix_tokens: 4\n":                       "warm_prefix_tokens",
+		"probes:\n  profiles:\n    - name: a\n      prefix: warm\n      warm_prefix_tokens: 999\n": "warm_prefix_tokens",
+		"probes:\n  profiles:\n    - name: a\n      timeout: 20s\n":                                "timeout",
+		"probes:\n  profiles:\n    - name: a\n      jitter: 10s\n":                                 "jitter",
+		"probes:\n  profiles:\n    - name: a\n    - name: a\n":                                     "duplicate",
+		"probes:\n  profiles:\n    - name: 'a b'\n":                                                "name",
+		"probes:\n  max_tokens_per_hour: 100\n":                                                    "max_tokens_per_hour",
+		"probes:\n  interval: 5s\n":                                                                "interval",
+	}
+	for doc, want := range cases {
+		_, err := Parse([]byte(doc), "t")
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v does not name %q", doc, err, want)
+		}
+	}
+}

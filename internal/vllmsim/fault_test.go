@@ -1,0 +1,216 @@
+package vllmsim
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+func get(url string, timeout time.Duration) (int, string, error) {
+	c := &http.Client{Timeout: timeout}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+func TestFaultDownRefusesThenRecovers(t *testing.T) {
+	s := startReal(t, Config{Models: []string{"m"}})
+	if err := s.InjectFault(FaultSpec{Kind: FaultDown}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := get(s.URL()+"/health", time.Second)
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("want connection refused while down, got %v", err)
+	}
+	s.ClearFault(FaultDown)
+	if code, _, err := get(s.URL()+"/health", time.Second); err != nil || code != 200 {
+		t.Fatalf("after recovery: %d %v", code, err)
+	}
+}
+
+func TestFaultHangAndSlowMetrics(t *testing.T) {
+	s := startReal(t, Config{Models: []string{"m"}})
+	_ = s.InjectFault(FaultSpec{Kind: FaultHang})
+	if _, _, err := get(s.URL()+"/metrics", 150*time.Millisecond); err == nil {
+		t.Fatal("hung server answered")
+	}
+	s.ClearFault(FaultHang)
+	if code, _, err := get(s.URL()+"/metrics", 2*time.Second); err != nil || code != 200 {
+		t.Fatalf("after hang cleared: %d %v", code, err)
+	}
+	_ = s.InjectFault(FaultSpec{Kind: FaultSlowMetrics, Delay: 2 * time.Second})
+	if _, _, err := get(s.URL()+"/metrics", 150*time.Millisecond); err == nil {
+		t.Fatal("slow /metrics answered within the client timeout")
+	}
+	if code, _, err := get(s.URL()+"/health", 2*time.Second); err != nil || code != 200 {
+		t.Fatalf("/health must stay fast while /metrics is slow: %d %v", code, err)
+	}
+}
+
+func TestFault5xxAndGarbage(t *testing.T) {
+	for _, v := range []struct {
+		version string
+		health  int
+	}{{MetricsV1, 503}, {MetricsV0, 500}} {
+		s := startReal(t, Config{Models: []string{"m"}, MetricsVersion: v.version})
+		_ = s.InjectFault(FaultSpec{Kind: Fault5xx})
+		if code, _, _ := get(s.URL()+"/metrics", time.Second); code != 500 {
+			t.Errorf("%s /metrics = %d under 5xx", v.version, code)
+		}
+		if code, _, _ := get(s.URL()+"/health", time.Second); code != v.health {
+			t.Errorf("%s /health = %d, want %d", v.version, code, v.health)
+		}
+		resp, body := post(t, s.URL()+"/v1/completions", `{"model":"m","prompt":"x"}`, nil)
+		if resp.StatusCode != 500 || !strings.Contains(body, `"type":"InternalServerError"`) {
+			t.Errorf("%s completions under 5xx: %d %s", v.version, resp.StatusCode, body)
+		}
+		s.ClearFaults()
+		_ = s.InjectFault(FaultSpec{Kind: FaultGarbageMetrics})
+		code, body, _ := get(s.URL()+"/metrics", time.Second)
+		p := expfmt.NewTextParser(model.LegacyValidation)
+		if _, err := p.TextToMetricFamilies(strings.NewReader(body)); code != 200 || err == nil {
+			t.Errorf("garbage /metrics: %d, parse error %v", code, err)
+		}
+	}
+}
+
+func TestFaultStreamCutAndStreamError(t *testing.T) {
+	s := startReal(t, Config{Models: []string{"m"}})
+	_ = s.InjectFault(FaultSpec{Kind: FaultStreamCut, AfterChunks: 2})
+	req, _ := http.NewRequest("POST", s.URL()+"/v1/completions", strings.NewReader(`{"model":"m","prompt":"x","max_tokens":50,"ignore_eos":true,"stream":true}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err == nil || strings.Contains(string(b), "[DONE]") || strings.Count(string(b), "data: ") != 2 {
+		t.Fatalf("want a cut after 2 events without [DONE]: err=%v body=%q", err, b)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for s.Engines()[0].Running != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if e := s.Engines()[0]; e.Running != 0 || e.Finished["length"] != 0 {
+		t.Fatalf("cut request must be aborted in the engine: %+v", e)
+	}
+	s.ClearFaults()
+	_ = s.InjectFault(FaultSpec{Kind: FaultStreamError, AfterChunks: 1})
+	_, body := post(t, s.URL()+"/v1/completions", `{"model":"m","prompt":"x","max_tokens":50,"ignore_eos":true,"stream":true}`, nil)
+	ev := strictEvents(t, body)
+	if len(ev) != 2 || !strings.HasPrefix(ev[1], `{"error": {"message": "`) || !strings.HasSuffix(ev[1], `"type": "InternalServerError", "param": null, "code": 500}}`) {
+		t.Fatalf("in-stream error shape wrong: %q", ev)
+	}
+}
+
+func TestFaultRestartResetsCounters(t *testing.T) {
+	s := startReal(t, Config{Models: []string{"m"}})
+	post(t, s.URL()+"/v1/completions", `{"model":"m","prompt":"x","max_tokens":3}`, nil)
+	before := parseMetrics(t, s.Metrics())
+	if sumValue(t, before, "vllm:generation_tokens_total", nil) == 0 {
+		t.Fatal("no tokens before restart")
+	}
+	time.Sleep(20 * time.Millisecond)
+	if err := s.InjectFault(FaultSpec{Kind: FaultRestart}); err != nil {
+		t.Fatal(err)
+	}
+	after := parseMetrics(t, s.Metrics())
+	if g := sumValue(t, after, "vllm:generation_tokens_total", nil); g != 0 {
+		t.Errorf("generation_tokens_total after restart = %v", g)
+	}
+	if _, ok := after["http_requests_total"]; ok {
+		t.Error("http counters must reset too")
+	}
+	if a, b := sumValue(t, before, "process_start_time_seconds", nil), sumValue(t, after, "process_start_time_seconds", nil); b <= a {
+		t.Errorf("process_start_time_seconds %v -> %v", a, b)
+	}
+}
+
+func TestAdminEndpoints(t *testing.T) {
+	s := startReal(t, Config{Models: []string{"m"}})
+	for _, c := range []struct {
+		path, body string
+		status     int
+	}{
+		{"/admin/scenario", `{"scenario":"queueing","load":{"rate":7,"prompt":{"mean":99}}}`, 200},
+		{"/admin/scenario", `{"scenario":"queueing","load":{"rates":7}}`, 400},
+		{"/admin/scenario", `{"scenario":"kv_exhausted"}`, 200},
+		{"/admin/scenario", `{"scenario":"nope"}`, 400},
+		{"/admin/scenario", `{"scenario":"healthy","bogus":1}`, 400},
+		{"/admin/fault", `{"fault":"5xx"}`, 200},
+		{"/admin/fault", `{"fault":"melt"}`, 400},
+		{"/admin/fault", `{"fault":"slow_metrics","delay":"soon"}`, 400},
+		{"/admin/loadgen", `{"enabled":false}`, 200},
+	} {
+		resp, body := post(t, s.URL()+c.path, c.body, nil)
+		if resp.StatusCode != c.status {
+			t.Errorf("%s %s: %d %s", c.path, c.body, resp.StatusCode, body)
+		}
+	}
+	if s.Scenario().Name != "kv_exhausted" {
+		t.Errorf("scenario %q", s.Scenario().Name)
+	}
+	if f := s.Faults(); len(f) != 1 || f[0].Kind != Fault5xx {
+		t.Errorf("faults %+v", f)
+	}
+	req, _ := http.NewRequest("DELETE", s.URL()+"/admin/fault", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(s.Faults()) != 0 {
+		t.Error("DELETE /admin/fault did not clear")
+	}
+	code, body, _ := get(s.URL()+"/admin/state", time.Second)
+	if code != 200 || !bytes.Contains([]byte(body), []byte(`"metrics_version":"v1"`)) {
+		t.Errorf("/admin/state: %d %s", code, body)
+	}
+}
+
+func TestV0MetricsGzipWhenAsked(t *testing.T) {
+	s := startReal(t, Config{Models: []string{"m"}, MetricsVersion: MetricsV0})
+	req, _ := http.NewRequest("GET", s.URL()+"/metrics", nil)
+	req.Header.Set("Accept-Encoding", "gzip")
+	resp, err := (&http.Transport{DisableCompression: true}).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.Header.Get("Content-Encoding") != "gzip" || resp.Header.Get("Content-Type") != "text/plain; version=0.0.4; charset=utf-8" {
+		t.Fatalf("headers %v", resp.Header)
+	}
+	zr, err := gzip.NewReader(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(zr)
+	parseMetrics(t, b)
+}
+
+func TestAdminScenarioLoadOverrideMerges(t *testing.T) {
+	s := startReal(t, Config{Models: []string{"m"}})
+	resp, body := post(t, s.URL()+"/admin/scenario", `{"scenario":"queueing","load":{"rate":7,"prompt":{"mean":99}},"step_factor":1.5}`, nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	got, preset := s.Scenario(), scenarios["queueing"]
+	if got.Load.Rate != 7 || got.Load.Prompt.Mean != 99 || got.Load.Prompt.Max != preset.Load.Prompt.Max ||
+		got.Load.Output != preset.Load.Output || got.StepFactor != 1.5 {
+		t.Fatalf("override not merged over the preset: %+v", got)
+	}
+}

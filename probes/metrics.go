@@ -1,0 +1,144 @@
+package probes
+
+import (
+	"sort"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+)
+
+// Classic bucket layouts copied from vLLM's own histograms (reference
+// metrics.md) so probe and server distributions line up bucket for bucket.
+var (
+	// TTFTBuckets are vllm:time_to_first_token_seconds' buckets (>= 0.8.4).
+	TTFTBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}
+	// ITLBuckets are vllm:inter_token_latency_seconds' and
+	// vllm:request_time_per_output_token_seconds' buckets.
+	ITLBuckets = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}
+	// E2EBuckets are vllm:e2e_request_latency_seconds' buckets (>= 0.8.4).
+	E2EBuckets = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
+)
+
+// Skip reasons (vllm_probe_skipped_total{reason}).
+const (
+	SkipBudget = "budget" // a request- or token-budget would have been exceeded
+)
+
+type metrics struct {
+	ttft, tpot, itl, e2e *prometheus.HistogramVec
+	requests, outTokens  *prometheus.CounterVec
+	chunks, failures     *prometheus.CounterVec
+	skipped              *prometheus.CounterVec
+	lastSuccess, lastTS  *prometheus.GaugeVec
+	lastTTFT, ttftGap    *prometheus.GaugeVec
+	stalled              prometheus.Gauge
+}
+
+func newHistogram(name, help string, buckets []float64) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    name,
+		Help:    help,
+		Buckets: buckets,
+		// Native (sparse) histograms as well: ~10% bucket growth, bounded.
+		NativeHistogramBucketFactor:     1.1,
+		NativeHistogramMaxBucketNumber:  160,
+		NativeHistogramMinResetDuration: time.Hour,
+	}, []string{"profile"})
+}
+
+func newMetrics() *metrics {
+	p := []string{"profile"}
+	return &metrics{
+		ttft: newHistogram("vllm_probe_time_to_first_token_seconds",
+			"Probe time to first token in seconds: request sent to first stream chunk with non-empty choices, measured by the exporter.", TTFTBuckets),
+		tpot: newHistogram("vllm_probe_time_per_output_token_seconds",
+			"Probe time per output token in seconds: (e2e - ttft) / (usage.completion_tokens - 1), measured by the exporter.", ITLBuckets),
+		itl: newHistogram("vllm_probe_inter_token_latency_seconds",
+			"Probe inter-chunk latency in seconds: each gap between successive stream chunks with non-empty choices, measured by the exporter.", ITLBuckets),
+		e2e: newHistogram("vllm_probe_e2e_latency_seconds",
+			"Probe end-to-end latency in seconds: request sent to the last content chunk, measured by the exporter.", E2EBuckets),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm_probe_requests_total",
+			Help: "Synthetic probe requests sent to vLLM."}, p),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm_probe_failures_total",
+			Help: "Synthetic probe requests that failed, by reason (one reason per failed probe)."}, []string{"profile", "reason"}),
+		outTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm_probe_output_tokens_total",
+			Help: "Output tokens received by probes, from the stream's usage.completion_tokens."}, p),
+		chunks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm_probe_chunks_total",
+			Help: "Stream chunks with non-empty choices received by probes (fewer than tokens when chunks carry several tokens)."}, p),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm_probe_skipped_total",
+			Help: "Scheduled probes not sent, by reason (budget: the request or token budget was exhausted)."}, []string{"profile", "reason"}),
+		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm_probe_last_success",
+			Help: "1 if the profile's most recent probe succeeded, else 0."}, p),
+		lastTS: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm_probe_last_timestamp_seconds",
+			Help: "Unix time in seconds when the profile's most recent probe was sent."}, p),
+		lastTTFT: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm_probe_last_ttft_seconds",
+			Help: "Time to first token in seconds of the profile's most recent probe (absent if it got no token)."}, p),
+		ttftGap: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm_probe_ttft_gap_seconds",
+			Help: "Median probe TTFT minus median vLLM server-side TTFT (vllm:time_to_first_token_seconds) over the gap window, in seconds."}, p),
+		stalled: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vllm_engine_stalled",
+			Help: "1 while probes get no token and vLLM reports running requests but its generation-token counter does not move."}),
+	}
+}
+
+func (m *metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.ttft, m.tpot, m.itl, m.e2e, m.requests, m.failures, m.outTokens, m.chunks,
+		m.skipped, m.lastSuccess, m.lastTS, m.lastTTFT, m.ttftGap, m.stalled}
+}
+
+// create pre-creates a profile's series so every reason shows 0 from the start.
+func (m *metrics) create(profile string) {
+	for _, h := range []*prometheus.HistogramVec{m.ttft, m.tpot, m.itl, m.e2e} {
+		h.WithLabelValues(profile)
+	}
+	for _, c := range []*prometheus.CounterVec{m.requests, m.outTokens, m.chunks} {
+		c.WithLabelValues(profile)
+	}
+	for _, r := range Reasons {
+		m.failures.WithLabelValues(profile, r)
+	}
+	m.skipped.WithLabelValues(profile, SkipBudget)
+}
+
+// remove deletes every series of a profile that left the configuration.
+func (m *metrics) remove(profile string) {
+	l := prometheus.Labels{"profile": profile}
+	for _, c := range m.collectors() {
+		if v, ok := c.(interface {
+			DeletePartialMatch(prometheus.Labels) int
+		}); ok {
+			v.DeletePartialMatch(l)
+		}
+	}
+}
+
+// classic is a cumulative-on-export histogram kept for the snapshot.
+type classic struct {
+	bounds []float64
+	counts []float64 // per bucket, not cumulative
+	count  float64
+	sum    float64
+}
+
+func newClassic(bounds []float64) classic {
+	return classic{bounds: bounds, counts: make([]float64, len(bounds))}
+}
+
+func (c *classic) observe(v float64) {
+	c.count++
+	c.sum += v
+	if i := sort.SearchFloat64s(c.bounds, v); i < len(c.bounds) {
+		c.counts[i]++
+	}
+}
+
+func (c *classic) snapshot() snapshot.Histogram {
+	h := snapshot.Histogram{Bounds: c.bounds, Counts: make([]float64, len(c.bounds)), Count: c.count, Sum: c.sum}
+	var cum float64
+	for i, n := range c.counts {
+		cum += n
+		h.Counts[i] = cum
+	}
+	return h
+}

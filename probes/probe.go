@@ -1,0 +1,351 @@
+package probes
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/config"
+)
+
+// Failure reasons (the `reason` label of vllm_probe_failures_total). A probe
+// counts at most one of them.
+const (
+	ReasonTimeout        = "timeout"         // the profile's timeout elapsed (before or during the stream)
+	ReasonConnect        = "connect"         // no HTTP response: refused, reset, DNS, TLS
+	ReasonHTTP4xx        = "http_4xx"        // a non-200 status below 500 (incl. 3xx, never followed)
+	ReasonHTTP5xx        = "http_5xx"        // status >= 500 (503 also backs off)
+	ReasonStreamError    = "stream_error"    // in-stream {"error":...}, finish_reason error/abort, cut stream, bad JSON
+	ReasonShortOutput    = "short_output"    // fewer completion tokens than asked, or no content chunk at all
+	ReasonLengthMismatch = "length_mismatch" // usage disagrees with the request (prompt length, too many tokens) or is missing
+)
+
+// Reasons lists every failure reason in a fixed order; all are pre-created.
+var Reasons = []string{ReasonTimeout, ReasonConnect, ReasonHTTP4xx, ReasonHTTP5xx, ReasonStreamError, ReasonShortOutput, ReasonLengthMismatch}
+
+// RequestIDPrefix starts the X-Request-Id of every probe request, so probe
+// traffic can be found in vLLM's logs and told apart at a gateway.
+const RequestIDPrefix = "vllm-exporter-probe-"
+
+// ProbeUser is the OpenAI `user` field sent with every probe.
+const ProbeUser = "vllm-exporter-probe"
+
+// Result is one probe's outcome and measurements. Durations are measured
+// from the instant before the request is sent with a monotonic clock; chunk
+// times are when the bytes of the event were read from the connection.
+type Result struct {
+	Profile   string
+	RequestID string // the X-Request-Id sent
+	Start     time.Time
+	// Reason is "" on success, else one of Reasons.
+	Reason     string
+	StatusCode int
+	// RetryAfter is the server's Retry-After on 503, if any.
+	RetryAfter time.Duration
+
+	// Chunks counts stream chunks with a non-empty choices list.
+	Chunks int
+	// TTFT: first chunk with non-empty choices. E2E: last such chunk.
+	TTFT, E2E time.Duration
+	// ITL holds the gaps between successive chunks with non-empty choices.
+	ITL []time.Duration
+	// TPOT = (E2E-TTFT)/(CompletionTokens-1); valid when HasTPOT.
+	TPOT    time.Duration
+	HasTPOT bool
+
+	HasUsage                       bool
+	PromptTokens, CompletionTokens int
+}
+
+// FirstToken reports whether any content arrived.
+func (r *Result) FirstToken() bool { return r.Chunks > 0 }
+
+// chunk is the subset of a vLLM completions/chat stream chunk a probe reads.
+// Both the OpenAI-shaped error ({"error":{...}}) and the pre-0.10.1 flat
+// shape ({"object":"error",...}) are recognised.
+type chunk struct {
+	Object  string          `json:"object"`
+	Error   json.RawMessage `json:"error"`
+	Choices []struct {
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+}
+
+type streamOptions struct {
+	IncludeUsage         bool `json:"include_usage"`
+	ContinuousUsageStats bool `json:"continuous_usage_stats"`
+}
+
+type message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// request is the JSON body of a probe. Prompt is set for completions,
+// Messages for chat; exactly one of MaxTokens/MaxCompletionTokens is set.
+type request struct {
+	Model               string        `json:"model,omitempty"`
+	Prompt              []int         `json:"prompt,omitempty"`
+	Messages            []message     `json:"messages,omitempty"`
+	MaxTokens           int           `json:"max_tokens,omitempty"`
+	MaxCompletionTokens int           `json:"max_completion_tokens,omitempty"`
+	MinTokens           int           `json:"min_tokens"`
+	IgnoreEOS           bool          `json:"ignore_eos"`
+	Temperature         float64       `json:"temperature"`
+	Stream              bool          `json:"stream"`
+	StreamOptions       streamOptions `json:"stream_options"`
+	User                string        `json:"user"`
+}
+
+// buildRequest makes the body for one probe of pr. prompt is the token-ID
+// prompt (completions) and text the chat message (chat).
+func buildRequest(pr *config.ProbeProfile, model string, prompt []int, text string) ([]byte, string) {
+	req := request{
+		Model:         model,
+		MinTokens:     pr.OutputTokens,
+		IgnoreEOS:     true,
+		Stream:        true,
+		StreamOptions: streamOptions{IncludeUsage: true, ContinuousUsageStats: false},
+		User:          ProbeUser,
+	}
+	path := "/v1/completions"
+	if pr.Endpoint == config.EndpointChat {
+		path = "/v1/chat/completions"
+		req.Messages = []message{{Role: "user", Content: text}}
+		req.MaxCompletionTokens = pr.OutputTokens
+	} else {
+		req.Prompt = prompt
+		req.MaxTokens = pr.OutputTokens
+	}
+	b, err := json.Marshal(&req)
+	if err != nil {
+		panic("probes: marshal request: " + err.Error()) // plain struct: cannot fail
+	}
+	return b, path
+}
+
+// target is what one probe needs from the scheduler.
+type target struct {
+	baseURL   string
+	apiKey    string
+	client    *http.Client
+	now       func() time.Time
+	maxEvent  int
+	requestID string
+}
+
+// do sends one probe and measures it. It never logs or keeps the prompt or
+// the generated text.
+func (t *target) do(ctx context.Context, pr *config.ProbeProfile, body []byte, path string) Result {
+	res := Result{Profile: pr.Name, Start: t.now()}
+	ctx, cancel := context.WithTimeout(ctx, pr.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.baseURL+path, bytes.NewReader(body))
+	if err != nil {
+		res.Reason = ReasonConnect
+		return res
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("X-Request-Id", t.requestID)
+	if t.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+t.apiKey)
+	}
+	res.Start = t.now()
+	resp, err := t.client.Do(req)
+	if err != nil {
+		res.Reason = classifyErr(ctx, err, ReasonConnect)
+		return res
+	}
+	defer resp.Body.Close()
+	res.StatusCode = resp.StatusCode
+	if resp.StatusCode != http.StatusOK {
+		res.Reason = statusReason(resp.StatusCode)
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			res.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+		}
+		// Drain a little so the connection can be reused; the body is
+		// never logged (it may echo request content).
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return res
+	}
+	t.readStream(ctx, resp.Body, pr, &res)
+	return res
+}
+
+// readStream consumes the SSE body event by event and fills res.
+func (t *target) readStream(ctx context.Context, body io.Reader, pr *config.ProbeProfile, res *Result) {
+	sr := NewSSEReader(body, t.now, t.maxEvent)
+	var last time.Time
+	done := false
+	for !done {
+		ev, err := sr.Next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF // ended without [DONE]: cut
+			}
+			res.Reason = classifyErr(ctx, err, ReasonStreamError)
+			return
+		}
+		data := bytes.TrimSpace(ev.Data)
+		if string(data) == "[DONE]" {
+			done = true
+			continue
+		}
+		var c chunk
+		if err := json.Unmarshal(data, &c); err != nil {
+			res.Reason = ReasonStreamError
+			return
+		}
+		if (len(c.Error) > 0 && string(c.Error) != "null") || c.Object == "error" {
+			res.Reason = ReasonStreamError
+			return
+		}
+		if len(c.Choices) > 0 {
+			if res.Chunks == 0 {
+				res.TTFT = ev.At.Sub(res.Start)
+			} else {
+				res.ITL = append(res.ITL, ev.At.Sub(last))
+			}
+			last = ev.At
+			res.Chunks++
+			for _, ch := range c.Choices {
+				if ch.FinishReason != nil && (*ch.FinishReason == "error" || *ch.FinishReason == "abort") {
+					res.Reason = ReasonStreamError
+					return
+				}
+			}
+		}
+		// The final usage chunk (choices: []) carries the totals; if a
+		// server adds cumulative usage to every chunk the last one wins.
+		if c.Usage != nil {
+			res.HasUsage = true
+			res.PromptTokens = c.Usage.PromptTokens
+			res.CompletionTokens = c.Usage.CompletionTokens
+		}
+	}
+	// Read to the end of the body (normally just the chunked-encoding
+	// trailer) so the connection is reused and the next probe's TTFT does
+	// not include a TCP (and TLS) handshake.
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
+	if res.Chunks > 0 {
+		res.E2E = last.Sub(res.Start)
+	}
+	if res.HasUsage && res.CompletionTokens > 1 && res.Chunks > 0 {
+		res.TPOT = (res.E2E - res.TTFT) / time.Duration(res.CompletionTokens-1)
+		res.HasTPOT = true
+	}
+	switch {
+	case res.Chunks == 0:
+		res.Reason = ReasonShortOutput
+	case !res.HasUsage:
+		res.Reason = ReasonLengthMismatch // cannot verify lengths
+	case res.CompletionTokens < pr.OutputTokens:
+		res.Reason = ReasonShortOutput
+	case res.CompletionTokens > pr.OutputTokens:
+		res.Reason = ReasonLengthMismatch
+	case pr.Endpoint == config.EndpointCompletions && res.PromptTokens != pr.InputTokens:
+		// Chat prompts go through the chat template, so only token-ID
+		// prompts have an exact expected length.
+		res.Reason = ReasonLengthMismatch
+	}
+}
+
+// classifyErr maps a transport or body-read error: the probe's own deadline
+// is a timeout, anything else is fallback.
+func classifyErr(ctx context.Context, err error, fallback string) string {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return ReasonTimeout
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return ReasonTimeout
+	}
+	return fallback
+}
+
+func statusReason(code int) string {
+	if code >= 500 {
+		return ReasonHTTP5xx
+	}
+	return ReasonHTTP4xx
+}
+
+// parseRetryAfter reads delta-seconds or an HTTP date; 0 when absent/bad.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil && n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// modelsResponse is GET /v1/models.
+type modelsResponse struct {
+	Data []struct {
+		ID string `json:"id"`
+	} `json:"data"`
+}
+
+// discoverModel asks the server for its first served model. On failure it
+// returns the failure reason to count.
+func (t *target) discoverModel(ctx context.Context, timeout time.Duration) (string, string) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.baseURL+"/v1/models", nil)
+	if err != nil {
+		return "", ReasonConnect
+	}
+	if t.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+t.apiKey)
+	}
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return "", classifyErr(ctx, err, ReasonConnect)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return "", statusReason(resp.StatusCode)
+	}
+	var m modelsResponse
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&m); err != nil {
+		return "", classifyErr(ctx, err, ReasonStreamError)
+	}
+	if len(m.Data) == 0 || m.Data[0].ID == "" {
+		return "", ReasonHTTP4xx
+	}
+	return m.Data[0].ID, ""
+}
+
+// BaseURL turns --vllm.url into the API base probes use: a trailing
+// /metrics or / is removed, so both http://h:8000 and http://h:8000/metrics
+// work. Anything but an http(s) URL is an error.
+func BaseURL(u string) (string, error) {
+	u = strings.TrimRight(strings.TrimSpace(u), "/")
+	u = strings.TrimSuffix(u, "/metrics")
+	pu, err := url.Parse(u)
+	if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+		// The URL itself is not echoed: it may carry credentials.
+		return "", errors.New("probes: the vLLM URL must be http(s)://host[:port]")
+	}
+	return u, nil
+}

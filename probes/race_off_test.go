@@ -1,0 +1,5 @@
+//go:build !race
+
+package probes
+
+const raceEnabled = false

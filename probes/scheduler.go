@@ -1,0 +1,713 @@
+// Package probes sends low-rate synthetic streaming requests to the
+// configured vLLM server and measures what a user feels: TTFT, TPOT,
+// inter-token latency and end-to-end latency with vLLM's benchmark
+// definitions, failure reasons, and an engine-stall verdict. Probes run on
+// their own timers (never inside a Prometheus scrape), within request and
+// token budgets, and only ever talk to the one configured server.
+package probes
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vllm-exporter/vllm_exporter/collector"
+	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+)
+
+// Clock is the scheduler's time source: Now for schedules and measurements
+// (use a monotonic clock), After for waiting. Tests inject a virtual one.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Options configures a Scheduler. Only URL is required.
+type Options struct {
+	// URL is the vLLM server's base URL (http://host:port); a trailing
+	// /metrics is ignored. Probes never go anywhere else.
+	URL string
+	// APIKey is sent as "Authorization: Bearer". Never logged.
+	APIKey string
+	// VLLM is a read-only view of the latest vLLM scrape (the collector's
+	// Latest), used for stall detection and, without ServerTTFT, for the
+	// server-side TTFT of vllm_probe_ttft_gap_seconds. May be nil.
+	VLLM func() *snapshot.VLLM
+	// ServerTTFT, if set, returns vLLM's server-side median TTFT of model
+	// (the probed model; "" before it is known) over the trailing window,
+	// e.g. the scraper's Window(window)[model] quantile 0.5 of
+	// time_to_first_token. It takes precedence over VLLM for the TTFT gap.
+	// It is called with the scheduler's lock held and must not call back
+	// into the Scheduler.
+	ServerTTFT func(model string, window time.Duration) snapshot.Value
+	// Client sends the probes; nil means a client that ignores proxy
+	// environment variables and never follows redirects.
+	Client *http.Client
+	// Clock defaults to the real monotonic clock.
+	Clock Clock
+	// Seed seeds prompt, jitter and request-id randomness; 0 = random.
+	Seed uint64
+	// MaxEventBytes bounds one SSE event (default 1 MiB).
+	MaxEventBytes int
+	// Health, if set, gets a report (collector "probes") after every
+	// probe: up unless the scheduler cannot probe at all (bad URL). A
+	// failed probe is a measurement, not a collector failure.
+	Health collector.Reporter
+}
+
+// Scheduler runs the probe profiles of the `probes:` configuration section.
+type Scheduler struct {
+	opts    Options
+	baseURL string
+	urlErr  error
+	clock   Clock
+	logger  log.Logger
+	m       *metrics
+	latest  atomic.Pointer[snapshot.Probes]
+	model   atomic.Pointer[string] // effective model, for Model()
+	wake    chan struct{}
+
+	mu         sync.Mutex
+	cfg        config.Probes
+	profiles   map[string]*profileState
+	rng        *rand.Rand
+	budget     ledger
+	stall      stallDetector
+	history    []serverTTFT // vLLM TTFT histograms seen, for the gap without ServerTTFT
+	discovered string
+}
+
+type profileState struct {
+	cfg         config.ProbeProfile
+	next        time.Time
+	inFlight    bool
+	consecutive int
+
+	requests, outTokens, chunks, skipped float64
+	failures                             map[string]float64
+	ttft, tpot, itl, e2e                 classic
+	lastSuccess                          bool
+	lastTTFT                             snapshot.Value
+	lastTime                             time.Time
+	samples                              []timedValue // successful TTFTs, for the gap
+	gap                                  snapshot.Value
+}
+
+type timedValue struct {
+	t time.Time
+	v float64
+}
+
+type serverTTFT struct {
+	t time.Time
+	h snapshot.Histogram
+}
+
+// New builds a Scheduler for the probes section of holder (the shipped
+// defaults if holder is nil) and subscribes to configuration reloads: a
+// reload restarts every profile's timer, adds and removes profiles (with
+// their series) and keeps the counters of profiles that stay.
+func New(opts Options, holder *config.Holder, logger log.Logger) *Scheduler {
+	if logger == nil {
+		logger = log.NewNopLogger()
+	}
+	if opts.Clock == nil {
+		opts.Clock = realClock{}
+	}
+	if opts.Client == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.Proxy = nil
+		opts.Client = &http.Client{
+			Transport:     tr,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	seed := opts.Seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	s := &Scheduler{
+		opts:     opts,
+		clock:    opts.Clock,
+		logger:   logger,
+		m:        newMetrics(),
+		wake:     make(chan struct{}, 1),
+		profiles: map[string]*profileState{},
+		rng:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+	}
+	s.baseURL, s.urlErr = BaseURL(opts.URL)
+	if s.urlErr != nil {
+		level.Error(logger).Log("msg", "probes cannot run: bad vLLM URL", "err", s.urlErr)
+	}
+	cfg := config.DefaultProbes()
+	if holder != nil {
+		cfg = holder.Get().Probes
+		holder.Subscribe(func(f *config.File) { s.apply(f.Probes) })
+	}
+	s.apply(cfg)
+	return s
+}
+
+// apply installs a probes section: new and changed profiles get a fresh
+// timer (first probe within one jitter), removed ones lose their series.
+func (s *Scheduler) apply(cfg config.Probes) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	s.cfg = cfg
+	if cfg.Model != s.discovered {
+		s.discovered = ""
+	}
+	s.setModelLocked()
+	keep := map[string]bool{}
+	for _, pc := range cfg.Profiles {
+		keep[pc.Name] = true
+		st, ok := s.profiles[pc.Name]
+		if ok && !sameMeasurement(&st.cfg, &pc) && !st.inFlight {
+			// What the series measure changed: start them afresh rather
+			// than mixing two request shapes in one histogram.
+			s.m.remove(pc.Name)
+			ok = false
+		}
+		if !ok {
+			st = &profileState{
+				failures: map[string]float64{},
+				ttft:     newClassic(TTFTBuckets), tpot: newClassic(ITLBuckets),
+				itl: newClassic(ITLBuckets), e2e: newClassic(E2EBuckets),
+			}
+			s.profiles[pc.Name] = st
+			s.m.create(pc.Name)
+		}
+		st.cfg = pc
+		st.consecutive = 0
+		st.next = now.Add(s.uniform(pc.Jitter))
+	}
+	for name := range s.profiles {
+		if !keep[name] {
+			delete(s.profiles, name)
+			s.m.remove(name)
+		}
+	}
+	s.publishLocked(now)
+	s.mu.Unlock()
+	s.signal()
+}
+
+// sameMeasurement reports whether two versions of a profile send the same
+// kind of request (timers and timeouts may differ).
+func sameMeasurement(a, b *config.ProbeProfile) bool {
+	return a.Endpoint == b.Endpoint && a.InputTokens == b.InputTokens && a.OutputTokens == b.OutputTokens &&
+		a.Prefix == b.Prefix && a.WarmPrefix() == b.WarmPrefix()
+}
+
+func (s *Scheduler) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// uniform draws from [0, d]; mu must be held.
+func (s *Scheduler) uniform(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(s.rng.Int64N(int64(d) + 1))
+}
+
+// gapAfter is the time to the next slot: interval ± jitter; mu held.
+func (s *Scheduler) gapAfter(pc *config.ProbeProfile) time.Duration {
+	return pc.Interval - pc.Jitter + 2*s.uniform(pc.Jitter)
+}
+
+// job is one admitted probe.
+type job struct {
+	st     *profileState
+	cfg    config.ProbeProfile
+	spend  *spend
+	model  string
+	prompt []int  // completions
+	text   string // chat
+	reqID  string
+	obsSeq uint64 // stall detector's observation count at admission
+}
+
+// admitLocked reserves budget for one probe of st at now and builds it.
+func (s *Scheduler) admitLocked(st *profileState, now time.Time) (*job, bool) {
+	pc := st.cfg
+	sp := s.budget.admit(now, pc.InputTokens+pc.OutputTokens, s.cfg.MaxRequestsPerMinute, s.cfg.MaxTokensPerHour)
+	if sp == nil {
+		st.skipped++
+		s.m.skipped.WithLabelValues(pc.Name, SkipBudget).Inc()
+		return nil, false
+	}
+	st.inFlight = true
+	j := &job{st: st, cfg: pc, spend: sp, model: s.Model(), obsSeq: s.stall.seq}
+	pm := &prompter{rng: s.rng, idMin: s.cfg.TokenIDMin, idMax: s.cfg.TokenIDMax}
+	if pc.Endpoint == config.EndpointChat {
+		j.text = pm.text(&pc)
+	} else {
+		j.prompt = pm.tokens(&pc)
+	}
+	var id [8]byte
+	for i := range id {
+		id[i] = byte(s.rng.UintN(256))
+	}
+	j.reqID = RequestIDPrefix + pc.Name + "-" + hex.EncodeToString(id[:])
+	return j, true
+}
+
+// dueJobs admits every profile whose slot has come; profiles over budget
+// skip the slot. Each due profile's next slot is set here (fixed rate).
+func (s *Scheduler) dueJobs(now time.Time) []*job {
+	s.observe()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := make([]string, 0, len(s.profiles))
+	for n := range s.profiles {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var jobs []*job
+	skipped := false
+	for _, n := range names {
+		st := s.profiles[n]
+		if st.inFlight || now.Before(st.next) {
+			continue
+		}
+		st.next = now.Add(s.gapAfter(&st.cfg))
+		if j, ok := s.admitLocked(st, now); ok {
+			jobs = append(jobs, j)
+		} else {
+			skipped = true
+		}
+	}
+	if skipped {
+		s.publishLocked(now)
+	}
+	return jobs
+}
+
+// nextWake is how long Run may sleep before some profile is due.
+func (s *Scheduler) nextWake(now time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	wait := time.Minute
+	for _, st := range s.profiles {
+		if st.inFlight {
+			continue
+		}
+		if d := st.next.Sub(now); d < wait {
+			wait = d
+		}
+	}
+	return max(wait, 0)
+}
+
+// Run probes until ctx is done. Each profile runs at most one probe at a
+// time; profiles run concurrently.
+func (s *Scheduler) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		for _, j := range s.dueJobs(s.clock.Now()) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.execute(ctx, j)
+				s.signal()
+			}()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		case <-s.clock.After(s.nextWake(s.clock.Now())):
+		}
+	}
+}
+
+// Tick is the manual step: it runs every probe due at now (concurrently
+// across profiles) and returns when they have finished.
+func (s *Scheduler) Tick(ctx context.Context, now time.Time) {
+	var wg sync.WaitGroup
+	for _, j := range s.dueJobs(now) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.execute(ctx, j)
+		}()
+	}
+	wg.Wait()
+}
+
+// Errors returned by ProbeOnce when it sends nothing.
+var (
+	ErrUnknownProfile = errors.New("probes: unknown profile")
+	ErrBusy           = errors.New("probes: profile already has a probe in flight")
+	ErrBudget         = errors.New("probes: budget exhausted")
+)
+
+// ProbeOnce sends one probe of the named profile now, outside its timer
+// but within the budgets, records it like a scheduled one and returns it.
+func (s *Scheduler) ProbeOnce(ctx context.Context, profile string) (Result, error) {
+	s.observe()
+	now := s.clock.Now()
+	s.mu.Lock()
+	st, ok := s.profiles[profile]
+	switch {
+	case !ok:
+		s.mu.Unlock()
+		return Result{}, fmt.Errorf("%w %q", ErrUnknownProfile, profile)
+	case st.inFlight:
+		s.mu.Unlock()
+		return Result{}, ErrBusy
+	}
+	j, ok := s.admitLocked(st, now)
+	if !ok {
+		s.publishLocked(now)
+		s.mu.Unlock()
+		return Result{}, ErrBudget
+	}
+	s.mu.Unlock()
+	return s.execute(ctx, j), nil
+}
+
+// execute sends an admitted probe and records its result.
+func (s *Scheduler) execute(ctx context.Context, j *job) Result {
+	t := &target{baseURL: s.baseURL, apiKey: s.opts.APIKey, client: s.opts.Client,
+		now: s.clock.Now, maxEvent: s.opts.MaxEventBytes, requestID: j.reqID}
+	if s.opts.VLLM != nil {
+		// Look at vLLM once more just before the deadline: a request the
+		// probe abandons is aborted, and the engine state while it waited
+		// is the evidence the stall detector needs.
+		peek := time.AfterFunc(j.cfg.Timeout*9/10, s.observe)
+		defer peek.Stop()
+	}
+	var res Result
+	if s.urlErr != nil {
+		res = Result{Start: s.clock.Now(), Reason: ReasonConnect}
+	} else if j.model == "" {
+		// Ask the server which model it serves; the answer is reused.
+		model, reason := t.discoverModel(ctx, j.cfg.Timeout)
+		if reason != "" {
+			res = Result{Start: s.clock.Now(), Reason: reason}
+		} else {
+			s.mu.Lock()
+			if s.discovered != model {
+				level.Info(s.logger).Log("msg", "probes use the model vLLM lists first", "model", model)
+			}
+			s.discovered = model
+			s.setModelLocked()
+			s.mu.Unlock()
+			j.model = model
+		}
+	}
+	if res.Reason == "" {
+		body, path := buildRequest(&j.cfg, j.model, j.prompt, j.text)
+		res = t.do(ctx, &j.cfg, body, path)
+	}
+	res.Profile = j.cfg.Name
+	res.RequestID = j.reqID
+	s.observe()
+	s.record(j, &res)
+	if s.opts.Health != nil {
+		s.opts.Health.Report("probes", s.clock.Now().Sub(res.Start), s.urlErr)
+	}
+	return res
+}
+
+// record folds a result into the profile's state, metrics, back-off, the
+// stall detector and the published snapshot.
+func (s *Scheduler) record(j *job, res *Result) {
+	end := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, pc := j.st, &j.cfg
+	st.inFlight = false
+	used := res.PromptTokens + res.CompletionTokens
+	s.budget.settle(j.spend, used)
+	if res.StatusCode == http.StatusNotFound && s.cfg.Model == "" {
+		s.discovered = "" // the served model may have changed
+		s.setModelLocked()
+	}
+	wasStalled := s.stall.stalled
+	s.stall.probeDone(j.obsSeq, res.Reason == ReasonTimeout || !res.FirstToken())
+	if s.stall.stalled != wasStalled {
+		s.m.stalled.Set(b2f(s.stall.stalled))
+		if s.stall.stalled {
+			level.Warn(s.logger).Log("msg", "vLLM engine looks stalled: probe got no token while requests run and generation tokens do not move", "profile", pc.Name)
+		} else {
+			level.Info(s.logger).Log("msg", "vLLM engine stall cleared", "profile", pc.Name)
+		}
+	}
+	if s.profiles[pc.Name] != st {
+		return // the profile was removed or replaced by a reload meanwhile
+	}
+
+	name := pc.Name
+	st.requests++
+	st.lastTime = res.Start
+	s.m.requests.WithLabelValues(name).Inc()
+	s.m.lastTS.WithLabelValues(name).Set(float64(res.Start.UnixNano()) / 1e9)
+	st.chunks += float64(res.Chunks)
+	s.m.chunks.WithLabelValues(name).Add(float64(res.Chunks))
+	if res.HasUsage && res.CompletionTokens > 0 {
+		st.outTokens += float64(res.CompletionTokens)
+		s.m.outTokens.WithLabelValues(name).Add(float64(res.CompletionTokens))
+	}
+	if res.FirstToken() {
+		st.lastTTFT = snapshot.Some(res.TTFT.Seconds())
+		s.m.lastTTFT.WithLabelValues(name).Set(res.TTFT.Seconds())
+	} else {
+		st.lastTTFT = snapshot.Value{}
+		s.m.lastTTFT.DeleteLabelValues(name)
+	}
+	st.lastSuccess = res.Reason == ""
+	s.m.lastSuccess.WithLabelValues(name).Set(b2f(st.lastSuccess))
+
+	if res.Reason != "" {
+		st.failures[res.Reason]++
+		s.m.failures.WithLabelValues(name, res.Reason).Inc()
+		level.Debug(s.logger).Log("msg", "probe failed", "profile", name, "reason", res.Reason, "status", res.StatusCode)
+		s.backoffLocked(st, res, end)
+	} else {
+		st.consecutive = 0
+		s.observeLatencies(st, res)
+	}
+	s.updateGapLocked(st, end)
+	s.publishLocked(end)
+}
+
+func (s *Scheduler) observeLatencies(st *profileState, res *Result) {
+	name := st.cfg.Name
+	st.ttft.observe(res.TTFT.Seconds())
+	s.m.ttft.WithLabelValues(name).Observe(res.TTFT.Seconds())
+	st.e2e.observe(res.E2E.Seconds())
+	s.m.e2e.WithLabelValues(name).Observe(res.E2E.Seconds())
+	if res.HasTPOT {
+		st.tpot.observe(res.TPOT.Seconds())
+		s.m.tpot.WithLabelValues(name).Observe(res.TPOT.Seconds())
+	}
+	itl := s.m.itl.WithLabelValues(name)
+	for _, g := range res.ITL {
+		st.itl.observe(g.Seconds())
+		itl.Observe(g.Seconds())
+	}
+	st.samples = append(st.samples, timedValue{t: res.Start, v: res.TTFT.Seconds()})
+}
+
+// backoffLocked pushes the next slot out after failures: the first failure
+// keeps the normal interval, each further consecutive one doubles the wait,
+// a 503 doubles from the start and honours Retry-After; all capped at
+// backoff_max (never below the interval).
+func (s *Scheduler) backoffLocked(st *profileState, res *Result, end time.Time) {
+	st.consecutive++
+	k := st.consecutive - 1
+	if res.StatusCode == http.StatusServiceUnavailable {
+		k = st.consecutive
+	}
+	if k <= 0 {
+		return
+	}
+	limit := max(s.cfg.BackoffMax, st.cfg.Interval)
+	d := limit
+	if k < 30 {
+		d = min(st.cfg.Interval<<k, limit)
+	}
+	if res.RetryAfter > d {
+		d = min(res.RetryAfter, limit)
+	}
+	if nb := end.Add(d); nb.After(st.next) {
+		st.next = nb
+	}
+}
+
+// observe feeds the latest vLLM scrape to the stall detector and the
+// server-TTFT history.
+func (s *Scheduler) observe() {
+	if s.opts.VLLM == nil {
+		return
+	}
+	v := s.opts.VLLM()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	model := s.cfg.Model
+	if model == "" {
+		model = s.discovered
+	}
+	wasStalled := s.stall.stalled
+	s.stall.observe(v, model)
+	if wasStalled && !s.stall.stalled {
+		s.m.stalled.Set(0)
+		s.publishLocked(s.clock.Now())
+		level.Info(s.logger).Log("msg", "vLLM engine stall cleared: generation tokens move again or nothing runs")
+	}
+	if s.opts.ServerTTFT != nil {
+		return
+	}
+	m := pickModel(v, model)
+	if m == nil {
+		return
+	}
+	h, ok := m.Histograms[snapshot.TTFT]
+	if !ok || (len(s.history) > 0 && !v.Time.After(s.history[len(s.history)-1].t)) {
+		return
+	}
+	s.history = append(s.history, serverTTFT{t: v.Time, h: h})
+	cut := v.Time.Add(-2 * s.cfg.TTFTGapWindow)
+	i := 0
+	for i < len(s.history)-1 && s.history[i].t.Before(cut) {
+		i++
+	}
+	s.history = s.history[i:]
+}
+
+// updateGapLocked recomputes the profile's TTFT gap: median probe TTFT over
+// the window minus vLLM's median TTFT over the same window.
+func (s *Scheduler) updateGapLocked(st *profileState, now time.Time) {
+	w := s.cfg.TTFTGapWindow
+	cut := now.Add(-w)
+	i := 0
+	for i < len(st.samples) && st.samples[i].t.Before(cut) {
+		i++
+	}
+	st.samples = st.samples[i:]
+	st.gap = snapshot.Value{}
+	if len(st.samples) > 0 {
+		var server snapshot.Value
+		if s.opts.ServerTTFT != nil {
+			server = s.opts.ServerTTFT(s.Model(), w)
+		} else {
+			server = s.historyMedianLocked(now, w)
+		}
+		if server.OK {
+			vals := make([]float64, len(st.samples))
+			for i, x := range st.samples {
+				vals[i] = x.v
+			}
+			st.gap = snapshot.Some(median(vals) - server.V)
+		}
+	}
+	if st.gap.OK {
+		s.m.ttftGap.WithLabelValues(st.cfg.Name).Set(st.gap.V)
+	} else {
+		s.m.ttftGap.DeleteLabelValues(st.cfg.Name)
+	}
+}
+
+// historyMedianLocked is vLLM's median TTFT over the window from the
+// scrapes this scheduler has seen (newest minus the newest at or before
+// the window start).
+func (s *Scheduler) historyMedianLocked(now time.Time, w time.Duration) snapshot.Value {
+	n := len(s.history)
+	if n < 2 {
+		return snapshot.Value{}
+	}
+	newer := s.history[n-1]
+	older := s.history[0]
+	for i := n - 2; i >= 0; i-- {
+		if !s.history[i].t.After(newer.t.Add(-w)) {
+			older = s.history[i]
+			break
+		}
+	}
+	return deltaMedian(newer.h, older.h)
+}
+
+// deltaMedian is the median (PromQL histogram_quantile) of the increase
+// from older to newer; absent on a restart in between or no observations.
+func deltaMedian(newer, older snapshot.Histogram) snapshot.Value {
+	d, reset := newer.Sub(older)
+	if reset {
+		return snapshot.Value{}
+	}
+	return d.Quantile(0.5)
+}
+
+func median(v []float64) float64 {
+	sort.Float64s(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
+}
+
+// publishLocked stores a fresh immutable snapshot.
+func (s *Scheduler) publishLocked(now time.Time) {
+	p := &snapshot.Probes{Time: now, Profiles: make(map[string]*snapshot.ProbeProfile, len(s.profiles)), EngineStalled: s.stall.stalled}
+	for name, st := range s.profiles {
+		f := make(map[string]float64, len(Reasons))
+		for _, r := range Reasons {
+			f[r] = st.failures[r]
+		}
+		p.Profiles[name] = &snapshot.ProbeProfile{
+			Name: name, Endpoint: st.cfg.Endpoint, Prefix: st.cfg.Prefix,
+			InputTokens: st.cfg.InputTokens, OutputTokens: st.cfg.OutputTokens,
+			Requests: st.requests, Failures: f,
+			TTFT: st.ttft.snapshot(), TPOT: st.tpot.snapshot(), ITL: st.itl.snapshot(), E2E: st.e2e.snapshot(),
+			LastSuccess: st.lastSuccess, LastTTFT: st.lastTTFT, LastTime: st.lastTime,
+			OutputTokensReceived: st.outTokens, Chunks: st.chunks, BudgetSkips: st.skipped, TTFTGap: st.gap,
+		}
+	}
+	s.latest.Store(p)
+}
+
+// Model is the served model name probes use: the configured one, else the
+// one discovered from /v1/models ("" before discovery). Lock-free.
+func (s *Scheduler) Model() string {
+	if m := s.model.Load(); m != nil {
+		return *m
+	}
+	return ""
+}
+
+func (s *Scheduler) setModelLocked() {
+	m := s.cfg.Model
+	if m == "" {
+		m = s.discovered
+	}
+	s.model.Store(&m)
+}
+
+// Latest returns the most recent published state; never nil.
+func (s *Scheduler) Latest() *snapshot.Probes { return s.latest.Load() }
+
+// Describe implements prometheus.Collector.
+func (s *Scheduler) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range s.m.collectors() {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector. It renders the state the probes
+// left behind and does no I/O.
+func (s *Scheduler) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range s.m.collectors() {
+		c.Collect(ch)
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
