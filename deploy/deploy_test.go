@@ -43,7 +43,6 @@ func TestGeneratedManifestsAreCurrent(t *testing.T) {
 	gen := map[string]func() ([]byte, error){
 		"kubernetes/prometheusrule.yaml":     func() ([]byte, error) { return PrometheusRule(alerts.RuleFiles()) },
 		"kubernetes/grafana-dashboards.yaml": func() ([]byte, error) { return DashboardConfigMaps(dashboardFiles(t)) },
-		"kubernetes/exporter-config.yaml":    func() ([]byte, error) { return ExporterConfigMap(config.DefaultYAML) },
 	}
 	for path, fn := range gen {
 		want, err := fn()
@@ -219,8 +218,12 @@ func TestKubernetesExample(t *testing.T) {
 	}
 	if cfg, ok := cmNames["vllm-exporter-config"]; !ok {
 		t.Error("no vllm-exporter-config ConfigMap")
-	} else if _, err := config.Parse([]byte(toString(cfg.Data["config.yml"])), "configmap"); err != nil {
+	} else if f, err := config.Parse([]byte(toString(cfg.Data["config.yml"])), "configmap"); err != nil {
 		t.Errorf("exporter ConfigMap holds an invalid config: %v", err)
+	} else if !reflect.DeepEqual(f.SLOs, config.Default().SLOs) {
+		// prometheusrule.yaml carries alerts/slo-rules.yml, generated from
+		// the default SLOs: the sidecar's watchdog must evaluate the same.
+		t.Errorf("exporter ConfigMap SLOs differ from the shipped defaults that alerts/slo-rules.yml was generated from")
 	}
 
 	// PodMonitor selects these pods and scrapes the exporter's port.

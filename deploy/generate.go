@@ -1,7 +1,6 @@
 // Package deploy builds the generated Kubernetes manifests in
 // deploy/kubernetes from the files they package: the PrometheusRule from
-// alerts/*.yml, the Grafana dashboard ConfigMaps from dashboards/*.json and
-// the exporter's ConfigMap from the shipped default configuration. The
+// alerts/*.yml, and the Grafana dashboard ConfigMaps from dashboards/*.json. The
 // manifests are committed; `go test ./deploy -update` rewrites them and the
 // test fails when they drift from their sources.
 package deploy
@@ -102,26 +101,4 @@ func DashboardConfigMaps(dashboards map[string][]byte) ([]byte, error) {
 		return nil, err
 	}
 	return append([]byte(fmt.Sprintf(header, "dashboards/*.json")), body...), nil
-}
-
-// ExporterConfigMap packages the exporter's configuration file.
-func ExporterConfigMap(config []byte) ([]byte, error) {
-	var probe yaml.Node
-	if err := yaml.Unmarshal(config, &probe); err != nil {
-		return nil, fmt.Errorf("exporter config: %w", err)
-	}
-	doc := map[string]any{
-		"apiVersion": "v1",
-		"kind":       "ConfigMap",
-		"metadata": map[string]any{
-			"name":   "vllm-exporter-config",
-			"labels": map[string]string{"app.kubernetes.io/name": "vllm"},
-		},
-		"data": map[string]string{"config.yml": string(config)},
-	}
-	body, err := encode([]any{doc})
-	if err != nil {
-		return nil, err
-	}
-	return append([]byte(fmt.Sprintf(header, "internal/config/default.yml")), body...), nil
 }

@@ -1,16 +1,19 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/probes"
 	"github.com/vllm-exporter/vllm_exporter/slo"
 )
 
@@ -108,6 +111,16 @@ func componentNames(t *testing.T, s *stack) map[string]map[string]bool {
 			}
 		}
 	}
+	sched := probes.New(probes.Options{URL: s.simURL}, holder, logger)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, p := range holder.Get().Probes.Profiles {
+		if _, err := sched.ProbeOnce(ctx, p.Name); err != nil {
+			t.Logf("probe %s: %v", p.Name, err)
+		}
+	}
+	merge(gatheredNames(t, sched))
+	merge(describedNames(t, sched))
 	merge(describedNames(t, slo.New(slo.Options{}, holder, slo.Sources{}, logger)))
 	merge(describedNames(t, vllm.New(vllm.Options{URL: s.simURL}, logger)))
 	merge(gpuNames(t))
