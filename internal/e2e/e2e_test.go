@@ -376,7 +376,7 @@ func TestEndToEnd(t *testing.T) {
 	// and a few seconds of cut streams, so probe failures exist
 	s.fault(t, map[string]any{"fault": "stream_cut", "after_chunks": 1, "duration": "5s"})
 	// Expected: the 90s (1h-equivalent) window crosses 14.4x after ~13s of
-	// bad events, the 7.5s window at once; plus scrape, evaluation and
+	// bad events, the 8s window at once; plus scrape, evaluation and
 	// group_wait of a second each. Allow 4x for a loaded 2-core CI runner.
 	const pageWithin = 2 * time.Minute
 	var paged notification

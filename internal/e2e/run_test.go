@@ -19,7 +19,7 @@ type stack struct {
 
 // e2eConfig is the exporter configuration of the end-to-end runs: probes
 // every 2 seconds, and SLOs with an 18h period so the workbook's windows
-// shrink 40x (5m -> 7.5s, 1h -> 90s, 6h -> 9m): a hard breach pages within
+// shrink 40x (5m -> 8s, 1h -> 90s, 6h -> 9m): a hard breach pages within
 // a minute or two instead of an hour.
 const e2eConfig = `
 probes:
