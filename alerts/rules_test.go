@@ -12,26 +12,11 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/e2e"
 )
 
-// tool returns the path of an external tool. Missing: skip locally, fail
-// under CI=true (CI must prove the rules, not skip them).
-func tool(t *testing.T, name string) string {
-	t.Helper()
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	if p := "/usr/bin/" + name; fileExists(p) {
-		return p
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s not found and CI=true: install the Debian prometheus package", name)
-	}
-	t.Skipf("%s not installed; skipping (set CI=true to make this a failure)", name)
-	return ""
-}
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+func tool(t *testing.T, name string) string { t.Helper(); return e2e.RequireTool(t, name) }
 
 type ruleFile struct {
 	Groups []struct {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/vllm-exporter/vllm_exporter/alerts"
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/internal/e2e"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated manifests in deploy/kubernetes")
@@ -303,17 +304,7 @@ func toStrings(v any) []string {
 	return out
 }
 
-func tool(t *testing.T, name string) string {
-	t.Helper()
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s not found and CI=true", name)
-	}
-	t.Skipf("%s not installed", name)
-	return ""
-}
+func tool(t *testing.T, name string) string { t.Helper(); return e2e.RequireTool(t, name) }
 
 func TestPrometheusConfig(t *testing.T) {
 	out, err := exec.Command(tool(t, "promtool"), "check", "config", "prometheus/prometheus.yml").CombinedOutput()

@@ -20,24 +20,7 @@ import (
 	"time"
 )
 
-// requireTool finds an external program. Missing: skip locally, fail under
-// CI=true (CI must prove the rules and dashboards, not skip them).
-func requireTool(t *testing.T, name string) string {
-	t.Helper()
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	if p := "/usr/bin/" + name; fileExists(p) {
-		return p
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s not found and CI=true: install the Debian prometheus and prometheus-alertmanager packages", name)
-	}
-	t.Skipf("%s not installed; skipping (CI=true makes this a failure)", name)
-	return ""
-}
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+func requireTool(t *testing.T, name string) string { t.Helper(); return RequireTool(t, name) }
 
 // moduleRoot is the repository root (tests run in internal/e2e).
 func moduleRoot(t *testing.T) string {
