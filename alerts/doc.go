@@ -12,7 +12,7 @@ import (
 	"sort"
 )
 
-//go:embed *.yml runbooks.md
+//go:embed *.yml
 var files embed.FS
 
 // RuleFiles returns the rule files in this directory (file name -> content),
@@ -37,10 +37,4 @@ func RuleFileNames() []string {
 	}
 	sort.Strings(names)
 	return names
-}
-
-// Runbooks returns alerts/runbooks.md.
-func Runbooks() []byte {
-	b, _ := files.ReadFile("runbooks.md")
-	return b
 }
