@@ -296,7 +296,11 @@ func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.L
 		Windows:      windows,
 		APIKey:       apiKey,
 		Health:       x.health,
+		// The classifier compares the prefix-cache hit ratio with a longer
+		// baseline window; keep enough thinned history to answer it.
+		Retention: holder.Get().Bottleneck.BaselineWindow,
 	}, log.With(logger, "component", "vllm"))
+	holder.Subscribe(func(f *config.File) { x.vllm.Retain(f.Bottleneck.BaselineWindow) })
 
 	reloadGauges := configReloadCollectors(holder)
 	x.registry.MustRegister(versioncollector.NewCollector(program), x.health, x.vllm, reloadGauges[0], reloadGauges[1])

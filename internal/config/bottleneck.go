@@ -1,12 +1,201 @@
 package config
 
-// Bottleneck is the `bottleneck:` section: classifier thresholds. Owned by
-// the bottleneck work (issue 7).
+import (
+	"fmt"
+	"time"
+)
+
+// Bottleneck is the `bottleneck:` section: the classifier's thresholds, the
+// decode-roofline assumptions and the capacity-planning inputs. Every default
+// comes from the seed articles (see the README's bottleneck section).
 type Bottleneck struct {
+	// Window is the look-back for rates and quantiles the rules read (1m).
+	Window time.Duration `yaml:"window"`
+	// BaselineWindow is the longer look-back the prefix-cache hit ratio is
+	// compared against to call it "collapsed" (15m).
+	BaselineWindow time.Duration `yaml:"baseline_window"`
+	// HoldTicks is how many consecutive ticks a new class must win before it
+	// replaces the current one (3).
+	HoldTicks int `yaml:"hold_ticks"`
+
+	// SLOQuantile is the quantile TTFT and TPOT are compared with their
+	// targets at (0.95); one of 0.5, 0.9, 0.95, 0.99.
+	SLOQuantile float64 `yaml:"slo_quantile"`
+	// TTFTTargetSeconds and TPOTTargetSeconds are the latency contract the
+	// latency-driven classes test (seed: p95 TTFT < 1 s, p95 TPOT < 40 ms).
+	TTFTTargetSeconds float64 `yaml:"ttft_target_seconds"`
+	TPOTTargetSeconds float64 `yaml:"tpot_target_seconds"`
+
+	// KVCacheUsageHigh: KV usage above this is "exhausted" (0.95).
+	KVCacheUsageHigh float64 `yaml:"kv_cache_usage_high"`
+	// PreemptionsPerRequestHigh: preemptions per finished request above this
+	// is "too many sequences" (0.01, i.e. 1%).
+	PreemptionsPerRequestHigh float64 `yaml:"preemptions_per_request_high"`
+	// QueueingMinWaiting: at least this many waiting requests (1).
+	QueueingMinWaiting float64 `yaml:"queueing_min_waiting"`
+	// QueueingTTFTOverPrefill: p99 TTFT at least this many times p99 prefill
+	// time means the wait is queueing, not prefill work (3).
+	QueueingTTFTOverPrefill float64 `yaml:"queueing_ttft_over_prefill"`
+	// PrefillShareMin: p99 prefill time / p99 TTFT at least this means the
+	// wait is prefill work rather than queueing (0.33: with
+	// QueueingTTFTOverPrefill 3 the two rules leave no gap).
+	PrefillShareMin float64 `yaml:"prefill_share_min"`
+	// LongPromptTokens: mean prompt tokens per request at least this is a
+	// "long prompt" workload (1024).
+	LongPromptTokens float64 `yaml:"long_prompt_tokens"`
+
+	// RooflineNearRatio: decode efficiency (measured / predicted) at least
+	// this is "at the roofline" (0.7); RooflineFarRatio: below this is "far
+	// below the roofline" (0.5).
+	RooflineNearRatio float64 `yaml:"roofline_near_ratio"`
+	RooflineFarRatio  float64 `yaml:"roofline_far_ratio"`
+	// DRAMBandwidthHighRatio / LowRatio bound the GPM DRAM-bandwidth
+	// utilisation that confirms (high) or refutes (low) memory-bound decode.
+	DRAMBandwidthHighRatio float64 `yaml:"dram_bandwidth_high_ratio"`
+	DRAMBandwidthLowRatio  float64 `yaml:"dram_bandwidth_low_ratio"`
+	// BandwidthEfficiency scales the GPU's theoretical peak memory bandwidth
+	// to the effective bandwidth decode achieves (0.8).
+	BandwidthEfficiency float64 `yaml:"bandwidth_efficiency"`
+
+	// NVLinkHighBytesPerSecond: mean NVLink tx+rx per GPU at least this,
+	// with two or more GPUs, is "communication bound" (100e9, about 15% of
+	// an NVLink 4 link's 900 GB/s, the seed's NCCL-fraction line).
+	NVLinkHighBytesPerSecond float64 `yaml:"nvlink_high_bytes_per_second"`
+
+	// WarmColdTTFTRatioMax: a warm-prefix probe whose median TTFT is at
+	// least this fraction of the cold one got no benefit from the cache (0.8;
+	// a cached 1,000-token prefix is several times faster, while two
+	// uncached probes differ by noise of 10-15%).
+	WarmColdTTFTRatioMax float64 `yaml:"warm_cold_ttft_ratio_max"`
+	// PrefixHitRatioCollapse: the window's hit ratio below this fraction of
+	// the baseline window's is a collapse (0.5) ...
+	PrefixHitRatioCollapse float64 `yaml:"prefix_hit_ratio_collapse"`
+	// ... provided the baseline was at least PrefixHitRatioBaselineMin (0.5:
+	// the cache served at least half the prompt tokens, so losing it matters
+	// and a mere change of workload mix does not count).
+	PrefixHitRatioBaselineMin float64 `yaml:"prefix_hit_ratio_baseline_min"`
+
+	// GPUUtilizationLow: GPU utilisation below this with nothing waiting is
+	// "batch too small" (0.5, the seed's 50%).
+	GPUUtilizationLow float64 `yaml:"gpu_utilization_low"`
+	// BatchSmallMaxRunning is the no-GPU stand-in: at most this many running
+	// requests with nothing waiting (2).
+	BatchSmallMaxRunning float64 `yaml:"batch_small_max_running"`
+	// XidLookback: a fatal Xid within this long is a GPU fault (10m).
+	XidLookback time.Duration `yaml:"xid_lookback"`
+	// StallAfter: requests present and the prompt+generation token counters
+	// unchanged for this long (scrape time) is a stalled engine (10s).
+	StallAfter time.Duration `yaml:"stall_after"`
+
+	// CapacityHorizon is how far back the sustained-throughput-while-SLOs-
+	// hold maximum looks (24h).
+	CapacityHorizon time.Duration `yaml:"capacity_horizon"`
+	// Headroom multiplies the GPUs-needed count for traffic spikes (2).
+	Headroom float64 `yaml:"headroom"`
+	// DailyRequests, when > 0, exports vllm_capacity_gpus_needed for that
+	// daily request volume.
+	DailyRequests float64 `yaml:"daily_requests"`
 }
 
 // DefaultBottleneck returns the seeds' thresholds.
-func DefaultBottleneck() Bottleneck { return Bottleneck{} }
+func DefaultBottleneck() Bottleneck {
+	return Bottleneck{
+		Window:                    time.Minute,
+		BaselineWindow:            15 * time.Minute,
+		HoldTicks:                 3,
+		SLOQuantile:               0.95,
+		TTFTTargetSeconds:         1.0,
+		TPOTTargetSeconds:         0.040,
+		KVCacheUsageHigh:          0.95,
+		PreemptionsPerRequestHigh: 0.01,
+		QueueingMinWaiting:        1,
+		QueueingTTFTOverPrefill:   3,
+		PrefillShareMin:           0.33,
+		LongPromptTokens:          1024,
+		RooflineNearRatio:         0.7,
+		RooflineFarRatio:          0.5,
+		DRAMBandwidthHighRatio:    0.6,
+		DRAMBandwidthLowRatio:     0.4,
+		BandwidthEfficiency:       0.8,
+		NVLinkHighBytesPerSecond:  100e9,
+		WarmColdTTFTRatioMax:      0.8,
+		PrefixHitRatioCollapse:    0.5,
+		PrefixHitRatioBaselineMin: 0.5,
+		GPUUtilizationLow:         0.5,
+		BatchSmallMaxRunning:      2,
+		XidLookback:               10 * time.Minute,
+		StallAfter:                10 * time.Second,
+		CapacityHorizon:           24 * time.Hour,
+		Headroom:                  2,
+	}
+}
 
-// Validate checks the section.
-func (b *Bottleneck) Validate() error { return nil }
+// Validate checks the section; errors name the field.
+func (b *Bottleneck) Validate() error {
+	pos := func(name string, v float64) error {
+		if !(v > 0) {
+			return fmt.Errorf("%s: must be > 0, got %v", name, v)
+		}
+		return nil
+	}
+	ratio := func(name string, v float64) error {
+		if !(v > 0 && v <= 1) {
+			return fmt.Errorf("%s: must be in (0, 1], got %v", name, v)
+		}
+		return nil
+	}
+	dur := func(name string, d time.Duration) error {
+		if d <= 0 {
+			return fmt.Errorf("%s: must be a positive duration, got %v", name, d)
+		}
+		return nil
+	}
+	checks := []error{
+		dur("window", b.Window),
+		dur("baseline_window", b.BaselineWindow),
+		dur("xid_lookback", b.XidLookback),
+		dur("stall_after", b.StallAfter),
+		dur("capacity_horizon", b.CapacityHorizon),
+		pos("ttft_target_seconds", b.TTFTTargetSeconds),
+		pos("tpot_target_seconds", b.TPOTTargetSeconds),
+		ratio("kv_cache_usage_high", b.KVCacheUsageHigh),
+		ratio("preemptions_per_request_high", b.PreemptionsPerRequestHigh),
+		pos("queueing_min_waiting", b.QueueingMinWaiting),
+		pos("queueing_ttft_over_prefill", b.QueueingTTFTOverPrefill),
+		ratio("prefill_share_min", b.PrefillShareMin),
+		pos("long_prompt_tokens", b.LongPromptTokens),
+		ratio("roofline_near_ratio", b.RooflineNearRatio),
+		ratio("roofline_far_ratio", b.RooflineFarRatio),
+		ratio("dram_bandwidth_high_ratio", b.DRAMBandwidthHighRatio),
+		ratio("dram_bandwidth_low_ratio", b.DRAMBandwidthLowRatio),
+		ratio("bandwidth_efficiency", b.BandwidthEfficiency),
+		pos("nvlink_high_bytes_per_second", b.NVLinkHighBytesPerSecond),
+		ratio("warm_cold_ttft_ratio_max", b.WarmColdTTFTRatioMax),
+		ratio("prefix_hit_ratio_collapse", b.PrefixHitRatioCollapse),
+		ratio("prefix_hit_ratio_baseline_min", b.PrefixHitRatioBaselineMin),
+		ratio("gpu_utilization_low", b.GPUUtilizationLow),
+		pos("batch_small_max_running", b.BatchSmallMaxRunning),
+	}
+	for _, err := range checks {
+		if err != nil {
+			return err
+		}
+	}
+	switch {
+	case b.HoldTicks < 1:
+		return fmt.Errorf("hold_ticks: must be >= 1, got %d", b.HoldTicks)
+	case b.SLOQuantile != 0.5 && b.SLOQuantile != 0.9 && b.SLOQuantile != 0.95 && b.SLOQuantile != 0.99:
+		return fmt.Errorf("slo_quantile: must be one of 0.5, 0.9, 0.95, 0.99, got %v", b.SLOQuantile)
+	case b.BaselineWindow <= b.Window:
+		return fmt.Errorf("baseline_window: must be longer than window (%v), got %v", b.Window, b.BaselineWindow)
+	case b.RooflineFarRatio > b.RooflineNearRatio:
+		return fmt.Errorf("roofline_far_ratio: must not exceed roofline_near_ratio (%v), got %v", b.RooflineNearRatio, b.RooflineFarRatio)
+	case b.DRAMBandwidthLowRatio > b.DRAMBandwidthHighRatio:
+		return fmt.Errorf("dram_bandwidth_low_ratio: must not exceed dram_bandwidth_high_ratio (%v), got %v", b.DRAMBandwidthHighRatio, b.DRAMBandwidthLowRatio)
+	case !(b.Headroom >= 1):
+		return fmt.Errorf("headroom: must be >= 1, got %v", b.Headroom)
+	case !(b.DailyRequests >= 0):
+		return fmt.Errorf("daily_requests: must be >= 0, got %v", b.DailyRequests)
+	}
+	return nil
+}

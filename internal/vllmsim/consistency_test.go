@@ -84,13 +84,14 @@ func TestMetricsSelfConsistentAfterMixedTraffic(t *testing.T) {
 			fams := parseMetrics(t, s.Metrics())
 			recs := s.Records()
 
-			var gen, prompt, preempt, cached, itl, length int
+			var gen, prompt, preempt, cached, itl, length, queried int
 			var ttftSum, e2eSum, queueSum float64
 			for _, r := range recs {
 				gen += r.OutputTokens
 				prompt += r.PromptTokens
 				preempt += r.Preemptions
 				cached += r.CachedTokens
+				queried += r.PromptTokens
 				itl += r.OutputTokens - 1
 				ttftSum += r.TTFT.Seconds()
 				e2eSum += r.E2E.Seconds()
@@ -105,6 +106,7 @@ func TestMetricsSelfConsistentAfterMixedTraffic(t *testing.T) {
 				preempt += a.preemptions
 				if a.scheduled {
 					cached += a.cached
+					queried += a.prompt
 				}
 				if a.firstToken {
 					prompt += a.prompt
@@ -127,7 +129,15 @@ func TestMetricsSelfConsistentAfterMixedTraffic(t *testing.T) {
 				eq(h+" count", sumValue(t, fams, h, nil), finished)
 			}
 			eq("generation_tokens_total", sumValue(t, fams, "vllm:generation_tokens_total", nil), float64(gen))
-			eq("prompt_tokens_total", sumValue(t, fams, "vllm:prompt_tokens_total", nil), float64(prompt))
+			promptTotal := sumValue(t, fams, "vllm:prompt_tokens_total", nil)
+			if version != MetricsV0 {
+				// V1: every prompt token (cache hits included) once, at the first token.
+				eq("prompt_tokens_total", promptTotal, float64(prompt))
+			} else if promptTotal <= float64(prompt) {
+				// V0 counts prefill chunks as computed; recomputation after a
+				// preemption prefills prompt + outputs again.
+				t.Errorf("V0 prompt_tokens_total %v should exceed the prompts %d after %d preemptions", promptTotal, prompt, preempt)
+			}
 			eq("num_preemptions_total", sumValue(t, fams, "vllm:num_preemptions_total", nil), float64(preempt))
 			eq("time_to_first_token count", sumValue(t, fams, "vllm:time_to_first_token_seconds", nil), float64(ttftCount))
 			eq("time_to_first_token sum", histSum(t, fams, "vllm:time_to_first_token_seconds"), ttftSum)
@@ -139,6 +149,10 @@ func TestMetricsSelfConsistentAfterMixedTraffic(t *testing.T) {
 			}
 			eq("ITL count", sumValue(t, fams, itlName, nil), float64(itl))
 			eq("request_generation_tokens sum", histSum(t, fams, "vllm:request_generation_tokens"), float64(gen-sumAborted(aborted)))
+			// V1 observes iteration tokens per output batch: full prompt at the
+			// first token plus generated tokens, so the sums match the counters.
+			// Both engines' iteration histograms sum the tokens their counters count.
+			eq("iteration_tokens_total sum", histSum(t, fams, "vllm:iteration_tokens_total"), promptTotal+float64(gen))
 			usage := "vllm:kv_cache_usage_perc"
 			if version == MetricsV0 {
 				usage = "vllm:gpu_cache_usage_perc"
@@ -147,6 +161,9 @@ func TestMetricsSelfConsistentAfterMixedTraffic(t *testing.T) {
 			eq("running after drain", sumValue(t, fams, "vllm:num_requests_running", nil), 0)
 			if version != MetricsV0 {
 				eq("prefix_cache_hits_total", sumValue(t, fams, "vllm:prefix_cache_hits_total", nil), float64(cached))
+				// Queries in tokens, once per request at its first admission
+				// (lookups of preempted requests go to vLLM's preempted_* stats).
+				eq("prefix_cache_queries_total", sumValue(t, fams, "vllm:prefix_cache_queries_total", nil), float64(queried))
 			}
 			if version == MetricsV1 {
 				eq("prompt_tokens_cached_total", sumValue(t, fams, "vllm:prompt_tokens_cached_total", nil),

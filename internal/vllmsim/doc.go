@@ -9,7 +9,8 @@
 // V1-style scheduler: a FCFS waiting queue, up to MaxNumSeqs running
 // sequences, a per-step token budget of MaxNumBatchedTokens (chunked
 // prefill: running requests first, then waiting ones), and a paged KV cache
-// of NumGPUBlocks blocks of BlockSize tokens. Full blocks are registered
+// of NumGPUBlocks blocks of BlockSize tokens (on V1 versions block 0 is
+// vLLM's null block: never allocated, left out of KV usage). Full blocks are registered
 // under a chained hash of their tokens, so prompts sharing a prefix reuse
 // blocks (prefix caching; a cache hit is capped at prompt length - 1 as in
 // vLLM); freed blocks stay cached until evicted in LRU order. When a running
@@ -66,6 +67,8 @@
 // first observation, V0 bucket lists). Config.APIServerCount > 1 renders a V1
 // version in multiprocess style. Values always come from the simulated engines:
 // histogram counts equal finished requests, token counters equal tokens
-// produced (prompt tokens are counted when the first token is produced, as on
-// main), the preemption counter equals preemptions that happened.
+// produced (V1: a request's whole prompt when its first token is produced, as
+// on main; V0: each prefill chunk when computed, recomputation included), the
+// preemption counter equals preemptions that happened, and
+// iteration_tokens_total sums to prompt + generation tokens.
 package vllmsim

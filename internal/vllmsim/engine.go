@@ -56,6 +56,8 @@ func (r *req) outputs() int   { return len(r.tokens) - r.promptLen }
 type schedItem struct {
 	r      *req
 	numNew int
+	admit  bool // this item (re)admitted r from the waiting queue
+	hit    int  // the prefix-cache hit taken at that admission
 }
 
 // engine is one data-parallel rank of one model: a V1-style scheduler over a
@@ -149,7 +151,8 @@ func (e *engine) schedule(now time.Time) []schedItem {
 		if !ok {
 			break
 		}
-		batch = append(batch, schedItem{r, n})
+		batch = append(batch, schedItem{r: r, numNew: n})
+		e.registerFull(r, r.numComputed+n)
 		budget -= n
 		i++
 	}
@@ -186,7 +189,10 @@ func (e *engine) schedule(now time.Time) []schedItem {
 		e.waiting = e.waiting[1:]
 		r.state = stateRunning
 		e.running = append(e.running, r)
-		batch = append(batch, schedItem{r, n})
+		// A waiting request always starts from numComputed 0 (new, preempted
+		// or after a failed allocation), so numComputed is the cache hit.
+		batch = append(batch, schedItem{r: r, numNew: n, admit: true, hit: r.numComputed})
+		e.registerFull(r, r.numComputed+n)
 		budget -= n
 	}
 	return batch
@@ -221,30 +227,58 @@ func (e *engine) startStep(now time.Time) bool {
 // completeStep applies the batch's results at the step's end time t.
 func (e *engine) completeStep(t time.Time) {
 	e.busy = false
-	iterTokens := 0
+	// vllm:iteration_tokens_total. V1 observes once per engine output batch
+	// that carries at least one request output (AsyncLLM builds
+	// IterationStats only when num_outputs > 0): the full prompt length of
+	// each request producing its first token plus the tokens generated, so
+	// partial prefill chunks and recomputation after preemption are not
+	// counted. V0 observes every step: scheduled prompt (prefill/recompute)
+	// tokens plus generated tokens, the same tokens its counters count.
+	v0 := e.sim.version.name == MetricsV0
+	iterTokens, outputs := 0, 0
 	for _, it := range e.batch {
 		r := it.r
 		if r.state != stateRunning {
 			continue // aborted during the step
 		}
-		iterTokens += it.numNew
+		decode := !it.admit && r.outputs() > 0 && it.numNew == 1 && r.numComputed+1 == r.numTokens()
+		if v0 && !decode {
+			// V0 counts a prefill chunk (token_chunk_size, cached tokens
+			// included) as prompt tokens when it is computed, and a
+			// recompute after preemption prefills prompt + outputs again.
+			iterTokens += it.numNew + it.hit
+			e.stats.promptTokens += float64(it.numNew + it.hit)
+		}
 		r.numComputed += it.numNew
-		e.registerFull(r)
 		if r.numComputed < r.numTokens() {
 			continue // partial prefill chunk
 		}
+		if !v0 && r.outputs() == 0 {
+			iterTokens += r.promptLen
+		}
 		e.emitToken(r, t)
+		iterTokens++
+		outputs++
 	}
-	e.stats.iterationTokens.observe(float64(iterTokens))
+	if v0 || outputs > 0 {
+		e.stats.iterationTokens.observe(float64(iterTokens))
+	}
 	e.stats.steps++
 	e.stats.stepSeconds += e.stepDur.Seconds()
 	e.batch = nil
 }
 
-func (e *engine) registerFull(r *req) {
+// registerFull registers r's full blocks up to upto tokens in the prefix
+// cache. Like vLLM's allocate_slots (cache_blocks with num_computed +
+// num_new tokens) this runs when a chunk is scheduled, so a request admitted
+// later in the same step already hits the blocks being computed.
+func (e *engine) registerFull(r *req, upto int) {
 	bs := e.pool.blockSize
-	r.tokHashes = chainHashes(r.tokHashes, r.tokens[:r.numComputed], bs)
-	for ; r.registered < len(r.blocks) && r.registered < len(r.tokHashes) && (r.registered+1)*bs <= r.numComputed; r.registered++ {
+	if upto > len(r.tokens) {
+		upto = len(r.tokens)
+	}
+	r.tokHashes = chainHashes(r.tokHashes, r.tokens[:upto], bs)
+	for ; r.registered < len(r.blocks) && r.registered < len(r.tokHashes) && (r.registered+1)*bs <= upto; r.registered++ {
 		e.pool.register(r.blocks[r.registered], r.tokHashes[r.registered])
 	}
 }
@@ -274,7 +308,9 @@ func (e *engine) emitToken(r *req, t time.Time) {
 	if n == 1 {
 		r.firstTok = t
 		r.computedNew = r.promptLen - r.cachedTokens
-		st.promptTokens += float64(r.promptLen)
+		if e.sim.version.name != MetricsV0 { // V1: the whole prompt at the first token
+			st.promptTokens += float64(r.promptLen)
+		}
 		st.promptCacheHit += float64(r.cachedTokens)
 		st.promptCompute += float64(r.promptLen - r.cachedTokens)
 		st.hist[hTTFT].observe(t.Sub(r.arrival).Seconds())

@@ -115,6 +115,14 @@ func TestFaultStreamCutAndStreamError(t *testing.T) {
 	if len(ev) != 2 || !strings.HasPrefix(ev[1], `{"error": {"message": "`) || !strings.HasSuffix(ev[1], `"type": "InternalServerError", "param": null, "code": 500}}`) {
 		t.Fatalf("in-stream error shape wrong: %q", ev)
 	}
+	// 0.7.3: flat error object inside {"error": ...}, BadRequestError/400 defaults.
+	v0 := startReal(t, Config{Models: []string{"m"}, MetricsVersion: MetricsV0})
+	_ = v0.InjectFault(FaultSpec{Kind: FaultStreamError, AfterChunks: 1})
+	_, body = post(t, v0.URL()+"/v1/completions", `{"model":"m","prompt":"x","max_tokens":50,"ignore_eos":true,"stream":true}`, nil)
+	ev = strictEvents(t, body)
+	if len(ev) != 2 || !strings.HasPrefix(ev[1], `{"error": {"object": "error", "message": "`) || !strings.HasSuffix(ev[1], `"type": "BadRequestError", "param": null, "code": 400}}`) {
+		t.Fatalf("v0 in-stream error shape wrong: %q", ev)
+	}
 }
 
 func TestFaultRestartResetsCounters(t *testing.T) {

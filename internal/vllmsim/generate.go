@@ -150,6 +150,10 @@ func (s *Sim) parseGen(r *http.Request, chat bool) (*genParams, *apiError) {
 	case max != nil:
 		p.maxTokens = *max
 	case chat:
+		if len(p.prompt) >= s.cfg.MaxModelLen {
+			return nil, badRequest(fmt.Sprintf("This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.",
+				s.cfg.MaxModelLen, len(p.prompt)), "")
+		}
 		p.maxTokens = s.cfg.MaxModelLen - len(p.prompt)
 	default:
 		p.maxTokens = 16
@@ -216,10 +220,11 @@ type usageFull struct {
 }
 
 // finalUsage is the usage of a finished request; cached tokens are reported
-// only with Config.EnablePromptTokensDetails (--enable-prompt-tokens-details).
+// only with Config.EnablePromptTokensDetails (--enable-prompt-tokens-details)
+// and, as in vLLM, only when the prefix-cache hit is non-zero.
 func (s *Sim) finalUsage(o Output) usageInfo {
 	u := usageInfo{PromptTokens: o.PromptTokens, CompletionTokens: o.CompletionTokens, TotalTokens: o.PromptTokens + o.CompletionTokens}
-	if s.cfg.EnablePromptTokensDetails {
+	if s.cfg.EnablePromptTokensDetails && o.CachedTokens > 0 { // vLLM: "and num_cached_tokens"
 		u.PromptTokensDetails = &tokenDetails{CachedTokens: o.CachedTokens}
 	}
 	return u
@@ -294,6 +299,10 @@ func (s *Sim) handleGenerate(w http.ResponseWriter, r *http.Request, chat bool) 
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
 	st := &sseWriter{s: s, w: w, h: h}
+	// Starlette's StreamingResponse sends the status line and headers before
+	// the first event: a client sees 200 at once, then waits for tokens
+	// (the chat role chunk only comes with the first token).
+	st.flush()
 	chunk := func(choices any, u *usageInfo) bool {
 		return st.event(streamChunk{ID: id, Object: obj, Created: created, Model: model, Choices: choices, Usage: u})
 	}
@@ -322,7 +331,13 @@ func (s *Sim) handleGenerate(w http.ResponseWriter, r *http.Request, chat bool) 
 		var okw bool
 		if chat {
 			if !sent {
-				if !chunk([]chatStreamChoice{{Delta: chatDelta{Role: "assistant", Content: strp("")}}}, u) {
+				// The role-only delta goes out with the first engine output;
+				// its continuous usage counts no completion tokens yet.
+				var ru *usageInfo
+				if p.continuous {
+					ru = &usageInfo{PromptTokens: o.PromptTokens, TotalTokens: o.PromptTokens}
+				}
+				if !chunk([]chatStreamChoice{{Delta: chatDelta{Role: "assistant", Content: strp("")}}}, ru) {
 					return
 				}
 			}
@@ -392,7 +407,14 @@ func (st *sseWriter) event(v any) bool {
 	}
 	if f, ok := st.s.fault(FaultStreamError); ok && st.events >= f.AfterChunks {
 		st.h.Abort()
+		// Main turns engine failures into GenerationError (500,
+		// InternalServerError); older servers caught any exception in the
+		// stream generator with create_streaming_error_response's defaults
+		// (400, BadRequestError).
 		e := &apiError{status: 500, typ: "InternalServerError", message: "Engine generation failed (simulated stream_error fault)"}
+		if st.s.version.name != MetricsV1 {
+			e.status, e.typ = 400, "BadRequestError"
+		}
 		st.write(streamErrorJSON(e, st.s.version.nestedError))
 		st.done()
 		return false

@@ -16,16 +16,26 @@ type blockPool struct {
 	head, tail int
 	numFree    int
 	caching    bool
+	usable     int // numBlocks minus the V1 null block
 }
 
-func newBlockPool(numBlocks, blockSize int, caching bool) *blockPool {
+// newBlockPool builds a pool of numBlocks blocks. With nullBlock (the V1
+// engine), block 0 is vLLM's null block: never free, never allocated, and
+// left out of the usage denominator (BlockPool.get_usage divides by
+// num_gpu_blocks - 1).
+func newBlockPool(numBlocks, blockSize int, caching, nullBlock bool) *blockPool {
 	p := &blockPool{
-		blockSize: blockSize, numBlocks: numBlocks, caching: caching,
+		blockSize: blockSize, numBlocks: numBlocks, caching: caching, usable: numBlocks,
 		ref: make([]int, numBlocks), hash: make([]uint64, numBlocks),
 		cached: map[uint64]int{}, prev: make([]int, numBlocks), next: make([]int, numBlocks),
 		head: -1, tail: -1,
 	}
-	for i := 0; i < numBlocks; i++ {
+	first := 0
+	if nullBlock {
+		first, p.usable = 1, numBlocks-1
+		p.ref[0] = 1
+	}
+	for i := first; i < numBlocks; i++ {
 		p.pushFree(i)
 	}
 	return p
@@ -56,8 +66,14 @@ func (p *blockPool) unlinkFree(b int) {
 	p.numFree--
 }
 
-// usage is vLLM's kv_cache_usage_perc: 1 - free/total (cached-but-free blocks count as free).
-func (p *blockPool) usage() float64 { return 1 - float64(p.numFree)/float64(p.numBlocks) }
+// usage is vLLM's kv_cache_usage_perc: 1 - free/usable (cached-but-free
+// blocks count as free; V1 leaves the null block out of the total).
+func (p *blockPool) usage() float64 {
+	if p.usable <= 0 {
+		return 0
+	}
+	return 1 - float64(p.numFree)/float64(p.usable)
+}
 
 // alloc takes n free blocks (evicting cached hashes) or returns nil if fewer are free.
 func (p *blockPool) alloc(n int) []int {

@@ -116,6 +116,9 @@ func (g *loadGen) fire(now time.Time) {
 	if maxTok <= 0 {
 		maxTok = 256
 	}
+	if maxTok > s.cfg.MaxModelLen-1 {
+		maxTok = s.cfg.MaxModelLen - 1
+	}
 	plen := p.Prompt.sample(g.rng)
 	if plen+maxTok > s.cfg.MaxModelLen {
 		plen = s.cfg.MaxModelLen - maxTok
@@ -137,6 +140,9 @@ func (g *loadGen) fire(now time.Time) {
 	} else {
 		prompt = g.randomTokens(g.rng, plen)
 	}
+	if len(prompt)+maxTok > s.cfg.MaxModelLen { // a shared prefix longer than the room left
+		prompt = prompt[:s.cfg.MaxModelLen-maxTok]
+	}
 	out := p.Output.sample(g.rng)
 	g.n++
 	r := Request{Model: model, Prompt: prompt, MaxTokens: maxTok, IgnoreEOS: p.IgnoreEOS}
@@ -148,7 +154,7 @@ func (g *loadGen) fire(now time.Time) {
 	} else if out < maxTok {
 		r.MaxTokens = out
 	}
-	// Errors are impossible here: lengths are clamped to max_model_len.
+	// Errors are impossible here: prompt + max_tokens is clamped to max_model_len.
 	_ = s.submitLocked(r, nil)
 	g.next = now.Add(g.gap())
 }

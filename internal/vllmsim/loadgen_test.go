@@ -82,3 +82,21 @@ func BenchmarkVirtualMinute(b *testing.B) {
 		})
 	}
 }
+
+// Presets whose prompts or outputs exceed a small max_model_len are clamped
+// to fit, never silently dropped.
+func TestLoadGeneratorFitsSmallMaxModelLen(t *testing.T) {
+	for _, name := range []string{"prefix_warm", "decode_heavy", "prefill_heavy"} {
+		s := newVirtual(t, Config{Seed: 1, LoadGen: true, Scenario: name, MaxModelLen: 512})
+		runFor(s, 20*time.Second)
+		e := s.Engines()[0]
+		if e.Running+e.Waiting+len(s.Records()) == 0 {
+			t.Errorf("%s with max_model_len 512: no request reached the engine", name)
+		}
+		for _, r := range s.Records() {
+			if r.PromptTokens+r.OutputTokens > 512 {
+				t.Fatalf("%s: request of %d+%d tokens exceeds max_model_len", name, r.PromptTokens, r.OutputTokens)
+			}
+		}
+	}
+}

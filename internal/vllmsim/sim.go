@@ -41,7 +41,9 @@ type Config struct {
 	MaxNumSeqs int
 	// MaxNumBatchedTokens is the per-step token budget (chunked prefill; default 8192).
 	MaxNumBatchedTokens int
-	// NumGPUBlocks and BlockSize size each engine's KV cache (defaults 4096 and 16).
+	// NumGPUBlocks and BlockSize size each engine's KV cache (defaults 4096
+	// and 16). On V1 versions one block is vLLM's null block, so
+	// NumGPUBlocks-1 hold tokens and KV usage is 1 - free/(NumGPUBlocks-1).
 	NumGPUBlocks int
 	BlockSize    int
 	// MaxModelLen bounds prompt+max_tokens (default 8192).
@@ -131,11 +133,12 @@ func (c *Config) setDefaults() error {
 	case c.DataParallelSize < 1 || c.MaxNumSeqs < 1 || c.MaxNumBatchedTokens < 1 || c.NumGPUBlocks < 1 ||
 		c.BlockSize < 1 || c.MaxModelLen < 1 || c.StreamInterval < 1 || c.MeanOutputTokens < 1 || c.APIServerCount < 1:
 		return errors.New("vllmsim: sizes must be positive")
-	case c.NumGPUBlocks*c.BlockSize < c.MaxModelLen:
-		return fmt.Errorf("vllmsim: KV cache (%d blocks × %d) smaller than max_model_len %d", c.NumGPUBlocks, c.BlockSize, c.MaxModelLen)
 	}
 	if _, ok := versions[c.MetricsVersion]; !ok {
 		return fmt.Errorf("vllmsim: unknown metrics version %q (want v1, v1-0.10 or v0)", c.MetricsVersion)
+	}
+	if usable := c.usableBlocks(); usable*c.BlockSize < c.MaxModelLen {
+		return fmt.Errorf("vllmsim: KV cache (%d usable blocks × %d) smaller than max_model_len %d", usable, c.BlockSize, c.MaxModelLen)
 	}
 	if c.MetricsVersion == MetricsV0 && c.DataParallelSize > 1 {
 		return errors.New("vllmsim: the V0 engine (metrics version v0) has no data parallelism")
@@ -151,6 +154,14 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("vllmsim: unknown scenario %q", c.Scenario)
 	}
 	return nil
+}
+
+// usableBlocks is NumGPUBlocks less the V1 engine's null block.
+func (c *Config) usableBlocks() int {
+	if c.MetricsVersion == MetricsV0 {
+		return c.NumGPUBlocks
+	}
+	return c.NumGPUBlocks - 1
 }
 
 // Sim is a simulated vLLM server: scheduler, KV cache, metrics, HTTP API.
@@ -208,7 +219,8 @@ func (s *Sim) resetLocked() {
 		for i := 0; i < s.cfg.DataParallelSize; i++ {
 			s.models[m] = append(s.models[m], &engine{
 				sim: s, model: m, index: i,
-				pool:  newBlockPool(s.cfg.NumGPUBlocks, s.cfg.BlockSize, !s.cfg.DisablePrefixCaching),
+				pool: newBlockPool(s.cfg.NumGPUBlocks, s.cfg.BlockSize, !s.cfg.DisablePrefixCaching,
+					s.cfg.MetricsVersion != MetricsV0),
 				stats: newEngineStats(&s.buckets),
 			})
 		}
@@ -453,7 +465,7 @@ func (s *Sim) submitLocked(r Request, h *Handle) error {
 		return fmt.Errorf("%w: the model `%s` does not exist", ErrUnknownModel, r.Model)
 	}
 	if len(r.Prompt)+r.MaxTokens > s.cfg.MaxModelLen {
-		return fmt.Errorf("%w: this model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion)",
+		return fmt.Errorf("%w: This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion)",
 			ErrBadRequest, s.cfg.MaxModelLen, len(r.Prompt)+r.MaxTokens, len(r.Prompt), r.MaxTokens)
 	}
 	e := engines[0]
@@ -658,10 +670,10 @@ type EngineState struct {
 	Engine           int            `json:"engine"`
 	Running          int            `json:"running"`
 	Waiting          int            `json:"waiting"`
-	KVUsage          float64        `json:"kv_usage"` // 1 - free/total blocks, as vllm:kv_cache_usage_perc
+	KVUsage          float64        `json:"kv_usage"` // 1 - free/usable blocks, as vllm:kv_cache_usage_perc
 	FreeBlocks       int            `json:"free_blocks"`
 	Preemptions      int            `json:"preemptions"`
-	PromptTokens     int            `json:"prompt_tokens"` // counted when a request's first token is produced
+	PromptTokens     int            `json:"prompt_tokens"` // V1: whole prompt at the first token; V0: per computed prefill chunk, recompute included
 	GenerationTokens int            `json:"generation_tokens"`
 	PrefixQueries    int            `json:"prefix_queries"`
 	PrefixHits       int            `json:"prefix_hits"`

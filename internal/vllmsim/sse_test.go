@@ -5,8 +5,10 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 func startReal(t *testing.T, cfg Config) *Sim {
@@ -159,6 +161,34 @@ func TestStreamShapes(t *testing.T) {
 		}
 		streamed += 3
 	})
+	t.Run("chat without usage", func(t *testing.T) {
+		_, body := post(t, url+"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"Hi"}],"max_tokens":2,"ignore_eos":true,"stream":true}`, nil)
+		ev := strictEvents(t, body)
+		if len(ev) != 3 || !reChatRole.MatchString(ev[0]) || !reChatText.MatchString(ev[1]) || !reChatLast.MatchString(ev[2]) {
+			t.Fatalf("chat stream without usage wrong:\n%s", strings.Join(ev, "\n"))
+		}
+		streamed += 2
+	})
+	t.Run("chat continuous usage", func(t *testing.T) {
+		_, body := post(t, url+"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"Hi"}],"max_tokens":2,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`, nil)
+		ev := strictEvents(t, body)
+		p := len(ChatTokens([]ChatMessage{{Role: "user", Content: "Hi"}}))
+		// vLLM's role-only first chunk carries usage with completion_tokens 0.
+		wantUsage := []string{
+			`"usage":{"prompt_tokens":` + itoa(p) + `,"total_tokens":` + itoa(p) + `,"completion_tokens":0}}`,
+			`"usage":{"prompt_tokens":` + itoa(p) + `,"total_tokens":` + itoa(p+1) + `,"completion_tokens":1}}`,
+			`"usage":{"prompt_tokens":` + itoa(p) + `,"total_tokens":` + itoa(p+2) + `,"completion_tokens":2}}`,
+		}
+		if len(ev) != 4 || !strings.Contains(ev[0], `"delta":{"role":"assistant","content":""}`) || !reChatUsage.MatchString(ev[3]) {
+			t.Fatalf("chat continuous-usage stream wrong:\n%s", strings.Join(ev, "\n"))
+		}
+		for i, w := range wantUsage {
+			if !strings.HasSuffix(ev[i], w) {
+				t.Fatalf("chunk %d: %s, want suffix %s", i, ev[i], w)
+			}
+		}
+		streamed += 2
+	})
 	t.Run("multi-token chunks", func(t *testing.T) {
 		_, body := post(t, url+"/v1/completions", `{"model":"m","prompt":[1,2],"max_tokens":7,"ignore_eos":true,"stream":true,"stream_interval":3,"stream_options":{"include_usage":true}}`, nil)
 		ev := strictEvents(t, body)
@@ -225,7 +255,8 @@ func TestAPIErrorsAndAuxEndpoints(t *testing.T) {
 		{"/v1/completions", `{"model":"m","prompt":"x"}`, map[string]string{"Authorization": "Bearer wrong"}, 401, `{"error":"Unauthorized"}`},
 		{"/v1/completions", `{"model":"other","prompt":"x"}`, auth, 404, `{"error":{"message":"The model ` + "`other`" + ` does not exist.","type":"NotFoundError","param":"model","code":404}}`},
 		{"/v1/completions", `{"model":"m","prompt":"x","stream_options":{"include_usage":true}}`, auth, 400, `"message":"Stream options can only be defined when ` + "`stream=True`" + `.","type":"BadRequestError"`},
-		{"/v1/completions", `{"model":"m","prompt":"x","max_tokens":9000}`, auth, 400, `maximum context length is 8192 tokens`},
+		{"/v1/completions", `{"model":"m","prompt":"x","max_tokens":9000}`, auth, 400, `"message":"This model's maximum context length is 8192 tokens. However, you requested 9002 tokens (2 in the messages, 9000 in the completion)`},
+		{"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("word ", 8200) + `"}]}`, auth, 400, `"message":"This model's maximum context length is 8192 tokens. However, your request has 82`},
 		{"/v1/completions", `{"model":"m","prompt":"x","temperature":-1}`, auth, 400, `"param":"temperature","code":400}}`},
 		{"/v1/chat/completions", `{"model":"m"}`, auth, 400, `"type":"BadRequestError"`},
 		{"/v1/completions", `not json`, auth, 400, `"type":"BadRequestError"`},
@@ -286,7 +317,8 @@ func TestPromptTokensDetailsReportCachedTokens(t *testing.T) {
 	_, first := post(t, s.URL()+"/v1/completions", body, nil)
 	_, second := post(t, s.URL()+"/v1/completions", body, nil)
 	ev1, ev2 := strictEvents(t, first), strictEvents(t, second)
-	if !strings.HasSuffix(ev1[len(ev1)-1], `"prompt_tokens_details":{"cached_tokens":0}}}`) ||
+	// vLLM adds prompt_tokens_details only when num_cached_tokens is non-zero.
+	if !strings.HasSuffix(ev1[len(ev1)-1], `"completion_tokens":2}}`) ||
 		!strings.HasSuffix(ev2[len(ev2)-1], `"prompt_tokens_details":{"cached_tokens":96}}}`) {
 		t.Fatalf("cached tokens: %s / %s", ev1[len(ev1)-1], ev2[len(ev2)-1])
 	}
@@ -294,4 +326,113 @@ func TestPromptTokensDetailsReportCachedTokens(t *testing.T) {
 	if !strings.Contains(whole, `"prompt_tokens_details":{"cached_tokens":96}`) {
 		t.Fatalf("non-streaming usage: %s", whole)
 	}
+}
+
+func TestNonStreamingChatAndPromptForms(t *testing.T) {
+	s := newVirtual(t, Config{Models: []string{"m"}})
+	rec := doVirtual(t, s, "POST", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"Hi"}]}],"max_completion_tokens":3,"ignore_eos":true}`, nil)
+	p := len(ChatTokens([]ChatMessage{{Role: "user", Content: "Hi"}}))
+	var chat struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Choices []struct {
+			Message struct {
+				Role    string `json:"role"`
+				Content string `json:"content"`
+			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage usageInfo `json:"usage"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &chat); err != nil || rec.Code != 200 {
+		t.Fatalf("chat: %d %s", rec.Code, rec.Body)
+	}
+	if !strings.HasPrefix(chat.ID, "chatcmpl-") || chat.Object != "chat.completion" || len(chat.Choices) != 1 ||
+		chat.Choices[0].Message.Role != "assistant" || len(TextTokens(chat.Choices[0].Message.Content)) != 3 ||
+		chat.Choices[0].FinishReason != "length" || chat.Usage != (usageInfo{PromptTokens: p, CompletionTokens: 3, TotalTokens: p + 3}) {
+		t.Fatalf("chat response wrong: %s", rec.Body)
+	}
+	// One prompt in every accepted form; token ids are used as given (no BOS).
+	for body, want := range map[string]int{
+		`"prompt":"Hello world"`:   len(Tokenize("Hello world")),
+		`"prompt":["Hello world"]`: len(Tokenize("Hello world")),
+		`"prompt":[7,8,9,10]`:      4,
+		`"prompt":[[7,8,9]]`:       3,
+	} {
+		rec := doVirtual(t, s, "POST", "/v1/completions", `{"model":"m",`+body+`,"max_tokens":1}`, nil)
+		if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"usage":{"prompt_tokens":`+itoa(want)+`,`) {
+			t.Errorf("%s: %d %s, want prompt_tokens %d", body, rec.Code, rec.Body, want)
+		}
+	}
+	for _, body := range []string{`"prompt":[]`, `"prompt":[-1]`, `"prompt":["a","b"]`} {
+		if rec := doVirtual(t, s, "POST", "/v1/completions", `{"model":"m",`+body+`}`, nil); rec.Code != 400 {
+			t.Errorf("%s: %d, want 400", body, rec.Code)
+		}
+	}
+}
+
+// Headers arrive before any token (as from vLLM's StreamingResponse); the
+// first event, for chat the role-only delta, waits for the first token.
+func TestStreamHeadersBeforeFirstToken(t *testing.T) {
+	s := startReal(t, Config{Models: []string{"m"}, VirtualClock: true})
+	req, _ := http.NewRequest("POST", s.URL()+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"Hi"}],"max_tokens":2,"ignore_eos":true,"stream":true}`))
+	req.Header.Set("Content-Type", "application/json")
+	// The virtual clock never moves until Advance: a response here means the
+	// headers were flushed with no token produced.
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("no response headers before the first token: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream; charset=utf-8" {
+		t.Fatalf("%d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if e := s.Engines()[0]; e.GenerationTokens != 0 {
+		t.Fatalf("tokens produced before Advance: %+v", e)
+	}
+	done := make(chan []byte)
+	go func() { b, _ := io.ReadAll(resp.Body); done <- b }()
+	var body []byte
+	for i := 0; body == nil && i < 100000; i++ {
+		select {
+		case body = <-done:
+		default:
+			s.Advance(5 * time.Millisecond)
+			runtime.Gosched()
+		}
+	}
+	ev := strictEvents(t, string(body))
+	if len(ev) != 3 || !reChatRole.MatchString(ev[0]) {
+		t.Fatalf("stream: %q", ev)
+	}
+}
+
+// stream_options defaults drifted: include_usage defaults to true up to early
+// 2026 and to false on main; without a stream_options object there is never a
+// usage chunk.
+func TestStreamOptionsDefaultsPerVersion(t *testing.T) {
+	for _, c := range []struct {
+		version, opts string
+		usage         bool
+	}{
+		{MetricsV1, `,"stream_options":{}`, false},
+		{MetricsV1_0_10, `,"stream_options":{}`, true},
+		{MetricsV0, `,"stream_options":{"continuous_usage_stats":false}`, true},
+		{MetricsV0, ``, false},
+	} {
+		s := newVirtual(t, Config{Models: []string{"m"}, MetricsVersion: c.version})
+		rec := doVirtual(t, s, "POST", "/v1/completions", `{"model":"m","prompt":[5,6],"max_tokens":2,"ignore_eos":true,"stream":true`+c.opts+`}`, nil)
+		ev := strictEvents(t, rec.Body.String())
+		got := len(ev) == 3 && reCompUsage.MatchString(ev[2])
+		if got != c.usage || len(ev) != 2+btoi(c.usage) {
+			t.Errorf("%s %s: usage chunk %v, want %v: %q", c.version, c.opts, got, c.usage, ev)
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -1,0 +1,413 @@
+package main
+
+// The bottleneck classifier in the serving exporter, and the `diagnose` and
+// `capacity` subcommands. Registered from init() through main.go's
+// extension and command hooks.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+
+	"github.com/vllm-exporter/vllm_exporter/collector/gpu"
+	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
+	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+	"github.com/vllm-exporter/vllm_exporter/probes"
+	"github.com/vllm-exporter/vllm_exporter/slo"
+	"github.com/vllm-exporter/vllm_exporter/slo/bottleneck"
+)
+
+// bottleneckFlags are the app-level flags shared by serve, diagnose and
+// capacity (--model.*, --cost.*).
+type bottleneckFlags struct {
+	app  *kingpin.Application // to read core's flags (--vllm.url, ...) from the subcommands
+	spec bottleneck.ModelSpec
+	cost bottleneck.CostSpec
+
+	classifier *bottleneck.Classifier // the serving exporter's, once started
+}
+
+var bnFlags = &bottleneckFlags{}
+
+func init() {
+	register(extension{name: "bottleneck", order: 40, flags: bnFlags.add, start: bnFlags.start})
+	registerCommand(command{name: "diagnose", help: "Watch a vLLM server for --duration, classify its bottleneck and print a report (SLOs, evidence, roofline, recommended knob).", setup: setupDiagnose})
+	registerCommand(command{name: "capacity", help: "Print the GPUs needed for a daily request volume (required = daily / 86,400; GPUs = ceil(required / per-GPU throughput) x headroom).", setup: setupCapacity})
+}
+
+func (b *bottleneckFlags) add(app *kingpin.Application) {
+	b.app = app
+	app.Flag("model.weight-bytes", "Bytes of model weights one decode step reads (decode roofline); overrides --model.parameters.").Float64Var(&b.spec.WeightBytes)
+	app.Flag("model.parameters", "Model parameter count, with --model.bytes-per-parameter, when --model.weight-bytes is not given.").Float64Var(&b.spec.Parameters)
+	app.Flag("model.bytes-per-parameter", "Bytes per parameter (2 for FP16/BF16, 1 for FP8, 0.5 for INT4).").Float64Var(&b.spec.BytesPerParameter)
+	app.Flag("model.kv-cache-bytes", "KV-cache pool size in bytes; default: GPU memory x vLLM's gpu_memory_utilization - weights - 1.5 GB per GPU.").Float64Var(&b.spec.KVCacheBytes)
+	app.Flag("model.memory-bandwidth", "Effective memory bandwidth in bytes/s for the roofline when no GPU is visible (with a GPU: its peak x bottleneck.bandwidth_efficiency).").Float64Var(&b.spec.MemoryBandwidth)
+	app.Flag("cost.gpu-hour", "Price of one GPU-hour; enables vllm_cost_per_million_output_tokens.").Float64Var(&b.cost.GPUHour)
+	app.Flag("cost.gpus", "GPUs serving this vLLM, for cost and capacity per GPU (default: the GPUs NVML sees, else 1).").IntVar(&b.cost.GPUs)
+}
+
+func (b *bottleneckFlags) validate() error {
+	if err := b.spec.Validate(); err != nil {
+		return err
+	}
+	if b.cost.GPUHour < 0 || b.cost.GPUs < 0 {
+		return errors.New("--cost.gpu-hour and --cost.gpus must be >= 0")
+	}
+	return nil
+}
+
+// flagString reads one of core's app-level flags after parsing ("" if absent).
+func (b *bottleneckFlags) flagString(name string) string {
+	if b.app == nil {
+		return ""
+	}
+	if f := b.app.GetFlag(name); f != nil && f.Model().Value != nil {
+		return f.Model().Value.String()
+	}
+	return ""
+}
+
+func (b *bottleneckFlags) flagDuration(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(b.flagString(name)); err == nil && d > 0 {
+		return d
+	}
+	return def
+}
+
+// start runs the classifier inside the serving exporter: as a hook of the
+// SLO watchdog (ticked right after each SLO evaluation, with the watchdog's
+// verdict gating capacity) when the watchdog runs, else on its own loop.
+func (b *bottleneckFlags) start(_ context.Context, x *exporter) error {
+	if err := b.validate(); err != nil {
+		return err
+	}
+	opts := bottleneck.Options{Model: b.spec, Cost: b.cost}
+	if sloWatchdog != nil {
+		opts.SLOHolds = sloHolds(sloWatchdog)
+	}
+	c := bottleneck.New(opts, x.config,
+		bottleneck.Sources{VLLM: x.vllm, GPU: x.gpu, Probes: x.probes}, log.With(x.logger, "component", "bottleneck"))
+	if err := x.registry.Register(c); err != nil {
+		return err
+	}
+	b.classifier = c
+	if sloWatchdog != nil {
+		sloWatchdog.AddHook(c)
+		return nil
+	}
+	interval := b.flagDuration("slo.interval", slo.DefaultInterval)
+	x.goRun(func(ctx context.Context) { c.Run(ctx, interval) })
+	return nil
+}
+
+// sloHolds adapts the watchdog's results: a model's SLOs hold while every
+// SLO of that model (and every probe SLO) burns its budget no faster than
+// it accrues over the shortest alert window (burn rate <= 1). Unknown until
+// one of them has enough events.
+func sloHolds(w interface{ Status() []slo.Result }) func(model string, now time.Time) (bool, bool) {
+	return func(model string, _ time.Time) (bool, bool) {
+		holds, known := true, false
+		for _, r := range w.Status() {
+			if (r.Model != model && r.Model != "") || len(r.Windows) == 0 {
+				continue
+			}
+			win := r.Windows[0]
+			if !win.Enough || !win.BurnRate.OK {
+				continue
+			}
+			known = true
+			holds = holds && win.BurnRate.V <= 1
+		}
+		return holds, known
+	}
+}
+
+// diagnoseOpts is one diagnose run.
+type diagnoseOpts struct {
+	url, apiKey, configFile string
+	timeout                 time.Duration
+	duration, interval      time.Duration
+	window                  time.Duration
+	output                  string
+	spec                    bottleneck.ModelSpec
+	cost                    bottleneck.CostSpec
+	// gpu is sampled once per tick when set (NVML, or a mock in tests).
+	gpu gpuSampler
+	// probes sends a cold/warm probe pair every probeEvery ticks.
+	probes     bool
+	probeEvery int
+	// now/sleep: a virtual clock in tests; nil = wall clock.
+	now   func() time.Time
+	sleep func(context.Context, time.Duration) error
+}
+
+// gpuSampler is what diagnose needs of collector/gpu's Sampler.
+type gpuSampler interface {
+	SampleOnce(now time.Time) *snapshot.GPU
+	Latest() *snapshot.GPU
+}
+
+// diagnoseGPU opens NVML unless --no-collector.gpu; nil when there is no
+// GPU collector in this build. NVML failing to initialise is not an error:
+// the sampler reports down and the report says which classes need a GPU.
+func diagnoseGPU(logger log.Logger) (*gpu.Sampler, error) {
+	if bnFlags.flagString("collector.gpu") == "false" {
+		return nil, nil
+	}
+	s, err := gpu.NewFromLibrary(gpu.Options{}, log.With(logger, "component", "gpu"))
+	if errors.Is(err, gpu.ErrBuiltWithoutNVML) {
+		return nil, nil
+	}
+	return s, err
+}
+
+func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, log.Logger) error {
+	o := &diagnoseOpts{}
+	cmd.Flag("duration", "How long to watch.").Default("60s").DurationVar(&o.duration)
+	cmd.Flag("interval", "Scrape and classify every this long.").Default("5s").DurationVar(&o.interval)
+	cmd.Flag("window", "Window for rates and quantiles (must fit in --duration; overrides bottleneck.window).").Default("30s").DurationVar(&o.window)
+	cmd.Flag("output", "Report format.").Default("text").EnumVar(&o.output, "text", "json")
+	cmd.Flag("probe-every", "Send the cold/warm probe pair every this many ticks (--no-probe.enabled: never).").Default("2").IntVar(&o.probeEvery)
+	o.probes = true
+	return func(ctx context.Context, logger log.Logger) error {
+		done, err := fromAppFlags(o, logger)
+		if err != nil {
+			return err
+		}
+		defer done()
+		_, err = runDiagnose(ctx, *o, os.Stdout, logger)
+		return err
+	}
+}
+
+// fromAppFlags fills o from the app-level flags (core's --vllm.*,
+// --config.file, --collector.gpu, --probe.enabled and ours) and opens NVML;
+// done releases it.
+func fromAppFlags(o *diagnoseOpts, logger log.Logger) (done func(), err error) {
+	if err := bnFlags.validate(); err != nil {
+		return nil, err
+	}
+	o.url = bnFlags.flagString("vllm.url")
+	o.configFile = bnFlags.flagString("config.file")
+	o.timeout = bnFlags.flagDuration("vllm.timeout", vllm.DefaultTimeout)
+	if o.apiKey, err = readAPIKey(bnFlags.flagString("vllm.api-key-file")); err != nil {
+		return nil, err
+	}
+	o.spec, o.cost = bnFlags.spec, bnFlags.cost
+	o.probes = o.probes && bnFlags.flagString("probe.enabled") != "false"
+	g, err := diagnoseGPU(logger)
+	if err != nil || g == nil {
+		return func() {}, err
+	}
+	o.gpu = g
+	return g.Close, nil
+}
+
+// diagnoseThresholds is the config's bottleneck section with the window
+// shortened to fit the watch.
+func diagnoseThresholds(configFile string, o diagnoseOpts) (config.Bottleneck, error) {
+	cfg, err := config.Load(configFile)
+	if err != nil {
+		return config.Bottleneck{}, err
+	}
+	th := cfg.Bottleneck
+	switch {
+	case o.interval <= 0 || o.duration <= 0:
+		return th, errors.New("--interval and --duration must be positive")
+	case o.window < 2*o.interval || o.window >= o.duration:
+		return th, fmt.Errorf("--window (%v) must be at least 2 x --interval (%v) and shorter than --duration (%v)", o.window, o.interval, o.duration)
+	}
+	th.Window = o.window
+	th.BaselineWindow = max(o.duration-o.interval, o.window+o.interval)
+	return th, nil
+}
+
+// runDiagnose watches o.url and writes the report to w.
+func runDiagnose(ctx context.Context, o diagnoseOpts, w io.Writer, logger log.Logger) (bottleneck.Report, error) {
+	th, err := diagnoseThresholds(o.configFile, o)
+	if err != nil {
+		return bottleneck.Report{}, err
+	}
+	scraper := vllm.New(vllm.Options{
+		URL: o.url, Interval: o.interval, Timeout: o.timeout, APIKey: o.apiKey,
+		Windows: []time.Duration{th.Window}, Retention: th.BaselineWindow,
+	}, log.With(logger, "component", "vllm"))
+	src := bottleneck.Sources{VLLM: scraper}
+	scrape := scraper.ScrapeOnce
+	if o.gpu != nil {
+		src.GPU = o.gpu
+		scrape = func(ctx context.Context, now time.Time) {
+			o.gpu.SampleOnce(now)
+			scraper.ScrapeOnce(ctx, now)
+		}
+	}
+	var probe func(context.Context, time.Time)
+	if o.probes {
+		pair, err := newProbePair(o, scraper, logger)
+		if err != nil {
+			return bottleneck.Report{}, err
+		}
+		defer pair.wait()
+		src.Probes, probe = pair.sched, pair.send
+	}
+	c := bottleneck.New(bottleneck.Options{Model: o.spec, Cost: o.cost, Thresholds: &th}, nil,
+		src, log.With(logger, "component", "bottleneck"))
+	rep := bottleneck.Watch(ctx, c, bottleneck.WatchOptions{
+		Target: o.url, Duration: o.duration, Interval: o.interval,
+		Scrape: scrape, Probe: probe, ProbeEvery: o.probeEvery, Now: o.now, Sleep: o.sleep,
+		Window: th.Window, GPUHour: o.cost.GPUHour,
+	})
+	if o.output == "json" {
+		return rep, bottleneck.RenderJSON(w, rep)
+	}
+	return rep, bottleneck.RenderText(w, rep)
+}
+
+// The cold/warm probe pair diagnose sends: identical lengths, the warm one
+// repeating one fixed prompt (a prefix cache serves it after the first), the
+// cold one unique each time. A warm TTFT no better than the cold one is the
+// prefix_cache_miss signal.
+const (
+	diagnoseCold = "diagnose-cold"
+	diagnoseWarm = "diagnose-warm"
+)
+
+const probePairYAML = `probes:
+  model: %q
+  max_requests_per_minute: 60
+  token_id_min: %d
+  token_id_max: %d
+  profiles:
+    - {name: %s, endpoint: completions, input_tokens: 1024, output_tokens: 8, prefix: cold, interval: 1h, timeout: 10s}
+    - {name: %s, endpoint: completions, input_tokens: 1024, output_tokens: 8, prefix: warm, interval: 1h, timeout: 10s}
+`
+
+type probePair struct {
+	sched *probes.Scheduler
+	wg    sync.WaitGroup
+	busy  atomic.Bool
+}
+
+// newProbePair builds a probe scheduler for the pair only (the model and
+// token range come from --config.file's probes section). Probes are sent on
+// demand, never on the scheduler's own timers.
+func newProbePair(o diagnoseOpts, scraper *vllm.Scraper, logger log.Logger) (*probePair, error) {
+	cfg, err := config.Load(o.configFile)
+	if err != nil {
+		return nil, err
+	}
+	// config.Holder loads from a file only: write the pair's section to one.
+	f, err := os.CreateTemp("", "vllm_exporter-diagnose-*.yml")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	_, err = fmt.Fprintf(f, probePairYAML, cfg.Probes.Model, cfg.Probes.TokenIDMin, cfg.Probes.TokenIDMax, diagnoseCold, diagnoseWarm)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	holder, err := config.NewHolder(f.Name())
+	if err != nil {
+		return nil, fmt.Errorf("diagnose probe profiles: %w", err)
+	}
+	sched := probes.New(probes.Options{URL: o.url, APIKey: o.apiKey, VLLM: scraper.Latest}, holder, log.With(logger, "component", "probes"))
+	return &probePair{sched: sched}, nil
+}
+
+// send starts the pair in the background unless it is still running: cold,
+// then warm, one after the other. Sent together they would share one engine
+// step and so one first-token time, hiding any prefix-cache gain.
+func (p *probePair) send(ctx context.Context, _ time.Time) {
+	if !p.busy.CompareAndSwap(false, true) {
+		return
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer p.busy.Store(false)
+		for _, name := range []string{diagnoseCold, diagnoseWarm} {
+			_, _ = p.sched.ProbeOnce(ctx, name) // failures are counted in the scheduler's snapshot
+		}
+	}()
+}
+
+func (p *probePair) wait() { p.wg.Wait() }
+
+func setupCapacity(cmd *kingpin.CmdClause) func(context.Context, log.Logger) error {
+	var daily, perGPU, headroom float64
+	o := &diagnoseOpts{output: "text"}
+	cmd.Flag("daily-requests", "Requests per day to plan for.").Required().Float64Var(&daily)
+	cmd.Flag("requests-per-second-per-gpu", "Sustained requests/s one GPU serves within the SLOs (e.g. vllm_capacity_requests_per_second / GPUs); 0 = measure it by watching --vllm.url for --duration.").Float64Var(&perGPU)
+	cmd.Flag("headroom", "Multiplier for traffic spikes (default: bottleneck.headroom, 2).").Float64Var(&headroom)
+	cmd.Flag("duration", "How long to watch when measuring.").Default("60s").DurationVar(&o.duration)
+	cmd.Flag("interval", "Scrape every this long when measuring.").Default("5s").DurationVar(&o.interval)
+	cmd.Flag("window", "Rate window when measuring.").Default("30s").DurationVar(&o.window)
+	return func(ctx context.Context, logger log.Logger) error {
+		if perGPU == 0 {
+			done, err := fromAppFlags(o, logger)
+			if err != nil {
+				return err
+			}
+			defer done()
+			if perGPU, err = measurePerGPU(ctx, *o, logger); err != nil {
+				return err
+			}
+		}
+		return runCapacity(os.Stdout, bnFlags.flagString("config.file"), daily, perGPU, headroom, bnFlags.cost.GPUHour)
+	}
+}
+
+// measurePerGPU watches the server like diagnose and returns the highest
+// request throughput per GPU it sustained while the SLOs held (summed over
+// the models it serves).
+func measurePerGPU(ctx context.Context, o diagnoseOpts, logger log.Logger) (float64, error) {
+	rep, err := runDiagnose(ctx, o, io.Discard, logger)
+	if err != nil {
+		return 0, err
+	}
+	var perGPU float64
+	for _, m := range rep.Models {
+		if c := m.Capacity; c.RequestsPerSecond != nil && c.GPUs > 0 {
+			perGPU += *c.RequestsPerSecond / float64(c.GPUs)
+		}
+	}
+	if perGPU == 0 {
+		return 0, fmt.Errorf("no throughput was sustained within the SLOs while watching %s for %v (%d scrapes, %d failed); give --requests-per-second-per-gpu", o.url, o.duration, rep.Scrapes, rep.ScrapeErrors)
+	}
+	return perGPU, nil
+}
+
+func runCapacity(w io.Writer, configFile string, daily, perGPU, headroom, gpuHour float64) error {
+	if headroom == 0 {
+		cfg, err := config.Load(configFile)
+		if err != nil {
+			return err
+		}
+		headroom = cfg.Bottleneck.Headroom
+	}
+	p, err := bottleneck.PlanGPUs(daily, perGPU, headroom)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "daily requests:        %.0f\n", p.DailyRequests)
+	fmt.Fprintf(w, "required throughput:   %.2f req/s (daily / 86,400)\n", p.RequiredPerSecond)
+	fmt.Fprintf(w, "per-GPU throughput:    %.2f req/s\n", p.PerGPURequestsPerSecond)
+	fmt.Fprintf(w, "GPUs needed:           %d (ceil(required / per GPU))\n", p.GPUs)
+	fmt.Fprintf(w, "with %.1fx headroom:    %d GPUs\n", p.Headroom, p.GPUsWithHeadroom)
+	if gpuHour > 0 {
+		fmt.Fprintf(w, "cost:                  %.2f per day at %.2f per GPU-hour\n", float64(p.GPUsWithHeadroom)*24*gpuHour, gpuHour)
+	}
+	return nil
+}

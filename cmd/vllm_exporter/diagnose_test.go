@@ -1,0 +1,385 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
+	"github.com/vllm-exporter/vllm_exporter/internal/config"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
+	"github.com/vllm-exporter/vllm_exporter/slo"
+	"github.com/vllm-exporter/vllm_exporter/slo/bottleneck"
+)
+
+var updateGolden = flag.Bool("update", false, "rewrite golden files")
+
+// diagnoseSim runs `diagnose` for a minute of the simulator's virtual clock
+// in one preset.
+func diagnoseSim(t *testing.T, scenario, output string) (bottleneck.Report, string) {
+	t.Helper()
+	return diagnoseSimWith(t, scenario, diagnoseOpts{output: output})
+}
+
+func diagnoseSimWith(t *testing.T, scenario string, o diagnoseOpts) (bottleneck.Report, string) {
+	t.Helper()
+	s := startSim(t, scenario, 3)
+	s.Advance(30 * time.Second) // the regime is under way when diagnose starts
+	var out bytes.Buffer
+	o.url, o.timeout, o.duration, o.interval, o.window = s.URL(), 5*time.Second, time.Minute, 5*time.Second, 30*time.Second
+	o.spec = bottleneck.ModelSpec{Parameters: 8e9, BytesPerParameter: 2, MemoryBandwidth: 2.68e12, KVCacheBytes: 7e9}
+	o.cost = bottleneck.CostSpec{GPUHour: 2.5}
+	o.now = s.Now
+	o.sleep = func(_ context.Context, d time.Duration) error {
+		s.Advance(d)
+		return nil
+	}
+	rep, err := runDiagnose(context.Background(), o, &out, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep, out.String()
+}
+
+// startSim serves the simulator on loopback under a virtual clock, with its
+// load generator running the preset.
+func startSim(t *testing.T, scenario string, seed int64) *vllmsim.Sim {
+	t.Helper()
+	s, err := vllmsim.New(vllmsim.Config{VirtualClock: true, LoadGen: true, Seed: seed, Scenario: scenario})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+var numbers = regexp.MustCompile(`[0-9]+(\.[0-9]+)?`)
+
+var padding = regexp.MustCompile(`([^ ])  +`)
+
+// maskNumbers replaces every number and squeezes the column padding (whose
+// width follows the numbers), so the golden file pins the report's shape,
+// verdict, evidence names and recommendation, not the simulator's figures.
+func maskNumbers(s string) string {
+	s = strings.ReplaceAll(s, "FP8/INT4", "FP8/INT") // keep the knob text readable after masking
+	s = numbers.ReplaceAllString(s, "N")
+	return padding.ReplaceAllString(s, "$1 ")
+}
+
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *updateGolden {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs (run with -update after checking):\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+func TestDiagnoseOnSimulator(t *testing.T) {
+	for _, c := range []struct {
+		scenario string
+		want     bottleneck.Class
+	}{
+		{"queueing", bottleneck.Queueing},
+		{"kv_exhausted", bottleneck.TooManySequences},
+	} {
+		t.Run(c.scenario, func(t *testing.T) {
+			rep, txt := diagnoseSim(t, c.scenario, "text")
+			if len(rep.Models) != 1 {
+				t.Fatalf("models = %d", len(rep.Models))
+			}
+			m := rep.Models[0]
+			if m.Class != c.want || m.Recommendation == "" || len(m.Evidence) == 0 {
+				t.Fatalf("class %s (want %s), recommendation %q, evidence %v", m.Class, c.want, m.Recommendation, m.Evidence)
+			}
+			if rep.Scrapes != 12 || rep.ScrapeErrors != 0 {
+				t.Errorf("scrapes %d, errors %d", rep.Scrapes, rep.ScrapeErrors)
+			}
+			for _, want := range []string{"BOTTLENECK: " + string(c.want), "RECOMMENDATION: " + m.Recommendation, "Decode roofline", "SLO at p95"} {
+				if !strings.Contains(txt, want) {
+					t.Errorf("report lacks %q", want)
+				}
+			}
+			checkGolden(t, "diagnose_"+c.scenario+".txt", maskNumbers(txt))
+		})
+	}
+}
+
+func TestDiagnoseJSON(t *testing.T) {
+	_, js := diagnoseSim(t, "queueing", "json")
+	var rep bottleneck.Report
+	if err := json.Unmarshal([]byte(js), &rep); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, js)
+	}
+	if len(rep.Models) != 1 || rep.Models[0].Class != bottleneck.Queueing || rep.Models[0].Roofline.Predicted == nil {
+		t.Fatalf("JSON report: %+v", rep.Models)
+	}
+}
+
+func TestDiagnoseUnreachable(t *testing.T) {
+	var out bytes.Buffer
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	rep, err := runDiagnose(context.Background(), diagnoseOpts{
+		url: "http://127.0.0.1:1", timeout: time.Second, duration: 20 * time.Second, interval: 5 * time.Second, window: 10 * time.Second,
+		output: "text", now: func() time.Time { return now },
+		sleep: func(_ context.Context, d time.Duration) error { now = now.Add(d); return nil },
+	}, &out, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ScrapeErrors != rep.Scrapes || rep.Scrapes == 0 || !strings.Contains(out.String(), "NO DIAGNOSIS") {
+		t.Fatalf("unreachable server: %+v\n%s", rep, out.String())
+	}
+}
+
+func TestDiagnoseRejectsBadWindow(t *testing.T) {
+	_, err := runDiagnose(context.Background(), diagnoseOpts{url: "http://127.0.0.1:1", duration: 20 * time.Second,
+		interval: 5 * time.Second, window: time.Minute}, &bytes.Buffer{}, log.NewNopLogger())
+	if err == nil || !strings.Contains(err.Error(), "--window") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestCapacityCommand(t *testing.T) {
+	var out bytes.Buffer
+	if err := runCapacity(&out, "", 5e6, 35, 0, 2.5); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"57.87 req/s", "GPUs needed:           2", "with 2.0x headroom:    4 GPUs", "240.00 per day"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("capacity output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if err := runCapacity(&out, "", 5e6, 0, 2, 0); err == nil {
+		t.Error("zero per-GPU throughput accepted")
+	}
+}
+
+// TestDiagnoseCommandLine parses the real command line: app-level flags
+// (core's --vllm.url, ours --model.*) reach the subcommand.
+func TestDiagnoseCommandLine(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"capacity", "--daily-requests=5000000", "--requests-per-second-per-gpu=35", "--cost.gpu-hour=1"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if bnFlags.cost.GPUHour != 1 {
+		t.Errorf("--cost.gpu-hour not parsed: %v", bnFlags.cost.GPUHour)
+	}
+	if bnFlags.flagString("vllm.url") == "" {
+		t.Error("core's --vllm.url not readable from the bottleneck flags")
+	}
+}
+
+// cappedGPU is one H100 sampled per tick with its power cap active.
+type cappedGPU struct{ last *snapshot.GPU }
+
+func (g *cappedGPU) SampleOnce(now time.Time) *snapshot.GPU {
+	g.last = &snapshot.GPU{Time: now, Up: true, Devices: []snapshot.GPUDevice{{
+		Index: 0, Name: "NVIDIA H100 80GB HBM3", Up: true, UtilGPU: snapshot.Some(0.9),
+		PeakMemBandwidthBytesPerSecond: snapshot.Some(3.35e12), MemoryTotalBytes: snapshot.Some(80e9),
+		ThrottleReasons: map[string]bool{"sw_power_cap": true},
+	}}}
+	return g.last
+}
+func (g *cappedGPU) Latest() *snapshot.GPU { return g.last }
+
+// With a GPU sampled each tick and an interactive latency contract from
+// --config.file, the simulator's throttled preset reads as throttled.
+func TestDiagnoseThrottledWithGPU(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config.yml")
+	if err := os.WriteFile(cfg, []byte("bottleneck:\n  tpot_target_seconds: 0.015\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep, txt := diagnoseSimWith(t, "throttled", diagnoseOpts{output: "text", configFile: cfg, gpu: &cappedGPU{}})
+	if len(rep.Models) != 1 || rep.Models[0].Class != bottleneck.Throttled {
+		t.Fatalf("report:\n%s", txt)
+	}
+	if len(rep.GPUs) != 1 || rep.Models[0].Roofline.BandwidthSource != "gpu" || len(rep.Models[0].Unavailable) != 0 {
+		t.Errorf("GPU not used: gpus %v, roofline %+v, unavailable %v", rep.GPUs, rep.Models[0].Roofline, rep.Models[0].Unavailable)
+	}
+	checkGolden(t, "diagnose_throttled_gpu.txt", maskNumbers(txt))
+}
+
+// TestBottleneckExtension starts the serve-side classifier the way main
+// does and checks it registers, schedules its loop and classifies on a tick.
+func TestBottleneckExtension(t *testing.T) {
+	s := startSim(t, "queueing", 5)
+	holder, err := config.NewHolder("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &exporter{logger: log.NewNopLogger(), registry: prometheus.NewRegistry(), config: holder,
+		vllm: vllm.New(vllm.Options{URL: s.URL(), Interval: 10 * time.Second, Windows: []time.Duration{time.Minute}}, log.NewNopLogger())}
+	saved := sloWatchdog
+	sloWatchdog = nil // no watchdog: the classifier runs its own loop
+	t.Cleanup(func() { sloWatchdog = saved })
+	b := &bottleneckFlags{spec: bottleneck.ModelSpec{WeightBytes: 16e9, MemoryBandwidth: 2.68e12}}
+	if err := b.start(context.Background(), x); err != nil {
+		t.Fatal(err)
+	}
+	if len(x.loops) != 1 {
+		t.Fatalf("loops = %d, want the classifier's", len(x.loops))
+	}
+	for i := 0; i < 9; i++ {
+		s.Advance(10 * time.Second)
+		x.vllm.ScrapeOnce(context.Background(), s.Now())
+	}
+	b.classifier.Tick(s.Now())
+	mfs, err := x.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ones := 0
+	for _, mf := range mfs {
+		if mf.GetName() != "vllm_bottleneck" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if m.GetGauge().GetValue() == 1 {
+				ones++
+			}
+		}
+	}
+	if ones != 1 {
+		t.Fatalf("vllm_bottleneck series at 1: %d, want exactly 1", ones)
+	}
+	b.spec.WeightBytes = -1
+	if err := b.start(context.Background(), x); err == nil {
+		t.Error("negative --model.weight-bytes accepted")
+	}
+}
+
+// With the SLO watchdog running, the classifier is its hook: a watchdog tick
+// classifies, and no loop of its own is scheduled.
+func TestBottleneckExtensionAsWatchdogHook(t *testing.T) {
+	s := startSim(t, "healthy", 5)
+	holder, err := config.NewHolder("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scraper := vllm.New(vllm.Options{URL: s.URL(), Interval: 10 * time.Second, Windows: []time.Duration{time.Minute}}, log.NewNopLogger())
+	w := slo.New(slo.Options{Interval: 10 * time.Second}, holder, slo.Sources{VLLM: scraper}, log.NewNopLogger())
+	saved := sloWatchdog
+	sloWatchdog = w
+	t.Cleanup(func() { sloWatchdog = saved })
+	x := &exporter{logger: log.NewNopLogger(), registry: prometheus.NewRegistry(), config: holder, vllm: scraper}
+	b := &bottleneckFlags{}
+	if err := b.start(context.Background(), x); err != nil {
+		t.Fatal(err)
+	}
+	if len(x.loops) != 0 {
+		t.Fatalf("loops = %d, want none (ticked by the watchdog)", len(x.loops))
+	}
+	s.Advance(10 * time.Second)
+	scraper.ScrapeOnce(context.Background(), s.Now())
+	w.Tick(s.Now())
+	if sts := b.classifier.States(); len(sts) != 1 || sts[0].Ticks != 1 {
+		t.Fatalf("after one watchdog tick: %+v", sts)
+	}
+}
+
+type fakeStatus []slo.Result
+
+func (f fakeStatus) Status() []slo.Result { return f }
+
+func TestSLOHoldsFromWatchdog(t *testing.T) {
+	win := func(burn float64, enough bool) []slo.WindowResult {
+		return []slo.WindowResult{{Name: "5m", BurnRate: snapshot.Some(burn), Enough: enough}}
+	}
+	st := fakeStatus{
+		{SLO: "ttft", Model: "a", Windows: win(0.5, true)},
+		{SLO: "tpot", Model: "a", Windows: win(3, false)}, // too few events: ignored
+		{SLO: "ttft", Model: "b", Windows: win(2, true)},
+		{SLO: "probe", Model: "", Windows: win(0.9, true)},
+	}
+	f := sloHolds(st)
+	if holds, known := f("a", time.Time{}); !holds || !known {
+		t.Errorf("model a: holds %v known %v", holds, known)
+	}
+	if holds, known := f("b", time.Time{}); holds || !known {
+		t.Errorf("model b (burning 2x): holds %v known %v", holds, known)
+	}
+	if _, known := sloHolds(fakeStatus{})("a", time.Time{}); known {
+		t.Error("no SLO results should be unknown")
+	}
+}
+
+// TestDiagnoseProbePairRealTime runs diagnose with the cold/warm probe pair
+// against the simulator on its real-time clock (probe timings need one),
+// once with prefix caching and once without: only the second is a
+// prefix_cache_miss, decided by the probe pair.
+func TestDiagnoseProbePairRealTime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-time simulator run")
+	}
+	for _, disable := range []bool{false, true} {
+		s, err := vllmsim.New(vllmsim.Config{Seed: 9, DisablePrefixCaching: disable})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := runDiagnose(context.Background(), diagnoseOpts{
+			url: s.URL(), timeout: 5 * time.Second, duration: 4 * time.Second, interval: 500 * time.Millisecond,
+			window: time.Second, output: "text", probes: true, probeEvery: 1,
+		}, &bytes.Buffer{}, log.NewNopLogger())
+		s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]float64{}
+		for _, l := range rep.Probes {
+			seen[l.Prefix] += l.Requests
+		}
+		if seen["cold"] < 3 || seen["warm"] < 3 || len(rep.Models) != 1 {
+			t.Fatalf("prefix caching disabled=%v: probes %+v, models %d", disable, rep.Probes, len(rep.Models))
+		}
+		if miss := rep.Models[0].Class == bottleneck.PrefixCacheMiss; miss != disable {
+			t.Errorf("prefix caching disabled=%v: class %s (candidate %s, also %v), evidence %+v, probes %+v", disable, rep.Models[0].Class, rep.Models[0].Candidate, rep.Models[0].AlsoHeld, rep.Models[0].Evidence, rep.Probes)
+		}
+	}
+}
+
+// Without --requests-per-second-per-gpu, capacity measures it: a healthy
+// server's throughput while the SLOs held; an overloaded one sustains none.
+func TestCapacityMeasured(t *testing.T) {
+	measure := func(scenario string) (float64, error) {
+		s := startSim(t, scenario, 4)
+		s.Advance(30 * time.Second)
+		return measurePerGPU(context.Background(), diagnoseOpts{url: s.URL(), timeout: 5 * time.Second,
+			duration: time.Minute, interval: 5 * time.Second, window: 30 * time.Second, now: s.Now,
+			sleep: func(_ context.Context, d time.Duration) error { s.Advance(d); return nil }}, log.NewNopLogger())
+	}
+	perGPU, err := measure("healthy")
+	if err != nil || perGPU < 0.5 || perGPU > 10 {
+		t.Fatalf("healthy preset (2 req/s offered): %v req/s per GPU, %v", perGPU, err)
+	}
+	if _, err := measure("queueing"); err == nil || !strings.Contains(err.Error(), "--requests-per-second-per-gpu") {
+		t.Fatalf("queueing preset: err = %v", err)
+	}
+}

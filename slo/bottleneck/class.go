@@ -1,0 +1,150 @@
+// Package bottleneck turns the exporter's live inputs (vLLM scrape windows,
+// NVML samples, probe results) into one falsifiable diagnosis per model: a
+// bottleneck class with the evidence that decided it and the first knob to
+// turn. It also holds the pure decode-roofline, capacity and cost arithmetic
+// and the `diagnose` report.
+package bottleneck
+
+// Class is one bottleneck regime.
+type Class string
+
+// The classes, in priority order: when several rules hold on one tick the
+// earliest wins. Why this order:
+//
+//   - gpu_fault, engine_stalled: when the hardware or the engine is broken
+//     every other signal is a symptom (or stale), and no knob helps.
+//   - throttled: a power/thermal clock cap is outside vLLM; it slows every
+//     step, so the queueing and KV pressure it causes downstream must not be
+//     blamed on scheduler knobs. It needs an active reason AND degraded TPOT,
+//     so the routine power cap of a busy, healthy GPU does not trigger it.
+//   - too_many_sequences before kv_cache_exhausted: preemption is the harmful
+//     consequence of over-admission (discarded KV recomputed later, ~2x the
+//     work); a full cache without preemption means the scheduler is gating
+//     admission correctly and the fix is capacity, not fewer sequences.
+//   - kv_cache_exhausted before queueing: a full cache is the reason requests
+//     wait; queueing is what is left when the cache has room.
+//   - prefix_cache_miss before prefill_bound: a cache that stopped hitting is
+//     the specific cause of extra prefill work.
+//   - then the decode-side classes (TPOT over target): communication first
+//     (NVLink traffic explains both low efficiency and low DRAM use), then
+//     memory_bound_decode (at the roofline) and decode_overhead (far below).
+//   - batch_too_small: nothing is wrong but the GPU is underused.
+//   - near_optimal: no rule holds.
+const (
+	GPUFault           Class = "gpu_fault"
+	EngineStalled      Class = "engine_stalled"
+	Throttled          Class = "throttled"
+	TooManySequences   Class = "too_many_sequences"
+	KVCacheExhausted   Class = "kv_cache_exhausted"
+	Queueing           Class = "queueing"
+	PrefixCacheMiss    Class = "prefix_cache_miss"
+	PrefillBound       Class = "prefill_bound"
+	CommunicationBound Class = "communication_bound"
+	MemoryBoundDecode  Class = "memory_bound_decode"
+	DecodeOverhead     Class = "decode_overhead"
+	BatchTooSmall      Class = "batch_too_small"
+	NearOptimal        Class = "near_optimal"
+)
+
+// Classes lists every class in priority order (the state set's label values).
+var Classes = []Class{
+	GPUFault, EngineStalled, Throttled, TooManySequences, KVCacheExhausted,
+	Queueing, PrefixCacheMiss, PrefillBound, CommunicationBound,
+	MemoryBoundDecode, DecodeOverhead, BatchTooSmall, NearOptimal,
+}
+
+// Advice is a class's meaning and the seeds' first response.
+type Advice struct {
+	Summary        string // what the class means, one line
+	Recommendation string // the first knob to turn, and which way
+}
+
+var advice = map[Class]Advice{
+	GPUFault: {
+		"a GPU reported a fatal Xid error or fell off the bus",
+		"drain the node and check the Xid with the GPU vendor's guide; no vLLM knob fixes hardware",
+	},
+	EngineStalled: {
+		"requests are in flight but the engine produces no tokens",
+		"check the vLLM engine log for a hang or crash loop and restart the engine; no tuning knob applies",
+	},
+	Throttled: {
+		"power or thermal clock limits are active while TPOT degrades",
+		"fix cooling or raise the power limit (nvidia-smi -pl); clocks, not vLLM, bound decode",
+	},
+	TooManySequences: {
+		"preemptions exceed the threshold share of finished requests: more sequences admitted than the KV cache holds",
+		"lower --max-num-seqs (or add KV capacity: raise --gpu-memory-utilization, quantize, or add GPUs)",
+	},
+	KVCacheExhausted: {
+		"the KV cache is full for a sustained period; admission waits on free blocks",
+		"lower --max-model-len to what the workload needs, or quantize weights/KV to free memory; raise --gpu-memory-utilization only with headroom",
+	},
+	Queueing: {
+		"requests wait in the queue: p99 TTFT is many times the prefill time with requests waiting",
+		"shape the request rate or add replicas; raise --max-num-seqs only if KV cache and TPOT leave room",
+	},
+	PrefixCacheMiss: {
+		"the prefix cache gives no benefit: warm-prefix probes are no faster than cold, or the hit ratio collapsed",
+		"enable prefix caching (--enable-prefix-caching), keep shared prefixes byte-identical, and give the cache room (lower --max-num-seqs or raise --gpu-memory-utilization)",
+	},
+	PrefillBound: {
+		"TTFT is over its target and dominated by prefill of long prompts",
+		"enable chunked prefill and tune --max-num-batched-tokens (higher for prefill throughput), shorten context, or route long prompts to a separate pool",
+	},
+	CommunicationBound: {
+		"NVLink traffic is high under tensor parallelism while TPOT is over target",
+		"reduce the TP degree (--tensor-parallel-size) and run more replicas, or use a faster interconnect",
+	},
+	MemoryBoundDecode: {
+		"TPOT is over target and decode runs at the memory-bandwidth roofline",
+		"decode is at the hardware limit: quantize weights (FP8/INT4) or use faster memory; lower --max-num-seqs if per-stream TPOT matters more than throughput",
+	},
+	DecodeOverhead: {
+		"TPOT is over target and far below the bandwidth roofline while DRAM bandwidth is low (CPU, sampling, scheduling)",
+		"look beyond bandwidth: check kernels, sampling and detokenisation CPU, CUDA graphs, engine version; reduce host-side work before buying hardware",
+	},
+	BatchTooSmall: {
+		"the GPU is underused and nothing is waiting",
+		"raise --max-num-seqs or send more load (request rate/concurrency), or consolidate onto fewer GPUs",
+	},
+	NearOptimal: {
+		"no bottleneck rule holds; if the SLO lines show a missed target, its cause is outside what these inputs tell apart",
+		"keep the configuration and record it as the accepted baseline",
+	},
+}
+
+// AdviceFor returns a class's meaning and recommendation.
+func AdviceFor(c Class) Advice { return advice[c] }
+
+// Reasons a class cannot be reached, the `reason` label of
+// vllm_bottleneck_class_unavailable.
+const (
+	ReasonNoGPU             = "no_gpu"
+	ReasonNoDecodeReference = "no_roofline_or_dram"
+)
+
+// Unavailable lists, for the inputs present, the classes the rules cannot
+// reach, with why. It is exported as vllm_bottleneck_class_unavailable and
+// printed by diagnose so a reader knows which diagnoses were impossible.
+//
+// Without a GPU: fatal Xids, clock-event reasons and NVLink traffic come only
+// from NVML, so gpu_fault, throttled and communication_bound cannot be told
+// from the class that wins instead; batch_too_small falls back to a
+// running-request proxy. memory_bound_decode and decode_overhead need a
+// reference to say "near" or "far": the roofline (weight bytes and a
+// bandwidth) or GPM DRAM-bandwidth utilisation; with neither, they are
+// indistinguishable and neither is reported.
+func Unavailable(haveGPU, haveRoofline, haveDRAM bool) map[Class]string {
+	out := map[Class]string{}
+	if !haveGPU {
+		for _, c := range []Class{GPUFault, Throttled, CommunicationBound} {
+			out[c] = ReasonNoGPU
+		}
+	}
+	if !haveRoofline && !haveDRAM {
+		out[MemoryBoundDecode] = ReasonNoDecodeReference
+		out[DecodeOverhead] = ReasonNoDecodeReference
+	}
+	return out
+}

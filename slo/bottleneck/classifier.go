@@ -1,0 +1,417 @@
+package bottleneck
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+)
+
+// VLLMSource is the scraper's read-only view (collector/vllm.Scraper).
+type VLLMSource interface {
+	Latest() *snapshot.VLLM
+	Window(d time.Duration) map[string]*snapshot.Derived
+}
+
+// GPUSource is the NVML sampler's read-only view (collector/gpu.Sampler).
+type GPUSource interface{ Latest() *snapshot.GPU }
+
+// ProbeSource is the probe scheduler's read-only view (probes.Scheduler).
+type ProbeSource interface{ Latest() *snapshot.Probes }
+
+// Sources are the classifier's inputs. GPU and Probes may be nil (pass a nil
+// interface, not a typed nil pointer); VLLM may be nil too, in which case
+// Tick does nothing.
+type Sources struct {
+	VLLM   VLLMSource
+	GPU    GPUSource
+	Probes ProbeSource
+}
+
+// CostSpec prices a GPU (flags --cost.*).
+type CostSpec struct {
+	GPUHour float64 // price of one GPU-hour; 0 disables the cost series
+	GPUs    int     // GPUs serving this vLLM; 0 = count from the GPU snapshot, else 1
+}
+
+// Options configure a Classifier.
+type Options struct {
+	Model ModelSpec
+	Cost  CostSpec
+	// SLOHolds optionally reports whether every SLO of model currently
+	// holds (the slo watchdog's verdict); known=false falls back to the
+	// classifier's own TTFT/TPOT targets. It gates the capacity maximum.
+	SLOHolds func(model string, now time.Time) (holds, known bool)
+	// Thresholds, when set, are used instead of the config holder's
+	// bottleneck section (diagnose shortens the window to fit its watch).
+	Thresholds *config.Bottleneck
+}
+
+// Classifier evaluates the rules per model on each Tick, applies hysteresis
+// and renders the result as Prometheus series. Collect does no work beyond
+// copying the last Tick's state.
+type Classifier struct {
+	opts   Options
+	cfg    *config.Holder
+	src    Sources
+	logger log.Logger
+
+	mu     sync.Mutex
+	models map[string]*modelState
+}
+
+// ModelState is one model's published classification.
+type ModelState struct {
+	Model string
+	Class Class
+	Since time.Time // when Class became current
+	// Candidate is the class that would replace Class if the raw verdict
+	// keeps disagreeing with it; CandidateTicks is how many consecutive
+	// ticks it has (0 and empty when the raw verdict equals Class).
+	Candidate      Class
+	CandidateTicks int
+	// Raw is this tick's verdict before hysteresis.
+	Raw         Class
+	Findings    []Finding
+	Roofline    Roofline
+	Unavailable map[Class]string
+	SLO         SLOCheck
+	Capacity    Capacity
+	Window      *snapshot.Derived
+	Latest      *snapshot.Model
+	Ticks       int
+}
+
+// Evidence returns the current class's evidence.
+func (s ModelState) Evidence() []Evidence {
+	for _, f := range s.Findings {
+		if f.Class == s.Class {
+			return f.Evidence
+		}
+	}
+	return nil
+}
+
+// SLOCheck is the classifier's own view of the latency contract.
+type SLOCheck struct {
+	Quantile   float64
+	TTFT, TPOT snapshot.Value // measured at Quantile
+	TTFTTarget float64
+	TPOTTarget float64
+	// Holds is known when both are measurable (or the watchdog says).
+	Holds, Known bool
+}
+
+// Capacity is sustained throughput while the SLOs held, and its cost.
+type Capacity struct {
+	RequestsPerSecond     snapshot.Value
+	OutputTokensPerSecond snapshot.Value
+	GPUs                  int
+	CostPerMillionOutput  snapshot.Value
+	Plan                  *GPUPlan // when daily_requests is configured
+}
+
+type modelState struct {
+	ModelState
+	samples []capSample // per-bucket maxima while SLOs held, oldest first
+	pending []Class     // raw verdicts since the last one that agreed with Class
+	kv      []float64   // the last hold_ticks KV usage readings
+
+	// progress: the token counters' last value and the scrape time it
+	// was first seen; prefix: the prefix counters at the previous tick.
+	tokens       float64
+	tokensSince  time.Time
+	prevQueries  float64
+	prevHits     float64
+	havePrefix   bool
+	haveProgress bool
+}
+
+// noProgress returns how long (scrape time) the prompt+generation token
+// counters have stood still.
+func (st *modelState) noProgress(m *snapshot.Model, at time.Time) snapshot.Value {
+	if !m.PromptTokens.OK || !m.GenerationTokens.OK {
+		st.haveProgress = false
+		return snapshot.Value{}
+	}
+	tok := m.PromptTokens.V + m.GenerationTokens.V
+	if !st.haveProgress || tok != st.tokens {
+		st.tokens, st.tokensSince, st.haveProgress = tok, at, true
+	}
+	return snapshot.Some(at.Sub(st.tokensSince).Seconds())
+}
+
+// recentHitRatio is the prefix-cache hit ratio since the previous tick
+// (absent when no prefix lookups happened or a counter reset).
+func (st *modelState) recentHitRatio(m *snapshot.Model) snapshot.Value {
+	if !m.PrefixQueries.OK || !m.PrefixHits.OK {
+		st.havePrefix = false
+		return snapshot.Value{}
+	}
+	q, h := m.PrefixQueries.V, m.PrefixHits.V
+	dq, dh := q-st.prevQueries, h-st.prevHits
+	ok := st.havePrefix && dq > 0 && dh >= 0 && dh <= dq
+	st.prevQueries, st.prevHits, st.havePrefix = q, h, true
+	if !ok {
+		return snapshot.Value{}
+	}
+	return snapshot.Some(dh / dq)
+}
+
+// sustainedKV records a KV-usage reading and returns the larger of it and
+// the mean of the last n readings: a rise shows at once (the class switch
+// still waits hold_ticks), and one dip of a noisy gauge below the threshold
+// does not drop a cache that is full on average.
+func (st *modelState) sustainedKV(v snapshot.Value, n int) snapshot.Value {
+	if !v.OK {
+		st.kv = nil
+		return v
+	}
+	st.kv = append(st.kv, v.V)
+	if len(st.kv) > n {
+		st.kv = st.kv[len(st.kv)-n:]
+	}
+	sum := 0.0
+	for _, x := range st.kv {
+		sum += x
+	}
+	return snapshot.Some(max(v.V, sum/float64(len(st.kv))))
+}
+
+type capSample struct {
+	bucket   time.Time
+	rps, tps float64
+}
+
+// New returns a Classifier. holder may be nil (shipped defaults).
+func New(opts Options, holder *config.Holder, src Sources, logger log.Logger) *Classifier {
+	if logger == nil {
+		logger = log.NewNopLogger()
+	}
+	return &Classifier{opts: opts, cfg: holder, src: src, logger: logger, models: map[string]*modelState{}}
+}
+
+func (c *Classifier) thresholds() config.Bottleneck {
+	if c.opts.Thresholds != nil {
+		return *c.opts.Thresholds
+	}
+	if c.cfg == nil {
+		return config.DefaultBottleneck()
+	}
+	return c.cfg.Get().Bottleneck
+}
+
+// Run ticks every interval until ctx ends. The exporter uses it when the
+// classifier is not wired as an SLO-watchdog hook.
+func (c *Classifier) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			c.Tick(now)
+		}
+	}
+}
+
+// Tick evaluates every model in the latest scrape. While vLLM is down or not
+// yet scraped the previous state is kept (its series stay as they were).
+// Models that disappear from a successful scrape are dropped.
+func (c *Classifier) Tick(now time.Time) {
+	if c.src.VLLM == nil {
+		return
+	}
+	latest := c.src.VLLM.Latest()
+	if latest == nil || !latest.Up {
+		return
+	}
+	th := c.thresholds()
+	win := c.src.VLLM.Window(th.Window)
+	base := c.src.VLLM.Window(th.BaselineWindow)
+	var gpu *snapshot.GPU
+	if c.src.GPU != nil {
+		gpu = c.src.GPU.Latest()
+	}
+	var probes *snapshot.Probes
+	if c.src.Probes != nil {
+		probes = c.src.Probes.Latest()
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name := range c.models {
+		if _, ok := latest.Models[name]; !ok {
+			delete(c.models, name)
+		}
+	}
+	for name, m := range latest.Models {
+		st := c.models[name]
+		if st == nil {
+			st = &modelState{ModelState: ModelState{Model: name}}
+			c.models[name] = st
+		}
+		in := Inputs{Now: now, Model: m, Window: win[name], Baseline: base[name], GPU: gpu, Probes: probes,
+			KVUsage: st.sustainedKV(m.KVUsage, th.HoldTicks), NoProgress: st.noProgress(m, latest.Time),
+			RecentHitRatio: st.recentHitRatio(m)}
+		in.Roofline = ComputeRoofline(c.opts.Model, m, in.Window, gpu, th.BandwidthEfficiency)
+		raw, findings := Evaluate(in, th)
+		prev := st.Class
+		st.advance(raw, now, th.HoldTicks)
+		if st.Class != prev && prev != "" {
+			level.Info(c.logger).Log("msg", "bottleneck class changed", "model", name, "from", prev, "to", st.Class)
+		}
+		st.Findings, st.Roofline, st.Window, st.Latest = findings, in.Roofline, in.Window, m
+		st.Unavailable = Unavailable(len(upDevices(gpu)) > 0, in.Roofline.Predicted.OK, rules{in: in}.dram().OK)
+		st.SLO = c.sloCheck(name, in, th, now)
+		st.trackCapacity(now, th, in.Window, c.gpuCount(gpu), c.opts.Cost.GPUHour)
+	}
+}
+
+// advance applies hysteresis. The first verdict is adopted at once. After
+// that the current class is replaced only once the raw verdict has disagreed
+// with it on holdTicks consecutive ticks; the replacement is the verdict seen
+// most often among those ticks (ties go to the higher-priority class), so two
+// symptoms of one regime alternating tick to tick still settle.
+func (st *modelState) advance(raw Class, now time.Time, holdTicks int) {
+	st.Raw = raw
+	st.Ticks++
+	switch {
+	case st.Class == "":
+		st.Class, st.Since, st.pending = raw, now, nil
+	case raw == st.Class:
+		st.pending = nil
+	default:
+		st.pending = append(st.pending, raw)
+	}
+	st.Candidate, st.CandidateTicks = mode(st.pending), len(st.pending)
+	if st.CandidateTicks >= holdTicks {
+		st.Class, st.Since = st.Candidate, now
+		st.pending, st.Candidate, st.CandidateTicks = nil, "", 0
+	}
+}
+
+// mode is the most frequent class in cs, ties to the higher priority.
+func mode(cs []Class) Class {
+	best, bestN := Class(""), 0
+	for _, c := range Classes {
+		n := 0
+		for _, x := range cs {
+			if x == c {
+				n++
+			}
+		}
+		if n > bestN {
+			best, bestN = c, n
+		}
+	}
+	return best
+}
+
+func (c *Classifier) sloCheck(model string, in Inputs, th config.Bottleneck, now time.Time) SLOCheck {
+	r := rules{in: in, th: th}
+	s := SLOCheck{
+		Quantile: th.SLOQuantile, TTFTTarget: th.TTFTTargetSeconds, TPOTTarget: th.TPOTTargetSeconds,
+		TTFT: r.slo(snapshot.TTFT, th.SLOQuantile), TPOT: r.slo(snapshot.RequestTPOT, th.SLOQuantile),
+	}
+	if c.opts.SLOHolds != nil {
+		if holds, known := c.opts.SLOHolds(model, now); known {
+			s.Holds, s.Known = holds, true
+			return s
+		}
+	}
+	if s.TTFT.OK && s.TPOT.OK {
+		s.Holds, s.Known = s.TTFT.V <= s.TTFTTarget && s.TPOT.V <= s.TPOTTarget, true
+	}
+	return s
+}
+
+func (c *Classifier) gpuCount(g *snapshot.GPU) int {
+	if c.opts.Cost.GPUs > 0 {
+		return c.opts.Cost.GPUs
+	}
+	if n := len(upDevices(g)); n > 0 {
+		return n
+	}
+	return 1
+}
+
+// capacityBuckets bounds the samples kept over the capacity horizon.
+const capacityBuckets = 1440
+
+// trackCapacity records the window's throughput while the SLOs hold and
+// keeps the maximum over the horizon: the highest throughput observed that
+// still met the latency contract (a lower bound on true capacity).
+func (st *modelState) trackCapacity(now time.Time, th config.Bottleneck, w *snapshot.Derived, gpus int, gpuHour float64) {
+	bucketLen := th.CapacityHorizon / capacityBuckets
+	if bucketLen <= 0 {
+		bucketLen = time.Second
+	}
+	if st.SLO.Known && st.SLO.Holds && w != nil && w.RequestsPerSecond.OK && w.GenerationTokensPerSecond.OK {
+		b := now.Truncate(bucketLen)
+		if n := len(st.samples); n > 0 && st.samples[n-1].bucket.Equal(b) {
+			last := &st.samples[n-1]
+			last.rps = max(last.rps, w.RequestsPerSecond.V)
+			last.tps = max(last.tps, w.GenerationTokensPerSecond.V)
+		} else {
+			st.samples = append(st.samples, capSample{bucket: b, rps: w.RequestsPerSecond.V, tps: w.GenerationTokensPerSecond.V})
+		}
+	}
+	cut := now.Add(-th.CapacityHorizon)
+	i := 0
+	for i < len(st.samples) && st.samples[i].bucket.Before(cut) {
+		i++
+	}
+	st.samples = st.samples[i:]
+
+	capy := Capacity{GPUs: gpus}
+	for _, s := range st.samples {
+		if !capy.RequestsPerSecond.OK || s.rps > capy.RequestsPerSecond.V {
+			capy.RequestsPerSecond = snapshot.Some(s.rps)
+		}
+		if !capy.OutputTokensPerSecond.OK || s.tps > capy.OutputTokensPerSecond.V {
+			capy.OutputTokensPerSecond = snapshot.Some(s.tps)
+		}
+	}
+	if gpuHour > 0 && capy.OutputTokensPerSecond.OK {
+		if v, err := CostPerMillionOutputTokens(gpuHour, gpus, capy.OutputTokensPerSecond.V); err == nil {
+			capy.CostPerMillionOutput = snapshot.Some(v)
+		}
+	}
+	if th.DailyRequests > 0 && capy.RequestsPerSecond.OK {
+		if p, err := PlanGPUs(th.DailyRequests, capy.RequestsPerSecond.V/float64(gpus), th.Headroom); err == nil {
+			capy.Plan = &p
+		}
+	}
+	st.Capacity = capy
+}
+
+// States returns a copy of every model's state, sorted by model.
+func (c *Classifier) States() []ModelState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]ModelState, 0, len(c.models))
+	for _, st := range c.models {
+		out = append(out, st.ModelState)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Model < out[j].Model })
+	return out
+}
+
+// State returns one model's state.
+func (c *Classifier) State(model string) (ModelState, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, ok := c.models[model]
+	if !ok {
+		return ModelState{}, false
+	}
+	return st.ModelState, true
+}

@@ -1,0 +1,104 @@
+package bottleneck
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+var _ prometheus.Collector = (*Classifier)(nil)
+
+var (
+	descClass = prometheus.NewDesc("vllm_bottleneck",
+		"Bottleneck class state set (exactly one class is 1 per model), from the classifier on the watchdog tick.",
+		[]string{"model", "class"}, nil)
+	descEvidence = prometheus.NewDesc("vllm_bottleneck_evidence",
+		"Signals behind the current bottleneck class: the measured value (signal) and the threshold it was compared to (signal_threshold), in the signal's base unit.",
+		[]string{"model", "class", "signal"}, nil)
+	descUnavailable = prometheus.NewDesc("vllm_bottleneck_class_unavailable",
+		"1 for each bottleneck class the classifier cannot reach with the inputs present (reason no_gpu or no_roofline_or_dram).",
+		[]string{"model", "class", "reason"}, nil)
+	descRoofline = prometheus.NewDesc("vllm_decode_roofline_tokens_per_second",
+		"Predicted per-stream decode tokens per second: effective memory bandwidth / (weight bytes + KV bytes in use).",
+		[]string{"model"}, nil)
+	descMeasured = prometheus.NewDesc("vllm_decode_measured_tokens_per_second",
+		"Measured per-stream decode tokens per second: 1 / median TPOT over the classifier window (from vLLM's TPOT or inter-token latency histogram).",
+		[]string{"model"}, nil)
+	descEfficiency = prometheus.NewDesc("vllm_decode_efficiency_ratio",
+		"Measured / predicted per-stream decode tokens per second (decode roofline efficiency).",
+		[]string{"model"}, nil)
+	descCapTokens = prometheus.NewDesc("vllm_capacity_output_tokens_per_second",
+		"Highest windowed output-token throughput observed while the latency SLOs held, over the capacity horizon.",
+		[]string{"model"}, nil)
+	descCapRequests = prometheus.NewDesc("vllm_capacity_requests_per_second",
+		"Highest windowed finished-request throughput observed while the latency SLOs held, over the capacity horizon.",
+		[]string{"model"}, nil)
+	descCost = prometheus.NewDesc("vllm_cost_per_million_output_tokens",
+		"Cost of one million output tokens at the sustained capacity: --cost.gpu-hour x GPUs / output tokens per hour x 1e6.",
+		[]string{"model"}, nil)
+	descGPUsNeeded = prometheus.NewDesc("vllm_capacity_gpus_needed",
+		"GPUs needed for bottleneck.daily_requests at the sustained per-GPU request capacity, with bottleneck.headroom applied.",
+		[]string{"model"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (c *Classifier) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descClass, descEvidence, descUnavailable, descRoofline,
+		descMeasured, descEfficiency, descCapTokens, descCapRequests, descCost, descGPUsNeeded} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector from the last Tick's state.
+func (c *Classifier) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	for _, st := range c.States() {
+		m := st.Model
+		for _, cl := range Classes {
+			v := 0.0
+			if cl == st.Class {
+				v = 1
+			}
+			gauge(descClass, v, m, string(cl))
+		}
+		seen := map[string]bool{}
+		for _, e := range st.Evidence() {
+			if seen[e.Signal] {
+				continue
+			}
+			seen[e.Signal] = true
+			gauge(descEvidence, e.Value, m, string(st.Class), e.Signal)
+			if e.Op != "" {
+				gauge(descEvidence, e.Threshold, m, string(st.Class), e.Signal+"_threshold")
+			}
+		}
+		for _, cl := range Classes {
+			if reason, ok := st.Unavailable[cl]; ok {
+				gauge(descUnavailable, 1, m, string(cl), reason)
+			}
+		}
+		r := st.Roofline
+		if r.Predicted.OK {
+			gauge(descRoofline, r.Predicted.V, m)
+		}
+		if r.Measured.OK {
+			gauge(descMeasured, r.Measured.V, m)
+		}
+		if r.Efficiency.OK {
+			gauge(descEfficiency, r.Efficiency.V, m)
+		}
+		capy := st.Capacity
+		if capy.OutputTokensPerSecond.OK {
+			gauge(descCapTokens, capy.OutputTokensPerSecond.V, m)
+		}
+		if capy.RequestsPerSecond.OK {
+			gauge(descCapRequests, capy.RequestsPerSecond.V, m)
+		}
+		if capy.CostPerMillionOutput.OK {
+			gauge(descCost, capy.CostPerMillionOutput.V, m)
+		}
+		if capy.Plan != nil {
+			gauge(descGPUsNeeded, float64(capy.Plan.GPUsWithHeadroom), m)
+		}
+	}
+}

@@ -1,0 +1,395 @@
+package bottleneck
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+)
+
+// Report is what `vllm_exporter diagnose` prints: everything the text and
+// JSON renderings show, and nothing they compute. Absent numbers are nil.
+type Report struct {
+	Target       string        `json:"target"`
+	Started      time.Time     `json:"started"`
+	Duration     time.Duration `json:"duration_ns"`
+	Scrapes      int           `json:"scrapes"`
+	ScrapeErrors int           `json:"scrape_errors"`
+	LastError    string        `json:"last_error,omitempty"`
+	Schema       string        `json:"schema,omitempty"`
+	GPUs         []string      `json:"gpus"` // "0: NVIDIA H100 80GB HBM3" ; empty: no GPU input
+	Probes       []ProbeLine   `json:"probes,omitempty"`
+	Models       []ModelReport `json:"models"`
+}
+
+// ProbeLine summarises one probe profile over the watch.
+type ProbeLine struct {
+	Profile    string   `json:"profile"`
+	Prefix     string   `json:"prefix,omitempty"`
+	Requests   float64  `json:"requests"`
+	Failures   float64  `json:"failures"`
+	MedianTTFT *float64 `json:"median_ttft_seconds,omitempty"`
+}
+
+// ModelReport is one model's diagnosis.
+type ModelReport struct {
+	Model          string             `json:"model"`
+	Class          Class              `json:"class"`
+	Summary        string             `json:"summary"`
+	Recommendation string             `json:"recommendation"`
+	Evidence       []Evidence         `json:"evidence"`
+	AlsoHeld       []Class            `json:"also_held,omitempty"` // lower-priority rules that held on the last tick
+	Candidate      Class              `json:"candidate,omitempty"`
+	Unavailable    []UnavailableClass `json:"unavailable,omitempty"`
+
+	SLO        SLOReport      `json:"slo"`
+	Roofline   RooflineReport `json:"roofline"`
+	Throughput Throughput     `json:"throughput"`
+	Capacity   CapacityReport `json:"capacity"`
+}
+
+// UnavailableClass is a class the inputs could not reach, and why.
+type UnavailableClass struct {
+	Class  Class  `json:"class"`
+	Reason string `json:"reason"`
+}
+
+// SLOReport is the latency contract at the configured quantile.
+type SLOReport struct {
+	Quantile   float64  `json:"quantile"`
+	TTFT       *float64 `json:"ttft_seconds"`
+	TTFTTarget float64  `json:"ttft_target_seconds"`
+	TPOT       *float64 `json:"tpot_seconds"`
+	TPOTTarget float64  `json:"tpot_target_seconds"`
+	Holds      *bool    `json:"holds"` // nil: not measurable
+}
+
+// RooflineReport is the decode roofline comparison.
+type RooflineReport struct {
+	WeightBytes     float64  `json:"weight_bytes"`
+	KVBytes         float64  `json:"kv_bytes"`
+	KVSource        string   `json:"kv_source"`
+	Bandwidth       float64  `json:"bandwidth_bytes_per_second"`
+	BandwidthSource string   `json:"bandwidth_source,omitempty"`
+	Predicted       *float64 `json:"predicted_tokens_per_second"`
+	Measured        *float64 `json:"measured_tokens_per_second"`
+	Efficiency      *float64 `json:"efficiency_ratio"`
+}
+
+// Throughput is the last window's rates.
+type Throughput struct {
+	Window                time.Duration `json:"window_ns"`
+	RequestsPerSecond     *float64      `json:"requests_per_second"`
+	OutputTokensPerSecond *float64      `json:"output_tokens_per_second"`
+	PromptTokensPerSecond *float64      `json:"prompt_tokens_per_second"`
+	KVCacheUsage          *float64      `json:"kv_cache_usage_ratio"`
+	Running               *float64      `json:"requests_running"`
+	Waiting               *float64      `json:"requests_waiting"`
+}
+
+// CapacityReport is sustained throughput while the SLOs held, and cost.
+type CapacityReport struct {
+	RequestsPerSecond     *float64 `json:"requests_per_second"`
+	OutputTokensPerSecond *float64 `json:"output_tokens_per_second"`
+	GPUs                  int      `json:"gpus"`
+	GPUHour               float64  `json:"gpu_hour,omitempty"`
+	CostPerMillionOutput  *float64 `json:"cost_per_million_output_tokens,omitempty"`
+	Plan                  *GPUPlan `json:"plan,omitempty"`
+}
+
+func ptr(v snapshot.Value) *float64 {
+	if !v.OK {
+		return nil
+	}
+	x := v.V
+	return &x
+}
+
+// ModelReportFrom turns a classifier state into its report section.
+func ModelReportFrom(st ModelState, window time.Duration, gpuHour float64) ModelReport {
+	a := AdviceFor(st.Class)
+	mr := ModelReport{
+		Model: st.Model, Class: st.Class, Summary: a.Summary, Recommendation: a.Recommendation,
+		Evidence: st.Evidence(), Candidate: st.Candidate,
+	}
+	for _, f := range st.Findings {
+		if f.Holds && f.Class != st.Class && f.Class != NearOptimal {
+			mr.AlsoHeld = append(mr.AlsoHeld, f.Class)
+		}
+	}
+	for _, c := range Classes {
+		if r, ok := st.Unavailable[c]; ok {
+			mr.Unavailable = append(mr.Unavailable, UnavailableClass{Class: c, Reason: r})
+		}
+	}
+	s := st.SLO
+	mr.SLO = SLOReport{Quantile: s.Quantile, TTFT: ptr(s.TTFT), TTFTTarget: s.TTFTTarget, TPOT: ptr(s.TPOT), TPOTTarget: s.TPOTTarget}
+	if s.Known {
+		h := s.Holds
+		mr.SLO.Holds = &h
+	}
+	r := st.Roofline
+	mr.Roofline = RooflineReport{WeightBytes: r.WeightBytes, KVBytes: r.KVBytes, KVSource: r.KVSource,
+		Bandwidth: r.Bandwidth, BandwidthSource: r.BandwidthSource,
+		Predicted: ptr(r.Predicted), Measured: ptr(r.Measured), Efficiency: ptr(r.Efficiency)}
+	mr.Throughput.Window = window
+	if w := st.Window; w != nil {
+		mr.Throughput.RequestsPerSecond = ptr(w.RequestsPerSecond)
+		mr.Throughput.OutputTokensPerSecond = ptr(w.GenerationTokensPerSecond)
+		mr.Throughput.PromptTokensPerSecond = ptr(w.PromptTokensPerSecond)
+	}
+	if m := st.Latest; m != nil {
+		mr.Throughput.KVCacheUsage, mr.Throughput.Running, mr.Throughput.Waiting = ptr(m.KVUsage), ptr(m.Running), ptr(m.Waiting)
+	}
+	c := st.Capacity
+	mr.Capacity = CapacityReport{RequestsPerSecond: ptr(c.RequestsPerSecond), OutputTokensPerSecond: ptr(c.OutputTokensPerSecond),
+		GPUs: c.GPUs, GPUHour: gpuHour, CostPerMillionOutput: ptr(c.CostPerMillionOutput), Plan: c.Plan}
+	return mr
+}
+
+// ProbeLines summarises a probe snapshot, sorted by profile.
+func ProbeLines(p *snapshot.Probes) []ProbeLine {
+	if p == nil {
+		return nil
+	}
+	var out []ProbeLine
+	for name, pr := range p.Profiles {
+		if pr == nil {
+			continue
+		}
+		l := ProbeLine{Profile: name, Prefix: pr.Prefix, Requests: pr.Requests}
+		for _, n := range pr.Failures {
+			l.Failures += n
+		}
+		l.MedianTTFT = ptr(pr.TTFT.Quantile(0.5))
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Profile < out[j].Profile })
+	return out
+}
+
+// GPULines names each GPU in a snapshot ("0: NVIDIA H100 (peak 3.35 TB/s)").
+func GPULines(g *snapshot.GPU) []string {
+	var out []string
+	for _, d := range upDevices(g) {
+		l := fmt.Sprintf("%d: %s", d.Index, d.Name)
+		if d.PeakMemBandwidthBytesPerSecond.OK {
+			l += fmt.Sprintf(" (peak memory bandwidth %s)", bytesRate(d.PeakMemBandwidthBytesPerSecond.V))
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// RenderJSON writes the report as indented JSON.
+func RenderJSON(w io.Writer, r Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// RenderText writes the report a person reads at 3 a.m.: the verdict and
+// the knob first, then the numbers behind each claim.
+func RenderText(w io.Writer, r Report) error {
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
+	p("vLLM diagnosis of %s", r.Target)
+	p("  watched %s from %s: %d scrapes, %d failed%s", r.Duration.Round(time.Second), r.Started.UTC().Format(time.RFC3339), r.Scrapes, r.ScrapeErrors, schemaNote(r.Schema))
+	if r.LastError != "" {
+		p("  last scrape error: %s", r.LastError)
+	}
+	if len(r.GPUs) == 0 {
+		p("  GPUs: none visible (no NVML): gpu_fault, throttled and communication_bound cannot be diagnosed")
+	} else {
+		p("  GPUs: %s", strings.Join(r.GPUs, "; "))
+	}
+	if len(r.Models) == 0 {
+		p("")
+		p("NO DIAGNOSIS: no model was seen in a successful scrape of %s/metrics", strings.TrimRight(r.Target, "/"))
+	}
+	for _, m := range r.Models {
+		p("")
+		p("== model %s ==", m.Model)
+		p("BOTTLENECK: %s", m.Class)
+		p("  %s", m.Summary)
+		p("RECOMMENDATION: %s", m.Recommendation)
+		if len(m.Evidence) > 0 {
+			p("Evidence:")
+			for _, e := range m.Evidence {
+				p("  %s", evidenceLine(e))
+			}
+		}
+		if len(m.AlsoHeld) > 0 {
+			p("Also held (lower priority): %s", joinClasses(m.AlsoHeld))
+		}
+		if m.Candidate != "" {
+			p("Emerging (not yet held for hold_ticks): %s", m.Candidate)
+		}
+		p("SLO at p%s over the window:", qlabel(m.SLO.Quantile))
+		p("  TTFT %s  target %s  %s", secs(m.SLO.TTFT), secs(&m.SLO.TTFTTarget), verdict(m.SLO.TTFT, m.SLO.TTFTTarget))
+		p("  TPOT %s  target %s  %s", secs(m.SLO.TPOT), secs(&m.SLO.TPOTTarget), verdict(m.SLO.TPOT, m.SLO.TPOTTarget))
+		rf := m.Roofline
+		p("Decode roofline (per stream):")
+		switch {
+		case rf.Predicted != nil && rf.KVSource == "none":
+			p("  predicted %s = %s (%s) / %s weights (KV traffic not counted: give --model.kv-cache-bytes, or run where NVML sees the GPU)",
+				tokRate(rf.Predicted), bytesRate(rf.Bandwidth), bandwidthNote(rf.BandwidthSource), bytesSize(rf.WeightBytes))
+		case rf.Predicted != nil:
+			p("  predicted %s = %s (%s) / (%s weights + %s KV in use, pool size from %s)",
+				tokRate(rf.Predicted), bytesRate(rf.Bandwidth), bandwidthNote(rf.BandwidthSource), bytesSize(rf.WeightBytes), bytesSize(rf.KVBytes), kvNote(rf.KVSource))
+		default:
+			p("  predicted: unknown (give --model.weight-bytes or --model.parameters with --model.bytes-per-parameter, and a GPU or --model.memory-bandwidth)")
+		}
+		if rf.Measured != nil {
+			p("  measured  %s (1 / mean time per output token %s)", tokRate(rf.Measured), secs(ptrOf(1 / *rf.Measured)))
+		} else {
+			p("  measured: unknown (no TPOT or inter-token latency observations in the window)")
+		}
+		if rf.Efficiency != nil {
+			p("  efficiency %.2f of the roofline", *rf.Efficiency)
+		}
+		t := m.Throughput
+		p("Load (last %s): %s req/s, %s output tok/s, %s prompt tok/s; running %s, waiting %s, KV cache %s",
+			t.Window, num(t.RequestsPerSecond), num(t.OutputTokensPerSecond), num(t.PromptTokensPerSecond),
+			num(t.Running), num(t.Waiting), pct(t.KVCacheUsage))
+		c := m.Capacity
+		if c.OutputTokensPerSecond != nil {
+			p("Capacity while SLOs held: %s req/s, %s output tok/s on %d GPU(s)", num(c.RequestsPerSecond), num(c.OutputTokensPerSecond), c.GPUs)
+		} else {
+			p("Capacity while SLOs held: unknown (the SLOs did not hold, or were not measurable, during the watch)")
+		}
+		if c.CostPerMillionOutput != nil {
+			p("  cost: %.4f per million output tokens at %.2f per GPU-hour", *c.CostPerMillionOutput, c.GPUHour)
+		}
+		if pl := c.Plan; pl != nil {
+			p("  for %.0f requests/day: %.2f req/s needed, %d GPU(s), %d with %.1fx headroom", pl.DailyRequests, pl.RequiredPerSecond, pl.GPUs, pl.GPUsWithHeadroom, pl.Headroom)
+		}
+		if len(m.Unavailable) > 0 {
+			var parts []string
+			for _, u := range m.Unavailable {
+				parts = append(parts, fmt.Sprintf("%s (%s)", u.Class, u.Reason))
+			}
+			p("Could not be diagnosed with these inputs: %s", strings.Join(parts, ", "))
+		}
+	}
+	if len(r.Probes) > 0 {
+		p("")
+		p("Probes:")
+		for _, l := range r.Probes {
+			p("  %-12s %-5s %3.0f sent, %3.0f failed, median TTFT %s", l.Profile, l.Prefix, l.Requests, l.Failures, secs(l.MedianTTFT))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func evidenceLine(e Evidence) string {
+	s := fmt.Sprintf("%-36s %12s", e.Signal, value(e.Value, e.Unit))
+	if e.Op == "" {
+		return s
+	}
+	mark := "holds"
+	if !e.Holds() {
+		mark = "does not hold"
+	}
+	return fmt.Sprintf("%s  %-2s %-12s %s", s, e.Op, value(e.Threshold, e.Unit), mark)
+}
+
+func value(v float64, unit string) string {
+	switch unit {
+	case "seconds":
+		return secs(&v)
+	case "ratio":
+		return fmt.Sprintf("%.3f", v)
+	case "bytes/s":
+		return bytesRate(v)
+	case "tokens/s":
+		return fmt.Sprintf("%.1f tok/s", v)
+	}
+	return trimFloat(v)
+}
+
+func schemaNote(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ", metrics schema " + s
+}
+
+func kvNote(src string) string {
+	if src == "flag" {
+		return "--model.kv-cache-bytes"
+	}
+	return "GPU memory x gpu_memory_utilization"
+}
+
+func bandwidthNote(src string) string {
+	if src == "gpu" {
+		return "GPU peak x bandwidth_efficiency"
+	}
+	return "--model.memory-bandwidth"
+}
+
+func joinClasses(cs []Class) string {
+	s := make([]string, len(cs))
+	for i, c := range cs {
+		s[i] = string(c)
+	}
+	return strings.Join(s, ", ")
+}
+
+func qlabel(q float64) string { return strings.TrimPrefix(trimFloat(q*100), "0") }
+
+func verdict(v *float64, target float64) string {
+	switch {
+	case v == nil:
+		return "UNKNOWN (no requests in the window)"
+	case *v <= target:
+		return "OK"
+	}
+	return "VIOLATED"
+}
+
+func ptrOf(v float64) *float64 { return &v }
+
+func secs(v *float64) string {
+	if v == nil {
+		return "n/a"
+	}
+	if *v < 1 {
+		return fmt.Sprintf("%.1f ms", *v*1000)
+	}
+	return fmt.Sprintf("%.2f s", *v)
+}
+
+func num(v *float64) string {
+	if v == nil {
+		return "n/a"
+	}
+	return trimFloat(math.Round(*v*100) / 100)
+}
+
+func pct(v *float64) string {
+	if v == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f%%", *v*100)
+}
+
+func tokRate(v *float64) string { return fmt.Sprintf("%.1f tok/s", *v) }
+
+func trimFloat(v float64) string { return fmt.Sprintf("%g", v) }
+
+func bytesSize(v float64) string { return fmt.Sprintf("%.1f GB", v/1e9) }
+
+func bytesRate(v float64) string {
+	if v >= 1e12 {
+		return fmt.Sprintf("%.2f TB/s", v/1e12)
+	}
+	return fmt.Sprintf("%.1f GB/s", v/1e9)
+}

@@ -1,0 +1,419 @@
+package bottleneck
+
+import (
+	"math"
+	"strings"
+	"time"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+)
+
+// Inputs is everything one model's evaluation reads. Any pointer may be nil.
+type Inputs struct {
+	Now   time.Time
+	Model *snapshot.Model // latest scrape for this model
+	// KVUsage is the sustained KV-cache usage (the classifier passes the
+	// larger of the latest and the mean of the last hold_ticks readings);
+	// absent: Model.KVUsage is used.
+	KVUsage snapshot.Value
+	// NoProgress is how long (scrape time) the prompt+generation token
+	// counters have not moved; RecentHitRatio is the prefix-cache hit ratio
+	// since the previous tick. The classifier fills both from its state.
+	NoProgress     snapshot.Value
+	RecentHitRatio snapshot.Value
+	Window         *snapshot.Derived // over config Window
+	Baseline       *snapshot.Derived // over config BaselineWindow
+	GPU            *snapshot.GPU
+	Probes         *snapshot.Probes
+	Roofline       Roofline
+}
+
+// Evidence is one measured signal behind a rule, with the threshold it was
+// compared to. Signal names are a fixed set (the `signal` label).
+type Evidence struct {
+	Signal    string  `json:"signal"`
+	Value     float64 `json:"value"`
+	Op        string  `json:"op,omitempty"` // ">", ">=", "<", "<=", "==" ; empty: context only
+	Threshold float64 `json:"threshold"`
+	Unit      string  `json:"unit,omitempty"`
+}
+
+// Holds reports whether the evidence meets its threshold.
+func (e Evidence) Holds() bool {
+	switch e.Op {
+	case ">":
+		return e.Value > e.Threshold
+	case ">=":
+		return e.Value >= e.Threshold
+	case "<":
+		return e.Value < e.Threshold
+	case "<=":
+		return e.Value <= e.Threshold
+	case "==":
+		return e.Value == e.Threshold
+	}
+	return true
+}
+
+// Finding is one rule's outcome on one tick.
+type Finding struct {
+	Class    Class      `json:"class"`
+	Holds    bool       `json:"holds"`
+	Evidence []Evidence `json:"evidence,omitempty"`
+}
+
+// Evaluate runs every rule in priority order and returns the first class
+// whose rule holds (near_optimal when none does) with every finding, so a
+// report can show which other rules also held.
+func Evaluate(in Inputs, th config.Bottleneck) (Class, []Finding) {
+	r := rules{in: in, th: th}
+	findings := []Finding{
+		r.gpuFault(), r.engineStalled(), r.throttled(), r.tooManySequences(),
+		r.kvExhausted(), r.queueing(), r.prefixCacheMiss(), r.prefillBound(),
+		r.communicationBound(), r.memoryBoundDecode(), r.decodeOverhead(),
+		r.batchTooSmall(), {Class: NearOptimal, Holds: true},
+	}
+	for _, f := range findings {
+		if f.Holds {
+			return f.Class, findings
+		}
+	}
+	return NearOptimal, findings // unreachable: near_optimal always holds
+}
+
+type rules struct {
+	in Inputs
+	th config.Bottleneck
+}
+
+// all builds a finding that holds when every gating evidence holds; context
+// evidence (Op "") is reported but does not gate. A rule with no gating
+// evidence does not hold.
+func all(c Class, ev ...Evidence) Finding {
+	gates := 0
+	holds := true
+	for _, e := range ev {
+		if e.Op != "" {
+			gates++
+			holds = holds && e.Holds()
+		}
+	}
+	return Finding{Class: c, Holds: holds && gates > 0, Evidence: ev}
+}
+
+func gate(signal string, v float64, op string, th float64, unit string) Evidence {
+	return Evidence{Signal: signal, Value: v, Op: op, Threshold: th, Unit: unit}
+}
+
+// note is context evidence: reported, never gating.
+func note(signal string, v float64, unit string) Evidence {
+	return Evidence{Signal: signal, Value: v, Unit: unit}
+}
+
+// slo is a window quantile of h; TPOT is read from inter-token latency first
+// (see decodeStepSeconds).
+func (r rules) slo(h snapshot.HistogramName, q float64) snapshot.Value {
+	if h == snapshot.RequestTPOT {
+		return decodeStepSeconds(r.in.Window, q)
+	}
+	return quantile(r.in.Window, h, q)
+}
+
+// tpotOver is the shared "TPOT degraded" gate of the decode-side classes;
+// ok is false when TPOT is not measurable.
+func (r rules) tpotOver() (Evidence, bool) {
+	v := r.slo(snapshot.RequestTPOT, r.th.SLOQuantile)
+	return gate("tpot_seconds", v.V, ">", r.th.TPOTTargetSeconds, "seconds"), v.OK
+}
+
+func (r rules) gpuFault() Finding {
+	devs := r.in.GPU
+	if devs == nil || !devs.Up {
+		return Finding{Class: GPUFault}
+	}
+	lost, newest := 0.0, time.Time{}
+	for _, d := range devs.Devices {
+		if !d.Up {
+			lost++
+		}
+		if d.LastFatalXidTime.After(newest) {
+			newest = d.LastFatalXidTime
+		}
+	}
+	if lost > 0 {
+		return all(GPUFault, gate("gpus_lost", lost, ">", 0, "gpus"))
+	}
+	if !newest.IsZero() {
+		age := r.in.Now.Sub(newest).Seconds()
+		return all(GPUFault, gate("fatal_xid_age_seconds", age, "<=", r.th.XidLookback.Seconds(), "seconds"))
+	}
+	return Finding{Class: GPUFault}
+}
+
+func (r rules) engineStalled() Finding {
+	if p := r.in.Probes; p != nil && p.EngineStalled {
+		return all(EngineStalled, gate("probe_engine_stalled", 1, "==", 1, ""))
+	}
+	// Scrape side: requests present, yet the token counters have not
+	// moved for stall_after (a healthy engine moves them every step).
+	m := r.in.Model
+	if m == nil || !m.Running.OK || !m.Waiting.OK {
+		return Finding{Class: EngineStalled}
+	}
+	present := gate("requests_running_or_waiting", m.Running.V+m.Waiting.V, ">=", 1, "requests")
+	if np := r.in.NoProgress; np.OK {
+		return all(EngineStalled, present, gate("no_token_progress_seconds", np.V, ">=", r.th.StallAfter.Seconds(), "seconds"))
+	}
+	w := r.in.Window
+	if w == nil || !w.GenerationTokensPerSecond.OK || !w.PromptTokensPerSecond.OK {
+		return Finding{Class: EngineStalled}
+	}
+	return all(EngineStalled, present,
+		gate("generation_tokens_per_second", w.GenerationTokensPerSecond.V, "==", 0, "tokens/s"),
+		gate("prompt_tokens_per_second", w.PromptTokensPerSecond.V, "==", 0, "tokens/s"))
+}
+
+// throttleReason reports whether an NVML clock-event reason is a power or
+// thermal cap (not idle, application clocks, sync boost or display).
+func throttleReason(reason string) bool {
+	r := strings.ToLower(reason)
+	return strings.Contains(r, "power") || strings.Contains(r, "thermal") || r == "hw_slowdown"
+}
+
+func (r rules) throttled() Finding {
+	devs := upDevices(r.in.GPU)
+	if len(devs) == 0 {
+		return Finding{Class: Throttled}
+	}
+	active := 0.0
+	for _, d := range devs {
+		for reason, on := range d.ThrottleReasons {
+			if on && throttleReason(reason) {
+				active++
+				break
+			}
+		}
+	}
+	tp, ok := r.tpotOver()
+	if !ok {
+		return Finding{Class: Throttled}
+	}
+	return all(Throttled, gate("gpus_power_or_thermal_capped", active, ">", 0, "gpus"), tp)
+}
+
+func (r rules) tooManySequences() Finding {
+	w := r.in.Window
+	if w == nil || !w.PreemptionsPerRequest.OK {
+		return Finding{Class: TooManySequences}
+	}
+	ev := []Evidence{gate("preemptions_per_request_ratio", w.PreemptionsPerRequest.V, ">", r.th.PreemptionsPerRequestHigh, "ratio")}
+	if w.PreemptionsPerSecond.OK {
+		ev = append(ev, note("preemptions_per_second", w.PreemptionsPerSecond.V, "1/s"))
+	}
+	return all(TooManySequences, ev...)
+}
+
+// kv is the sustained KV usage when known, else the latest reading.
+func (r rules) kv() snapshot.Value {
+	if r.in.KVUsage.OK {
+		return r.in.KVUsage
+	}
+	if r.in.Model != nil {
+		return r.in.Model.KVUsage
+	}
+	return snapshot.Value{}
+}
+
+func (r rules) kvExhausted() Finding {
+	m, kv := r.in.Model, r.kv()
+	if m == nil || !kv.OK {
+		return Finding{Class: KVCacheExhausted}
+	}
+	ev := []Evidence{gate("kv_cache_usage_ratio", kv.V, ">", r.th.KVCacheUsageHigh, "ratio")}
+	if m.Waiting.OK {
+		ev = append(ev, note("requests_waiting", m.Waiting.V, "requests"))
+	}
+	return all(KVCacheExhausted, ev...)
+}
+
+func (r rules) queueing() Finding {
+	m := r.in.Model
+	ttft := r.slo(snapshot.TTFT, 0.99)
+	if m == nil || !m.Waiting.OK || !ttft.OK {
+		return Finding{Class: Queueing}
+	}
+	ev := []Evidence{
+		gate("requests_waiting", m.Waiting.V, ">=", r.th.QueueingMinWaiting, "requests"),
+		gate("ttft_p99_seconds", ttft.V, ">", r.th.TTFTTargetSeconds, "seconds"),
+	}
+	if pf := r.slo(snapshot.PrefillTime, 0.99); pf.OK && pf.V > 0 {
+		ev = append(ev, note("prefill_p99_seconds", pf.V, "seconds"),
+			gate("ttft_over_prefill_ratio", ttft.V/pf.V, ">=", r.th.QueueingTTFTOverPrefill, "ratio"))
+	}
+	if qt := r.slo(snapshot.QueueTime, 0.99); qt.OK {
+		ev = append(ev, note("queue_time_p99_seconds", qt.V, "seconds"))
+	}
+	return all(Queueing, ev...)
+}
+
+func (r rules) prefixCacheMiss() Finding {
+	// Probe pair: warm-prefix TTFT no better than cold.
+	if cold, warm, ok := probePair(r.in.Probes); ok {
+		f := all(PrefixCacheMiss,
+			gate("warm_over_cold_ttft_ratio", warm/cold, ">=", r.th.WarmColdTTFTRatioMax, "ratio"),
+			note("probe_cold_ttft_seconds", cold, "seconds"), note("probe_warm_ttft_seconds", warm, "seconds"))
+		if f.Holds {
+			return f
+		}
+	}
+	// Scrape side: the hit ratio since the last tick (else over the
+	// window) collapsed against the longer baseline.
+	cur := r.in.RecentHitRatio
+	if !cur.OK && r.in.Window != nil {
+		cur = r.in.Window.PrefixCacheHitRatio
+	}
+	b := r.in.Baseline
+	if b == nil || !cur.OK || !b.PrefixCacheHitRatio.OK {
+		return Finding{Class: PrefixCacheMiss}
+	}
+	return all(PrefixCacheMiss,
+		gate("prefix_cache_hit_ratio_baseline", b.PrefixCacheHitRatio.V, ">=", r.th.PrefixHitRatioBaselineMin, "ratio"),
+		gate("prefix_cache_hit_ratio", cur.V, "<", r.th.PrefixHitRatioCollapse*b.PrefixCacheHitRatio.V, "ratio"))
+}
+
+// minProbeSamples is how many probes each side of the cold/warm pair needs
+// before its medians are compared.
+const minProbeSamples = 3
+
+// probePair returns the median TTFT of the cold and warm probe profiles.
+func probePair(p *snapshot.Probes) (cold, warm float64, ok bool) {
+	if p == nil {
+		return 0, 0, false
+	}
+	var haveCold, haveWarm bool
+	for _, pr := range p.Profiles {
+		if pr == nil || pr.TTFT.Count < minProbeSamples {
+			continue
+		}
+		med := pr.TTFT.Quantile(0.5)
+		if !med.OK || !(med.V > 0) {
+			continue
+		}
+		switch pr.Prefix {
+		case "cold":
+			cold, haveCold = med.V, true
+		case "warm":
+			warm, haveWarm = med.V, true
+		}
+	}
+	return cold, warm, haveCold && haveWarm
+}
+
+func (r rules) prefillBound() Finding {
+	ttft := r.slo(snapshot.TTFT, r.th.SLOQuantile)
+	ttft99, pf99 := r.slo(snapshot.TTFT, 0.99), r.slo(snapshot.PrefillTime, 0.99)
+	if !ttft.OK || !ttft99.OK || !pf99.OK || !(ttft99.V > 0) {
+		return Finding{Class: PrefillBound}
+	}
+	ev := []Evidence{
+		gate("ttft_seconds", ttft.V, ">", r.th.TTFTTargetSeconds, "seconds"),
+		gate("prefill_share_of_ttft_ratio", math.Min(pf99.V/ttft99.V, 1), ">=", r.th.PrefillShareMin, "ratio"),
+	}
+	if w := r.in.Window; w != nil && w.PromptTokensPerSecond.OK && w.RequestsPerSecond.OK && w.RequestsPerSecond.V > 0 {
+		ev = append(ev, gate("prompt_tokens_per_request", w.PromptTokensPerSecond.V/w.RequestsPerSecond.V, ">=", r.th.LongPromptTokens, "tokens"))
+	}
+	return all(PrefillBound, ev...)
+}
+
+func (r rules) communicationBound() Finding {
+	devs := upDevices(r.in.GPU)
+	var nvl float64
+	n := 0
+	for _, d := range devs {
+		if d.NVLinkTxBytesPerSecond.OK || d.NVLinkRxBytesPerSecond.OK {
+			nvl += d.NVLinkTxBytesPerSecond.V + d.NVLinkRxBytesPerSecond.V
+			n++
+		}
+	}
+	tp, ok := r.tpotOver()
+	if n == 0 || !ok {
+		return Finding{Class: CommunicationBound}
+	}
+	return all(CommunicationBound,
+		gate("gpus", float64(len(devs)), ">=", 2, "gpus"),
+		gate("nvlink_bytes_per_second_per_gpu", nvl/float64(n), ">=", r.th.NVLinkHighBytesPerSecond, "bytes/s"),
+		tp)
+}
+
+// deviceMean is the mean of one reading over the up GPUs that report it.
+func deviceMean(g *snapshot.GPU, field func(d *snapshot.GPUDevice) snapshot.Value) snapshot.Value {
+	var sum float64
+	n := 0
+	for _, d := range upDevices(g) {
+		if v := field(&d); v.OK {
+			sum += v.V
+			n++
+		}
+	}
+	if n == 0 {
+		return snapshot.Value{}
+	}
+	return snapshot.Some(sum / float64(n))
+}
+
+// dram is the mean GPM DRAM-bandwidth utilisation over the GPUs reporting it.
+func (r rules) dram() snapshot.Value {
+	return deviceMean(r.in.GPU, func(d *snapshot.GPUDevice) snapshot.Value { return d.DRAMBandwidthUtil })
+}
+
+// decodeClass is memory_bound_decode (near=true) or decode_overhead: TPOT
+// over target, and the GPU's DRAM-bandwidth utilisation on the matching side
+// when GPM reports it (the direct measurement), else the roofline efficiency
+// (which rests on the weight and bandwidth flags). The other is context.
+func (r rules) decodeClass(c Class, near bool) Finding {
+	tp, ok := r.tpotOver()
+	eff, dram := r.in.Roofline.Efficiency, r.dram()
+	if !ok || (!eff.OK && !dram.OK) {
+		return Finding{Class: c}
+	}
+	ev := []Evidence{tp}
+	if dram.OK {
+		if near {
+			ev = append(ev, gate("dram_bandwidth_utilization_ratio", dram.V, ">=", r.th.DRAMBandwidthHighRatio, "ratio"))
+		} else {
+			ev = append(ev, gate("dram_bandwidth_utilization_ratio", dram.V, "<", r.th.DRAMBandwidthLowRatio, "ratio"))
+		}
+	}
+	if eff.OK {
+		switch {
+		case dram.OK:
+			ev = append(ev, note("decode_efficiency_ratio", eff.V, "ratio"))
+		case near:
+			ev = append(ev, gate("decode_efficiency_ratio", eff.V, ">=", r.th.RooflineNearRatio, "ratio"))
+		default:
+			ev = append(ev, gate("decode_efficiency_ratio", eff.V, "<", r.th.RooflineFarRatio, "ratio"))
+		}
+		ev = append(ev, note("decode_roofline_tokens_per_second", r.in.Roofline.Predicted.V, "tokens/s"),
+			note("decode_measured_tokens_per_second", r.in.Roofline.Measured.V, "tokens/s"))
+	}
+	return all(c, ev...)
+}
+
+func (r rules) memoryBoundDecode() Finding { return r.decodeClass(MemoryBoundDecode, true) }
+func (r rules) decodeOverhead() Finding    { return r.decodeClass(DecodeOverhead, false) }
+
+func (r rules) batchTooSmall() Finding {
+	m := r.in.Model
+	if m == nil || !m.Waiting.OK {
+		return Finding{Class: BatchTooSmall}
+	}
+	waiting := gate("requests_waiting", m.Waiting.V, "<", r.th.QueueingMinWaiting, "requests")
+	if util := deviceMean(r.in.GPU, func(d *snapshot.GPUDevice) snapshot.Value { return d.UtilGPU }); util.OK {
+		return all(BatchTooSmall, waiting, gate("gpu_utilization_ratio", util.V, "<", r.th.GPUUtilizationLow, "ratio"))
+	}
+	if !m.Running.OK {
+		return Finding{Class: BatchTooSmall}
+	}
+	return all(BatchTooSmall, waiting, gate("requests_running", m.Running.V, "<=", r.th.BatchSmallMaxRunning, "requests"))
+}

@@ -1,0 +1,94 @@
+package bottleneck
+
+import (
+	"context"
+	"time"
+)
+
+// WatchOptions drive a bounded diagnosis run (`vllm_exporter diagnose`).
+// Scrape and Probe are injected so the same loop runs against a live server
+// (collector/vllm's ScrapeOnce, the probe scheduler's cold/warm pair) and in
+// tests under a virtual clock.
+type WatchOptions struct {
+	Target   string
+	Duration time.Duration // total watch time
+	Interval time.Duration // scrape + classifier tick period
+	// ProbeEvery runs Probe every this many ticks (0: every tick).
+	ProbeEvery int
+	Scrape     func(ctx context.Context, now time.Time)
+	Probe      func(ctx context.Context, now time.Time) // optional
+	// Now and Sleep default to the wall clock; Sleep returns ctx's error
+	// when cancelled.
+	Now   func() time.Time
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Window is the classifier's window (for the report's load line).
+	Window time.Duration
+	// GPUHour is echoed into the report's cost line.
+	GPUHour float64
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Watch scrapes, probes and ticks the classifier for o.Duration, then builds
+// the report from the classifier's final state and the sources' latest
+// snapshots. Cancelling ctx ends the watch early and still returns a report
+// of what was seen.
+func Watch(ctx context.Context, c *Classifier, o WatchOptions) Report {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Sleep == nil {
+		o.Sleep = sleepCtx
+	}
+	if o.Interval <= 0 {
+		o.Interval = 5 * time.Second
+	}
+	rep := Report{Target: o.Target, Started: o.Now()}
+	end := rep.Started.Add(o.Duration)
+	for tick := 0; ; tick++ {
+		now := o.Now()
+		if o.Probe != nil && (o.ProbeEvery <= 1 || tick%o.ProbeEvery == 0) {
+			o.Probe(ctx, now)
+		}
+		if o.Scrape != nil {
+			o.Scrape(ctx, now)
+		}
+		rep.Scrapes++
+		if c.src.VLLM == nil {
+			// nothing to read
+		} else if v := c.src.VLLM.Latest(); v != nil {
+			rep.Schema = v.Schema
+			if !v.Up {
+				rep.ScrapeErrors++
+				rep.LastError = v.Error
+			}
+		}
+		c.Tick(now)
+		if !now.Add(o.Interval).Before(end) || ctx.Err() != nil {
+			break
+		}
+		if o.Sleep(ctx, o.Interval) != nil {
+			break
+		}
+	}
+	rep.Duration = o.Now().Sub(rep.Started)
+	if c.src.GPU != nil {
+		rep.GPUs = GPULines(c.src.GPU.Latest())
+	}
+	if c.src.Probes != nil {
+		rep.Probes = ProbeLines(c.src.Probes.Latest())
+	}
+	for _, st := range c.States() {
+		rep.Models = append(rep.Models, ModelReportFrom(st, o.Window, o.GPUHour))
+	}
+	return rep
+}
