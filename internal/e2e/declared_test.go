@@ -15,6 +15,7 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/probes"
 	"github.com/vllm-exporter/vllm_exporter/slo"
+	"github.com/vllm-exporter/vllm_exporter/slo/bottleneck"
 )
 
 var descRE = regexp.MustCompile(`fqName: "([^"]+)".*variableLabels: \{([^}]*)\}`)
@@ -121,6 +122,7 @@ func componentNames(t *testing.T, s *stack) map[string]map[string]bool {
 	}
 	merge(gatheredNames(t, sched))
 	merge(describedNames(t, sched))
+	merge(describedNames(t, bottleneck.New(bottleneck.Options{}, holder, bottleneck.Sources{}, logger)))
 	merge(describedNames(t, slo.New(slo.Options{}, holder, slo.Sources{}, logger)))
 	merge(describedNames(t, vllm.New(vllm.Options{URL: s.simURL}, logger)))
 	merge(gpuNames(t))
