@@ -16,8 +16,6 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/internal/e2e"
 )
 
-func tool(t *testing.T, name string) string { t.Helper(); return e2e.RequireTool(t, name) }
-
 type ruleFile struct {
 	Groups []struct {
 		Name     string `yaml:"name"`
@@ -65,7 +63,7 @@ func loadRules(t *testing.T) map[string]ruleFile {
 }
 
 func TestPromtoolCheckRules(t *testing.T) {
-	promtool := tool(t, "promtool")
+	promtool := e2e.RequireTool(t, "promtool")
 	args := append([]string{"check", "rules"}, ruleFilePaths(t)...)
 	out, err := exec.Command(promtool, args...).CombinedOutput()
 	if err != nil {
@@ -75,7 +73,7 @@ func TestPromtoolCheckRules(t *testing.T) {
 }
 
 func TestPromtoolTestRules(t *testing.T) {
-	promtool := tool(t, "promtool")
+	promtool := e2e.RequireTool(t, "promtool")
 	tests, _ := filepath.Glob("tests/*.yml")
 	if len(tests) == 0 {
 		t.Fatal("no promtool test files in alerts/tests")

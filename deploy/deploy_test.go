@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -285,14 +286,9 @@ func toString(v any) string {
 	case string:
 		return x
 	case int:
-		return itoa(x)
+		return strconv.Itoa(x)
 	}
 	return ""
-}
-
-func itoa(i int) string {
-	b, _ := yaml.Marshal(i)
-	return strings.TrimSpace(string(b))
 }
 
 func toStrings(v any) []string {
@@ -304,10 +300,8 @@ func toStrings(v any) []string {
 	return out
 }
 
-func tool(t *testing.T, name string) string { t.Helper(); return e2e.RequireTool(t, name) }
-
 func TestPrometheusConfig(t *testing.T) {
-	out, err := exec.Command(tool(t, "promtool"), "check", "config", "prometheus/prometheus.yml").CombinedOutput()
+	out, err := exec.Command(e2e.RequireTool(t, "promtool"), "check", "config", "prometheus/prometheus.yml").CombinedOutput()
 	if err != nil {
 		t.Fatalf("promtool check config: %v\n%s", err, out)
 	}
@@ -317,7 +311,7 @@ func TestPrometheusConfig(t *testing.T) {
 }
 
 func TestAlertmanagerConfig(t *testing.T) {
-	out, err := exec.Command(tool(t, "amtool"), "check-config", "alertmanager/alertmanager.yml").CombinedOutput()
+	out, err := exec.Command(e2e.RequireTool(t, "amtool"), "check-config", "alertmanager/alertmanager.yml").CombinedOutput()
 	if err != nil {
 		t.Fatalf("amtool check-config: %v\n%s", err, out)
 	}
@@ -325,7 +319,7 @@ func TestAlertmanagerConfig(t *testing.T) {
 
 // The PrometheusRule's spec is a valid Prometheus rule file.
 func TestPrometheusRuleSpecLoads(t *testing.T) {
-	promtool := tool(t, "promtool")
+	promtool := e2e.RequireTool(t, "promtool")
 	objs := readObjects(t, "kubernetes/prometheusrule.yaml")
 	spec, err := yaml.Marshal(objs[0].raw["spec"])
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -215,12 +216,12 @@ func TestQueriesUseExistingSeries(t *testing.T) {
 // substituted) through promtool as a recording rule: Prometheus' own parser
 // must accept it.
 func TestDashboardQueriesParse(t *testing.T) {
-	promtool := requireTool(t, "promtool")
+	promtool := RequireTool(t, "promtool")
 	panels, _ := dashboardQueries(t)
 	var b strings.Builder
 	b.WriteString("groups:\n  - name: dashboard-queries\n    rules:\n")
 	for i, q := range panels {
-		b.WriteString("      - record: dashboard:query:" + itoa(i) + "\n        expr: " + yamlQuote(Substitute(q.Expr)) + "\n")
+		b.WriteString("      - record: dashboard:query:" + strconv.Itoa(i) + "\n        expr: " + strconv.Quote(Substitute(q.Expr)) + "\n")
 	}
 	p := filepath.Join(t.TempDir(), "queries.yml")
 	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {

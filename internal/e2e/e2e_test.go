@@ -192,8 +192,8 @@ func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test takes minutes")
 	}
-	promBin := requireTool(t, "prometheus")
-	amBin := requireTool(t, "prometheus-alertmanager")
+	promBin := RequireTool(t, "prometheus")
+	amBin := RequireTool(t, "prometheus-alertmanager")
 	testStart := time.Now()
 	s := startStack(t)
 	dir := t.TempDir()

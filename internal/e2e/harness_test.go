@@ -12,15 +12,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
-
-func requireTool(t *testing.T, name string) string { t.Helper(); return RequireTool(t, name) }
 
 // moduleRoot is the repository root (tests run in internal/e2e).
 func moduleRoot(t *testing.T) string {
@@ -295,11 +292,6 @@ func splitLabels(s string) []string {
 	}
 	return names
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }
-
-// yamlQuote renders s as a double-quoted YAML scalar.
-func yamlQuote(s string) string { return strconv.Quote(s) }
 
 // runCmdAllowFail runs a program and returns its combined output.
 func runCmdAllowFail(bin string, args ...string) string {
