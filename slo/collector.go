@@ -1,7 +1,8 @@
 package slo
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -22,12 +23,12 @@ var (
 	descBudget = prometheus.NewDesc("vllm_slo_error_budget_remaining_ratio",
 		"Fraction of the SLO period's error budget left (1 = untouched, 0 = spent, negative = overspent), computed by the exporter's SLO watchdog.", sloLabels, nil)
 	descAlert = prometheus.NewDesc("vllm_slo_alert_state",
-		"1 while the watchdog's multi-window multi-burn-rate condition holds (severity critical = page, warning = ticket), else 0.",
+		"1 while the SLO watchdog's multi-window multi-burn-rate condition holds (severity critical = page, warning = ticket), else 0.",
 		append(sloLabels, "severity"), nil)
 	descLastEval = prometheus.NewDesc("vllm_slo_last_evaluation_timestamp_seconds",
 		"Unix time of the SLO watchdog's last evaluation of this SLO.", sloLabels, nil)
 	descEvents = prometheus.NewDesc("vllm_slo_events",
-		"Events (good and bad) the SLO counted in the window; windows below min_events never burn.",
+		"Events (good and bad) in the window, counted by the exporter's SLO watchdog; a window with fewer than min_events never burns.",
 		append(sloLabels, "window"), nil)
 
 	descStateErrors = prometheus.NewDesc("vllm_exporter_slo_state_errors_total",
@@ -37,7 +38,7 @@ var (
 	descStateRestored = prometheus.NewDesc("vllm_exporter_slo_state_restored",
 		"1 if the SLO window state was restored from the state file at start, else 0.", nil, nil)
 	descEvalErrors = prometheus.NewDesc("vllm_exporter_slo_evaluation_errors_total",
-		"Watchdog ticks on which an SLO could not be measured for some model (histogram or bucket boundary missing).", []string{"slo"}, nil)
+		"SLO watchdog ticks on which an SLO could not be measured for some model (its histogram or bucket boundary missing from the vLLM scrape).", []string{"slo"}, nil)
 )
 
 // counterVec is a tiny label->count map read by Collect.
@@ -114,12 +115,7 @@ func (w *Watchdog) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descStateRestored, b2f(w.self.restored.Load()))
 	ev := w.self.evalErrors.snapshot()
-	keys := make([]string, 0, len(ev))
-	for k := range ev {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(ev)) {
 		ch <- prometheus.MustNewConstMetric(descEvalErrors, prometheus.CounterValue, ev[k], k)
 	}
 }

@@ -25,7 +25,7 @@ func TestCollectorOutput(t *testing.T) {
 	w.Tick(now)
 
 	want := `
-# HELP vllm_slo_alert_state 1 while the watchdog's multi-window multi-burn-rate condition holds (severity critical = page, warning = ticket), else 0.
+# HELP vllm_slo_alert_state 1 while the SLO watchdog's multi-window multi-burn-rate condition holds (severity critical = page, warning = ticket), else 0.
 # TYPE vllm_slo_alert_state gauge
 vllm_slo_alert_state{model="m",severity="critical",slo="ttft"} 0
 vllm_slo_alert_state{model="m",severity="warning",slo="ttft"} 1

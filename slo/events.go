@@ -2,7 +2,9 @@ package slo
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -108,12 +110,7 @@ func serverEvents(s *config.SLO, v *snapshot.VLLM) (out map[string]cumulative, e
 	if v == nil || !v.Up {
 		return out, nil
 	}
-	names := make([]string, 0, len(v.Models))
-	for n := range v.Models {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(v.Models)) {
 		m := v.Models[name]
 		if m == nil {
 			continue

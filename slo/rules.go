@@ -275,14 +275,17 @@ func sloGroup(s *config.SLO, opts RuleOptions) ruleGroup {
 	add(rule{Record: objectiveRecord, Expr: fmt.Sprintf("vector(%s)", fmtFloat(s.Objective)), Labels: lbl})
 
 	min := s.MinEventsValue()
+	// Like the watchdog, a window burns only when it holds events (at least
+	// min_events, and always more than none): a preemption SLO's bad events
+	// are not a subset of its total, so its ratio is +Inf over a window with
+	// preemptions and no finished request.
+	enough := ">= " + fmtFloat(min)
+	if min <= 0 {
+		enough = "> 0"
+	}
 	cond := func(w int, factor float64) string {
-		c := fmt.Sprintf("%s%s / %s > %s", errorRatioRecord(names[w]), sel, fmtFloat(budget), fmtFloat(factor))
-		if min > 0 {
-			c = fmt.Sprintf("(%s and %s%s >= %s)", c, eventsRecord(names[w]), sel, fmtFloat(min))
-		} else {
-			c = "(" + c + ")"
-		}
-		return c
+		return fmt.Sprintf("(%s%s / %s > %s and %s%s %s)", errorRatioRecord(names[w]), sel, fmtFloat(budget), fmtFloat(factor),
+			eventsRecord(names[w]), sel, enough)
 	}
 	pairs := func(ps []AlertPair) string {
 		var out []string

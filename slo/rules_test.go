@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite alerts/slo-rules.yml from the generator")
@@ -45,20 +46,8 @@ func TestCheckedInRulesMatchGenerator(t *testing.T) {
 	}
 }
 
-func promtool(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("promtool not found (required under CI=true)")
-		}
-		t.Skip("promtool not found")
-	}
-	return p
-}
-
 func TestGeneratedRulesPassPromtoolCheck(t *testing.T) {
-	pt := promtool(t)
+	pt := testutil.Promtool(t)
 	dir := t.TempDir()
 	probe := `
 slos:
@@ -127,8 +116,9 @@ func TestLeRegex(t *testing.T) {
 	}
 }
 
-// The shared scenario: two replicas serving model "m" (exposition written
-// the Prometheus 3 way, le="1.0"), healthy for two hours, then 30 minutes
+// The shared scenario: two replicas serving model "m" (replica a's bucket
+// written as Prometheus 2 stores it, le="1", replica b's the Prometheus 3
+// way, le="1.0": the rules must read both), healthy for two hours, then 30 minutes
 // of hard breach (every request slow, 5% aborted), then healthy again;
 // from the first hour on, 4 preemptions per 100 requests (a 4x burn). The in-process watchdog, fed the sum of
 // both replicas, and Prometheus evaluating the checked-in rules over the
@@ -137,7 +127,7 @@ func TestLeRegex(t *testing.T) {
 // minutes either side: the two differ at the edges by up to one scrape
 // interval, Prometheus' rate() window holding samples, ours buckets).
 func TestPromtoolAgreesWithWatchdog(t *testing.T) {
-	pt := promtool(t)
+	pt := testutil.Promtool(t)
 	const minutes = 240
 	type perMin struct{ good, bad, aborted, preempt float64 }
 	gen := func(k int) perMin {
@@ -189,12 +179,13 @@ func TestPromtoolAgreesWithWatchdog(t *testing.T) {
 		}
 		return b.String()
 	}
-	for _, inst := range []string{"a", "b"} {
+	for _, r := range []struct{ inst, le string }{{"a", "1"}, {"b", "1.0"}} {
+		inst, le := r.inst, r.le
 		add := func(name, labels string, f func(c cum) float64) {
 			fmt.Fprintf(&in, "      - series: '%s{instance=%q,model=\"m\"%s}'\n        values: '%s'\n", name, inst, labels, vals(f))
 		}
 		add("vllm_time_to_first_token_seconds_count", "", func(c cum) float64 { return c.good + c.bad })
-		add("vllm_time_to_first_token_seconds_bucket", `,le="1.0"`, func(c cum) float64 { return c.good })
+		add("vllm_time_to_first_token_seconds_bucket", `,le="`+le+`"`, func(c cum) float64 { return c.good })
 		add("vllm_time_to_first_token_seconds_bucket", `,le="+Inf"`, func(c cum) float64 { return c.good + c.bad })
 		add("vllm_requests_finished_total", `,finished_reason="stop"`, func(c cum) float64 { return c.good + c.bad - c.aborted })
 		add("vllm_requests_finished_total", `,finished_reason="abort"`, func(c cum) float64 { return c.aborted })

@@ -25,8 +25,13 @@ type simRig struct {
 }
 
 func newSimRig(t *testing.T, scenario string) *simRig {
+	return newSimRigWith(t, vllmsim.Config{VirtualClock: true, LoadGen: true, Seed: 7, Scenario: scenario})
+}
+
+// newSimRigWith starts a simulator with cfg (VirtualClock must be set).
+func newSimRigWith(t *testing.T, cfg vllmsim.Config) *simRig {
 	t.Helper()
-	sim, err := vllmsim.New(vllmsim.Config{VirtualClock: true, LoadGen: true, Seed: 7, Scenario: scenario})
+	sim, err := vllmsim.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,6 +41,18 @@ func newSimRig(t *testing.T, scenario string) *simRig {
 	t.Cleanup(sim.Close)
 	sc := vllm.New(vllm.Options{URL: sim.URL(), Interval: 10 * time.Second, Windows: []time.Duration{time.Minute}}, log.NewNopLogger())
 	return &simRig{t: t, sim: sim, sc: sc}
+}
+
+// submit sends one request straight to the simulator's scheduler: a short
+// prompt (distinct per seq) and exactly tokens output tokens.
+func (r *simRig) submit(seq, tokens int) {
+	req := vllmsim.Request{Prompt: make([]int, 64), MaxTokens: tokens, IgnoreEOS: true}
+	for k := range req.Prompt {
+		req.Prompt[k] = 1000 + k + seq
+	}
+	if _, err := r.sim.Submit(req); err != nil {
+		r.t.Fatal(err)
+	}
 }
 
 // step advances the virtual clock by d, scrapes once and ticks every
@@ -143,5 +160,95 @@ func TestSimHardBreachPages(t *testing.T) {
 		if now.Sub(breach) > 5*time.Minute {
 			t.Fatalf("no page 5m into the breach: %v", w.Status())
 		}
+	}
+}
+
+// e2e10s is an e2e SLO with a 10s threshold; tests append its objective.
+const e2e10s = `
+slos:
+  - name: e2e
+    kind: latency
+    metric: e2e
+    threshold: 10
+`
+
+// At low traffic on the simulator (one request every 10 minutes, submitted
+// straight to its scheduler; its virtual clock scraped by the real scraper
+// every minute), one slow request (e2e about 25s against a 10s threshold)
+// does not page with the default min_events. The same run with
+// min_events: 0 pages, which shows the request was seen and the guard is
+// what holds the page back.
+func TestSimSingleBadRequestLowTrafficDoesNotPage(t *testing.T) {
+	for _, tc := range []struct {
+		min      string
+		wantPage bool
+	}{{"", false}, {"    min_events: 0\n", true}} {
+		r := newSimRigWith(t, vllmsim.Config{VirtualClock: true, Seed: 11, Scenario: "healthy"})
+		w := New(Options{}, holderFor(t, e2e10s+"    objective: 0.999\n"+tc.min), Sources{VLLM: r.sc}, nil)
+		r.ws = []*Watchdog{w}
+		r.step(time.Minute) // baseline
+		paged, bad := false, 0.0
+		for i := 1; i <= 180; i++ { // three hours
+			if i%10 == 0 {
+				tokens := 20
+				if i == 90 { // the one slow request: 4000 decode steps
+					tokens = 4000
+				}
+				r.submit(i, tokens)
+			}
+			r.step(time.Minute)
+			res := only(t, w)
+			paged = paged || res.Page
+			bad = res.PeriodWindow.Bad
+		}
+		if res := only(t, w); res.PeriodWindow.Total != 18 || bad != 1 {
+			t.Fatalf("min_events %q: the simulator's requests were not all seen: %v", tc.min, res)
+		}
+		if paged != tc.wantPage {
+			t.Fatalf("min_events %q: paged=%v, want %v", tc.min, paged, tc.wantPage)
+		}
+	}
+}
+
+// A slow leak on the simulator: 20 requests a minute submitted straight to
+// its scheduler, every 50th one slow (e2e about 25s against a 10s
+// threshold), so 2% bad on a 99% SLO: a 2x burn. Over a 1d period (windows
+// 10s .. 2h24m) half an hour of clean traffic then two hours of leak open a
+// ticket (1x over 2h24m and 12m) and never page (14.4x over 2m and 10s, 6x
+// over 12m and 1m).
+func TestSimSlowLeakTicketsNoPage(t *testing.T) {
+	r := newSimRigWith(t, vllmsim.Config{VirtualClock: true, Seed: 13, Scenario: "healthy"})
+	w := New(Options{}, holderFor(t, e2e10s+"    objective: 0.99\n    period: 1d\n"), Sources{VLLM: r.sc}, nil)
+	r.ws = []*Watchdog{w}
+	r.step(30 * time.Second) // baseline
+	seq := 0
+	var firstTicket time.Time
+	for i := 1; i <= 5*60; i++ { // two and a half hours in 30s steps
+		for k := 0; k < 10; k++ {
+			seq++
+			tokens := 20
+			if i > 60 && seq%50 == 0 { // the leak starts after half an hour
+				tokens = 4000
+			}
+			r.submit(seq, tokens)
+		}
+		now := r.step(30 * time.Second)
+		res := only(t, w)
+		if res.Page {
+			t.Fatalf("a 2x leak paged at step %d: %v", i, res)
+		}
+		if res.Ticket && firstTicket.IsZero() {
+			firstTicket = now
+			if i <= 60 {
+				t.Fatalf("ticket before the leak began: %v", res)
+			}
+		}
+	}
+	res := only(t, w)
+	if firstTicket.IsZero() || !res.Ticket {
+		t.Fatalf("a 2x leak for 2h of a 1d period opened no ticket: %v", res)
+	}
+	if b := win(t, res, "2h24m"); b.Bad == 0 || b.BurnRate.V < 1.5 || b.BurnRate.V > 2.5 {
+		t.Fatalf("2h24m burn %v, want about 2 x 120/144: %+v", b.BurnRate.V, b)
 	}
 }

@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/go-kit/log/level"
@@ -107,10 +108,10 @@ func (w *Watchdog) SaveState() error {
 
 func (w *Watchdog) saveLocked(now time.Time) error {
 	sf := stateFile{Format: stateFormat, Version: stateVersion, SavedAt: now.UTC()}
-	for _, name := range sortedKeys(w.states) {
+	for _, name := range slices.Sorted(maps.Keys(w.states)) {
 		st := w.states[name]
 		ss := stateSLO{Name: name, Fingerprint: st.fp}
-		for _, m := range sortedKeys(st.series) {
+		for _, m := range slices.Sorted(maps.Keys(st.series)) {
 			s := st.series[m]
 			ss.Series = append(ss.Series, stateSeries{Model: m, HasLast: s.hasLast, Last: s.last, LastSeen: s.lastSeen.UTC(),
 				Fine: encodeRing(s.fine), Coarse: encodeRing(s.coarse)})
@@ -255,13 +256,4 @@ func (w *Watchdog) apply(sf *stateFile) error {
 		}
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -10,7 +10,8 @@ package slo
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -253,21 +254,11 @@ func (w *Watchdog) Tick(now time.Time) {
 	if w.src.Probes != nil {
 		pr = w.src.Probes.Latest()
 	}
-	names := make([]string, 0, len(w.states))
-	for n := range w.states {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	var results []Result
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(w.states)) {
 		st := w.states[n]
 		w.observe(st, vl, pr, now)
-		models := make([]string, 0, len(st.series))
-		for m := range st.series {
-			models = append(models, m)
-		}
-		sort.Strings(models)
-		for _, m := range models {
+		for _, m := range slices.Sorted(maps.Keys(st.series)) {
 			results = append(results, evaluate(st, st.series[m], now))
 		}
 	}

@@ -359,7 +359,11 @@ func TestDiagnoseProbePairRealTime(t *testing.T) {
 		if seen["cold"] < 3 || seen["warm"] < 3 || len(rep.Models) != 1 {
 			t.Fatalf("prefix caching disabled=%v: probes %+v, models %d", disable, rep.Probes, len(rep.Models))
 		}
-		if miss := rep.Models[0].Class == bottleneck.PrefixCacheMiss; miss != disable {
+		// The pair decides the raw verdict (Candidate); on a loaded machine
+		// the few ticks of a 4 s run may not yet satisfy the hysteresis that
+		// promotes it to Class, which has its own tests.
+		m := rep.Models[0]
+		if miss := m.Class == bottleneck.PrefixCacheMiss || m.Candidate == bottleneck.PrefixCacheMiss; miss != disable {
 			t.Errorf("prefix caching disabled=%v: class %s (candidate %s, also %v), evidence %+v, probes %+v", disable, rep.Models[0].Class, rep.Models[0].Candidate, rep.Models[0].AlsoHeld, rep.Models[0].Evidence, rep.Probes)
 		}
 	}

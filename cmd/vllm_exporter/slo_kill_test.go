@@ -1,19 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
 )
 
@@ -31,37 +27,6 @@ func TestSLOHelperProcess(t *testing.T) {
 		}
 	}
 	os.Exit(run(args, os.Stdout, os.Stderr))
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// scrapeSeries returns the value of the first exposition line starting with
-// prefix, or -1.
-func scrapeSeries(addr, prefix string) float64 {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if l := sc.Text(); strings.HasPrefix(l, prefix) {
-			v, err := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
-			if err == nil {
-				return v
-			}
-		}
-	}
-	return -1
 }
 
 // The real exporter process is killed with SIGKILL mid-run and started
@@ -84,7 +49,7 @@ func TestSLOStateSurvivesKill9(t *testing.T) {
 	defer sim.Close()
 	state := filepath.Join(t.TempDir(), "slo.state")
 	start := func() (*exec.Cmd, string) {
-		addr := freePort(t)
+		addr := testutil.FreeAddr(t)
 		cmd := exec.Command(os.Args[0], "-test.run=^TestSLOHelperProcess$", "--",
 			"--vllm.url="+sim.URL(), "--vllm.scrape-interval=200ms", "--web.listen-address="+addr,
 			"--slo.interval=200ms", "--slo.state-file="+state, "--web.disable-exporter-metrics")
@@ -112,12 +77,12 @@ func TestSLOStateSurvivesKill9(t *testing.T) {
 	// events series exists, at 0) and checkpointed.
 	waitFor("baseline", func() bool {
 		_, err := os.Stat(state)
-		return scrapeSeries(addr, events) == 0 && err == nil
+		return testutil.ScrapeValue(addr, events) == 0 && err == nil
 	})
 	sim.SetLoadGen(true)
 	var before float64
 	waitFor("finished requests counted", func() bool {
-		before = scrapeSeries(addr, events)
+		before = testutil.ScrapeValue(addr, events)
 		return before >= 5
 	})
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -139,15 +104,15 @@ func TestSLOStateSurvivesKill9(t *testing.T) {
 
 	_, addr = start()
 	waitFor("state restored", func() bool {
-		return scrapeSeries(addr, "vllm_exporter_slo_state_restored ") == 1
+		return testutil.ScrapeValue(addr, "vllm_exporter_slo_state_restored ") == 1
 	})
 	var after float64
 	waitFor("every finished request counted", func() bool {
-		after = scrapeSeries(addr, events)
+		after = testutil.ScrapeValue(addr, events)
 		return after == total
 	})
 	t.Logf("availability events: %v before kill -9 (vLLM had finished %v), %v after restart = vLLM's %v", before, atKill, after, total)
-	if got := scrapeSeries(addr, `vllm_exporter_slo_state_errors_total{reason="corrupt"} `); got != 0 {
+	if got := testutil.ScrapeValue(addr, `vllm_exporter_slo_state_errors_total{reason="corrupt"} `); got != 0 {
 		t.Fatalf("state errors: %v", got)
 	}
 }

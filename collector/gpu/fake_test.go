@@ -3,7 +3,6 @@
 package gpu
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"sync"
@@ -13,6 +12,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/go-kit/log"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 // t0 is the fixed clock of every mock test.
@@ -317,22 +318,7 @@ func (l *fakeLib) pushEvent(e nvml.EventData) {
 }
 
 // logBuffer is a goroutine-safe go-kit logfmt logger into a buffer.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type logBuffer struct{ testutil.SyncBuffer }
 
 func (b *logBuffer) logger() log.Logger { return log.NewLogfmtLogger(b) }
 

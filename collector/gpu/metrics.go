@@ -1,7 +1,8 @@
 package gpu
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,10 +32,12 @@ var clockEventReasons = []struct {
 var (
 	devLabels = []string{"gpu", "uuid"}
 
+	// The standalone self-metrics use collector.Health's exact HELP text: a
+	// registry refuses one name with two HELP strings.
 	collectorUpDesc = prometheus.NewDesc("vllm_exporter_collector_up",
-		"Whether the collector's last run succeeded (1) or not (0).", []string{"collector"}, nil)
+		"1 if the collector's last run succeeded, 0 if it failed.", []string{"collector"}, nil)
 	collectorDurationDesc = prometheus.NewDesc("vllm_exporter_collector_duration_seconds",
-		"How long the collector's last run took, in seconds.", []string{"collector"}, nil)
+		"Duration of the collector's last run in seconds.", []string{"collector"}, nil)
 
 	infoDesc = prometheus.NewDesc("vllm_gpu_info",
 		"GPU identity from NVML (name, driver, CUDA version, PCI bus id, memory bus width, peak memory bandwidth); value is always 1.",
@@ -42,9 +45,9 @@ var (
 	upDesc = prometheus.NewDesc("vllm_gpu_up",
 		"Whether NVML could read this GPU in the last sample (0 while the GPU is lost).", devLabels, nil)
 	utilDesc = prometheus.NewDesc("vllm_gpu_utilization_ratio",
-		"Fraction of the last sample period in which a kernel ran on the GPU, from nvmlDeviceGetUtilizationRates.", devLabels, nil)
+		"Fraction of NVML's own last sample period (1/6 s to 1 s, by GPU) in which a kernel ran on the GPU, from nvmlDeviceGetUtilizationRates.", devLabels, nil)
 	memUtilDesc = prometheus.NewDesc("vllm_gpu_memory_controller_utilization_ratio",
-		"Fraction of the last sample period in which device memory was read or written, from nvmlDeviceGetUtilizationRates.", devLabels, nil)
+		"Fraction of NVML's own last sample period (1/6 s to 1 s, by GPU) in which device memory was read or written, from nvmlDeviceGetUtilizationRates.", devLabels, nil)
 	memUsedDesc = prometheus.NewDesc("vllm_gpu_memory_used_bytes",
 		"Device memory in use in bytes, from nvmlDeviceGetMemoryInfo.", devLabels, nil)
 	memFreeDesc = prometheus.NewDesc("vllm_gpu_memory_free_bytes",
@@ -192,31 +195,26 @@ func renderDevice(ch chan<- prometheus.Metric, s *snapshot.GPU, d *snapshot.GPUD
 	gauge(smClockMaxDesc, d.MaxSMClockHz)
 	gauge(memClockMaxDesc, d.MaxMemClockHz)
 	gauge(tempDesc, d.TemperatureCelsius)
-	for _, r := range sortedKeys(d.ThrottleReasons) {
+	for _, r := range slices.Sorted(maps.Keys(d.ThrottleReasons)) {
 		gauge(clockEventDesc, snapshot.Some(b2f(d.ThrottleReasons[r])), r)
 	}
-	for _, r := range sortedKeys(d.ThrottleSeconds) {
+	for _, r := range slices.Sorted(maps.Keys(d.ThrottleSeconds)) {
 		counter(clockEventSecondsDesc, snapshot.Some(d.ThrottleSeconds[r]), r)
 	}
 	gauge(pcieTxDesc, d.PCIeTxBytesPerSecond)
 	gauge(pcieRxDesc, d.PCIeRxBytesPerSecond)
 	gauge(nvlinkTxDesc, d.NVLinkTxBytesPerSecond)
 	gauge(nvlinkRxDesc, d.NVLinkRxBytesPerSecond)
-	for _, t := range sortedKeys(d.ECCErrors) {
+	for _, t := range slices.Sorted(maps.Keys(d.ECCErrors)) {
 		counter(eccDesc, snapshot.Some(d.ECCErrors[t]), t)
 	}
-	for _, t := range sortedKeys(d.RemappedRows) {
+	for _, t := range slices.Sorted(maps.Keys(d.RemappedRows)) {
 		gauge(remappedDesc, snapshot.Some(d.RemappedRows[t]), t)
 	}
 	gauge(remapPendingDesc, d.RowRemapPending)
 	gauge(remapFailureDesc, d.RowRemapFailure)
 	if d.XidTotal != nil {
-		xids := make([]uint64, 0, len(d.XidTotal))
-		for x := range d.XidTotal {
-			xids = append(xids, x)
-		}
-		sort.Slice(xids, func(i, j int) bool { return xids[i] < xids[j] })
-		for _, x := range xids {
+		for _, x := range slices.Sorted(maps.Keys(d.XidTotal)) {
 			counter(xidDesc, snapshot.Some(d.XidTotal[x]), strconv.FormatUint(x, 10))
 		}
 		last := 0.0
@@ -226,12 +224,7 @@ func renderDevice(ch chan<- prometheus.Metric, s *snapshot.GPU, d *snapshot.GPUD
 		gauge(lastXidDesc, snapshot.Some(last))
 	}
 	if d.ProcessMemoryBytes != nil {
-		pids := make([]uint32, 0, len(d.ProcessMemoryBytes))
-		for p := range d.ProcessMemoryBytes {
-			pids = append(pids, p)
-		}
-		sort.Slice(pids, func(i, j int) bool { return pids[i] < pids[j] })
-		for _, p := range pids {
+		for _, p := range slices.Sorted(maps.Keys(d.ProcessMemoryBytes)) {
 			gauge(procMemDesc, snapshot.Some(d.ProcessMemoryBytes[p]), strconv.FormatUint(uint64(p), 10))
 		}
 	}
@@ -241,13 +234,4 @@ func renderDevice(ch chan<- prometheus.Metric, s *snapshot.GPU, d *snapshot.GPUD
 	gauge(smOccDesc, d.SMOccupancy)
 	gauge(tensorDesc, d.TensorActivity)
 	gauge(gpmSupportedDesc, snapshot.Some(b2f(d.GPMSupported)), d.GPMUnsupportedCause)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -104,7 +106,7 @@ func New(lib nvml.Interface, opts Options, logger log.Logger) *Sampler {
 	}
 	s.missing = missingSymbols(lib)
 	if len(s.missing) > 0 {
-		level.Info(s.logger).Log("msg", "the NVIDIA driver lacks some NVML functions; their series are absent", "missing", strings.Join(sortedKeys(s.missing), ","))
+		level.Info(s.logger).Log("msg", "the NVIDIA driver lacks some NVML functions; their series are absent", "missing", strings.Join(slices.Sorted(maps.Keys(s.missing)), ","))
 	}
 	if v, ret := lib.SystemGetDriverVersion(); ret == nvml.SUCCESS {
 		s.driver = v

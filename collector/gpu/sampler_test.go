@@ -637,3 +637,32 @@ func TestOldDriver(t *testing.T) {
 		t.Errorf("gpm_supported reason: %v", got)
 	}
 }
+
+// TestStandaloneSelfMetricsBesideHealth: a standalone Sampler (no
+// Options.Health) exports vllm_exporter_collector_up itself, with the same
+// HELP text as collector.Health, so the two can be gathered together (e.g.
+// two registries behind prometheus.Gatherers, which rejects one metric name
+// with two HELP strings).
+func TestStandaloneSelfMetricsBesideHealth(t *testing.T) {
+	health := collector.NewHealth()
+	health.Report("vllm", time.Millisecond, nil)
+	s := newTestSampler(t, newFakeLib(t, newFakeDev(0, "GPU-00000000-0000-0000-0000-000000000000")), nil)
+	defer s.Close()
+	s.SampleOnce(t0)
+	r1, r2 := prometheus.NewPedanticRegistry(), prometheus.NewPedanticRegistry()
+	r1.MustRegister(health)
+	r2.MustRegister(s)
+	mfs, err := prometheus.Gatherers{r1, r2}.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	n := 0
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "vllm_exporter_collector_") {
+			n += len(mf.GetMetric())
+		}
+	}
+	if n != 4 {
+		t.Fatalf("%d collector self-metric series, want 4 (up and duration for vllm and gpu)", n)
+	}
+}

@@ -219,6 +219,17 @@ func labelSetEnd(line []byte) int {
 	return len(line)
 }
 
+// Bounds on label values that come from vLLM's body, so that a misbehaving
+// or hostile target cannot blow up the exporter's series count. vLLM serves
+// one model_name per process, up to a few dozen data-parallel engines, and
+// five finish reasons (2026); values past a bound are dropped (and logged at
+// debug level), the first ones in the body kept.
+const (
+	MaxModels          = 16
+	MaxEngines         = 64
+	MaxFinishedReasons = 16
+)
+
 // normalizer turns parsed families into per-model snapshot values. It keeps
 // the bucket bounds of each histogram family between scrapes so that every
 // snapshot in the history shares one bounds slice per family.
@@ -244,9 +255,20 @@ func (n *normalizer) normalize(e exposition) *result {
 	engines := map[string]map[string]*snapshot.EngineGauges{} // model -> engine -> gauges
 	var cacheConfig map[string]string
 
+	dropped := map[string]bool{} // one warning per dropped label value
+	drop := func(what string) {
+		if !dropped[what] {
+			dropped[what] = true
+			r.warnings = append(r.warnings, what)
+		}
+	}
 	modelFor := func(name string) *snapshot.Model {
 		m := r.models[name]
 		if m == nil {
+			if len(r.models) >= MaxModels {
+				drop(fmt.Sprintf("model_name %q dropped: more than %d models", name, MaxModels))
+				return nil
+			}
 			m = &snapshot.Model{Name: name, FinishedByReason: map[string]float64{}, Histograms: map[snapshot.HistogramName]snapshot.Histogram{}}
 			r.models[name] = m
 		}
@@ -258,6 +280,10 @@ func (n *normalizer) normalize(e exposition) *result {
 		}
 		e := engines[model][engine]
 		if e == nil {
+			if len(engines[model]) >= MaxEngines {
+				drop(fmt.Sprintf("engine %q of model %q dropped from the per-engine series: more than %d engines", engine, model, MaxEngines))
+				return &snapshot.EngineGauges{} // still summed into the model
+			}
 			e = &snapshot.EngineGauges{}
 			engines[model][engine] = e
 		}
@@ -296,6 +322,9 @@ func (n *normalizer) normalize(e exposition) *result {
 				continue // every engine metric carries model_name; anything else is not ours
 			}
 			mod := modelFor(modelName)
+			if mod == nil {
+				continue
+			}
 			if s.Kind == kindHistogram {
 				h, err := n.histogram(mf.GetName(), m)
 				if err != nil {
@@ -342,7 +371,12 @@ func (n *normalizer) normalize(e exposition) *result {
 			case fPrefixHits:
 				add(&mod.PrefixHits, v)
 			case fFinished:
-				mod.FinishedByReason[labels["finished_reason"]] += v
+				reason := labels["finished_reason"]
+				if _, seen := mod.FinishedByReason[reason]; !seen && len(mod.FinishedByReason) >= MaxFinishedReasons {
+					drop(fmt.Sprintf("finished_reason %q of model %q dropped: more than %d reasons", reason, modelName, MaxFinishedReasons))
+					continue
+				}
+				mod.FinishedByReason[reason] += v
 			}
 		}
 	}

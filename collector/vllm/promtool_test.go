@@ -2,33 +2,21 @@ package vllm
 
 import (
 	"bytes"
-	"os"
 	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
-)
 
-// promtool returns promtool's path; CI must have it, a laptop may not.
-func promtool(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("promtool not installed (CI=true): install Debian's prometheus package")
-		}
-		t.Skip("promtool not installed")
-	}
-	return p
-}
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
+)
 
 // TestPromtoolCheckMetrics lints everything the scraper can export: both
 // fixtures' series, windowed series, a DP body's per-engine series, and the
 // self-metrics.
 func TestPromtoolCheckMetrics(t *testing.T) {
-	tool := promtool(t)
+	tool := testutil.Promtool(t)
 	for _, name := range []string{"vllm-main-2026-08-v1.txt", "vllm-0.7.3-v0-multiprocess.txt", "dp2"} {
 		t.Run(name, func(t *testing.T) {
 			var body []byte
