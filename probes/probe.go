@@ -8,9 +8,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
@@ -152,6 +154,11 @@ func (t *target) do(ctx context.Context, pr *config.ProbeProfile, body []byte, p
 	res := Result{Profile: pr.Name, Start: t.now()}
 	ctx, cancel := context.WithTimeout(ctx, pr.Timeout)
 	defer cancel()
+	// The connection the request goes out on: its reads stamp the chunks.
+	var conn atomic.Pointer[stampConn]
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		conn.Store(stamperOf(info.Conn))
+	}})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.baseURL+path, bytes.NewReader(body))
 	if err != nil {
 		res.Reason = ReasonConnect
@@ -181,13 +188,25 @@ func (t *target) do(ctx context.Context, pr *config.ProbeProfile, body []byte, p
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		return res
 	}
-	t.readStream(ctx, resp.Body, pr, &res)
+	now := t.now
+	if sc := conn.Load(); sc != nil {
+		// Called only after the body's Read returned bytes, which a socket
+		// read of this response delivered: lastRead is that read.
+		now = func() time.Time {
+			if at := sc.lastRead(); !at.IsZero() {
+				return at
+			}
+			return t.now()
+		}
+	}
+	t.readStream(ctx, resp.Body, now, pr, &res)
 	return res
 }
 
 // readStream consumes the SSE body event by event and fills res.
-func (t *target) readStream(ctx context.Context, body io.Reader, pr *config.ProbeProfile, res *Result) {
-	sr := NewSSEReader(body, t.now, t.maxEvent)
+// Events are stamped with now, called when a body Read returns bytes.
+func (t *target) readStream(ctx context.Context, body io.Reader, now func() time.Time, pr *config.ProbeProfile, res *Result) {
+	sr := NewSSEReader(body, now, t.maxEvent)
 	var last time.Time
 	done := false
 	for !done {

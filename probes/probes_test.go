@@ -248,15 +248,23 @@ func checkOnce(t *testing.T, s *Scheduler, profile, want string) {
 
 func TestBackoffOnFailuresAnd503(t *testing.T) {
 	for _, c := range []struct {
-		code int
-		want []time.Duration // gaps between successive probes
+		code       int
+		retryAfter string
+		want       []time.Duration // gaps between successive probes
 	}{
 		// 500: first failure keeps the interval, then doubles, capped at 40s.
-		{500, []time.Duration{10, 20, 40, 40, 40}},
+		{500, "", []time.Duration{10, 20, 40, 40, 40}},
 		// 503: doubles from the first one.
-		{503, []time.Duration{20, 40, 40, 40, 40}},
+		{503, "", []time.Duration{20, 40, 40, 40, 40}},
+		// Retry-After beyond the back-off is honoured (up to the cap).
+		{503, "35", []time.Duration{35, 40, 40, 40, 40}},
 	} {
-		srv := newFakeVLLM(t, func(w http.ResponseWriter, r *http.Request, _ request) { w.WriteHeader(c.code) })
+		srv := newFakeVLLM(t, func(w http.ResponseWriter, r *http.Request, _ request) {
+			if c.retryAfter != "" {
+				w.Header().Set("Retry-After", c.retryAfter)
+			}
+			w.WriteHeader(c.code)
+		})
 		clk := newFakeClock()
 		h, _ := writeConfig(t, strings.Replace(probesYAML("m", profile("p", "completions", 8, 2, "")), "backoff_max: 1m", "backoff_max: 40s", 1))
 		s := New(Options{URL: srv.URL, Clock: clk}, h, nil)
@@ -510,6 +518,13 @@ func TestRunAndReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("second")
+	// Let it finish: a probe cut short by stopping Run is not recorded.
+	for deadline := time.Now().Add(10 * time.Second); s.Latest().Profiles["second"].Requests == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("probe of second never recorded")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	cancel()
 	<-done
 

@@ -57,8 +57,11 @@ type Options struct {
 	// It is called with the scheduler's lock held and must not call back
 	// into the Scheduler.
 	ServerTTFT func(model string, window time.Duration) snapshot.Value
-	// Client sends the probes; nil means a client that ignores proxy
-	// environment variables and never follows redirects.
+	// Client sends the probes; nil means the probes' own client: HTTP/1.1,
+	// proxy environment variables ignored, redirects never followed, and
+	// every socket read timestamped so chunk times are socket-read times.
+	// With a caller's client chunk times are taken when the response body's
+	// Read returns instead.
 	Client *http.Client
 	// Clock defaults to the real monotonic clock.
 	Clock Clock
@@ -106,6 +109,7 @@ type profileState struct {
 	lastSuccess                          bool
 	lastTTFT                             snapshot.Value
 	lastTime                             time.Time
+	promptSeen                           int          // usage.prompt_tokens of the latest probe with usage
 	samples                              []timedValue // successful TTFTs, for the gap
 	gap                                  snapshot.Value
 }
@@ -122,8 +126,9 @@ type serverTTFT struct {
 
 // New builds a Scheduler for the probes section of holder (the shipped
 // defaults if holder is nil) and subscribes to configuration reloads: a
-// reload restarts every profile's timer, adds and removes profiles (with
-// their series) and keeps the counters of profiles that stay.
+// reload restarts every profile's timer (except that a profile backing off
+// keeps its back-off), adds and removes profiles (with their series) and
+// keeps the counters of profiles that stay.
 func New(opts Options, holder *config.Holder, logger log.Logger) *Scheduler {
 	if logger == nil {
 		logger = log.NewNopLogger()
@@ -132,12 +137,7 @@ func New(opts Options, holder *config.Holder, logger log.Logger) *Scheduler {
 		opts.Clock = realClock{}
 	}
 	if opts.Client == nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.Proxy = nil
-		opts.Client = &http.Client{
-			Transport:     tr,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
+		opts.Client = newClient(opts.Clock.Now, nil)
 	}
 	seed := opts.Seed
 	if seed == 0 {
@@ -165,8 +165,9 @@ func New(opts Options, holder *config.Holder, logger log.Logger) *Scheduler {
 	return s
 }
 
-// apply installs a probes section: new and changed profiles get a fresh
-// timer (first probe within one jitter), removed ones lose their series.
+// apply installs a probes section: profiles get a fresh timer (first probe
+// within one jitter) unless they are backing off, removed ones lose their
+// series.
 func (s *Scheduler) apply(cfg config.Probes) {
 	now := s.clock.Now()
 	s.mu.Lock()
@@ -195,8 +196,16 @@ func (s *Scheduler) apply(cfg config.Probes) {
 			s.m.create(pc.Name)
 		}
 		st.cfg = pc
-		st.consecutive = 0
-		st.next = now.Add(s.uniform(pc.Jitter))
+		next := now.Add(s.uniform(pc.Jitter))
+		if st.consecutive > 0 && st.next.After(next) {
+			// Backing off: a reload does not make vLLM healthier, so
+			// the wait (capped by the new backoff_max) stands.
+			next = st.next
+			if limit := now.Add(max(cfg.BackoffMax, pc.Interval)); next.After(limit) {
+				next = limit
+			}
+		}
+		st.next = next
 	}
 	for name := range s.profiles {
 		if !keep[name] {
@@ -251,7 +260,10 @@ type job struct {
 // admitLocked reserves budget for one probe of st at now and builds it.
 func (s *Scheduler) admitLocked(st *profileState, now time.Time) (*job, bool) {
 	pc := st.cfg
-	sp := s.budget.admit(now, pc.InputTokens+pc.OutputTokens, s.cfg.MaxRequestsPerMinute, s.cfg.MaxTokensPerHour)
+	// Reserve what the last probe of this profile really used for its
+	// prompt if that was more (a chat template adds tokens), so the token
+	// budget holds after the first probe.
+	sp := s.budget.admit(now, max(pc.InputTokens, st.promptSeen)+pc.OutputTokens, s.cfg.MaxRequestsPerMinute, s.cfg.MaxTokensPerHour)
 	if sp == nil {
 		st.skipped++
 		s.m.skipped.WithLabelValues(pc.Name, SkipBudget).Inc()
@@ -366,6 +378,8 @@ var (
 
 // ProbeOnce sends one probe of the named profile now, outside its timer
 // but within the budgets, records it like a scheduled one and returns it.
+// A probe that fails because ctx ended is not recorded and comes back with
+// an error wrapping ctx.Err().
 func (s *Scheduler) ProbeOnce(ctx context.Context, profile string) (Result, error) {
 	s.observe()
 	now := s.clock.Now()
@@ -386,7 +400,11 @@ func (s *Scheduler) ProbeOnce(ctx context.Context, profile string) (Result, erro
 		return Result{}, ErrBudget
 	}
 	s.mu.Unlock()
-	return s.execute(ctx, j), nil
+	res := s.execute(ctx, j)
+	if res.Reason != "" && ctx.Err() != nil {
+		return res, fmt.Errorf("probes: probe abandoned, not recorded: %w", ctx.Err())
+	}
+	return res, nil
 }
 
 // execute sends an admitted probe and records its result.
@@ -425,12 +443,26 @@ func (s *Scheduler) execute(ctx context.Context, j *job) Result {
 	}
 	res.Profile = j.cfg.Name
 	res.RequestID = j.reqID
+	if res.Reason != "" && ctx.Err() != nil {
+		// The caller gave up (shutdown, or ProbeOnce's own context): that
+		// says nothing about vLLM, so it is neither a request nor a failure.
+		s.abandon(j)
+		return res
+	}
 	s.observe()
 	s.record(j, &res)
 	if s.opts.Health != nil {
 		s.opts.Health.Report("probes", s.clock.Now().Sub(res.Start), s.urlErr)
 	}
 	return res
+}
+
+// abandon ends a probe its caller cancelled without recording it; the
+// budget reservation stands (the request may have cost tokens).
+func (s *Scheduler) abandon(j *job) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j.st.inFlight = false
 }
 
 // record folds a result into the profile's state, metrics, back-off, the
@@ -468,6 +500,9 @@ func (s *Scheduler) record(j *job, res *Result) {
 	s.m.lastTS.WithLabelValues(name).Set(float64(res.Start.UnixNano()) / 1e9)
 	st.chunks += float64(res.Chunks)
 	s.m.chunks.WithLabelValues(name).Add(float64(res.Chunks))
+	if res.HasUsage && res.PromptTokens > 0 {
+		st.promptSeen = res.PromptTokens
+	}
 	if res.HasUsage && res.CompletionTokens > 0 {
 		st.outTokens += float64(res.CompletionTokens)
 		s.m.outTokens.WithLabelValues(name).Add(float64(res.CompletionTokens))

@@ -225,7 +225,7 @@ func TestStreamFixtures(t *testing.T) {
 		tg := &target{now: func() time.Time { clock = clock.Add(time.Millisecond); return clock }}
 		pr := config.ProbeProfile{Name: "p", Endpoint: c.endpoint, InputTokens: c.in, OutputTokens: c.out}
 		res := Result{Start: tg.now()}
-		tg.readStream(context.Background(), oneByte{bytes.NewReader(b)}, &pr, &res)
+		tg.readStream(context.Background(), oneByte{bytes.NewReader(b)}, tg.now, &pr, &res)
 		if res.Reason != c.reason || res.Chunks != c.chunks || res.CompletionTokens != c.tokens {
 			t.Errorf("%s (in %d out %d): reason %q chunks %d tokens %d; want %q %d %d",
 				c.file, c.in, c.out, res.Reason, res.Chunks, res.CompletionTokens, c.reason, c.chunks, c.tokens)

@@ -64,6 +64,10 @@ type exporter struct {
 	probes interface{ Latest() *snapshot.Probes }
 
 	loops []func(ctx context.Context)
+
+	// handlers are extra HTTP routes (ServeMux pattern -> handler) that
+	// extensions add in start, e.g. /debug/pprof/ behind --web.enable-pprof.
+	handlers map[string]http.Handler
 }
 
 // goRun schedules a background loop; loops start once every extension has
@@ -226,7 +230,10 @@ func checkConfig(f *flags, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func parseWindows(s string) ([]time.Duration, error) {
+// parseWindows reads --vllm.windows. A window must span at least two
+// scrape intervals: a shorter one holds a single increase, and its "1s"
+// label would be a lie about the interval it really covers.
+func parseWindows(s string, interval time.Duration) ([]time.Duration, error) {
 	var out []time.Duration
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
@@ -236,6 +243,9 @@ func parseWindows(s string) ([]time.Duration, error) {
 		d, err := model.ParseDuration(part)
 		if err != nil || d <= 0 {
 			return nil, fmt.Errorf("--vllm.windows: bad window %q", part)
+		}
+		if time.Duration(d) < 2*interval {
+			return nil, fmt.Errorf("--vllm.windows: window %q is shorter than two --vllm.scrape-interval (%v)", part, interval)
 		}
 		out = append(out, time.Duration(d))
 	}
@@ -258,7 +268,10 @@ func readAPIKey(file string) (string, error) {
 
 func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.Logger) error {
 	level.Info(logger).Log("msg", "starting "+program, "version", version.Info(), "build_context", version.BuildContext())
-	windows, err := parseWindows(f.windows)
+	if f.interval <= 0 || f.timeout <= 0 {
+		return errors.New("--vllm.scrape-interval and --vllm.timeout must be positive")
+	}
+	windows, err := parseWindows(f.windows, f.interval)
 	if err != nil {
 		return err
 	}
@@ -318,11 +331,15 @@ func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.L
 		}
 	}
 
+	// Every way out of here (a signal, or the listener failing) must stop
+	// the loops before waiting for them: deferred calls run last-in first-out.
+	loopCtx, stopLoops := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, loop := range x.loops {
-		wg.Go(func() { loop(ctx) })
+		wg.Go(func() { loop(loopCtx) })
 	}
 	defer wg.Wait()
+	defer stopLoops()
 
 	go reloadOnSIGHUP(ctx, holder, logger)
 
@@ -330,13 +347,7 @@ func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.L
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-	}
+	srv := newHTTPServer(handler)
 	errc := make(chan error, 1)
 	go func() { errc <- web.ListenAndServe(srv, f.web, slogger) }()
 	select {
@@ -350,6 +361,18 @@ func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.L
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		return srv.Shutdown(sctx)
+	}
+}
+
+// newHTTPServer bounds every phase of a connection, so slow or stuck
+// clients cannot pin goroutines and file descriptors.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
 	}
 }
 
@@ -429,10 +452,13 @@ func (x *exporter) routes(f *flags) (http.Handler, error) {
 		}
 		fmt.Fprintln(w, "Reloaded")
 	})
+	for pattern, h := range x.handlers {
+		mux.Handle(pattern, h)
+	}
 	if f.telemetryPath != "/" && f.telemetryPath != "" {
 		landing, err := web.NewLandingPage(web.LandingConfig{
 			Name:        "vLLM Exporter",
-			Description: "Prometheus exporter for vLLM (scraping " + x.vllmURL + ")",
+			Description: "Prometheus exporter for vLLM (scraping " + vllm.RedactedURL(x.vllmURL) + ")",
 			Version:     version.Info(),
 			Links: []web.LandingLinks{
 				{Address: f.telemetryPath, Text: "Metrics"},

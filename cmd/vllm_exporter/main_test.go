@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -43,12 +44,12 @@ func fakeVLLM(t *testing.T) *httptest.Server {
 }
 
 func TestParseWindows(t *testing.T) {
-	got, err := parseWindows("1m, 5m,1h")
+	got, err := parseWindows("1m, 5m,1h", 5*time.Second)
 	if err != nil || len(got) != 3 || got[0] != time.Minute || got[2] != time.Hour {
 		t.Fatalf("parseWindows = %v, %v", got, err)
 	}
-	for _, bad := range []string{"", "1x", "0s", "1m,,-5m"} {
-		if _, err := parseWindows(bad); err == nil {
+	for _, bad := range []string{"", "1x", "0s", "1m,,-5m", "1m,9s"} {
+		if _, err := parseWindows(bad, 5*time.Second); err == nil {
 			t.Errorf("parseWindows(%q): want error", bad)
 		}
 	}
@@ -280,5 +281,128 @@ func TestBinaryVersion(t *testing.T) {
 	out, err := exec.Command(buildBinary(t), "--version").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "vllm_exporter, version") {
 		t.Fatalf("--version: %v\n%s", err, out)
+	}
+}
+
+// TestBinaryListenFailure: a listen address in use is an error and exit 1,
+// not a process that hangs with its background loops still running.
+func TestBinaryListenFailure(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	var logs bytes.Buffer
+	cmd := exec.Command(buildBinary(t), "--vllm.url=http://127.0.0.1:1", "--web.listen-address="+busy.Addr().String())
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("exit: %v, want status 1\n%s", err, logs.String())
+		}
+		if !strings.Contains(logs.String(), "address already in use") {
+			t.Errorf("logs do not name the listen error:\n%s", logs.String())
+		}
+	case <-time.After(30 * time.Second): // bounds a broken run only
+		cmd.Process.Kill()
+		<-exited
+		t.Fatalf("still running 30s after its listener failed\n%s", logs.String())
+	}
+}
+
+// The landing page names the vLLM it scrapes, without a password.
+func TestLandingPageRedactsURL(t *testing.T) {
+	holder, err := config.NewHolder("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := "http://scraper:s3cret@127.0.0.1:1"
+	x := &exporter{logger: log.NewNopLogger(), registry: prometheus.NewRegistry(), config: holder, vllmURL: u,
+		vllm: vllm.New(vllm.Options{URL: u}, nil)}
+	h, err := x.routes(&flags{telemetryPath: "/metrics"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	if body := rec.Body.String(); rec.Code != 200 || strings.Contains(body, "s3cret") || !strings.Contains(body, "127.0.0.1:1") {
+		t.Fatalf("landing page %d:\n%s", rec.Code, body)
+	}
+}
+
+// A client that sends its headers slowly is cut off: the server has a
+// header timeout (10s in production; shortened here), and every other phase
+// of a connection is bounded too.
+func TestHTTPServerTimeouts(t *testing.T) {
+	srv := newHTTPServer(http.NotFoundHandler())
+	if srv.ReadHeaderTimeout <= 0 || srv.ReadTimeout <= 0 || srv.WriteTimeout <= 0 || srv.IdleTimeout <= 0 {
+		t.Fatalf("unbounded server: %+v", srv)
+	}
+	// The promhttp handler gives up after 30s: writing must be allowed that long.
+	if srv.WriteTimeout <= 30*time.Second {
+		t.Errorf("WriteTimeout %v cuts off the metrics handler's own 30s timeout", srv.WriteTimeout)
+	}
+	srv.ReadHeaderTimeout = 100 * time.Millisecond
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n"))    // never finishes its headers
+	c.SetReadDeadline(time.Now().Add(30 * time.Second)) // bounds a broken run only
+	if _, err := io.ReadAll(c); err != nil {
+		t.Fatalf("connection not closed by the server: %v", err)
+	}
+}
+
+// --web.config.file (exporter-toolkit) protects every endpoint with basic
+// auth, and --web.telemetry-path moves the metrics.
+func TestBinaryWebConfigAndTelemetryPath(t *testing.T) {
+	vllmSrv := fakeVLLM(t)
+	webCfg := filepath.Join(t.TempDir(), "web.yml")
+	// bcrypt of "s3cret" (cost 4).
+	os.WriteFile(webCfg, []byte("basic_auth_users:\n  prom: $2a$04$5mD.G5ruAL4plU9TQJn63OkdS7CW01Pljw..CXSnrMvhY8JZDXaa2\n"), 0o600)
+	var logs bytes.Buffer
+	_, base, _ := startBinary(t, &logs, "--vllm.url="+vllmSrv.URL, "--vllm.scrape-interval=200ms",
+		"--web.config.file="+webCfg, "--web.telemetry-path=/vllm-metrics")
+	get := func(path, pass string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		if pass != "" {
+			req.SetBasicAuth("prom", pass)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	waitFor(t, "metrics behind basic auth", func() bool {
+		c, body := get("/vllm-metrics", "s3cret")
+		return c == 200 && strings.Contains(body, "vllm_up 1")
+	})
+	for _, pass := range []string{"", "wrong"} {
+		if c, _ := get("/vllm-metrics", pass); c != http.StatusUnauthorized {
+			t.Errorf("metrics with password %q: %d, want 401", pass, c)
+		}
+	}
+	if c, _ := get("/-/ready", ""); c != http.StatusUnauthorized {
+		t.Errorf("/-/ready without auth: %d, want 401", c)
+	}
+	if c, body := get("/", "s3cret"); c != 200 || !strings.Contains(body, "/vllm-metrics") {
+		t.Errorf("landing page does not link the telemetry path: %d\n%s", c, body)
 	}
 }

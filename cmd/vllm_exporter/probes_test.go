@@ -1,9 +1,22 @@
 package main
 
 import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vllm-exporter/vllm_exporter/collector"
+	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
+	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
+	"github.com/vllm-exporter/vllm_exporter/probes"
 )
 
 func TestServerMedianTTFT(t *testing.T) {
@@ -33,5 +46,82 @@ func TestProbeFlags(t *testing.T) {
 	}
 	if probeFlags.enabled || probeFlags.maxEventBytes != 4096 {
 		t.Fatalf("flags not parsed: %+v", probeFlags)
+	}
+}
+
+// TestStartProbesWiring starts the probes extension the way main does and
+// checks it reaches only --vllm.url, with the API key, and registers its
+// series and health.
+func TestStartProbesWiring(t *testing.T) {
+	sim, err := vllmsim.New(vllmsim.Config{Addr: "127.0.0.1:0", APIKey: "k3y", Seed: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	cfgPath := filepath.Join(t.TempDir(), "c.yml")
+	yaml := "probes:\n  profiles:\n    - {name: wired, endpoint: completions, input_tokens: 16, output_tokens: 4, interval: 1m, timeout: 5s, jitter: 0s}\n"
+	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h, err := config.NewHolder(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &exporter{logger: log.NewNopLogger(), registry: prometheus.NewPedanticRegistry(), config: h,
+		health: collector.NewHealth(), vllm: vllm.New(vllm.Options{URL: sim.URL()}, log.NewNopLogger()),
+		vllmURL: sim.URL() + "/metrics", apiKey: "k3y"}
+	x.registry.MustRegister(x.health)
+	probeFlags.enabled, probeFlags.maxEventBytes = true, 1<<20
+	if err := startProbes(context.Background(), x); err != nil {
+		t.Fatal(err)
+	}
+	if x.probes == nil || len(x.loops) != 1 {
+		t.Fatalf("probes not wired: source %v, %d loops", x.probes, len(x.loops))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { x.loops[0](ctx); close(done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for x.probes.Latest().Profiles["wired"].Requests == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	p := x.probes.Latest().Profiles["wired"]
+	if p.Requests != 1 || !p.LastSuccess {
+		t.Fatalf("probe through the wiring: %+v", p)
+	}
+	var found bool
+	for _, r := range sim.Records() {
+		found = found || strings.HasPrefix(r.ID, probes.RequestIDPrefix+"wired-")
+	}
+	if !found {
+		t.Fatal("the simulator saw no probe request (wrong URL or API key?)")
+	}
+	mfs, err := x.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, mf := range mfs {
+		names[mf.GetName()] = true
+	}
+	for _, n := range []string{"vllm_probe_requests_total", "vllm_engine_stalled", "vllm_exporter_collector_up"} {
+		if !names[n] {
+			t.Errorf("%s not registered", n)
+		}
+	}
+
+	probeFlags.enabled = false
+	y := &exporter{vllmURL: "ftp://nope"}
+	if err := startProbes(context.Background(), y); err != nil || y.probes != nil {
+		t.Fatalf("--no-probe.enabled still started probes: %v", err)
+	}
+	probeFlags.enabled = true
+	if err := startProbes(context.Background(), y); err == nil {
+		t.Fatal("a non-http vLLM URL was accepted")
 	}
 }

@@ -9,22 +9,41 @@ import (
 // Quantiles are the quantiles derived for every latency histogram.
 var Quantiles = []float64{0.5, 0.9, 0.95, 0.99}
 
-// derive computes the windowed values of every model present in both
-// snapshots. Counters and histograms that went down mean vLLM restarted in
-// between; the newer value is then the increase since the restart (as in
-// PromQL's increase()). Rates divide by the time actually between the two
-// snapshots, not by the nominal window.
-func derive(window time.Duration, start, end *snapshot.VLLM) map[string]*snapshot.Derived {
+// derive computes the windowed values of every model present at both ends
+// of span (oldest first; span[0] and the last element are the window's start
+// and end). Like PromQL's increase(), every successful snapshot in between is
+// looked at: a counter or histogram that went down means vLLM restarted, and
+// the increase is then summed piecewise (before the restart, plus the value
+// since it). Looking only at the two ends would miss a restart after which
+// the counter already grew past its old value, and would drop the increase
+// made before the restart. Rates divide by the time actually between the two
+// ends, not by the nominal window.
+func derive(window time.Duration, span []*snapshot.VLLM) map[string]*snapshot.Derived {
+	if len(span) < 2 {
+		return nil
+	}
+	start, end := span[0], span[len(span)-1]
 	elapsed := end.Time.Sub(start.Time).Seconds()
 	if elapsed <= 0 {
 		return nil
 	}
 	out := make(map[string]*snapshot.Derived, len(end.Models))
+	chain := make([]*snapshot.Model, 0, len(span))
 	for name, newer := range end.Models {
 		older, ok := start.Models[name]
 		if !ok {
 			continue
 		}
+		// The model's readings through the window; failed scrapes and
+		// scrapes without the model carry nothing.
+		chain = append(chain[:0], older)
+		for _, h := range span[1 : len(span)-1] {
+			if m := h.Models[name]; h.Up && m != nil {
+				chain = append(chain, m)
+			}
+		}
+		chain = append(chain, newer)
+
 		dv := &snapshot.Derived{
 			Window:                    window,
 			Start:                     start.Time,
@@ -33,48 +52,45 @@ func derive(window time.Duration, start, end *snapshot.VLLM) map[string]*snapsho
 			Quantiles:                 map[snapshot.HistogramName]map[float64]snapshot.Value{},
 			Deltas:                    map[snapshot.HistogramName]snapshot.Histogram{},
 		}
-		rate := func(n, o snapshot.Value) snapshot.Value {
-			if !n.OK || !o.OK {
-				return snapshot.Value{}
+		preemptions := increase(chain, func(m *snapshot.Model) snapshot.Value { return m.Preemptions })
+		rate := func(inc snapshot.Value) snapshot.Value {
+			if !inc.OK {
+				return inc
 			}
-			return snapshot.Some(counterDelta(n.V, o.V) / elapsed)
+			return snapshot.Some(inc.V / elapsed)
 		}
-		dv.PreemptionsPerSecond = rate(newer.Preemptions, older.Preemptions)
-		dv.PromptTokensPerSecond = rate(newer.PromptTokens, older.PromptTokens)
-		dv.GenerationTokensPerSecond = rate(newer.GenerationTokens, older.GenerationTokens)
+		dv.PreemptionsPerSecond = rate(preemptions)
+		dv.PromptTokensPerSecond = rate(increase(chain, func(m *snapshot.Model) snapshot.Value { return m.PromptTokens }))
+		dv.GenerationTokensPerSecond = rate(increase(chain, func(m *snapshot.Model) snapshot.Value { return m.GenerationTokens }))
 
 		finished, anyReason := 0.0, false
-		for reason, n := range newer.FinishedByReason {
-			o, ok := older.FinishedByReason[reason]
-			if !ok {
-				o = 0 // V0 creates a reason's series on its first use: it was 0 before.
+		reasons := map[string]bool{}
+		for _, m := range chain {
+			for reason := range m.FinishedByReason {
+				reasons[reason] = true
 			}
-			inc := counterDelta(n, o)
-			dv.FinishedPerSecondByReason[reason] = inc / elapsed
-			finished += inc
+		}
+		for reason := range reasons {
+			// V0 creates a reason's series on its first use (again after a
+			// restart): absent is 0.
+			inc := increase(chain, func(m *snapshot.Model) snapshot.Value { return snapshot.Some(m.FinishedByReason[reason]) })
+			dv.FinishedPerSecondByReason[reason] = inc.V / elapsed
+			finished += inc.V
 			anyReason = true
 		}
 		if anyReason {
 			dv.RequestsPerSecond = snapshot.Some(finished / elapsed)
-			if finished > 0 && newer.Preemptions.OK && older.Preemptions.OK {
-				dv.PreemptionsPerRequest = snapshot.Some(counterDelta(newer.Preemptions.V, older.Preemptions.V) / finished)
+			if finished > 0 && preemptions.OK {
+				dv.PreemptionsPerRequest = snapshot.Some(preemptions.V / finished)
 			}
 		}
-		if newer.PrefixQueries.OK && older.PrefixQueries.OK && newer.PrefixHits.OK && older.PrefixHits.OK {
-			q := counterDelta(newer.PrefixQueries.V, older.PrefixQueries.V)
-			h := counterDelta(newer.PrefixHits.V, older.PrefixHits.V)
-			if q > 0 {
-				dv.PrefixCacheHitRatio = snapshot.Some(h / q)
-			}
+		queries := increase(chain, func(m *snapshot.Model) snapshot.Value { return m.PrefixQueries })
+		hits := increase(chain, func(m *snapshot.Model) snapshot.Value { return m.PrefixHits })
+		if queries.OK && hits.OK && queries.V > 0 {
+			dv.PrefixCacheHitRatio = snapshot.Some(hits.V / queries.V)
 		}
-		for hn, nh := range newer.Histograms {
-			oh, ok := older.Histograms[hn]
-			if !ok {
-				// V0 multiprocess mode creates a histogram on its first
-				// observation: absent before means empty before.
-				oh = snapshot.Histogram{Bounds: nh.Bounds, Counts: make([]float64, len(nh.Counts))}
-			}
-			delta, _ := nh.Sub(oh)
+		for hn := range newer.Histograms {
+			delta := histogramIncrease(chain, hn)
 			dv.Deltas[hn] = delta
 			qs := make(map[float64]snapshot.Value, len(Quantiles))
 			for _, q := range Quantiles {
@@ -85,6 +101,78 @@ func derive(window time.Duration, start, end *snapshot.VLLM) map[string]*snapsho
 		out[name] = dv
 	}
 	return out
+}
+
+// increase sums a counter's increases along chain, a decrease counting as
+// a reset (the newer value is the increase since it). It is absent when
+// either end lacks the counter; readings in between that lack it are
+// skipped.
+func increase(chain []*snapshot.Model, get func(*snapshot.Model) snapshot.Value) snapshot.Value {
+	prev := get(chain[0])
+	if !prev.OK || !get(chain[len(chain)-1]).OK {
+		return snapshot.Value{}
+	}
+	total := 0.0
+	for _, m := range chain[1:] {
+		v := get(m)
+		if !v.OK {
+			continue
+		}
+		total += counterDelta(v.V, prev.V)
+		prev = v
+	}
+	return snapshot.Some(total)
+}
+
+// histogramIncrease is the bucket-wise increase of histogram hn along chain
+// (whose last element has it). A reading without it counts as empty: V0's
+// multiprocess mode creates a histogram on its first observation, and a
+// restarted V0 engine starts without it. Without a reset anywhere along the
+// chain this is the difference of the two ends.
+func histogramIncrease(chain []*snapshot.Model, hn snapshot.HistogramName) snapshot.Histogram {
+	newest := chain[len(chain)-1].Histograms[hn]
+	var empty *snapshot.Histogram
+	get := func(m *snapshot.Model) snapshot.Histogram {
+		if h, ok := m.Histograms[hn]; ok {
+			return h
+		}
+		if empty == nil {
+			empty = &snapshot.Histogram{Bounds: newest.Bounds, Counts: make([]float64, len(newest.Counts))}
+		}
+		return *empty
+	}
+	resets := false
+	for i := 1; i < len(chain) && !resets; i++ {
+		resets = wentDown(get(chain[i]), get(chain[i-1]))
+	}
+	if !resets {
+		delta, _ := newest.Sub(get(chain[0]))
+		return delta
+	}
+	total, _ := get(chain[1]).Sub(get(chain[0]))
+	for i := 2; i < len(chain); i++ {
+		d, _ := get(chain[i]).Sub(get(chain[i-1]))
+		if sum, ok := total.Add(d); ok {
+			total = sum
+		} else {
+			total = d // new bucket layout (vLLM upgraded): only its increase can be kept
+		}
+	}
+	return total
+}
+
+// wentDown is a cheap, allocation-free test for what Histogram.Sub calls a
+// reset: a different bucket layout, or a count, sum or bucket that went down.
+func wentDown(newer, older snapshot.Histogram) bool {
+	if newer.Count < older.Count || newer.Sum < older.Sum || len(newer.Counts) != len(older.Counts) || len(newer.Bounds) != len(older.Bounds) {
+		return true
+	}
+	for i := range newer.Counts {
+		if newer.Counts[i] < older.Counts[i] || newer.Bounds[i] != older.Bounds[i] {
+			return true
+		}
+	}
+	return false
 }
 
 // counterDelta is the increase of a counter, treating a decrease as a reset.

@@ -5,11 +5,14 @@ import (
 	"compress/gzip"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -207,5 +210,93 @@ func TestGzipBodyAccepted(t *testing.T) {
 	}
 	if l := s.Latest(); !l.Up || l.Models[llama].Running.V != 7 {
 		t.Fatalf("gzip body: up %v error %q", l.Up, l.Error)
+	}
+}
+
+// --vllm.url may carry basic-auth credentials for a proxy: they are sent,
+// and never logged.
+func TestURLPasswordNotLogged(t *testing.T) {
+	var gotUser, gotPass string
+	srv := newFakeVLLM(t, nil, "")
+	srv.set(nil, func(w http.ResponseWriter, r *http.Request) {
+		gotUser, gotPass, _ = r.BasicAuth()
+		http.Error(w, "", http.StatusBadGateway)
+	})
+	var logs bytes.Buffer
+	u := strings.Replace(srv.URL, "http://", "http://scraper:s3cret@", 1)
+	s := New(Options{URL: u, Timeout: 2 * time.Second}, log.NewLogfmtLogger(&logs))
+	scrapeAt(s, t0)
+	srv.set(fixture(t, "vllm-main-2026-08-v1.txt"), nil)
+	scrapeAt(s, t0.Add(5*time.Second)) // logs the recovery
+	if gotUser != "scraper" || gotPass != "s3cret" {
+		t.Errorf("basic auth not sent: %q %q", gotUser, gotPass)
+	}
+	if !strings.Contains(logs.String(), "scraper:xxxxx@") || strings.Contains(logs.String(), "s3cret") {
+		t.Fatalf("logs:\n%s", logs.String())
+	}
+}
+
+// A Prometheus scrape of the exporter does no I/O and no work: it never
+// reaches vLLM, and two scrapes (two Prometheus replicas) read the same.
+func TestCollectDoesNoIO(t *testing.T) {
+	var hits atomic.Int32
+	body := fixture(t, "vllm-main-2026-08-v1.txt")
+	srv := newFakeVLLM(t, nil, "")
+	srv.set(nil, func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		w.Write(body)
+	})
+	s := newTestScraper(t, srv.URL, nil)
+	scrapeAt(s, t0)
+	scrapeAt(s, t0.Add(time.Minute))
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(s)
+	first := gatherText(t, reg)
+	for range 5 {
+		if again := gatherText(t, reg); !bytes.Equal(again, first) {
+			t.Fatal("two gathers without a scrape in between differ")
+		}
+	}
+	if n := hits.Load(); n != 2 {
+		t.Fatalf("vLLM saw %d requests for 2 scrapes and 6 gathers", n)
+	}
+}
+
+// Scrapes that fail in every way (5xx, timeouts mid-body, oversize) leave no
+// goroutine or connection behind.
+func TestNoGoroutineLeak(t *testing.T) {
+	good := fixture(t, "vllm-main-2026-08-v1.txt")
+	srv := newFakeVLLM(t, good, "text/plain")
+	s := newTestScraper(t, srv.URL, func(o *Options) {
+		o.Timeout = 50 * time.Millisecond
+		o.MaxBodyBytes = int64(len(good))
+	})
+	scrapeAt(s, t0)
+	base := runtime.NumGoroutine()
+	faults := []http.HandlerFunc{
+		func(w http.ResponseWriter, _ *http.Request) { // an error page longer than what is drained
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write(good[:10000])
+		},
+		func(w http.ResponseWriter, r *http.Request) {
+			w.Write(good[:100])
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		},
+		func(w http.ResponseWriter, _ *http.Request) { w.Write(good); w.Write(good) },
+		nil, // good again
+	}
+	for i := range 40 {
+		srv.set(good, faults[i%len(faults)])
+		scrapeAt(s, t0.Add(time.Duration(i+1)*5*time.Second))
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		n := runtime.NumGoroutine()
+		if n <= base+4 {
+			return
+		}
+		if time.Now().After(deadline) { // bounds a broken run only
+			t.Fatalf("%d goroutines after 40 failing scrapes, %d before", n, base)
+		}
 	}
 }

@@ -2,10 +2,30 @@ package vllm
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
+
+// onlyGoldenFamilies makes the goldens whole-output: the scraper exports no
+// family beyond those compared (and the wall-time scrape duration).
+func onlyGoldenFamilies(t *testing.T, c prometheus.Collector) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range fams {
+		n := mf.GetName()
+		if !slices.Contains(goldenScalarNames, n) && !slices.Contains(goldenHistogramNames, n) && n != "vllm_exporter_scrape_duration_seconds" {
+			t.Errorf("family %s is exported but not in the golden", n)
+		}
+	}
+}
 
 // The self and scalar series checked by the golden tests: everything the
 // scraper exports except vllm_exporter_scrape_duration_seconds (wall time).
@@ -116,6 +136,7 @@ vllm_exporter_expected_metric_missing{metric="vllm:time_to_first_token_seconds"}
 	if err := testutil.CollectAndCompare(s, bytes.NewReader(fixture(t, "golden-v1-histograms.prom")), goldenHistogramNames...); err != nil {
 		t.Fatal(err)
 	}
+	onlyGoldenFamilies(t, s)
 }
 
 func TestGoldenV0Multiprocess(t *testing.T) {
@@ -187,4 +208,5 @@ vllm_exporter_expected_metric_missing{metric="vllm:time_to_first_token_seconds"}
 	if err := testutil.CollectAndCompare(s, bytes.NewReader(fixture(t, "golden-v0-histograms.prom")), goldenHistogramNames...); err != nil {
 		t.Fatal(err)
 	}
+	onlyGoldenFamilies(t, s)
 }

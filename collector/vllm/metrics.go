@@ -50,8 +50,8 @@ func newDescs() *descs {
 		finished:      g("vllm_requests_finished_total", "Finished requests by finish reason, summed over engines; from vllm:request_success_total.", "model", "finished_reason"),
 
 		preemptRate:    g("vllm_preemptions_per_second", "Preemptions per second over the window; derived from vllm:num_preemptions_total.", mw...),
-		preemptPerReq:  g("vllm_preemptions_per_request_ratio", "Preemptions per finished request over the window; absent when no request finished.", mw...),
-		prefixHitRatio: g("vllm_prefix_cache_hit_ratio", "Prefix-cache hits / queries over the window; absent when there was no query.", mw...),
+		preemptPerReq:  g("vllm_preemptions_per_request_ratio", "Preemptions per finished request over the window (can exceed 1: a request may be preempted several times), absent when no request finished; from vllm:num_preemptions_total and vllm:request_success_total.", mw...),
+		prefixHitRatio: g("vllm_prefix_cache_hit_ratio", "Prefix-cache hit ratio 0..1 (hits / queries) over the window, absent without queries; from vllm:prefix_cache_hits_total and vllm:prefix_cache_queries_total (or the gpu_ names).", mw...),
 		promptRate:     g("vllm_prompt_tokens_per_second", "Prompt tokens per second over the window; derived from vllm:prompt_tokens_total.", mw...),
 		genRate:        g("vllm_generation_tokens_per_second", "Generated tokens per second over the window; derived from vllm:generation_tokens_total.", mw...),
 		finishedRate:   g("vllm_requests_finished_per_second", "Finished requests per second over the window by finish reason; derived from vllm:request_success_total.", "model", "window", "finished_reason"),
@@ -72,11 +72,24 @@ func newDescs() *descs {
 		if s.Field != fHistogram {
 			continue
 		}
-		d.hist[s.Hist] = g(s.Exported, "vLLM's "+s.Names[0]+" histogram, buckets summed over engines; from "+joinOr(s.Names)+".", m...)
+		what := histogramWhat[s.Hist]
+		d.hist[s.Hist] = g(s.Exported, what+" in seconds, vLLM's buckets summed over engines; from "+joinOr(s.Names)+".", m...)
 		d.windowQuantile[s.Hist] = g("vllm_"+string(s.Hist)+"_window_seconds",
-			"Quantiles of "+s.Names[0]+" over the window (histogram_quantile of bucket increases; a quantile is absent when the window saw no observation); _sum and _count are cumulative.", mw...)
+			what+" in seconds, quantiles over the window (histogram_quantile of bucket increases, absent when the window saw no observation), _sum and _count cumulative; from "+joinOr(s.Names)+".", mw...)
 	}
 	return d
+}
+
+// histogramWhat says what each latency histogram measures, for HELP.
+var histogramWhat = map[snapshot.HistogramName]string{
+	snapshot.TTFT:              "Time from request arrival to the first output token",
+	snapshot.InterTokenLatency: "Time between successive output tokens (per engine step)",
+	snapshot.RequestTPOT:       "Per-request mean time per output token after the first",
+	snapshot.E2E:               "End-to-end request latency",
+	snapshot.QueueTime:         "Time requests spent waiting in the queue",
+	snapshot.PrefillTime:       "Time requests spent in prefill",
+	snapshot.DecodeTime:        "Time requests spent in decode",
+	snapshot.InferenceTime:     "Time requests spent running (prefill plus decode)",
 }
 
 func joinOr(names []string) string {

@@ -219,6 +219,32 @@ func labelSetEnd(line []byte) int {
 	return len(line)
 }
 
+// Bounds on label values that come from vLLM's body, so that a misbehaving
+// or hostile target cannot blow up the exporter's series count. vLLM serves
+// one model_name per process, up to a few dozen data-parallel engines, and
+// five finish reasons (2026); values past a bound are dropped (and logged at
+// debug level), the first ones in the body kept.
+const (
+	MaxModels          = 16
+	MaxEngines         = 64
+	MaxFinishedReasons = 16
+	// MaxLabelValueBytes: a sample with a longer label value is dropped
+	// (Prometheus's label_value_length_limit would otherwise fail the whole
+	// scrape of the exporter).
+	MaxLabelValueBytes = 512
+)
+
+// longLabel returns the name of a label whose value exceeds
+// MaxLabelValueBytes, or "".
+func longLabel(labels map[string]string) string {
+	for k, v := range labels {
+		if len(v) > MaxLabelValueBytes {
+			return k
+		}
+	}
+	return ""
+}
+
 // normalizer turns parsed families into per-model snapshot values. It keeps
 // the bucket bounds of each histogram family between scrapes so that every
 // snapshot in the history shares one bounds slice per family.
@@ -244,9 +270,20 @@ func (n *normalizer) normalize(e exposition) *result {
 	engines := map[string]map[string]*snapshot.EngineGauges{} // model -> engine -> gauges
 	var cacheConfig map[string]string
 
+	dropped := map[string]bool{} // one warning per dropped label value
+	drop := func(what string) {
+		if !dropped[what] {
+			dropped[what] = true
+			r.warnings = append(r.warnings, what)
+		}
+	}
 	modelFor := func(name string) *snapshot.Model {
 		m := r.models[name]
 		if m == nil {
+			if len(r.models) >= MaxModels {
+				drop(fmt.Sprintf("model_name %q dropped: more than %d models", name, MaxModels))
+				return nil
+			}
 			m = &snapshot.Model{Name: name, FinishedByReason: map[string]float64{}, Histograms: map[snapshot.HistogramName]snapshot.Histogram{}}
 			r.models[name] = m
 		}
@@ -258,6 +295,10 @@ func (n *normalizer) normalize(e exposition) *result {
 		}
 		e := engines[model][engine]
 		if e == nil {
+			if len(engines[model]) >= MaxEngines {
+				drop(fmt.Sprintf("engine %q of model %q dropped from the per-engine series: more than %d engines", engine, model, MaxEngines))
+				return &snapshot.EngineGauges{} // still summed into the model
+			}
 			e = &snapshot.EngineGauges{}
 			engines[model][engine] = e
 		}
@@ -284,6 +325,10 @@ func (n *normalizer) normalize(e exposition) *result {
 		}
 		for _, m := range mf.GetMetric() {
 			labels := labelMap(m)
+			if l := longLabel(labels); l != "" {
+				drop(fmt.Sprintf("%s sample dropped: its %s label value is longer than %d bytes", mf.GetName(), l, MaxLabelValueBytes))
+				continue
+			}
 			if s.Field == fCacheConfig {
 				if cacheConfig == nil {
 					delete(labels, "engine")
@@ -296,6 +341,9 @@ func (n *normalizer) normalize(e exposition) *result {
 				continue // every engine metric carries model_name; anything else is not ours
 			}
 			mod := modelFor(modelName)
+			if mod == nil {
+				continue
+			}
 			if s.Kind == kindHistogram {
 				h, err := n.histogram(mf.GetName(), m)
 				if err != nil {
@@ -342,7 +390,12 @@ func (n *normalizer) normalize(e exposition) *result {
 			case fPrefixHits:
 				add(&mod.PrefixHits, v)
 			case fFinished:
-				mod.FinishedByReason[labels["finished_reason"]] += v
+				reason := labels["finished_reason"]
+				if _, seen := mod.FinishedByReason[reason]; !seen && len(mod.FinishedByReason) >= MaxFinishedReasons {
+					drop(fmt.Sprintf("finished_reason %q of model %q dropped: more than %d reasons", reason, modelName, MaxFinishedReasons))
+					continue
+				}
+				mod.FinishedByReason[reason] += v
 			}
 		}
 	}

@@ -86,6 +86,7 @@ type Scraper struct {
 	opts       Options
 	logger     log.Logger
 	metricsURL string
+	logURL     string // metricsURL without a password, for logs
 	client     *http.Client
 	descs      *descs
 
@@ -138,12 +139,13 @@ func New(opts Options, logger log.Logger) *Scraper {
 			DisableCompression:  true,
 			MaxIdleConnsPerHost: 1,
 			IdleConnTimeout:     90 * time.Second,
-		}}
+		}, CheckRedirect: sameOriginRedirects}
 	}
 	s := &Scraper{
 		opts:       opts,
 		logger:     logger,
 		metricsURL: MetricsURL(opts.URL),
+		logURL:     RedactedURL(MetricsURL(opts.URL)),
 		client:     client,
 		descs:      newDescs(),
 		norm:       newNormalizer(),
@@ -154,6 +156,17 @@ func New(opts Options, logger log.Logger) *Scraper {
 	return s
 }
 
+// sameOriginRedirects follows a redirect only within the configured server
+// (some vLLM versions answer /metrics with 307 to /metrics/): the scraper,
+// and the API key it sends, never reach another host. A redirect elsewhere
+// is returned as is and counted as reason http_status.
+func sameOriginRedirects(req *http.Request, via []*http.Request) error {
+	if len(via) >= 3 || req.URL.Scheme != via[0].URL.Scheme || req.URL.Host != via[0].URL.Host {
+		return http.ErrUseLastResponse
+	}
+	return nil
+}
+
 // MetricsURL is the /metrics URL for a vLLM base URL.
 func MetricsURL(base string) string {
 	u, err := url.Parse(base)
@@ -162,6 +175,17 @@ func MetricsURL(base string) string {
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/") + "/metrics"
 	return u.String()
+}
+
+// RedactedURL is raw with the password of its user info (if any) replaced
+// by "xxxxx", for logs and pages: --vllm.url may carry basic-auth credentials
+// for a proxy in front of vLLM.
+func RedactedURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
 }
 
 // Interval is the configured scrape interval.
@@ -240,7 +264,8 @@ func (s *Scraper) tolerance(d time.Duration) time.Duration {
 
 // windowOf derives over d ending at the newest snapshot. The start is the
 // newest successful snapshot at least d-tol/2 older than the end and no
-// older than d+tol: a gap in the history does not stretch a window.
+// older than d+tol: a gap in the history does not stretch a window. The
+// snapshots in between are used to see counter resets.
 func windowOf(history []*snapshot.VLLM, d, tol time.Duration) map[string]*snapshot.Derived {
 	if len(history) < 2 || d <= 0 {
 		return nil
@@ -257,7 +282,7 @@ func windowOf(history []*snapshot.VLLM, d, tol time.Duration) map[string]*snapsh
 			return nil
 		}
 		if h.Up && !h.Time.After(latest) {
-			return derive(d, h, end)
+			return derive(d, history[i:])
 		}
 	}
 	return nil
@@ -301,11 +326,11 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct, reason string, e
 		if reason != s.lastReason {
 			lvl = level.Warn
 		}
-		lvl(s.logger).Log("msg", "vLLM scrape failed", "url", s.metricsURL, "reason", reason, "err", err)
+		lvl(s.logger).Log("msg", "vLLM scrape failed", "url", s.logURL, "reason", reason, "err", err)
 	} else {
 		s.lastOK = now
 		if s.lastReason != "" {
-			level.Info(s.logger).Log("msg", "vLLM scrape recovered", "url", s.metricsURL, "schema", res.schema)
+			level.Info(s.logger).Log("msg", "vLLM scrape recovered", "url", s.logURL, "schema", res.schema)
 		}
 		if res.schema != s.lastSchema {
 			// Once at start and after a vLLM upgrade: say what was found.

@@ -1,6 +1,7 @@
 package vllm
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
@@ -353,4 +355,58 @@ func TestInvalidSamples(t *testing.T) {
 # TYPE vllm_requests_running gauge
 vllm_requests_running{model="ok"} 1
 `, "vllm_requests_running", "vllm_e2e_request_latency_seconds")
+}
+
+// Label values come from vLLM's body: a misbehaving target with thousands of
+// model names, engines or finish reasons must not multiply our series.
+func TestLabelValuesAreBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("# TYPE vllm:num_requests_running gauge\n")
+	for i := range MaxModels + 5 {
+		fmt.Fprintf(&b, "vllm:num_requests_running{engine=\"0\",model_name=\"m%03d\"} 1.0\n", i)
+	}
+	for e := range MaxEngines + 5 {
+		fmt.Fprintf(&b, "vllm:num_requests_running{engine=\"%d\",model_name=\"m000\"} 1.0\n", e+1)
+	}
+	b.WriteString("# TYPE vllm:request_success_total counter\n")
+	for i := range MaxFinishedReasons + 5 {
+		fmt.Fprintf(&b, "vllm:request_success_total{engine=\"0\",finished_reason=\"r%03d\",model_name=\"m000\"} 1.0\n", i)
+	}
+	srv := newFakeVLLM(t, []byte(b.String()), "text/plain")
+	s := newTestScraper(t, srv.URL, nil)
+	scrapeAt(s, t0)
+	l := s.Latest()
+	if !l.Up {
+		t.Fatalf("scrape failed: %s", l.Error)
+	}
+	if len(l.Models) != MaxModels || l.Models["m000"] == nil || l.Models[fmt.Sprintf("m%03d", MaxModels-1)] == nil {
+		t.Fatalf("%d models kept, want the first %d", len(l.Models), MaxModels)
+	}
+	m := l.Models["m000"]
+	if len(m.PerEngine) != MaxEngines {
+		t.Errorf("%d per-engine entries, want %d", len(m.PerEngine), MaxEngines)
+	}
+	// Every engine still counts in the model's total: 1 + MaxEngines+5.
+	wantValue(t, "running of m000", m.Running, float64(1+MaxEngines+5))
+	if len(m.FinishedByReason) != MaxFinishedReasons {
+		t.Errorf("%d finish reasons kept, want %d", len(m.FinishedByReason), MaxFinishedReasons)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(s)
+	if n, _ := testutil.GatherAndCount(reg, "vllm_requests_running"); n != MaxModels {
+		t.Errorf("%d vllm_requests_running series, want %d", n, MaxModels)
+	}
+}
+
+// Every series read from vLLM says in its HELP where it comes from.
+func TestHelpNamesTheSource(t *testing.T) {
+	for _, d := range newDescs().all() {
+		str := d.String()
+		if strings.Contains(str, `fqName: "vllm_exporter_`) || strings.Contains(str, `fqName: "vllm_up"`) {
+			continue
+		}
+		if !strings.Contains(str, "; from vllm:") && !strings.Contains(str, "; derived from vllm:") {
+			t.Errorf("HELP does not name its vLLM source: %s", str)
+		}
+	}
 }

@@ -374,3 +374,58 @@ func TestLongRetentionIsThinned(t *testing.T) {
 		t.Fatal("no 4h window")
 	}
 }
+
+// A restart inside the window after which the counters already grew past
+// their old values: the two ends alone show no reset (and an increase of
+// 120-100 = 20 prompt tokens). Like PromQL's increase(), the snapshots in
+// between reveal it: 50 tokens before the restart plus 120 since.
+func TestWindowResetHiddenBetweenTheEnds(t *testing.T) {
+	srv := newFakeVLLM(t, smallV1(2, 100, 40, 10, [3]float64{10, 10, 10}, 1), "text/plain")
+	s := newTestScraper(t, srv.URL, nil)
+	scrapeAt(s, t0)
+	srv.set(smallV1(3, 150, 60, 15, [3]float64{15, 15, 15}, 1.5), nil)
+	scrapeAt(s, t0.Add(20*time.Second))
+	// vLLM restarts; the next scrape fails, the one after sees small values.
+	srv.set(nil, func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "", http.StatusBadGateway) })
+	scrapeAt(s, t0.Add(30*time.Second))
+	srv.set(smallV1(1, 30, 5, 2, [3]float64{0, 2, 2}, 3), nil)
+	scrapeAt(s, t0.Add(40*time.Second))
+	// 20 seconds later it has done more than the old process had.
+	srv.set(smallV1(3, 120, 70, 12, [3]float64{0, 12, 12}, 18), nil)
+	scrapeAt(s, t0.Add(60*time.Second))
+
+	d := s.Window(time.Minute)["m"]
+	if d == nil {
+		t.Fatal("no window")
+	}
+	wantValue(t, "prompt tokens/s", d.PromptTokensPerSecond, (50+120)/60.0)
+	wantValue(t, "generation tokens/s", d.GenerationTokensPerSecond, (20+70)/60.0)
+	wantValue(t, "preemptions/s", d.PreemptionsPerSecond, (1+3)/60.0)
+	wantValue(t, "requests/s", d.RequestsPerSecond, (5+12)/60.0)
+	wantValue(t, "preemptions/request", d.PreemptionsPerRequest, 4.0/17)
+	// TTFT: 5 observations <= 0.1 before the restart, 12 in (0.1,1] after.
+	// p50 of 17: rank 8.5 -> 0.1 + 0.9*(3.5/12).
+	if c := d.Deltas[snapshot.TTFT].Count; c != 17 {
+		t.Errorf("ttft delta count = %v, want 17", c)
+	}
+	wantValue(t, "ttft p50", d.Quantiles[snapshot.TTFT][0.5], 0.1+0.9*3.5/12)
+	if sum := d.Deltas[snapshot.TTFT].Sum; !approx(sum, 0.5+18) {
+		t.Errorf("ttft delta sum = %v, want 18.5", sum)
+	}
+}
+
+// V0 has no prefix-cache counters, only hit-rate gauges that read -1 while
+// prefix caching is off (its default): no hit ratio, never -1 or 0.
+func TestWindowV0HasNoPrefixHitRatio(t *testing.T) {
+	srv := newFakeVLLM(t, fixture(t, "vllm-0.7.3-v0-multiprocess.txt"), "text/plain; version=0.0.4")
+	s := newTestScraper(t, srv.URL, nil)
+	scrapeAt(s, t0)
+	scrapeAt(s, t0.Add(time.Minute))
+	d := s.Window(time.Minute)[llama]
+	if d == nil {
+		t.Fatal("no window")
+	}
+	wantAbsent(t, "prefix hit ratio", d.PrefixCacheHitRatio)
+	wantValue(t, "requests/s", d.RequestsPerSecond, 0)
+	compareNoHelp(t, s, "", "vllm_prefix_cache_hit_ratio", "vllm_prefix_cache_queries_total", "vllm_prefix_cache_hits_total")
+}

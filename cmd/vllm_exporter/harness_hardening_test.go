@@ -1,0 +1,340 @@
+package main
+
+// In-process harness for the hardening tests: the whole exporter (serveMain
+// with every registered extension) on a loopback port, driven over HTTP, with
+// its logs captured, and checks for leaked goroutines and retained heap.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// hardStarted is the *exporter of the most recent serveMain, captured by a
+// test-only extension that runs after every real one (tests are sequential).
+var (
+	hardStarted atomic.Pointer[exporter]
+	// hardExtraStart, when set by a test, runs in that extension's start.
+	hardExtraStart atomic.Pointer[func(context.Context, *exporter) error]
+)
+
+func init() {
+	register(extension{name: "hardening-test-observer", order: 1 << 20, start: func(ctx context.Context, x *exporter) error {
+		hardStarted.Store(x)
+		if f := hardExtraStart.Load(); f != nil {
+			return (*f)(ctx, x)
+		}
+		return nil
+	}})
+	// os/signal starts its watcher goroutine on the first Notify and keeps
+	// it for the life of the process; start it now so it is not counted as
+	// a leak of the first test that runs serveMain.
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGUSR2)
+	signal.Stop(c)
+}
+
+// hardLogs is a goroutine-safe log sink.
+type hardLogs struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *hardLogs) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *hardLogs) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// hardExporter is one running in-process exporter.
+type hardExporter struct {
+	t      *testing.T
+	base   string // scheme://127.0.0.1:port
+	client *http.Client
+	logs   *hardLogs
+	x      *exporter
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// hardFreeAddr returns a loopback address with a port that was free a moment ago.
+func hardFreeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// hardStart parses args the way run does and runs serveMain until the test
+// (or h.stop) cancels it. The listen address is chosen here; client talks to
+// it (nil: a plain HTTP client without keep-alive).
+func hardStart(t *testing.T, client *http.Client, args ...string) *hardExporter {
+	t.Helper()
+	addr := hardFreeAddr(t)
+	app, f, _ := newApp()
+	slices.SortStableFunc(extensions, func(a, b extension) int { return a.order - b.order })
+	for _, e := range extensions {
+		if e.flags != nil {
+			e.flags(app)
+		}
+	}
+	if _, err := app.Parse(append([]string{"--web.listen-address=" + addr}, args...)); err != nil {
+		t.Fatalf("flags %q: %v", args, err)
+	}
+	logs := &hardLogs{}
+	logger, slogger := newLogger(f.logLevel, f.logFormat, logs)
+	if client == nil {
+		client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	}
+	scheme := "http"
+	if wc := *f.web.WebConfigFile; wc != "" {
+		if b, err := os.ReadFile(wc); err == nil && strings.Contains(string(b), "tls_server_config") {
+			scheme = "https"
+		}
+	}
+	hardStarted.Store(nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &hardExporter{t: t, base: scheme + "://" + addr, client: client, logs: logs, cancel: cancel, done: make(chan error, 1)}
+	go func() { h.done <- serveMain(ctx, f, logger, slogger) }()
+	t.Cleanup(func() { h.stop() })
+	// Up when the listener answers anything at all.
+	h.eventually("listener up", func() (bool, string) {
+		select {
+		case err := <-h.done:
+			h.done <- err
+			t.Fatalf("exporter exited early: %v\n%s", err, logs)
+		default:
+		}
+		resp, err := client.Get(h.base + "/-/healthy")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return true, ""
+	})
+	h.x = hardStarted.Load()
+	return h
+}
+
+// stop cancels the exporter and waits for serveMain to return; it fails the
+// test if shutdown is not clean. Idempotent.
+func (h *hardExporter) stop() {
+	if h.cancel == nil {
+		return
+	}
+	h.cancel()
+	h.cancel = nil
+	select {
+	case err := <-h.done:
+		if err != nil {
+			h.t.Errorf("serveMain returned %v on shutdown", err)
+		}
+	case <-time.After(30 * time.Second):
+		h.t.Fatalf("exporter did not shut down\n%s", h.goroutines())
+	}
+	if tr, ok := h.client.Transport.(*http.Transport); ok {
+		tr.CloseIdleConnections()
+	}
+}
+
+func (h *hardExporter) goroutines() string {
+	var b strings.Builder
+	pprof.Lookup("goroutine").WriteTo(&b, 1)
+	return b.String()
+}
+
+// eventually polls cond until it holds; it is a liveness bound, not a timing
+// assertion (the deadline is far beyond what any case needs).
+func (h *hardExporter) eventually(what string, cond func() (bool, string)) {
+	h.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var last string
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		last = why
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%s: never happened (last: %s)\nlogs:\n%s", what, last, h.logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// get fetches path and returns status and body.
+func (h *hardExporter) get(path string) (int, string) {
+	h.t.Helper()
+	resp, err := h.client.Get(h.base + path)
+	if err != nil {
+		h.t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// post sends an empty POST.
+func (h *hardExporter) post(path string) (int, string) {
+	h.t.Helper()
+	resp, err := h.client.Post(h.base+path, "text/plain", nil)
+	if err != nil {
+		h.t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// hardMetrics is one parsed /metrics page.
+type hardMetrics map[string]*dto.MetricFamily
+
+// metrics scrapes /metrics; it must always answer 200 with valid text.
+func (h *hardExporter) metrics() hardMetrics {
+	h.t.Helper()
+	code, body := h.get("/metrics")
+	if code != http.StatusOK {
+		h.t.Fatalf("/metrics answered %d: %s", code, body)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		h.t.Fatalf("/metrics is not valid text exposition: %v", err)
+	}
+	return fams
+}
+
+// value returns the sample of name whose labels include every k=v pair in
+// kv, and whether there is one.
+func (m hardMetrics) value(name string, kv ...string) (float64, bool) {
+	mf := m[name]
+	if mf == nil {
+		return 0, false
+	}
+next:
+	for _, s := range mf.GetMetric() {
+		for i := 0; i+1 < len(kv); i += 2 {
+			found := false
+			for _, l := range s.GetLabel() {
+				if l.GetName() == kv[i] && l.GetValue() == kv[i+1] {
+					found = true
+				}
+			}
+			if !found {
+				continue next
+			}
+		}
+		switch {
+		case s.Gauge != nil:
+			return s.GetGauge().GetValue(), true
+		case s.Counter != nil:
+			return s.GetCounter().GetValue(), true
+		case s.Untyped != nil:
+			return s.GetUntyped().GetValue(), true
+		case s.Histogram != nil:
+			return float64(s.GetHistogram().GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+// waitMetric waits until cond holds on a fresh /metrics page, and returns that page.
+func (h *hardExporter) waitMetric(what string, cond func(m hardMetrics) (bool, string)) hardMetrics {
+	h.t.Helper()
+	var page hardMetrics
+	h.eventually(what, func() (bool, string) {
+		page = h.metrics()
+		return cond(page)
+	})
+	return page
+}
+
+// is builds a waitMetric condition "name{kv} == want".
+func hardIs(name string, want float64, kv ...string) func(hardMetrics) (bool, string) {
+	return func(m hardMetrics) (bool, string) {
+		v, ok := m.value(name, kv...)
+		return ok && v == want, fmt.Sprintf("%s%v = %v (present %v), want %v", name, kv, v, ok, want)
+	}
+}
+
+// atLeast builds a waitMetric condition "name{kv} >= want".
+func hardAtLeast(name string, want float64, kv ...string) func(hardMetrics) (bool, string) {
+	return func(m hardMetrics) (bool, string) {
+		v, ok := m.value(name, kv...)
+		return ok && v >= want, fmt.Sprintf("%s%v = %v (present %v), want >= %v", name, kv, v, ok, want)
+	}
+}
+
+func hardAll(conds ...func(hardMetrics) (bool, string)) func(hardMetrics) (bool, string) {
+	return func(m hardMetrics) (bool, string) {
+		for _, c := range conds {
+			if ok, why := c(m); !ok {
+				return false, why
+			}
+		}
+		return true, ""
+	}
+}
+
+// hardBaseline is the process state a case must return to.
+type hardBaseline struct {
+	goroutines int
+	heap       uint64
+}
+
+func hardSnapshot() hardBaseline {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return hardBaseline{goroutines: runtime.NumGoroutine(), heap: ms.HeapAlloc}
+}
+
+// hardCheckLeaks waits (a settle loop, not a timing assertion) for the
+// goroutine count to fall back to the baseline, and checks that the heap
+// retained after a GC grew by less than maxHeapGrowth.
+func hardCheckLeaks(t *testing.T, before hardBaseline, maxHeapGrowth uint64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		now := hardSnapshot()
+		if now.goroutines <= before.goroutines {
+			if now.heap > before.heap && now.heap-before.heap > maxHeapGrowth {
+				t.Fatalf("heap retained after the case grew by %d bytes (> %d)", now.heap-before.heap, maxHeapGrowth)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			var b strings.Builder
+			pprof.Lookup("goroutine").WriteTo(&b, 1)
+			t.Fatalf("goroutine leak: %d before, %d after\n%s", before.goroutines, now.goroutines, b.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

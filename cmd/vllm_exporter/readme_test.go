@@ -1,0 +1,49 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/alecthomas/kingpin/v2"
+)
+
+// TestREADMEDocumentsEveryFlag keeps README.md true for a newcomer: every
+// flag the binary accepts, on the serve command and on each subcommand,
+// must be documented there as `--name`.
+func TestREADMEDocumentsEveryFlag(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, _, _ := newApp()
+	for _, e := range extensions {
+		if e.flags != nil {
+			e.flags(app)
+		}
+	}
+	for _, c := range commands {
+		c.setup(app.Command(c.name, c.help))
+	}
+	model := app.Model()
+	check := func(where string, flags []*kingpin.FlagModel) {
+		for _, f := range flags {
+			if f.Hidden || f.Name == "help" || f.Name == "version" || f.Name == "help-long" || f.Name == "help-man" || f.Name == "completion-bash" || f.Name == "completion-script-bash" || f.Name == "completion-script-zsh" {
+				continue
+			}
+			// --name, not a prefix of a longer flag (--vllm.url vs --vllm.url-x).
+			documented := regexp.MustCompile(`--(\[no-\])?` + regexp.QuoteMeta(f.Name) + `([^a-z0-9._-]|$)`)
+			if !documented.Match(readme) {
+				t.Errorf("README.md does not document %s flag --%s (%s)", where, f.Name, f.Help)
+			}
+		}
+	}
+	check("serve", model.Flags)
+	for _, c := range model.Commands {
+		check(c.Name, c.Flags)
+		if !strings.Contains(string(readme), program+" "+c.Name) && c.Name != "serve" && c.Name != "help" {
+			t.Errorf("README.md does not show the %q subcommand (as `%s %s`)", c.Name, program, c.Name)
+		}
+	}
+}

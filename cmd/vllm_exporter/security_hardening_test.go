@@ -1,0 +1,444 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/exporter-toolkit/web"
+	"golang.org/x/crypto/bcrypt"
+)
+
+// hardSelfSigned writes a self-signed certificate for 127.0.0.1 and its key
+// into dir and returns their paths and a pool trusting the certificate.
+func hardSelfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "vllm_exporter test"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
+
+// TestSecurityTLSAndBasicAuth: --web.config.file with TLS and a bcrypt
+// basic-auth user. Plain HTTP is refused, an untrusted certificate fails the
+// handshake, no or wrong credentials get 401 on every route (reload and
+// pprof included), the right ones are served.
+func TestSecurityTLSAndBasicAuth(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, pool := hardSelfSigned(t, dir)
+	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret-pass"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	webConfig := filepath.Join(dir, "web-config.yml")
+	if err := os.WriteFile(webConfig, fmt.Appendf(nil, "tls_server_config:\n  cert_file: %s\n  key_file: %s\nbasic_auth_users:\n  prometheus: %s\n",
+		certFile, keyFile, hash), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sim := hardSim(t)
+	trusting := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	h := hardStart(t, trusting, append([]string{"--vllm.url=" + sim.URL(), "--web.config.file=" + webConfig, "--web.enable-pprof"}, hardScrapeArgs...)...)
+	if !strings.HasPrefix(h.base, "https://") {
+		t.Fatalf("harness did not switch to https: %s", h.base)
+	}
+	addr := strings.TrimPrefix(h.base, "https://")
+
+	do := func(c *http.Client, method, url, user, pass string) (int, string, error) {
+		req, _ := http.NewRequest(method, url, nil)
+		if user != "" {
+			req.SetBasicAuth(user, pass)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), nil
+	}
+
+	// Plain HTTP to the TLS port: refused, nothing served.
+	plain := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	code, body, err := do(plain, "GET", "http://"+addr+"/metrics", "prometheus", "s3cret-pass")
+	if err == nil && (code == http.StatusOK || strings.Contains(body, "vllm_up")) {
+		t.Fatalf("plain HTTP served: %d %.200s", code, body)
+	}
+	// A client that does not trust the certificate fails the handshake.
+	untrusting := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	if _, _, err := do(untrusting, "GET", h.base+"/metrics", "prometheus", "s3cret-pass"); err == nil {
+		t.Fatal("TLS handshake succeeded with an untrusted self-signed certificate")
+	}
+	for _, r := range []struct{ method, path string }{
+		{"GET", "/metrics"}, {"GET", "/"}, {"GET", "/-/healthy"}, {"POST", "/-/reload"}, {"GET", "/debug/pprof/"},
+	} {
+		for _, cred := range [][2]string{{"", ""}, {"prometheus", "wrong"}, {"nobody", "s3cret-pass"}} {
+			code, body, err := do(trusting, r.method, h.base+r.path, cred[0], cred[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code != http.StatusUnauthorized || strings.Contains(body, "vllm_") {
+				t.Fatalf("%s %s as %q/%q: %d %.200s, want 401", r.method, r.path, cred[0], cred[1], code, body)
+			}
+		}
+	}
+	// Authenticated: served.
+	h.eventually("authenticated scrape", func() (bool, string) {
+		code, body, err := do(trusting, "GET", h.base+"/metrics", "prometheus", "s3cret-pass")
+		return err == nil && code == http.StatusOK && strings.Contains(body, "\nvllm_up 1"), fmt.Sprintf("%d %v", code, err)
+	})
+	if code, _, err := do(trusting, "POST", h.base+"/-/reload", "prometheus", "s3cret-pass"); err != nil || code != http.StatusOK {
+		t.Fatalf("authenticated reload: %d %v", code, err)
+	}
+	if code, _, err := do(trusting, "GET", h.base+"/debug/pprof/", "prometheus", "s3cret-pass"); err != nil || code != http.StatusOK {
+		t.Fatalf("authenticated pprof: %d %v", code, err)
+	}
+	// The bcrypt hash and the password never reach the logs.
+	if logs := h.logs.String(); strings.Contains(logs, "s3cret-pass") || strings.Contains(logs, string(hash)) {
+		t.Fatalf("credentials in the logs:\n%s", logs)
+	}
+	h.stop()
+
+	// --config.check validates the web config too.
+	var out, errOut strings.Builder
+	if rc := checkConfig(&flags{web: h.webFlags(t, webConfig)}, &out, &errOut); rc != 0 {
+		t.Fatalf("--config.check with a valid web config: rc %d %s", rc, errOut.String())
+	}
+	broken := filepath.Join(dir, "broken.yml")
+	os.WriteFile(broken, []byte("basic_auth_users:\n  x: not-a-bcrypt-hash\ntls_server_config:\n  cert_file: /nonexistent\n"), 0o600)
+	if rc := checkConfig(&flags{web: h.webFlags(t, broken)}, &out, &errOut); rc == 0 {
+		t.Fatal("--config.check accepted a broken web config")
+	}
+}
+
+// webFlags parses just --web.config.file into a web.FlagConfig.
+func (h *hardExporter) webFlags(t *testing.T, file string) *web.FlagConfig {
+	t.Helper()
+	app, f, _ := newApp()
+	if _, err := app.Parse([]string{"--web.config.file=" + file}); err != nil {
+		t.Fatal(err)
+	}
+	return f.web
+}
+
+// hardKeyVLLM is a fake vLLM that requires the API key as a bearer token
+// and, when it gets a wrong one, answers with a body echoing what it got
+// (as a misconfigured auth proxy might).
+func hardKeyVLLM(t *testing.T, key string, reject *atomic.Bool) (*httptest.Server, func() int) {
+	t.Helper()
+	body, err := os.ReadFile("../../collector/vllm/testdata/vllm-main-2026-08-v1.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	authorized := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if got := r.Header.Get("Authorization"); got != "Bearer "+key || reject.Load() {
+			http.Error(w, "bad credentials: "+got, http.StatusUnauthorized)
+			return
+		}
+		mu.Lock()
+		authorized++
+		mu.Unlock()
+		if r.URL.Path != "/metrics" {
+			http.Error(w, "unauthorized path, you sent "+r.Header.Get("Authorization"), http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		w.Write(body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, func() int { mu.Lock(); defer mu.Unlock(); return authorized }
+}
+
+// TestSecurityAPIKeyNeverExposed: the vLLM API key, from $VLLM_API_KEY or
+// --vllm.api-key-file, is sent to vLLM (the fake checks it) but appears in
+// no log line at debug level, in no /metrics series and not on the landing
+// page, also while vLLM rejects or echoes it.
+func TestSecurityAPIKeyNeverExposed(t *testing.T) {
+	const key = "sk-vllm-Zq9XtopSecretKey-4711"
+	for _, source := range []string{"env", "file"} {
+		t.Run(source, func(t *testing.T) {
+			before := hardSnapshot()
+			var reject atomic.Bool
+			srv, authorized := hardKeyVLLM(t, key, &reject)
+			args := append([]string{"--vllm.url=" + srv.URL}, hardScrapeArgs...)
+			if source == "env" {
+				t.Setenv("VLLM_API_KEY", key)
+			} else {
+				t.Setenv("VLLM_API_KEY", "")
+				keyFile := filepath.Join(t.TempDir(), "api-key")
+				if err := os.WriteFile(keyFile, []byte("  "+key+"\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "--vllm.api-key-file="+keyFile)
+			}
+			h := hardStart(t, nil, args...)
+			h.waitMetric("scrape with the key", hardIs("vllm_up", 1))
+			if authorized() == 0 {
+				t.Fatal("the key was never sent to vLLM")
+			}
+			// Let vLLM reject the key (and echo it back) for a while.
+			reject.Store(true)
+			h.waitMetric("rejection seen", hardAtLeast("vllm_exporter_scrape_errors_total", 3, "reason", "http_4xx"))
+			_, metrics := h.get("/metrics")
+			_, landing := h.get("/")
+			h.stop()
+			for what, text := range map[string]string{"logs": h.logs.String(), "/metrics": metrics, "landing page": landing} {
+				if strings.Contains(text, key) || strings.Contains(text, key[8:20]) {
+					t.Fatalf("the API key appears in the %s:\n%s", what, text)
+				}
+			}
+			if !strings.Contains(h.logs.String(), "level=debug") {
+				t.Fatal("no debug logs captured: the check would be vacuous")
+			}
+			srv.Close()
+			hardCheckLeaks(t, before, 32<<20)
+		})
+	}
+}
+
+// TestSecurityURLCredentialsRedacted: credentials in --vllm.url
+// (http://user:pass@host, for a basic-auth proxy in front of vLLM) are used
+// but never shown in logs or on the landing page.
+func TestSecurityURLCredentialsRedacted(t *testing.T) {
+	const pass = "urlPassw0rd-xyz"
+	var got string
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, p, _ := r.BasicAuth()
+		mu.Lock()
+		got = p
+		mu.Unlock()
+		http.Error(w, "down for the test", http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	u := strings.Replace(srv.URL, "http://", "http://scraper:"+pass+"@", 1)
+	h := hardStart(t, nil, append([]string{"--vllm.url=" + u}, hardScrapeArgs...)...)
+	h.waitMetric("scrape attempted", hardAtLeast("vllm_exporter_scrape_errors_total", 2, "reason", "http_5xx"))
+	mu.Lock()
+	sent := got
+	mu.Unlock()
+	if sent != pass {
+		t.Fatalf("URL credentials not used: vLLM got password %q", sent)
+	}
+	_, landing := h.get("/")
+	h.stop()
+	for what, text := range map[string]string{"logs": h.logs.String(), "landing page": landing} {
+		if strings.Contains(text, pass) {
+			t.Fatalf("the URL password appears in the %s:\n%s", what, text)
+		}
+	}
+}
+
+// TestSecurityPprofOffByDefault: no /debug/pprof/ unless --web.enable-pprof.
+func TestSecurityPprofOffByDefault(t *testing.T) {
+	sim := hardSim(t)
+	for _, enabled := range []bool{false, true} {
+		args := append([]string{"--vllm.url=" + sim.URL()}, hardScrapeArgs...)
+		if enabled {
+			args = append(args, "--web.enable-pprof")
+		}
+		h := hardStart(t, nil, args...)
+		for _, p := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/heap", "/debug/pprof/goroutine?debug=1"} {
+			code, body := h.get(p)
+			if served := code == http.StatusOK; served != enabled {
+				t.Fatalf("--web.enable-pprof=%v: GET %s = %d %.100s", enabled, p, code, body)
+			}
+		}
+		h.stop()
+	}
+}
+
+// TestSecurityRequestBounds: a huge request body or header does not make the
+// exporter buffer it: /-/reload ignores bodies, headers beyond the server's
+// limit get 431, and the heap stays bounded.
+func TestSecurityRequestBounds(t *testing.T) {
+	before := hardSnapshot()
+	sim := hardSim(t)
+	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL()}, hardScrapeArgs...)...)
+
+	// A 256 MiB body streamed to /-/reload and /metrics: answered without
+	// being read to the end.
+	for _, p := range []string{"/-/reload", "/metrics"} {
+		pr, pw := io.Pipe()
+		go func() {
+			chunk := make([]byte, 1<<20)
+			for i := 0; i < 256; i++ {
+				if _, err := pw.Write(chunk); err != nil {
+					return
+				}
+			}
+			pw.Close()
+		}()
+		req, _ := http.NewRequest("POST", h.base+p, pr)
+		resp, err := h.client.Do(req)
+		pr.CloseWithError(io.ErrClosedPipe)
+		if err == nil {
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+			if p == "/metrics" && resp.StatusCode == http.StatusOK {
+				t.Fatalf("POST %s served", p)
+			}
+		}
+	}
+	// 2 MiB of headers: refused by the server (default 1 MiB limit).
+	req, _ := http.NewRequest("GET", h.base+"/metrics", nil)
+	req.Header.Set("X-Big", strings.Repeat("a", 2<<20))
+	if resp, err := h.client.Do(req); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Fatalf("2 MiB header: %d, want 431", resp.StatusCode)
+		}
+	}
+	// Still serving.
+	h.waitMetric("still serving", hardIs("vllm_up", 1))
+	h.stop()
+	sim.Close()
+	hardCheckLeaks(t, before, 32<<20)
+}
+
+// TestSecurityLabelValuesBounded: label values come from vLLM's body (model
+// names, finished reasons, engines). A hostile or broken /metrics with
+// thousands of model names or megabyte-long label values must not turn into
+// thousands of series or megabyte labels on our /metrics.
+func TestSecurityLabelValuesBounded(t *testing.T) {
+	var b strings.Builder
+	// The long value comes first, so no cap on the number of models hides it.
+	long := strings.Repeat("x", 64<<10)
+	b.WriteString("# TYPE vllm:num_requests_running gauge\n")
+	fmt.Fprintf(&b, "vllm:num_requests_running{engine=\"0\",model_name=%q} 1\n", long)
+	for i := range 5000 {
+		fmt.Fprintf(&b, "vllm:num_requests_running{engine=\"0\",model_name=\"model-%d\"} 1\n", i)
+	}
+	b.WriteString("# TYPE vllm:request_success_total counter\n")
+	for i := range 5000 {
+		fmt.Fprintf(&b, "vllm:request_success_total{engine=\"0\",finished_reason=\"r%d\",model_name=\"model-0\"} 1\n", i)
+	}
+	body := b.String()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		io.WriteString(w, body)
+	}))
+	defer srv.Close()
+	h := hardStart(t, nil, append([]string{"--vllm.url=" + srv.URL}, hardScrapeArgs...)...)
+	page := h.waitMetric("scraped", hardIs("vllm_up", 1))
+	_, text := h.get("/metrics")
+	h.stop()
+	n := len(page["vllm_requests_running"].GetMetric())
+	f := len(page["vllm_requests_finished_total"].GetMetric())
+	if n == 0 || n > 64 || f > 64 {
+		t.Fatalf("%d model series and %d finished_reason series exported from a hostile body; want 1..64", n, f)
+	}
+	if strings.Contains(text, long[:4096]) {
+		t.Fatal("a 64 KiB label value was exported")
+	}
+	if !strings.Contains(h.logs.String(), "dropped") {
+		t.Fatalf("dropping series was not logged:\n%.2000s", h.logs)
+	}
+}
+
+// TestSecurityOnlyConfiguredVLLM: the scraper and the probes talk only to
+// --vllm.url. A vLLM (or something in front of it) that redirects elsewhere
+// does not make the exporter request another host, and the API key is never
+// sent anywhere but the configured server.
+func TestSecurityOnlyConfiguredVLLM(t *testing.T) {
+	const key = "sk-redirect-test-key-0042"
+	var elsewhere atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere.Add(1)
+		if strings.Contains(r.Header.Get("Authorization"), key) {
+			t.Errorf("API key sent to another host on %s", r.URL.Path)
+		}
+		http.Error(w, "not vLLM", http.StatusTeapot)
+	}))
+	defer other.Close()
+	var seen atomic.Int64
+	vllmSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Add(1)
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusFound)
+	}))
+	defer vllmSrv.Close()
+	cfg := filepath.Join(t.TempDir(), "config.yml")
+	if err := os.WriteFile(cfg, []byte(hardProbeConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("VLLM_API_KEY", key)
+	h := hardStart(t, nil, append([]string{"--vllm.url=" + vllmSrv.URL, "--config.file=" + cfg}, hardScrapeArgs...)...)
+	h.waitMetric("redirects seen as failures", hardAll(hardIs("vllm_up", 0), hardAtLeast("vllm_exporter_scrapes_total", 5)))
+	// Give the probe scheduler time for a few attempts too.
+	h.eventually("probe attempts", func() (bool, string) {
+		return seen.Load() >= 8, fmt.Sprint(seen.Load(), " requests to vLLM")
+	})
+	h.stop()
+	if n := elsewhere.Load(); n != 0 {
+		t.Fatalf("the exporter followed redirects to another host %d times", n)
+	}
+}
+
+// TestSameOriginRedirectFollowed: vLLM versions that mount /metrics as a
+// sub-application answer /metrics with 307 to /metrics/; that redirect stays
+// on the configured server and is followed.
+func TestSameOriginRedirectFollowed(t *testing.T) {
+	body, err := os.ReadFile("../../collector/vllm/testdata/vllm-main-2026-08-v1.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			http.Redirect(w, r, "/metrics/", http.StatusTemporaryRedirect)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		w.Write(body)
+	}))
+	defer srv.Close()
+	h := hardStart(t, nil, append([]string{"--vllm.url=" + srv.URL, "--no-probe.enabled"}, hardScrapeArgs...)...)
+	h.waitMetric("scraped through the redirect", hardAll(hardIs("vllm_up", 1), hardPresent("vllm_requests_running")))
+	h.stop()
+}

@@ -1,0 +1,6 @@
+// Package faulttest holds the hardening tests that need the built binaries
+// rather than the in-process exporter: signals (SIGHUP reload, SIGTERM and
+// SIGINT shutdown) against the real process, and the check that the
+// Dockerfile's build stage matches `make build` and succeeds when its
+// commands are run directly. It has no non-test code.
+package faulttest

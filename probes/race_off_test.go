@@ -1,5 +1,0 @@
-//go:build !race
-
-package probes
-
-const raceEnabled = false

@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# Footprint benchmark: vllm_exporter with default flags against the simulated
+# vLLM (vllm-sim with its load generator), side by side in the same run with
+# Debian's prometheus-node-exporter as the reference sidecar.
+#
+#   scripts/footprint.sh [DURATION_SECONDS]        (default 180)
+#
+# Phase 1 (DURATION): both exporters are scraped every SCRAPE_INTERVAL seconds
+# as Prometheus would; RSS is sampled every second from /proc/PID/status and
+# CPU seconds (utime+stime from /proc/PID/stat) are divided by wall seconds.
+# Phase 2: wrk with WRK_CONNECTIONS connections against each /metrics in turn
+# for WRK_DURATION, reporting p99 latency and requests/s.
+#
+# Phase 3: the same with WRK_LOW_CONNECTIONS (8, 0 = skip): under both
+# exporters' in-flight limits, so no answer is a load-shedding 503.
+#
+# Environment: SCRAPE_INTERVAL (15), WRK_CONNECTIONS (50), WRK_THREADS (2),
+# WRK_DURATION (30s), WRK_LOW_CONNECTIONS (8), NODE_EXPORTER (/usr/bin/prometheus-node-exporter),
+# BUILD (1: run `make build` first; 0: use bin/ as is), SIM_ARGS (extra
+# vllm-sim flags), EXPORTER_ARGS (extra vllm_exporter flags).
+# Needs: Linux /proc, curl, wrk, a free loopback port range (picked at random).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${1:-180}
+SCRAPE_INTERVAL=${SCRAPE_INTERVAL:-15}
+WRK_CONNECTIONS=${WRK_CONNECTIONS:-50}
+WRK_THREADS=${WRK_THREADS:-2}
+WRK_DURATION=${WRK_DURATION:-30s}
+WRK_LOW_CONNECTIONS=${WRK_LOW_CONNECTIONS:-8}
+NODE_EXPORTER=${NODE_EXPORTER:-/usr/bin/prometheus-node-exporter}
+BUILD=${BUILD:-1}
+
+for tool in curl wrk "$NODE_EXPORTER"; do
+  command -v "$tool" >/dev/null || { echo "footprint: $tool not found" >&2; exit 1; }
+done
+if [ "$BUILD" = 1 ]; then
+  make build >/dev/null
+fi
+
+base=$((20000 + RANDOM % 20000))
+SIM_ADDR=127.0.0.1:$base
+EXP_ADDR=127.0.0.1:$((base + 1))
+NODE_ADDR=127.0.0.1:$((base + 2))
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# shellcheck disable=SC2086
+bin/vllm-sim --web.listen-address="$SIM_ADDR" --log.level=warn ${SIM_ARGS:-} >"$work/sim.log" 2>&1 &
+pids+=($!)
+# shellcheck disable=SC2086
+bin/vllm_exporter --web.listen-address="$EXP_ADDR" --vllm.url="http://$SIM_ADDR" ${EXPORTER_ARGS:-} >"$work/exporter.log" 2>&1 &
+exp_pid=$!
+pids+=($exp_pid)
+"$NODE_EXPORTER" --web.listen-address="$NODE_ADDR" >"$work/node.log" 2>&1 &
+node_pid=$!
+pids+=($node_pid)
+
+wait_up() {
+  for _ in $(seq 1 100); do
+    curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
+    sleep 0.2
+  done
+  echo "footprint: $1 never came up" >&2
+  tail -20 "$work"/*.log >&2
+  exit 1
+}
+wait_up "http://$SIM_ADDR/metrics"
+wait_up "http://$EXP_ADDR/metrics"
+wait_up "http://$NODE_ADDR/metrics"
+# Let the exporter fill its windows a little and both settle.
+sleep 10
+
+clk=$(getconf CLK_TCK)
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+now() { date +%s.%N; }
+
+echo "phase 1: ${DURATION}s steady state, both scraped every ${SCRAPE_INTERVAL}s" >&2
+e_cpu0=$(cpu_ticks $exp_pid); n_cpu0=$(cpu_ticks $node_pid); t0=$(now)
+e_rss_sum=0; n_rss_sum=0; e_rss_max=0; n_rss_max=0; samples=0; next_scrape=0
+for ((s = 0; s < DURATION; s++)); do
+  if [ "$s" -ge "$next_scrape" ]; then
+    curl -fsS -o /dev/null "http://$EXP_ADDR/metrics"
+    curl -fsS -o /dev/null "http://$NODE_ADDR/metrics"
+    next_scrape=$((s + SCRAPE_INTERVAL))
+  fi
+  e=$(rss_kib $exp_pid); n=$(rss_kib $node_pid)
+  e_rss_sum=$((e_rss_sum + e)); n_rss_sum=$((n_rss_sum + n)); samples=$((samples + 1))
+  [ "$e" -gt "$e_rss_max" ] && e_rss_max=$e
+  [ "$n" -gt "$n_rss_max" ] && n_rss_max=$n
+  sleep 1
+done
+e_cpu1=$(cpu_ticks $exp_pid); n_cpu1=$(cpu_ticks $node_pid); t1=$(now)
+
+exp_series=$(curl -fsS "http://$EXP_ADDR/metrics" | grep -vc '^#')
+node_series=$(curl -fsS "http://$NODE_ADDR/metrics" | grep -vc '^#')
+exp_bytes=$(curl -fsS "http://$EXP_ADDR/metrics" | wc -c)
+node_bytes=$(curl -fsS "http://$NODE_ADDR/metrics" | wc -c)
+
+# wrk prints "99%  1.23ms"; convert to milliseconds.
+p99_ms() {
+  awk '$1 == "99%" {v = $2; u = v; gsub(/[0-9.]/, "", u); gsub(/[a-z]/, "", v);
+    f = (u == "us") ? 0.001 : (u == "s") ? 1000 : (u == "m") ? 60000 : 1; printf "%.2f", v * f}' "$1"
+}
+rps() { awk '/^Requests\/sec:/ {printf "%.0f", $2}' "$1"; }
+# Share of answers that were not 2xx/3xx (both exporters shed load beyond
+# their in-flight limit with 503: ours at 10, node_exporter at 40).
+non2xx() { awk '/requests in/ {n = $1} /Non-2xx/ {b = $NF} END {printf "%.3f", (n > 0 ? b / n : 0)}' "$1"; }
+
+echo "phase 2: wrk -t$WRK_THREADS -c$WRK_CONNECTIONS -d$WRK_DURATION against each /metrics" >&2
+e_wrk_cpu0=$(cpu_ticks $exp_pid)
+wrk -t"$WRK_THREADS" -c"$WRK_CONNECTIONS" -d"$WRK_DURATION" --latency "http://$EXP_ADDR/metrics" >"$work/wrk-exp.txt"
+e_wrk_cpu1=$(cpu_ticks $exp_pid); e_wrk_rss=$(rss_kib $exp_pid)
+n_wrk_cpu0=$(cpu_ticks $node_pid)
+wrk -t"$WRK_THREADS" -c"$WRK_CONNECTIONS" -d"$WRK_DURATION" --latency "http://$NODE_ADDR/metrics" >"$work/wrk-node.txt"
+n_wrk_cpu1=$(cpu_ticks $node_pid); n_wrk_rss=$(rss_kib $node_pid)
+# The same under both in-flight limits, so every answer is a real scrape.
+if [ "$WRK_LOW_CONNECTIONS" -gt 0 ]; then
+  echo "phase 3: wrk -c$WRK_LOW_CONNECTIONS (under both exporters' in-flight limits)" >&2
+  wrk -t"$WRK_THREADS" -c"$WRK_LOW_CONNECTIONS" -d"$WRK_DURATION" --latency "http://$EXP_ADDR/metrics" >"$work/wrk-exp-low.txt"
+  wrk -t"$WRK_THREADS" -c"$WRK_LOW_CONNECTIONS" -d"$WRK_DURATION" --latency "http://$NODE_ADDR/metrics" >"$work/wrk-node-low.txt"
+fi
+for f in wrk-exp wrk-node wrk-exp-low wrk-node-low; do
+  [ -f "$work/$f.txt" ] || continue
+  if grep -q "Socket errors" "$work/$f.txt"; then
+    echo "footprint: $f: $(grep 'Socket errors' "$work/$f.txt")" >&2
+  fi
+done
+
+awk -v d="$DURATION" -v wall="$(echo "$t1 - $t0" | bc)" -v clk="$clk" \
+  -v ec0="$e_cpu0" -v ec1="$e_cpu1" -v nc0="$n_cpu0" -v nc1="$n_cpu1" \
+  -v ers="$e_rss_sum" -v nrs="$n_rss_sum" -v n="$samples" -v erm="$e_rss_max" -v nrm="$n_rss_max" \
+  -v es="$exp_series" -v ns="$node_series" -v eb="$exp_bytes" -v nb="$node_bytes" \
+  -v ep99="$(p99_ms "$work/wrk-exp.txt")" -v np99="$(p99_ms "$work/wrk-node.txt")" \
+  -v erps="$(rps "$work/wrk-exp.txt")" -v nrps="$(rps "$work/wrk-node.txt")" \
+  -v e5="$(non2xx "$work/wrk-exp.txt")" -v n5="$(non2xx "$work/wrk-node.txt")" \
+  -v ewc="$((e_wrk_cpu1 - e_wrk_cpu0))" -v nwc="$((n_wrk_cpu1 - n_wrk_cpu0))" \
+  -v lc="$WRK_LOW_CONNECTIONS" -v elp99="$([ -f "$work/wrk-exp-low.txt" ] && p99_ms "$work/wrk-exp-low.txt" || echo 0)" \
+  -v nlp99="$([ -f "$work/wrk-node-low.txt" ] && p99_ms "$work/wrk-node-low.txt" || echo 0)" \
+  -v elrps="$([ -f "$work/wrk-exp-low.txt" ] && rps "$work/wrk-exp-low.txt" || echo 0)" \
+  -v nlrps="$([ -f "$work/wrk-node-low.txt" ] && rps "$work/wrk-node-low.txt" || echo 0)" \
+  -v ewr="$e_wrk_rss" -v nwr="$n_wrk_rss" -v conns="$WRK_CONNECTIONS" -v si="$SCRAPE_INTERVAL" 'BEGIN {
+  ecpu = (ec1 - ec0) / clk / wall; ncpu = (nc1 - nc0) / clk / wall
+  printf "footprint over %.0fs wall, both scraped every %ss (vllm_exporter defaults, vllm-sim load generator)\n\n", wall, si
+  printf "%-38s %16s %16s %10s\n", "", "vllm_exporter", "node_exporter", "ratio"
+  printf "%-38s %16.1f %16.1f %10.2f\n", "RSS average (MiB)", ers / n / 1024, nrs / n / 1024, (ers / n) / (nrs / n)
+  printf "%-38s %16.1f %16.1f %10.2f\n", "RSS max (MiB)", erm / 1024, nrm / 1024, erm / nrm
+  printf "%-38s %16.5f %16.5f %10.2f\n", "CPU seconds per wall second", ecpu, ncpu, (ncpu > 0 ? ecpu / ncpu : 0)
+  printf "%-38s %16d %16d %10.2f\n", "/metrics samples", es, ns, es / ns
+  printf "%-38s %16d %16d %10.2f\n", "/metrics bytes", eb, nb, eb / nb
+  printf "%-38s %16.2f %16.2f %10.2f\n", "wrk -c" conns " p99 latency (ms)", ep99, np99, (np99 > 0 ? ep99 / np99 : 0)
+  printf "%-38s %16d %16d %10.2f\n", "wrk -c" conns " requests/s", erps, nrps, (nrps > 0 ? erps / nrps : 0)
+  printf "%-38s %16.3f %16.3f %10s\n", "wrk share of non-2xx (503 load shed)", e5, n5, "-"
+  if (lc > 0) {
+    printf "%-38s %16.2f %16.2f %10.2f\n", "wrk -c" lc " p99 latency (ms)", elp99, nlp99, (nlp99 > 0 ? elp99 / nlp99 : 0)
+    printf "%-38s %16d %16d %10.2f\n", "wrk -c" lc " requests/s", elrps, nlrps, (nlrps > 0 ? elrps / nlrps : 0)
+  }
+  printf "%-38s %16.1f %16.1f %10.2f\n", "CPU seconds during wrk -c" conns, ewc / clk, nwc / clk, (nwc > 0 ? ewc / nwc : 0)
+  printf "%-38s %16.1f %16.1f %10.2f\n", "RSS after wrk (MiB)", ewr / 1024, nwr / 1024, ewr / nwr
+}'
