@@ -1,0 +1,258 @@
+package alerts
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/e2e"
+)
+
+type ruleFile struct {
+	Groups []struct {
+		Name     string `yaml:"name"`
+		Interval string `yaml:"interval"`
+		Rules    []rule `yaml:"rules"`
+	} `yaml:"groups"`
+}
+
+type rule struct {
+	Alert       string            `yaml:"alert"`
+	Record      string            `yaml:"record"`
+	Expr        string            `yaml:"expr"`
+	For         string            `yaml:"for"`
+	Labels      map[string]string `yaml:"labels"`
+	Annotations map[string]string `yaml:"annotations"`
+}
+
+func ruleFilePaths(t *testing.T) []string {
+	t.Helper()
+	paths, err := filepath.Glob("*.yml")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no rule files found: %v", err)
+	}
+	sort.Strings(paths)
+	return paths
+}
+
+func loadRules(t *testing.T) map[string]ruleFile {
+	t.Helper()
+	out := map[string]ruleFile{}
+	for _, p := range ruleFilePaths(t) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rf ruleFile
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		if err := dec.Decode(&rf); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		out[p] = rf
+	}
+	return out
+}
+
+func TestPromtoolCheckRules(t *testing.T) {
+	promtool := e2e.RequireTool(t, "promtool")
+	args := append([]string{"check", "rules"}, ruleFilePaths(t)...)
+	out, err := exec.Command(promtool, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}
+
+func TestPromtoolTestRules(t *testing.T) {
+	promtool := e2e.RequireTool(t, "promtool")
+	tests, _ := filepath.Glob("tests/*.yml")
+	if len(tests) == 0 {
+		t.Fatal("no promtool test files in alerts/tests")
+	}
+	args := append([]string{"test", "rules"}, tests...)
+	out, err := exec.Command(promtool, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "SUCCESS") {
+		t.Fatalf("promtool test rules printed no SUCCESS:\n%s", out)
+	}
+}
+
+// githubAnchor turns a Markdown heading into the anchor GitHub renders.
+func githubAnchor(h string) string {
+	h = strings.ToLower(strings.TrimSpace(h))
+	var b strings.Builder
+	for _, r := range h {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		case r == ' ':
+			b.WriteRune('-')
+		}
+	}
+	return b.String()
+}
+
+func runbookAnchors(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile("runbooks.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "#") {
+			anchors[githubAnchor(strings.TrimLeft(line, "#"))] = true
+		}
+	}
+	return anchors
+}
+
+var (
+	recordName = regexp.MustCompile(`^[a-z_]+:[a-z0-9_]+:[a-z0-9_]+$`)
+	alertName  = regexp.MustCompile(`^[A-Z][A-Za-z0-9]+$`)
+)
+
+// Every alert carries the labels and annotations on-call needs, and its
+// runbook link resolves to a heading of runbooks.md.
+func TestAlertsAreWellFormed(t *testing.T) {
+	anchors := runbookAnchors(t)
+	seen := map[string]string{}
+	nAlerts := 0
+	for path, rf := range loadRules(t) {
+		for _, g := range rf.Groups {
+			for _, r := range g.Rules {
+				if r.Record != "" {
+					// Generated SLO rules may use Sloth-style names; ours must
+					// follow level:metric:operation.
+					if !strings.HasPrefix(path, "slo-") && !recordName.MatchString(r.Record) {
+						t.Errorf("%s: recording rule %q is not level:metric:operation", path, r.Record)
+					}
+					continue
+				}
+				nAlerts++
+				where := fmt.Sprintf("%s: alert %s", path, r.Alert)
+				if !alertName.MatchString(r.Alert) {
+					t.Errorf("%s: name is not CamelCase", where)
+				}
+				if prev, ok := seen[r.Alert+r.Labels["severity"]+r.Labels["slo"]]; ok && prev != path {
+					t.Errorf("%s: also defined in %s", where, prev)
+				}
+				seen[r.Alert+r.Labels["severity"]+r.Labels["slo"]] = path
+				switch r.Labels["severity"] {
+				case "critical", "warning", "none":
+				default:
+					t.Errorf("%s: severity %q, want critical, warning or none", where, r.Labels["severity"])
+				}
+				for _, a := range []string{"summary", "description", "runbook_url"} {
+					if strings.TrimSpace(r.Annotations[a]) == "" {
+						t.Errorf("%s: missing annotation %s", where, a)
+					}
+				}
+				if r.Alert != "Watchdog" && !strings.Contains(r.Annotations["description"], "{{") {
+					t.Errorf("%s: description is not templated with any value or label", where)
+				}
+				u := r.Annotations["runbook_url"]
+				i := strings.Index(u, "alerts/runbooks.md#")
+				if i < 0 {
+					t.Errorf("%s: runbook_url %q does not point at alerts/runbooks.md#<anchor>", where, u)
+					continue
+				}
+				anchor := u[i+len("alerts/runbooks.md#"):]
+				if strings.Contains(anchor, "{{") {
+					// Templated anchors (one per SLO) must render to an
+					// existing heading for every value; checked by the
+					// generated-rule test below.
+					continue
+				}
+				if !anchors[anchor] {
+					t.Errorf("%s: runbook anchor #%s has no heading in runbooks.md", where, anchor)
+				}
+			}
+		}
+	}
+	if nAlerts < 13 {
+		t.Errorf("only %d alerts found; the hand-written file alone has 13", nAlerts)
+	}
+}
+
+type promtoolTests struct {
+	RuleFiles []string `yaml:"rule_files"`
+	Tests     []struct {
+		Name           string `yaml:"name"`
+		AlertRuleTests []struct {
+			EvalTime  string `yaml:"eval_time"`
+			Alertname string `yaml:"alertname"`
+			ExpAlerts []struct {
+				ExpLabels map[string]string `yaml:"exp_labels"`
+			} `yaml:"exp_alerts"`
+		} `yaml:"alert_rule_test"`
+	} `yaml:"tests"`
+}
+
+// Every alert defined in alerts/*.yml is exercised by promtool: at least one
+// evaluation where it fires and at least two where it must be silent (before
+// the fault, on healthy noise, after it resolved). promtool compares the full
+// set of firing alerts, so a firing case also proves the noisy healthy series
+// of the same test stay silent.
+func TestEveryAlertIsUnitTested(t *testing.T) {
+	fires := map[string]int{}
+	silent := map[string]int{}
+	tests, _ := filepath.Glob("tests/*.yml")
+	covered := map[string]bool{}
+	for _, p := range tests {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pt promtoolTests
+		if err := yaml.Unmarshal(b, &pt); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		for _, rf := range pt.RuleFiles {
+			covered[filepath.Base(rf)] = true
+		}
+		for _, tc := range pt.Tests {
+			for _, a := range tc.AlertRuleTests {
+				if len(a.ExpAlerts) > 0 {
+					fires[a.Alertname]++
+				} else {
+					silent[a.Alertname]++
+				}
+			}
+		}
+	}
+	for path, rf := range loadRules(t) {
+		hasAlerts := false
+		for _, g := range rf.Groups {
+			for _, r := range g.Rules {
+				if r.Alert == "" {
+					continue
+				}
+				hasAlerts = true
+				if fires[r.Alert] == 0 {
+					t.Errorf("%s: alert %s never expected to fire in alerts/tests", path, r.Alert)
+				}
+				if r.Alert == "Watchdog" {
+					continue
+				}
+				if silent[r.Alert] < 2 {
+					t.Errorf("%s: alert %s has %d silent checks in alerts/tests, want >= 2 (before and after)", path, r.Alert, silent[r.Alert])
+				}
+			}
+		}
+		if hasAlerts && !covered[path] {
+			t.Errorf("%s is not loaded by any promtool test file in alerts/tests", path)
+		}
+	}
+}

@@ -1,0 +1,300 @@
+package dashboards
+
+import "fmt"
+
+var (
+	modelVar    = variable{Name: "model", Label: "Model", Metric: "vllm_requests_running", LabelName: "model"}
+	instanceVar = variable{Name: "instance", Label: "Instance", Metric: "vllm_exporter_build_info", LabelName: "instance"}
+	profileVar  = variable{Name: "profile", Label: "Probe profile", Metric: "vllm_probe_requests_total", LabelName: "profile"}
+	sloVar      = variable{Name: "slo", Label: "SLO", Metric: "vllm_slo_objective_ratio", LabelName: "slo"}
+	gpuVar      = variable{Name: "gpu", Label: "GPU", Metric: "vllm_gpu_info", LabelName: "gpu"}
+)
+
+func all() []dashboard { return []dashboard{overview(), slos(), gpu(), probes()} }
+
+// serverVsProbe plots p50 and p99 of a server histogram (vLLM's, re-exported
+// per model) and of the matching probe histogram (per profile).
+func serverVsProbe(title, server, probe string) panel {
+	return panel{Title: title, Type: "timeseries", Unit: "s",
+		Desc: "Server-side quantiles from vLLM's histograms vs. the exporter's synthetic streaming probes (client view, includes network and API overhead).",
+		Targets: []target{
+			q(hq("0.99", server, mi, "model, le"), "server p99 {{model}}"),
+			q(hq("0.5", server, mi, "model, le"), "server p50 {{model}}"),
+			q(hq("0.99", probe, inst, "profile, le"), "probe p99 {{profile}}"),
+			q(hq("0.5", probe, inst, "profile, le"), "probe p50 {{profile}}"),
+		}}
+}
+
+func overview() dashboard {
+	return dashboard{
+		File: "vllm-overview.json", UID: "vllm-exporter-overview", Title: "vLLM / Overview",
+		Desc: "SLO status, bottleneck, latency (server vs probe), throughput and saturation of vLLM replicas, from vllm_exporter.",
+		Vars: []variable{modelVar, instanceVar},
+		Rows: []row{
+			{Title: "Status", Panels: []panel{
+				{Title: "SLO error budget remaining", Type: "stat", Unit: "percentunit", W: 6, H: 6,
+					Desc:    "Fraction of each SLO's error budget left over its period (exporter watchdog).",
+					Targets: []target{q(`min by (slo) (vllm_slo_error_budget_remaining_ratio{`+inst+`})`, "{{slo}}")}},
+				{Title: "SLO alert state", Type: "state-timeline", W: 6, H: 6,
+					Desc:    "Page (critical) and ticket (warning) state of each SLO from the watchdog's multi-window burn rates.",
+					Targets: []target{q(`max by (slo, severity) (vllm_slo_alert_state{`+inst+`})`, "{{slo}} {{severity}}")}},
+				{Title: "Bottleneck", Type: "stat", W: 6, H: 6,
+					Desc:    "The classifier's current bottleneck class per model (the class whose vllm_bottleneck is 1).",
+					Targets: []target{q(`max by (model, class) (vllm_bottleneck{`+mi+`}) == 1`, "{{model}}: {{class}}")}},
+				{Title: "Firing alerts", Type: "table", W: 6, H: 6,
+					Desc:    "Alerts firing in Prometheus (Watchdog is the always-on heartbeat).",
+					Targets: []target{q(`sum by (alertname, severity) (ALERTS{alertstate="firing"})`, "{{alertname}}")}},
+			}},
+			{Title: "Latency: server vs probe", Panels: []panel{
+				serverVsProbe("TTFT p50 / p99", "vllm_time_to_first_token_seconds", "vllm_probe_time_to_first_token_seconds"),
+				serverVsProbe("TPOT p50 / p99", "vllm_request_time_per_output_token_seconds", "vllm_probe_time_per_output_token_seconds"),
+				{Title: "E2E request latency p50 / p99", Type: "timeseries", Unit: "s", W: 12,
+					Targets: []target{
+						q(hq("0.99", "vllm_e2e_request_latency_seconds", mi, "model, le"), "p99 {{model}}"),
+						q(hq("0.5", "vllm_e2e_request_latency_seconds", mi, "model, le"), "p50 {{model}}"),
+					}},
+				{Title: "Queue time p50 / p99", Type: "timeseries", Unit: "s", W: 12,
+					Targets: []target{
+						q(hq("0.99", "vllm_request_queue_time_seconds", mi, "model, le"), "p99 {{model}}"),
+						q(hq("0.5", "vllm_request_queue_time_seconds", mi, "model, le"), "p50 {{model}}"),
+					}},
+			}},
+			{Title: "Throughput and saturation", Panels: []panel{
+				{Title: "Token throughput", Type: "timeseries", Unit: "short", W: 8,
+					Desc: "Prompt (prefill) and generation (decode) tokens per second.",
+					Targets: []target{
+						q(`sum by (model) (rate(vllm_prompt_tokens_total{`+mi+`}`+ri+`))`, "prompt {{model}}"),
+						q(`sum by (model) (rate(vllm_generation_tokens_total{`+mi+`}`+ri+`))`, "generation {{model}}"),
+					}},
+				{Title: "Finished requests by reason", Type: "timeseries", Unit: "reqps", W: 8, Stack: true,
+					Targets: []target{q(`sum by (finished_reason) (rate(vllm_requests_finished_total{`+mi+`}`+ri+`))`, "{{finished_reason}}")}},
+				{Title: "KV cache usage", Type: "timeseries", Unit: "percentunit", W: 8, Max: one(),
+					Desc:    "Max KV cache usage over engines, per replica. Above 95% for long means preemption and queueing.",
+					Targets: []target{q(`max by (model, instance) (vllm_kv_cache_usage_ratio{`+mi+`})`, "{{model}} {{instance}}")}},
+				{Title: "Scheduler: running and waiting", Type: "timeseries", Unit: "short", W: 8,
+					Targets: []target{
+						q(`sum by (model) (vllm_requests_running{`+mi+`})`, "running {{model}}"),
+						q(`sum by (model) (vllm_requests_waiting{`+mi+`})`, "waiting {{model}}"),
+					}},
+				{Title: "Preemptions", Type: "timeseries", Unit: "short", W: 8,
+					Desc: "Preemptions per second and per finished request (above 1% of requests is KV pressure).",
+					Targets: []target{
+						q(`sum by (model) (rate(vllm_preemptions_total{`+mi+`}`+ri+`))`, "preemptions/s {{model}}"),
+						q(`sum by (model) (rate(vllm_preemptions_total{`+mi+`}`+ri+`)) / clamp_min(sum by (model) (rate(vllm_requests_finished_total{`+mi+`}`+ri+`)), 1e-9)`, "per request {{model}}"),
+					}},
+				{Title: "Prefix cache hit ratio", Type: "timeseries", Unit: "percentunit", W: 8, Max: one(),
+					Targets: []target{q(`sum by (model) (rate(vllm_prefix_cache_hits_total{`+mi+`}`+ri+`)) / sum by (model) (rate(vllm_prefix_cache_queries_total{`+mi+`}`+ri+`))`, "{{model}}")}},
+			}},
+			{Title: "Fleet (per model, all replicas; recording rules)", Panels: []panel{
+				{Title: "Fleet TTFT / TPOT p99", Type: "timeseries", Unit: "s", W: 8,
+					Targets: []target{
+						q(`model:vllm_time_to_first_token_seconds:p99_rate5m{`+mdl+`}`, "TTFT p99 {{model}}"),
+						q(`model:vllm_request_time_per_output_token_seconds:p99_rate5m{`+mdl+`}`, "TPOT p99 {{model}}"),
+					}},
+				{Title: "Fleet generation throughput and replicas", Type: "timeseries", Unit: "short", W: 8,
+					Targets: []target{
+						q(`model:vllm_generation_tokens:rate5m{`+mdl+`}`, "generation tokens/s {{model}}"),
+						q(`model:vllm_replicas:count{`+mdl+`}`, "replicas {{model}}"),
+					}},
+				{Title: "Fleet KV cache usage (max / avg)", Type: "timeseries", Unit: "percentunit", W: 8, Max: one(),
+					Targets: []target{
+						q(`model:vllm_kv_cache_usage_ratio:max{`+mdl+`}`, "max {{model}}"),
+						q(`model:vllm_kv_cache_usage_ratio:avg{`+mdl+`}`, "avg {{model}}"),
+					}},
+			}},
+			{Title: "Bottleneck evidence, decode efficiency and capacity", Panels: []panel{
+				{Title: "Bottleneck evidence", Type: "table", W: 8,
+					Desc:    "The signals behind the current class: each measured value (signal) and the threshold it was compared with (signal_threshold).",
+					Targets: []target{q(`max by (model, class, signal) (vllm_bottleneck_evidence{`+mi+`})`, "")}},
+				{Title: "Decode: measured vs roofline", Type: "timeseries", Unit: "short", W: 8,
+					Desc: "Per-stream decode tokens/s measured (1 / median TPOT) vs the memory-bandwidth roofline prediction (classifier; needs --model.weight-bytes, and a GPU or --model.memory-bandwidth).",
+					Targets: []target{
+						q(`max by (model) (vllm_decode_measured_tokens_per_second{`+mi+`})`, "measured {{model}}"),
+						q(`max by (model) (vllm_decode_roofline_tokens_per_second{`+mi+`})`, "roofline {{model}}"),
+					}},
+				{Title: "Decode efficiency (measured / roofline)", Type: "timeseries", Unit: "percentunit", W: 8,
+					Targets: []target{q(`max by (model) (vllm_decode_efficiency_ratio{`+mi+`})`, "{{model}}")}},
+				{Title: "Request phases (mean per request)", Type: "timeseries", Unit: "s", W: 12,
+					Desc: "Where a request's time goes: queue, prefill, decode (vLLM's request phase histograms).",
+					Targets: []target{
+						q(`sum by (model) (rate(vllm_request_queue_time_seconds_sum{`+mi+`}`+ri+`)) / sum by (model) (rate(vllm_request_queue_time_seconds_count{`+mi+`}`+ri+`))`, "queue {{model}}"),
+						q(`sum by (model) (rate(vllm_request_prefill_time_seconds_sum{`+mi+`}`+ri+`)) / sum by (model) (rate(vllm_request_prefill_time_seconds_count{`+mi+`}`+ri+`))`, "prefill {{model}}"),
+						q(`sum by (model) (rate(vllm_request_decode_time_seconds_sum{`+mi+`}`+ri+`)) / sum by (model) (rate(vllm_request_decode_time_seconds_count{`+mi+`}`+ri+`))`, "decode {{model}}"),
+					}},
+				{Title: "KV cache usage per engine (data parallel)", Type: "timeseries", Unit: "percentunit", W: 12, Max: one(),
+					Targets: []target{q(`max by (model, instance, engine) (vllm_engine_kv_cache_usage_ratio{`+mi+`})`, "{{model}} {{instance}} engine {{engine}}")}},
+				{Title: "vLLM reachable", Type: "stat", W: 8,
+					Targets: []target{q(`vllm_up{`+inst+`}`, "{{instance}}")}},
+				{Title: "Exporter scrape of vLLM", Type: "timeseries", Unit: "s", W: 8,
+					Targets: []target{
+						q(`max by (instance) (vllm_exporter_scrape_duration_seconds{`+inst+`})`, "scrape duration {{instance}}"),
+						q(`time() - max by (instance) (vllm_exporter_last_successful_scrape_timestamp_seconds{`+inst+`})`, "since last success {{instance}}"),
+					}},
+			}},
+		},
+	}
+}
+
+func slos() dashboard {
+	f := `slo=~"$slo",` + inst
+	return dashboard{
+		File: "vllm-slos.json", UID: "vllm-exporter-slos", Title: "vLLM / SLOs",
+		Desc: "Error budgets and multi-window burn rates of the configured SLOs (exporter watchdog).",
+		Vars: []variable{modelVar, instanceVar, sloVar},
+		Rows: []row{
+			{Title: "Budget", Panels: []panel{
+				{Title: "Error budget remaining", Type: "bargauge", Unit: "percentunit", W: 8, Max: one(),
+					Targets: []target{q(`min by (slo) (vllm_slo_error_budget_remaining_ratio{`+f+`})`, "{{slo}}")}},
+				{Title: "Objective", Type: "stat", Unit: "percentunit", W: 8,
+					Targets: []target{q(`max by (slo) (vllm_slo_objective_ratio{`+f+`})`, "{{slo}}")}},
+				{Title: "Page / ticket state", Type: "state-timeline", W: 8,
+					Targets: []target{q(`max by (slo, severity) (vllm_slo_alert_state{`+f+`})`, "{{slo}} {{severity}}")}},
+				{Title: "Error budget remaining over time", Type: "timeseries", Unit: "percentunit", W: 24, Max: one(),
+					Targets: []target{q(`min by (slo) (vllm_slo_error_budget_remaining_ratio{`+f+`})`, "{{slo}}")}},
+			}},
+			{Title: "Burn rates", Panels: []panel{
+				{Title: "Burn rate by window", Type: "timeseries", Unit: "short",
+					Desc:    "Error ratio divided by the allowed error ratio (1 - objective). 14.4 over 1h and 5m pages; 1 over 3d exhausts the budget exactly at the period's end.",
+					Targets: []target{q(`max by (slo, window) (vllm_slo_burn_rate{`+f+`})`, "{{slo}} {{window}}")}},
+				{Title: "Error ratio by window", Type: "timeseries", Unit: "percentunit",
+					Targets: []target{q(`max by (slo, window) (vllm_slo_error_ratio{`+f+`})`, "{{slo}} {{window}}")}},
+				{Title: "Watchdog evaluation age", Type: "stat", Unit: "s", W: 12,
+					Targets: []target{q(`time() - max by (instance) (vllm_slo_last_evaluation_timestamp_seconds{`+inst+`})`, "{{instance}}")}},
+				{Title: "Config reload", Type: "stat", W: 12,
+					Targets: []target{q(`vllm_exporter_config_last_reload_successful{`+inst+`}`, "{{instance}}")}},
+			}},
+			{Title: "Prometheus rules (fleet: per model across replicas; alerts/slo-rules.yml)", Panels: []panel{
+				{Title: "Burn rate by window (recording rules)", Type: "timeseries", Unit: "short",
+					Desc: "Error ratio of each window (slo:sli_error:ratio_rate<window>) divided by the allowed error ratio, per model across replicas: what the generated page and ticket alerts evaluate.",
+					Targets: []target{q(`label_replace({__name__=~"slo:sli_error:ratio_rate.+",slo=~"$slo",`+mdl+`}, "window", "$1", "__name__", "slo:sli_error:ratio_rate(.+)")`+
+						` / on (slo) group_left () (1 - slo:objective:ratio{slo=~"$slo"})`, "{{slo}} {{model}} {{window}}")}},
+				{Title: "Error budget remaining (recording rules)", Type: "timeseries", Unit: "percentunit", Max: one(),
+					Targets: []target{q(`slo:error_budget_remaining:ratio{slo=~"$slo",`+mdl+`}`, "{{slo}} {{model}}")}},
+			}},
+		},
+	}
+}
+
+func gpu() dashboard {
+	g := `gpu=~"$gpu",` + inst
+	by := "instance, gpu"
+	lg := "{{instance}} gpu{{gpu}}"
+	sel := func(metric string) string { return fmt.Sprintf("max by (%s) (%s{%s})", by, metric, g) }
+	return dashboard{
+		File: "vllm-gpu.json", UID: "vllm-exporter-gpu", Title: "vLLM / GPU",
+		Desc: "GPU utilization, memory bandwidth against peak, clocks and throttle reasons, power, from the exporter's NVML collector.",
+		Vars: []variable{modelVar, instanceVar, gpuVar},
+		Rows: []row{
+			{Title: "Utilization", Panels: []panel{
+				{Title: "GPU utilization (NVML)", Type: "timeseries", Unit: "percentunit", W: 8, Max: one(),
+					Targets: []target{q(sel("vllm_gpu_utilization_ratio"), lg)}},
+				{Title: "SM utilization / occupancy / tensor (GPM)", Type: "timeseries", Unit: "percentunit", W: 8, Max: one(),
+					Targets: []target{
+						q(sel("vllm_gpu_sm_utilization_ratio"), "SM "+lg),
+						q(sel("vllm_gpu_sm_occupancy_ratio"), "occupancy "+lg),
+						q(sel("vllm_gpu_tensor_activity_ratio"), "tensor "+lg),
+					}},
+				{Title: "Memory used", Type: "timeseries", Unit: "bytes", W: 8,
+					Targets: []target{
+						q(sel("vllm_gpu_memory_used_bytes"), "used "+lg),
+						q(sel("vllm_gpu_memory_total_bytes"), "total "+lg),
+					}},
+			}},
+			{Title: "Memory bandwidth", Panels: []panel{
+				{Title: "DRAM bandwidth vs peak", Type: "timeseries", Unit: "Bps",
+					Desc: "DRAM bandwidth in use (GPM utilization x peak) against the GPU's theoretical peak. Decode is bandwidth-bound: near peak means the hardware is the limit.",
+					Targets: []target{
+						q(fmt.Sprintf("max by (%s) (vllm_gpu_dram_bandwidth_utilization_ratio{%s}) * on (%s) max by (%s) (vllm_gpu_memory_bandwidth_peak_bytes_per_second{%s})", by, g, by, by, g), "used "+lg),
+						q(sel("vllm_gpu_memory_bandwidth_peak_bytes_per_second"), "peak "+lg),
+					}},
+				{Title: "Memory controller utilization (NVML)", Type: "timeseries", Unit: "percentunit", Max: one(),
+					Targets: []target{q(sel("vllm_gpu_memory_controller_utilization_ratio"), lg)}},
+			}},
+			{Title: "Clocks and throttling", Panels: []panel{
+				{Title: "SM and memory clocks vs max", Type: "timeseries", Unit: "hertz",
+					Targets: []target{
+						q(sel("vllm_gpu_sm_clock_hertz"), "SM "+lg),
+						q(sel("vllm_gpu_sm_clock_max_hertz"), "SM max "+lg),
+						q(sel("vllm_gpu_memory_clock_hertz"), "mem "+lg),
+						q(sel("vllm_gpu_memory_clock_max_hertz"), "mem max "+lg),
+					}},
+				{Title: "Clock event reasons (throttling)", Type: "state-timeline",
+					Desc:    "Which clock-event (throttle) reasons are active per GPU.",
+					Targets: []target{q(`max by (instance, gpu, reason) (vllm_gpu_clock_event_active{`+g+`})`, "{{instance}} gpu{{gpu}} {{reason}}")}},
+				{Title: "Time throttled by reason", Type: "timeseries", Unit: "percentunit", W: 24,
+					Targets: []target{q(`sum by (instance, gpu, reason) (rate(vllm_gpu_clock_event_seconds_total{`+g+`}`+ri+`))`, "{{instance}} gpu{{gpu}} {{reason}}")}},
+			}},
+			{Title: "Power and thermals", Panels: []panel{
+				{Title: "Power vs limit", Type: "timeseries", Unit: "watt",
+					Targets: []target{
+						q(sel("vllm_gpu_power_watts"), "power "+lg),
+						q(sel("vllm_gpu_power_limit_watts"), "limit "+lg),
+					}},
+				{Title: "Temperature", Type: "timeseries", Unit: "celsius",
+					Targets: []target{q(sel("vllm_gpu_temperature_celsius"), lg)}},
+				{Title: "PCIe and NVLink throughput", Type: "timeseries", Unit: "Bps", W: 24,
+					Targets: []target{
+						q(sel("vllm_gpu_pcie_tx_bytes_per_second"), "PCIe tx "+lg),
+						q(sel("vllm_gpu_pcie_rx_bytes_per_second"), "PCIe rx "+lg),
+						q(sel("vllm_gpu_nvlink_tx_bytes_per_second"), "NVLink tx "+lg),
+						q(sel("vllm_gpu_nvlink_rx_bytes_per_second"), "NVLink rx "+lg),
+					}},
+				{Title: "GPU memory health", Type: "timeseries", Unit: "short", W: 24,
+					Desc: "ECC errors over the last hour and remapped rows by type; a rising count precedes fatal Xids (48, 63, 64, 94, 95).",
+					Targets: []target{
+						q(`sum by (instance, gpu, type) (increase(vllm_gpu_ecc_errors_total{`+g+`}[1h]))`, "ECC {{type}} "+lg),
+						q(`max by (instance, gpu, type) (vllm_gpu_remapped_rows{`+g+`})`, "remapped {{type}} "+lg),
+						q(sel("vllm_gpu_up"), "up "+lg),
+					}},
+				{Title: "GPUs", Type: "table", W: 24,
+					Targets: []target{q(`max by (instance, gpu, uuid, name, driver_version, cuda_version) (vllm_gpu_info{`+g+`})`, "")}},
+			}},
+		},
+	}
+}
+
+func probes() dashboard {
+	p := `profile=~"$profile",` + inst
+	pq := func(quantile, metric string) string { return hq(quantile, metric, p, "profile, le") }
+	return dashboard{
+		File: "vllm-probes.json", UID: "vllm-exporter-probes", Title: "vLLM / Probes",
+		Desc: "Synthetic streaming probes: what a client sees (TTFT, TPOT, ITL, e2e), failures, and the gap to the server's own view.",
+		Vars: []variable{modelVar, instanceVar, profileVar},
+		Rows: []row{
+			{Title: "Probe latency", Panels: []panel{
+				{Title: "Probe TTFT p50 / p99", Type: "timeseries", Unit: "s",
+					Targets: []target{q(pq("0.99", "vllm_probe_time_to_first_token_seconds"), "p99 {{profile}}"), q(pq("0.5", "vllm_probe_time_to_first_token_seconds"), "p50 {{profile}}")}},
+				{Title: "Probe TPOT p50 / p99", Type: "timeseries", Unit: "s",
+					Targets: []target{q(pq("0.99", "vllm_probe_time_per_output_token_seconds"), "p99 {{profile}}"), q(pq("0.5", "vllm_probe_time_per_output_token_seconds"), "p50 {{profile}}")}},
+				{Title: "Probe inter-token latency p99", Type: "timeseries", Unit: "s",
+					Targets: []target{q(pq("0.99", "vllm_probe_inter_token_latency_seconds"), "p99 {{profile}}")}},
+				{Title: "Probe e2e latency p50 / p99", Type: "timeseries", Unit: "s",
+					Targets: []target{q(pq("0.99", "vllm_probe_e2e_latency_seconds"), "p99 {{profile}}"), q(pq("0.5", "vllm_probe_e2e_latency_seconds"), "p50 {{profile}}")}},
+			}},
+			{Title: "Probe results", Panels: []panel{
+				{Title: "Probes per second", Type: "timeseries", Unit: "reqps", W: 8,
+					Targets: []target{q(`sum by (profile) (rate(vllm_probe_requests_total{`+p+`}`+ri+`))`, "{{profile}}")}},
+				{Title: "Probe failures by reason", Type: "timeseries", Unit: "reqps", W: 8, Stack: true,
+					Desc:    "Empty while every probe succeeds.",
+					Targets: []target{q(`sum by (profile, reason) (rate(vllm_probe_failures_total{`+p+`}`+ri+`))`, "{{profile}} {{reason}}")}},
+				{Title: "Last probe succeeded", Type: "stat", W: 8,
+					Targets: []target{q(`min by (profile) (vllm_probe_last_success{`+p+`})`, "{{profile}}")}},
+				{Title: "Last probe TTFT and age", Type: "timeseries", Unit: "s", W: 12,
+					Targets: []target{
+						q(`max by (profile) (vllm_probe_last_ttft_seconds{`+p+`})`, "TTFT {{profile}}"),
+						q(`time() - max by (profile) (vllm_probe_last_timestamp_seconds{`+p+`})`, "age {{profile}}"),
+					}},
+				{Title: "Probe TTFT minus server TTFT (median)", Type: "timeseries", Unit: "s", W: 12,
+					Desc:    "Time the client waits that vLLM's own TTFT does not see: network, proxy, API server, tokenization.",
+					Targets: []target{q(`max by (profile) (vllm_probe_ttft_gap_seconds{`+p+`})`, "{{profile}}")}},
+				{Title: "Engine stalled", Type: "stat", W: 8,
+					Targets: []target{q(`max by (instance) (vllm_engine_stalled{`+inst+`})`, "{{instance}}")}},
+				{Title: "Streamed output tokens and chunks", Type: "timeseries", Unit: "short", W: 16,
+					Targets: []target{
+						q(`sum by (profile) (rate(vllm_probe_output_tokens_total{`+p+`}`+ri+`))`, "tokens/s {{profile}}"),
+						q(`sum by (profile) (rate(vllm_probe_chunks_total{`+p+`}`+ri+`))`, "chunks/s {{profile}}"),
+					}},
+			}},
+		},
+	}
+}
