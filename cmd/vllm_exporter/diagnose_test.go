@@ -202,6 +202,7 @@ func (g *cappedGPU) SampleOnce(now time.Time) *snapshot.GPU {
 		Index: 0, Name: "NVIDIA H100 80GB HBM3", Up: true, UtilGPU: snapshot.Some(0.9),
 		PeakMemBandwidthBytesPerSecond: snapshot.Some(3.35e12), MemoryTotalBytes: snapshot.Some(80e9),
 		ThrottleReasons: map[string]bool{"sw_power_cap": true},
+		SMClockHz:       snapshot.Some(0.8e9), MaxSMClockHz: snapshot.Some(1.98e9), // a lowered power limit
 	}}}
 	return g.last
 }
@@ -328,6 +329,23 @@ func TestSLOHoldsFromWatchdog(t *testing.T) {
 	}
 }
 
+// slowPrefillCost is the simulator's cost model with prefill slowed 6x for
+// the real-time probe-pair test. At the default speed a 1,024-token cold
+// prefill takes ~70 ms, next to the probe TTFT bucket bounds 0.06/0.08/0.1:
+// on a loaded machine tens of milliseconds of scheduling delay move single
+// probes across a bound, and the interpolated medians of two identical
+// (uncached) probes then differ by more than warm_cold_ttft_ratio_max
+// allows (a missed prefix_cache_miss about one run in six at load 7).
+// Slowed, an uncached probe's TTFT is ~0.33 s, inside the wide (0.25, 0.5]
+// bucket where both medians interpolate to the same value whatever the
+// delay, and a cached one's ~0.02 s. Decode keeps its speed so a pair still
+// takes under half a second.
+var slowPrefillCost = func() vllmsim.CostModel {
+	c := vllmsim.DefaultCost
+	c.PerPrefillToken *= 6
+	return c
+}()
+
 // TestDiagnoseProbePairRealTime runs diagnose with the cold/warm probe pair
 // against the simulator on its real-time clock (probe timings need one),
 // once with prefix caching and once without: only the second is a
@@ -336,8 +354,16 @@ func TestDiagnoseProbePairRealTime(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-time simulator run")
 	}
+	// The two outcomes are a warm/cold ratio of ~0.05 (cache on) and ~1
+	// (cache off); the threshold sits between them with room for a loaded
+	// machine's delays on either side (the default 0.8 is pinned by the
+	// synthetic suite, which has no wall clock).
+	cfg := filepath.Join(t.TempDir(), "config.yml")
+	if err := os.WriteFile(cfg, []byte("bottleneck:\n  warm_cold_ttft_ratio_max: 0.5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, disable := range []bool{false, true} {
-		s, err := vllmsim.New(vllmsim.Config{Seed: 9, DisablePrefixCaching: disable})
+		s, err := vllmsim.New(vllmsim.Config{Seed: 9, DisablePrefixCaching: disable, Cost: slowPrefillCost})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -345,8 +371,8 @@ func TestDiagnoseProbePairRealTime(t *testing.T) {
 			t.Fatal(err)
 		}
 		rep, err := runDiagnose(context.Background(), diagnoseOpts{
-			url: s.URL(), timeout: 5 * time.Second, duration: 4 * time.Second, interval: 500 * time.Millisecond,
-			window: time.Second, output: "text", probes: true, probeEvery: 1,
+			url: s.URL(), timeout: 5 * time.Second, duration: 6 * time.Second, interval: 500 * time.Millisecond,
+			window: time.Second, output: "text", probes: true, probeEvery: 1, configFile: cfg,
 		}, &bytes.Buffer{}, log.NewNopLogger())
 		s.Close()
 		if err != nil {
@@ -359,12 +385,19 @@ func TestDiagnoseProbePairRealTime(t *testing.T) {
 		if seen["cold"] < 3 || seen["warm"] < 3 || len(rep.Models) != 1 {
 			t.Fatalf("prefix caching disabled=%v: probes %+v, models %d", disable, rep.Probes, len(rep.Models))
 		}
+		medians := map[string]float64{}
+		for _, l := range rep.Probes {
+			if l.MedianTTFT != nil {
+				medians[l.Prefix] = *l.MedianTTFT
+			}
+		}
+		t.Logf("prefix caching disabled=%v: probes sent %v, median TTFT %v", disable, seen, medians)
 		// The pair decides the raw verdict (Candidate); on a loaded machine
-		// the few ticks of a 4 s run may not yet satisfy the hysteresis that
+		// the few ticks of a 6 s run may not yet satisfy the hysteresis that
 		// promotes it to Class, which has its own tests.
 		m := rep.Models[0]
 		if miss := m.Class == bottleneck.PrefixCacheMiss || m.Candidate == bottleneck.PrefixCacheMiss; miss != disable {
-			t.Errorf("prefix caching disabled=%v: class %s (candidate %s, also %v), evidence %+v, probes %+v", disable, rep.Models[0].Class, rep.Models[0].Candidate, rep.Models[0].AlsoHeld, rep.Models[0].Evidence, rep.Probes)
+			t.Errorf("prefix caching disabled=%v: class %s (candidate %s, also %v), evidence %+v, probes %+v, median TTFT %v", disable, m.Class, m.Candidate, m.AlsoHeld, m.Evidence, rep.Probes, medians)
 		}
 	}
 }

@@ -81,6 +81,11 @@ type Bottleneck struct {
 	// BatchSmallMaxRunning is the no-GPU stand-in: at most this many running
 	// requests with nothing waiting (2).
 	BatchSmallMaxRunning float64 `yaml:"batch_small_max_running"`
+	// PowerCapSMClockRatioMax: an active software power cap counts as
+	// throttling only with SM clocks below this fraction of their maximum
+	// (0.75): a busy GPU sits at its power cap routinely with clocks a
+	// little below maximum; thermal and hardware slowdowns always count.
+	PowerCapSMClockRatioMax float64 `yaml:"power_cap_sm_clock_ratio_max"`
 	// XidLookback: a fatal Xid within this long is a GPU fault (10m).
 	XidLookback time.Duration `yaml:"xid_lookback"`
 	// StallAfter: requests present and the prompt+generation token counters
@@ -123,6 +128,7 @@ func DefaultBottleneck() Bottleneck {
 		PrefixHitRatioBaselineMin: 0.5,
 		GPUUtilizationLow:         0.5,
 		BatchSmallMaxRunning:      2,
+		PowerCapSMClockRatioMax:   0.75,
 		XidLookback:               10 * time.Minute,
 		StallAfter:                10 * time.Second,
 		CapacityHorizon:           24 * time.Hour,
@@ -175,6 +181,7 @@ func (b *Bottleneck) Validate() error {
 		ratio("prefix_hit_ratio_baseline_min", b.PrefixHitRatioBaselineMin),
 		ratio("gpu_utilization_low", b.GPUUtilizationLow),
 		pos("batch_small_max_running", b.BatchSmallMaxRunning),
+		ratio("power_cap_sm_clock_ratio_max", b.PowerCapSMClockRatioMax),
 	}
 	for _, err := range checks {
 		if err != nil {

@@ -55,6 +55,17 @@ func TestRooflineSeedExample(t *testing.T) {
 	if r.KVSource != "gpu_memory" || !near(r.KVBytes, 0.5*54.5e9, 1) {
 		t.Fatalf("derived pool: %+v", r)
 	}
+	// No weight flags: with the KV pool given, vLLM's process memory minus
+	// the pool and 1.5 GB overhead is the weights (71.5 - 54 - 1.5 = 16 GB).
+	gpu.Devices[0].ProcessMemoryBytes = map[uint32]float64{4242: 71.5e9}
+	r = ComputeRoofline(ModelSpec{KVCacheBytes: 54e9}, m, w, gpu, 0.8)
+	if r.WeightSource != "process_memory" || !near(r.WeightBytes, 16e9, 1) || !r.Predicted.OK {
+		t.Fatalf("weights from process memory: %+v", r)
+	}
+	// Without the pool they cannot be separated: no weights, no prediction.
+	if r := ComputeRoofline(ModelSpec{}, m, w, gpu, 0.8); r.WeightBytes != 0 || r.Predicted.OK {
+		t.Fatalf("process memory without a KV pool size: %+v", r)
+	}
 	// Nothing known: no prediction, no efficiency, no panic.
 	if r := ComputeRoofline(ModelSpec{}, nil, nil, nil, 0.8); r.Predicted.OK || r.Efficiency.OK {
 		t.Fatalf("empty roofline = %+v", r)
@@ -98,6 +109,10 @@ func TestCostPerMillion(t *testing.T) {
 	v, err := CostPerMillionOutputTokens(2, 1, 1000)
 	if err != nil || !near(v, 0.5556, 0.0001) {
 		t.Fatalf("cost = %v, %v", v, err)
+	}
+	// Every GPU serving the model is paid for: two GPUs double it.
+	if v2, err := CostPerMillionOutputTokens(2, 2, 1000); err != nil || !near(v2, 2*v, 1e-9) {
+		t.Fatalf("cost with 2 GPUs = %v, %v; want %v", v2, err, 2*v)
 	}
 	if _, err := CostPerMillionOutputTokens(2, 0, 1000); err == nil {
 		t.Error("0 GPUs accepted")

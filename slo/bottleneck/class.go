@@ -74,11 +74,11 @@ var advice = map[Class]Advice{
 	},
 	TooManySequences: {
 		"preemptions exceed the threshold share of finished requests: more sequences admitted than the KV cache holds",
-		"lower --max-num-seqs (or add KV capacity: raise --gpu-memory-utilization, quantize, or add GPUs)",
+		"lower --max-num-seqs (or add KV capacity: raise --gpu-memory-utilization, --kv-cache-dtype fp8, quantize weights, or add GPUs)",
 	},
 	KVCacheExhausted: {
 		"the KV cache is full for a sustained period; admission waits on free blocks",
-		"lower --max-model-len to what the workload needs, or quantize weights/KV to free memory; raise --gpu-memory-utilization only with headroom",
+		"add KV capacity: --kv-cache-dtype fp8, quantized weights, more GPUs, or a higher --gpu-memory-utilization if memory headroom allows; or admit less: lower --max-num-seqs, and --max-model-len to what the workload needs",
 	},
 	Queueing: {
 		"requests wait in the queue: p99 TTFT is many times the prefill time with requests waiting",
@@ -90,7 +90,7 @@ var advice = map[Class]Advice{
 	},
 	PrefillBound: {
 		"TTFT is over its target and dominated by prefill of long prompts",
-		"enable chunked prefill and tune --max-num-batched-tokens (higher for prefill throughput), shorten context, or route long prompts to a separate pool",
+		"enable chunked prefill and raise --max-num-batched-tokens for prefill throughput; enable prefix caching when prompts share a prefix; shorten context, or route long prompts to a separate pool",
 	},
 	CommunicationBound: {
 		"NVLink traffic is high under tensor parallelism while TPOT is over target",
@@ -98,15 +98,15 @@ var advice = map[Class]Advice{
 	},
 	MemoryBoundDecode: {
 		"TPOT is over target and decode runs at the memory-bandwidth roofline",
-		"decode is at the hardware limit: quantize weights (FP8/INT4) or use faster memory; lower --max-num-seqs if per-stream TPOT matters more than throughput",
+		"decode is at the memory-bandwidth limit: quantize weights (FP8/INT4) and KV (--kv-cache-dtype fp8) or use faster memory; raise --max-num-seqs to share each weight read among more streams when throughput matters, lower it when per-stream TPOT does",
 	},
 	DecodeOverhead: {
 		"TPOT is over target and far below the bandwidth roofline while DRAM bandwidth is low (CPU, sampling, scheduling)",
-		"look beyond bandwidth: check kernels, sampling and detokenisation CPU, CUDA graphs, engine version; reduce host-side work before buying hardware",
+		"look beyond bandwidth: keep CUDA graphs on (no --enforce-eager), try --async-scheduling, cut sampling and detokenisation CPU work, check kernels and the engine version; reduce host-side work before buying hardware",
 	},
 	BatchTooSmall: {
 		"the GPU is underused and nothing is waiting",
-		"raise --max-num-seqs or send more load (request rate/concurrency), or consolidate onto fewer GPUs",
+		"send more load (request rate/concurrency) or consolidate onto fewer GPUs; --max-num-seqs is not the limit while nothing waits (raise it once requests queue)",
 	},
 	NearOptimal: {
 		"no bottleneck rule holds; if the SLO lines show a missed target, its cause is outside what these inputs tell apart",

@@ -62,8 +62,62 @@ type Classifier struct {
 	src    Sources
 	logger log.Logger
 
-	mu     sync.Mutex
-	models map[string]*modelState
+	mu        sync.Mutex
+	models    map[string]*modelState
+	probeHist []probeTTFTs // probe TTFT histograms per tick, oldest first
+}
+
+// probeTTFTs is one tick's cumulative probe TTFT histograms, by profile.
+type probeTTFTs struct {
+	at   time.Time
+	ttft map[string]snapshot.Histogram
+}
+
+// recentProbes returns p with each profile's TTFT histogram reduced to its
+// increase over the last window, so the cold/warm medians describe recent
+// probes: the prober's cumulative histograms would remember hours of a
+// working prefix cache long after it stopped hitting. Until the history
+// spans the window, p is returned as it is (everything since the prober
+// started, which is then within the window too). Called with c.mu held.
+func (c *Classifier) recentProbes(now time.Time, p *snapshot.Probes, window time.Duration) *snapshot.Probes {
+	if p == nil {
+		c.probeHist = nil
+		return nil
+	}
+	cur := probeTTFTs{at: now, ttft: make(map[string]snapshot.Histogram, len(p.Profiles))}
+	for name, pr := range p.Profiles {
+		if pr != nil {
+			cur.ttft[name] = pr.TTFT
+		}
+	}
+	// The newest tick at or before now-window is the base; older ones go.
+	cut := now.Add(-window)
+	i := 0
+	for i < len(c.probeHist) && !c.probeHist[i].at.After(cut) {
+		i++
+	}
+	var base *probeTTFTs
+	if i > 0 {
+		b := c.probeHist[i-1]
+		base = &b
+		c.probeHist = append([]probeTTFTs(nil), c.probeHist[i-1:]...)
+	}
+	c.probeHist = append(c.probeHist, cur)
+	if base == nil {
+		return p
+	}
+	out := &snapshot.Probes{Time: p.Time, EngineStalled: p.EngineStalled, Profiles: make(map[string]*snapshot.ProbeProfile, len(p.Profiles))}
+	for name, pr := range p.Profiles {
+		if pr == nil {
+			continue
+		}
+		cp := *pr
+		if old, ok := base.ttft[name]; ok {
+			cp.TTFT, _ = pr.TTFT.Sub(old) // a prober restart: the newer histogram is the increase
+		}
+		out.Profiles[name] = &cp
+	}
+	return out
 }
 
 // ModelState is one model's published classification.
@@ -247,6 +301,7 @@ func (c *Classifier) Tick(now time.Time) {
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	probes = c.recentProbes(now, probes, th.BaselineWindow)
 	for name := range c.models {
 		if _, ok := latest.Models[name]; !ok {
 			delete(c.models, name)

@@ -20,10 +20,10 @@ var (
 		"Predicted per-stream decode tokens per second: effective memory bandwidth / (weight bytes + KV bytes in use).",
 		[]string{"model"}, nil)
 	descMeasured = prometheus.NewDesc("vllm_decode_measured_tokens_per_second",
-		"Measured per-stream decode tokens per second: 1 / median TPOT over the classifier window (from vLLM's TPOT or inter-token latency histogram).",
+		"Measured per-stream decode tokens per second: 1 / mean time per output token over the classifier window (sum/count increase of vLLM's inter-token latency histogram, else its request TPOT histogram).",
 		[]string{"model"}, nil)
 	descEfficiency = prometheus.NewDesc("vllm_decode_efficiency_ratio",
-		"Measured / predicted per-stream decode tokens per second (decode roofline efficiency).",
+		"Measured / predicted per-stream decode tokens per second (decode roofline efficiency; above 1 when the weight, KV or bandwidth inputs overstate the bytes or understate the bandwidth).",
 		[]string{"model"}, nil)
 	descCapTokens = prometheus.NewDesc("vllm_capacity_output_tokens_per_second",
 		"Highest windowed output-token throughput observed while the latency SLOs held, over the capacity horizon.",

@@ -72,6 +72,7 @@ type SLOReport struct {
 // RooflineReport is the decode roofline comparison.
 type RooflineReport struct {
 	WeightBytes     float64  `json:"weight_bytes"`
+	WeightSource    string   `json:"weight_source,omitempty"`
 	KVBytes         float64  `json:"kv_bytes"`
 	KVSource        string   `json:"kv_source"`
 	Bandwidth       float64  `json:"bandwidth_bytes_per_second"`
@@ -134,7 +135,7 @@ func ModelReportFrom(st ModelState, window time.Duration, gpuHour float64) Model
 		mr.SLO.Holds = &h
 	}
 	r := st.Roofline
-	mr.Roofline = RooflineReport{WeightBytes: r.WeightBytes, KVBytes: r.KVBytes, KVSource: r.KVSource,
+	mr.Roofline = RooflineReport{WeightBytes: r.WeightBytes, WeightSource: r.WeightSource, KVBytes: r.KVBytes, KVSource: r.KVSource,
 		Bandwidth: r.Bandwidth, BandwidthSource: r.BandwidthSource,
 		Predicted: ptr(r.Predicted), Measured: ptr(r.Measured), Efficiency: ptr(r.Efficiency)}
 	mr.Throughput.Window = window
@@ -204,7 +205,8 @@ func RenderText(w io.Writer, r Report) error {
 		p("  last scrape error: %s", r.LastError)
 	}
 	if len(r.GPUs) == 0 {
-		p("  GPUs: none visible (no NVML): gpu_fault, throttled and communication_bound cannot be diagnosed")
+		p("  GPUs: none visible (no NVML): gpu_fault, throttled and communication_bound cannot be diagnosed;")
+		p("    a throttled or NVLink-bound GPU reads as a decode class or near_optimal, a lost GPU as engine_stalled or failed scrapes")
 	} else {
 		p("  GPUs: %s", strings.Join(r.GPUs, "; "))
 	}
@@ -238,12 +240,12 @@ func RenderText(w io.Writer, r Report) error {
 		switch {
 		case rf.Predicted != nil && rf.KVSource == "none":
 			p("  predicted %s = %s (%s) / %s weights (KV traffic not counted: give --model.kv-cache-bytes, or run where NVML sees the GPU)",
-				tokRate(rf.Predicted), bytesRate(rf.Bandwidth), bandwidthNote(rf.BandwidthSource), bytesSize(rf.WeightBytes))
+				tokRate(rf.Predicted), bytesRate(rf.Bandwidth), bandwidthNote(rf.BandwidthSource), bytesSize(rf.WeightBytes)+weightNote(rf.WeightSource))
 		case rf.Predicted != nil:
 			p("  predicted %s = %s (%s) / (%s weights + %s KV in use, pool size from %s)",
-				tokRate(rf.Predicted), bytesRate(rf.Bandwidth), bandwidthNote(rf.BandwidthSource), bytesSize(rf.WeightBytes), bytesSize(rf.KVBytes), kvNote(rf.KVSource))
+				tokRate(rf.Predicted), bytesRate(rf.Bandwidth), bandwidthNote(rf.BandwidthSource), bytesSize(rf.WeightBytes)+weightNote(rf.WeightSource), bytesSize(rf.KVBytes), kvNote(rf.KVSource))
 		default:
-			p("  predicted: unknown (give --model.weight-bytes or --model.parameters with --model.bytes-per-parameter, and a GPU or --model.memory-bandwidth)")
+			p("  predicted: unknown (give --model.weight-bytes or --model.parameters with --model.bytes-per-parameter (or --model.kv-cache-bytes where NVML sees vLLM's processes), and a GPU or --model.memory-bandwidth)")
 		}
 		if rf.Measured != nil {
 			p("  measured  %s (1 / mean time per output token %s)", tokRate(rf.Measured), secs(ptrOf(1 / *rf.Measured)))
@@ -319,6 +321,14 @@ func schemaNote(s string) string {
 		return ""
 	}
 	return ", metrics schema " + s
+}
+
+// weightNote says where the weight bytes came from when it was not a flag.
+func weightNote(src string) string {
+	if src == "process_memory" {
+		return " (vLLM process memory - KV pool - overhead)"
+	}
+	return ""
 }
 
 func kvNote(src string) string {

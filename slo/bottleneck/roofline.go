@@ -70,7 +70,10 @@ func PredictDecodeTokensPerSecond(weightBytes, kvBytes, bandwidthBytesPerSecond 
 
 // Roofline is one model's decode-roofline comparison.
 type Roofline struct {
-	WeightBytes     float64
+	WeightBytes float64
+	// WeightSource is "flag" (--model.*), "process_memory" (the compute
+	// processes' GPU memory minus the KV pool and overhead) or "" (unknown).
+	WeightSource    string
 	KVBytes         float64 // KV read per step: usage × pool size (0 when unknown)
 	KVSource        string  // "flag", "gpu_memory" or "none"
 	Bandwidth       float64 // effective bytes/s
@@ -96,7 +99,7 @@ const kvOverheadBytesPerGPU = 1.5e9
 // bandwidth of every visible GPU is used.
 func ComputeRoofline(spec ModelSpec, m *snapshot.Model, w *snapshot.Derived, gpu *snapshot.GPU, efficiency float64) Roofline {
 	r := Roofline{WeightBytes: spec.Weights(), KVSource: "none"}
-	var peak, memTotal float64
+	var peak, memTotal, procMem float64
 	devs := upDevices(gpu)
 	for _, d := range devs {
 		if d.PeakMemBandwidthBytesPerSecond.OK {
@@ -105,6 +108,17 @@ func ComputeRoofline(spec ModelSpec, m *snapshot.Model, w *snapshot.Derived, gpu
 		if d.MemoryTotalBytes.OK {
 			memTotal += d.MemoryTotalBytes.V
 		}
+		for _, b := range d.ProcessMemoryBytes {
+			procMem += b
+		}
+	}
+	if r.WeightBytes > 0 {
+		r.WeightSource = "flag"
+	} else if w := procMem - spec.KVCacheBytes - kvOverheadBytesPerGPU*float64(len(devs)); spec.KVCacheBytes > 0 && procMem > 0 && w > 0 {
+		// vLLM's process memory is weights + the KV pool + overhead; with
+		// the pool given, the rest is the weights. (Without it the two
+		// cannot be told apart: vLLM sizes the pool to fill its share.)
+		r.WeightBytes, r.WeightSource = w, "process_memory"
 	}
 	switch {
 	case peak > 0:

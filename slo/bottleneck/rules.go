@@ -174,11 +174,32 @@ func (r rules) engineStalled() Finding {
 		gate("prompt_tokens_per_second", w.PromptTokensPerSecond.V, "==", 0, "tokens/s"))
 }
 
-// throttleReason reports whether an NVML clock-event reason is a power or
-// thermal cap (not idle, application clocks, sync boost or display).
-func throttleReason(reason string) bool {
-	r := strings.ToLower(reason)
-	return strings.Contains(r, "power") || strings.Contains(r, "thermal") || r == "hw_slowdown"
+// capped reports whether a GPU's clocks are held down enough to slow decode:
+// any thermal, hardware-slowdown or power-brake reason, or the software
+// power cap with SM clocks below ratio x their maximum. A busy GPU sits at
+// its power cap routinely, trimming SM clocks a little, which memory-bound
+// decode barely notices; a lowered power limit or failing cooling cuts
+// them deeply. Without clock readings the power cap counts. smRatio is the
+// SM clock / max ratio when known.
+func capped(d snapshot.GPUDevice, ratio float64) (on bool, smRatio snapshot.Value) {
+	if d.SMClockHz.OK && d.MaxSMClockHz.OK && d.MaxSMClockHz.V > 0 {
+		smRatio = snapshot.Some(d.SMClockHz.V / d.MaxSMClockHz.V)
+	}
+	power := false
+	for reason, active := range d.ThrottleReasons {
+		r := strings.ToLower(reason)
+		switch {
+		case !active:
+		case strings.Contains(r, "thermal") || strings.Contains(r, "power_brake") || r == "hw_slowdown":
+			return true, smRatio
+		case strings.Contains(r, "power"):
+			power = true
+		}
+	}
+	if !power {
+		return false, smRatio
+	}
+	return !smRatio.OK || smRatio.V < ratio, smRatio
 }
 
 func (r rules) throttled() Finding {
@@ -186,20 +207,25 @@ func (r rules) throttled() Finding {
 	if len(devs) == 0 {
 		return Finding{Class: Throttled}
 	}
-	active := 0.0
+	active, minRatio := 0.0, snapshot.Value{}
 	for _, d := range devs {
-		for reason, on := range d.ThrottleReasons {
-			if on && throttleReason(reason) {
-				active++
-				break
-			}
+		on, sm := capped(d, r.th.PowerCapSMClockRatioMax)
+		if on {
+			active++
+		}
+		if sm.OK && (!minRatio.OK || sm.V < minRatio.V) {
+			minRatio = sm
 		}
 	}
 	tp, ok := r.tpotOver()
 	if !ok {
 		return Finding{Class: Throttled}
 	}
-	return all(Throttled, gate("gpus_power_or_thermal_capped", active, ">", 0, "gpus"), tp)
+	ev := []Evidence{gate("gpus_power_or_thermal_capped", active, ">", 0, "gpus"), tp}
+	if minRatio.OK {
+		ev = append(ev, note("sm_clock_over_max_ratio", minRatio.V, "ratio"))
+	}
+	return all(Throttled, ev...)
 }
 
 func (r rules) tooManySequences() Finding {

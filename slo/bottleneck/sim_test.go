@@ -61,6 +61,7 @@ func h100(i int, n int) snapshot.GPUDevice {
 		MemoryTotalBytes: snapshot.Some(80e9), PeakMemBandwidthBytesPerSecond: snapshot.Some(simPeakBandwidth / float64(n)),
 		NVLinkTxBytesPerSecond: snapshot.Some(1e9), NVLinkRxBytesPerSecond: snapshot.Some(1e9),
 		ThrottleReasons: map[string]bool{"sw_power_cap": false, "hw_slowdown": false},
+		SMClockHz:       snapshot.Some(0.9 * h100MaxSMClock), MaxSMClockHz: snapshot.Some(h100MaxSMClock),
 	}
 }
 
@@ -94,6 +95,7 @@ var kvFull = vllmsim.Scenario{Name: "kv_full", Description: "KV cache full, admi
 func simCases() []simCase {
 	capped := func(d *snapshot.GPUDevice, _ time.Time) {
 		d.ThrottleReasons["sw_power_cap"] = true
+		d.SMClockHz = snapshot.Some(0.4 * h100MaxSMClock) // the preset's 2.5x step time
 		d.DRAMBandwidthUtil = snapshot.Some(0.3)
 	}
 	return []simCase{

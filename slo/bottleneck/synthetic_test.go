@@ -3,6 +3,8 @@ package bottleneck
 import (
 	"fmt"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -43,7 +45,10 @@ type regime struct {
 	throttle, lost, stalledProbe, stalledScrape        bool
 	xidAgo                                             time.Duration
 	probeCold, probeWarm                               float64
+	smClock                                            float64 // SM clock / max
 }
+
+const h100MaxSMClock = 1.98e9
 
 // healthy is a busy, well-tuned server: one H100 (3.35 TB/s peak), 8B FP16
 // weights, TPOT near the roofline (efficiency ~0.95), every latency under
@@ -52,14 +57,14 @@ func healthy() regime {
 	return regime{
 		kv: 0.55, running: 24, ttft95: 0.3, ttft99: 0.45, prefill99: 0.12, queue99: 0.05,
 		tpot50: 0.018, tpot95: 0.026, hit: 0.6, hitBase: 0.6, promptPerReq: 300, rps: 8, tokensPerReq: 250,
-		gpus: 1, util: 0.8, dram: 0.55, probeCold: 0.45, probeWarm: 0.12,
+		gpus: 1, util: 0.8, dram: 0.55, probeCold: 0.45, probeWarm: 0.12, smClock: 0.9,
 	}
 }
 
 var regimes = map[Class]func(r *regime){
 	GPUFault:         func(r *regime) { r.xidAgo = 20 * time.Second },
 	EngineStalled:    func(r *regime) { r.stalledProbe = true },
-	Throttled:        func(r *regime) { r.throttle = true; r.tpot95 = 0.08; r.tpot50 = 0.05 },
+	Throttled:        func(r *regime) { r.throttle = true; r.smClock = 0.45; r.tpot95 = 0.08; r.tpot50 = 0.05 },
 	TooManySequences: func(r *regime) { r.preemptPerReq = 0.06; r.kv = 0.97; r.waiting = 6; r.tpot50 = 0.027 },
 	KVCacheExhausted: func(r *regime) { r.kv = 0.985; r.waiting = 12; r.ttft99 = 3; r.tpot50 = 0.027 },
 	Queueing:         func(r *regime) { r.waiting = 30; r.ttft95 = 3; r.ttft99 = 5; r.queue99 = 4.5 },
@@ -138,6 +143,7 @@ func (r regime) apply(f *fakeSources, now time.Time, rng *rand.Rand, th config.B
 				PeakMemBandwidthBytesPerSecond: snapshot.Some(3.35e12 / float64(r.gpus)),
 				NVLinkTxBytesPerSecond:         snapshot.Some(n(r.nvlink / 2)), NVLinkRxBytesPerSecond: snapshot.Some(n(r.nvlink / 2)),
 				ThrottleReasons: map[string]bool{"sw_power_cap": r.throttle, "gpu_idle": false},
+				SMClockHz:       snapshot.Some(r.smClock * h100MaxSMClock), MaxSMClockHz: snapshot.Some(h100MaxSMClock),
 			}
 			if r.xidAgo > 0 {
 				dev.LastFatalXidTime = now.Add(-r.xidAgo)
@@ -441,5 +447,211 @@ func TestCapacityTracksOnlyWhileSLOsHold(t *testing.T) {
 	st = step(2)
 	if st.Capacity.RequestsPerSecond.V > 3 {
 		t.Fatalf("capacity older than the horizon kept: %+v", st.Capacity.RequestsPerSecond)
+	}
+}
+
+// newSynthetic is a classifier on fake sources with the shipped thresholds.
+func newSynthetic(seed int64) (config.Bottleneck, *fakeSources, *Classifier, *rand.Rand) {
+	f := &fakeSources{}
+	return config.DefaultBottleneck(), f, newTestClassifier(f, testSpec), newRand(seed)
+}
+
+// syntheticStart is where the synthetic tests' clocks start.
+var syntheticStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// A GPU at its power cap is routine under load: throttled needs degraded
+// TPOT too, so a capped GPU whose TPOT meets its target is not a diagnosis.
+func TestThrottledNeedsDegradedTPOT(t *testing.T) {
+	th, f, c, rng := newSynthetic(11)
+	now := syntheticStart
+	r := healthy()
+	r.throttle = true // sw_power_cap active; TPOT p95 ~26 ms < 40 ms
+	for i := 0; i < 10; i++ {
+		now = now.Add(15 * time.Second)
+		r.apply(f, now, rng, th)
+		c.Tick(now)
+		if st, _ := c.State(model); st.Raw == Throttled || st.Class == Throttled {
+			t.Fatalf("tick %d: power cap with TPOT on target classified %s (raw %s)", i, st.Class, st.Raw)
+		}
+	}
+}
+
+// "Sustained" KV usage is the larger of the latest reading and the recent
+// mean, so one dip of the gauge below the threshold does not clear a cache
+// that is full on average.
+func TestSustainedKVRidesOutOneDip(t *testing.T) {
+	st := &modelState{}
+	for _, v := range []float64{0.99, 0.99} {
+		st.sustainedKV(snapshot.Some(v), 3)
+	}
+	if got := st.sustainedKV(snapshot.Some(0.92), 3); !(got.OK && got.V > 0.95) {
+		t.Fatalf("after 0.99, 0.99, 0.92: sustained %+v, want the mean 0.967", got)
+	}
+	// A reading that rises shows at once.
+	st = &modelState{}
+	st.sustainedKV(snapshot.Some(0.5), 3)
+	if got := st.sustainedKV(snapshot.Some(0.97), 3); got.V != 0.97 {
+		t.Fatalf("rise: sustained %+v, want 0.97", got)
+	}
+}
+
+// The serving classifier reads its thresholds from --config.file's
+// bottleneck section through the holder on every tick, so a reload applies
+// without a restart.
+func TestThresholdsFromConfigHolder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yml")
+	write := func(s string) {
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("bottleneck:\n  kv_cache_usage_high: 0.5\n") // healthy runs its cache at ~0.55
+	holder, err := config.NewHolder(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeSources{}
+	c := New(Options{Model: testSpec}, holder, Sources{VLLM: f, GPU: fakeGPU{f}, Probes: fakeProbes{f}}, nil)
+	rng := newRand(5)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tick := func() ModelState {
+		now = now.Add(15 * time.Second)
+		healthy().apply(f, now, rng, holder.Get().Bottleneck)
+		c.Tick(now)
+		st, _ := c.State(model)
+		return st
+	}
+	if st := tick(); st.Class != KVCacheExhausted {
+		t.Fatalf("kv_cache_usage_high 0.5 from the file: class %s, evidence %v", st.Class, st.Evidence())
+	}
+	write("bottleneck:\n  kv_cache_usage_high: 0.95\n")
+	if err := holder.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	var st ModelState
+	for i := 0; i < config.DefaultBottleneck().HoldTicks; i++ {
+		st = tick()
+	}
+	if st.Class != NearOptimal {
+		t.Fatalf("after reloading 0.95: class %s (raw %s)", st.Class, st.Raw)
+	}
+}
+
+// Each class's recommendation names the seeds' knob and its direction.
+func TestAdviceNamesTheSeedKnobs(t *testing.T) {
+	want := map[Class][]string{
+		GPUFault:           {"Xid", "drain"},
+		EngineStalled:      {"restart"},
+		Throttled:          {"power limit", "cooling"},
+		TooManySequences:   {"lower --max-num-seqs", "--gpu-memory-utilization"},
+		KVCacheExhausted:   {"--kv-cache-dtype fp8", "higher --gpu-memory-utilization", "lower --max-num-seqs", "--max-model-len"},
+		Queueing:           {"replicas", "raise --max-num-seqs only if"},
+		PrefixCacheMiss:    {"--enable-prefix-caching", "byte-identical"},
+		PrefillBound:       {"chunked prefill", "raise --max-num-batched-tokens", "prefix caching"},
+		CommunicationBound: {"reduce the TP degree", "--tensor-parallel-size"},
+		MemoryBoundDecode:  {"quantize", "faster memory", "raise --max-num-seqs"},
+		DecodeOverhead:     {"CUDA graphs", "--async-scheduling", "sampling"},
+		BatchTooSmall:      {"send more load", "consolidate"},
+		NearOptimal:        {"baseline"},
+	}
+	for _, c := range Classes {
+		a := AdviceFor(c)
+		if a.Summary == "" || a.Recommendation == "" {
+			t.Errorf("%s: empty advice %+v", c, a)
+		}
+		if len(want[c]) == 0 {
+			t.Errorf("%s: no expected knob listed", c)
+		}
+		for _, w := range want[c] {
+			if !strings.Contains(a.Recommendation, w) {
+				t.Errorf("%s: recommendation %q lacks %q", c, a.Recommendation, w)
+			}
+		}
+	}
+}
+
+// The cold/warm probe medians are over the recent probes (baseline_window),
+// not the prober's lifetime: after an hour of a working prefix cache, ten
+// minutes of warm probes as slow as cold ones is a prefix_cache_miss, though
+// the lifetime median of the warm probes is still fast.
+func TestProbePairMediansAreRecent(t *testing.T) {
+	th, f, c, rng := newSynthetic(8)
+	now := syntheticStart
+	bounds := []float64{0.025, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5}
+	cum := map[string]*snapshot.Histogram{
+		"cold": {Bounds: bounds, Counts: make([]float64, len(bounds))},
+		"warm": {Bounds: bounds, Counts: make([]float64, len(bounds))},
+	}
+	observe := func(h *snapshot.Histogram, v float64) {
+		counts := append([]float64(nil), h.Counts...) // published histograms are never mutated
+		for i, b := range h.Bounds {
+			if v <= b {
+				counts[i]++
+			}
+		}
+		*h = snapshot.Histogram{Bounds: h.Bounds, Counts: counts, Count: h.Count + 1, Sum: h.Sum + v}
+	}
+	tick := func(warm float64) ModelState {
+		now = now.Add(15 * time.Second)
+		healthy().apply(f, now, rng, th) // hit ratio steady: only the probes can tell
+		observe(cum["cold"], 0.45)
+		observe(cum["warm"], warm)
+		f.probes = &snapshot.Probes{Time: now, Profiles: map[string]*snapshot.ProbeProfile{}}
+		for prefix, h := range cum {
+			f.probes.Profiles[prefix] = &snapshot.ProbeProfile{Name: prefix, Prefix: prefix, Requests: h.Count, TTFT: *h}
+		}
+		c.Tick(now)
+		st, _ := c.State(model)
+		return st
+	}
+	for i := 0; i < 240; i++ { // an hour with the cache hitting
+		if st := tick(0.08); st.Class != NearOptimal {
+			t.Fatalf("healthy tick %d: %s", i, st.Class)
+		}
+	}
+	var st ModelState
+	for i := 0; i < 40; i++ { // ten minutes of misses
+		st = tick(0.44)
+	}
+	if lifetime := cum["warm"].Quantile(0.5); !(lifetime.V < 0.1) {
+		t.Fatalf("test setup: lifetime warm median %v should still be fast", lifetime)
+	}
+	if st.Class != PrefixCacheMiss {
+		t.Fatalf("after 10 minutes of slow warm probes: class %s (raw %s), evidence %v", st.Class, st.Raw, st.Evidence())
+	}
+}
+
+// A busy GPU at its power cap with SM clocks a little below maximum is
+// routine and barely slows memory-bound decode: the decode class stands. A
+// deep cut (a lowered power limit) or any thermal slowdown is throttling.
+func TestRoutinePowerCapIsNotThrottled(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		smClock float64
+		reason  string
+		want    Class
+	}{
+		{"power cap, clocks at 85% of max", 0.85, "sw_power_cap", MemoryBoundDecode},
+		{"power cap, clocks at 50% of max", 0.5, "sw_power_cap", Throttled},
+		{"thermal slowdown, clocks at 85% of max", 0.85, "hw_thermal_slowdown", Throttled},
+	} {
+		th, f, cl, rng := newSynthetic(12)
+		now := syntheticStart
+		r := healthy()
+		regimes[MemoryBoundDecode](&r)
+		r.smClock = c.smClock
+		var st ModelState
+		for i := 0; i < th.HoldTicks+1; i++ {
+			now = now.Add(15 * time.Second)
+			r.apply(f, now, rng, th)
+			for j := range f.gpu.Devices {
+				f.gpu.Devices[j].ThrottleReasons = map[string]bool{c.reason: true}
+			}
+			cl.Tick(now)
+			st, _ = cl.State(model)
+		}
+		if st.Class != c.want {
+			t.Errorf("%s: class %s, want %s; evidence %v", c.name, st.Class, c.want, st.Evidence())
+		}
 	}
 }
