@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -159,7 +160,10 @@ func TestAlertsAreWellFormed(t *testing.T) {
 						t.Errorf("%s: missing annotation %s", where, a)
 					}
 				}
-				if r.Alert != "Watchdog" && !strings.Contains(r.Annotations["description"], "{{") {
+				// The heartbeat and absent() alerts have no value or label
+				// worth templating.
+				noLabels := r.Alert == "Watchdog" || strings.HasPrefix(strings.TrimSpace(r.Expr), "absent(")
+				if !noLabels && !strings.Contains(r.Annotations["description"], "{{") {
 					t.Errorf("%s: description is not templated with any value or label", where)
 				}
 				u := r.Annotations["runbook_url"]
@@ -181,8 +185,8 @@ func TestAlertsAreWellFormed(t *testing.T) {
 			}
 		}
 	}
-	if nAlerts < 13 {
-		t.Errorf("only %d alerts found; the hand-written file alone has 13", nAlerts)
+	if nAlerts < 14 {
+		t.Errorf("only %d alerts found; the hand-written file alone has 14", nAlerts)
 	}
 }
 
@@ -202,12 +206,15 @@ type promtoolTests struct {
 
 // Every alert defined in alerts/*.yml is exercised by promtool: at least one
 // evaluation where it fires and at least two where it must be silent (before
-// the fault, on healthy noise, after it resolved). promtool compares the full
-// set of firing alerts, so a firing case also proves the noisy healthy series
-// of the same test stay silent.
+// the fault, on healthy noise, after it resolved), one of them later in the
+// same test than a firing one (it resolves). promtool compares the full set
+// of firing alerts, so a firing case also proves the noisy healthy series of
+// the same test stay silent. A generated alert exists once per SLO (label
+// slo): each SLO's rule must fire in some test, not just one of them.
 func TestEveryAlertIsUnitTested(t *testing.T) {
-	fires := map[string]int{}
-	silent := map[string]int{}
+	fires := map[string]int{}    // alert or alert/slo
+	silent := map[string]int{}   // alert
+	resolves := map[string]int{} // alert or alert/slo
 	tests, _ := filepath.Glob("tests/*.yml")
 	covered := map[string]bool{}
 	for _, p := range tests {
@@ -223,11 +230,42 @@ func TestEveryAlertIsUnitTested(t *testing.T) {
 			covered[filepath.Base(rf)] = true
 		}
 		for _, tc := range pt.Tests {
+			firedAt := map[string]time.Duration{} // key -> earliest firing check
+			var silentAt []struct {
+				alert string
+				at    time.Duration
+			}
 			for _, a := range tc.AlertRuleTests {
-				if len(a.ExpAlerts) > 0 {
-					fires[a.Alertname]++
-				} else {
+				at, err := time.ParseDuration(a.EvalTime)
+				if err != nil {
+					t.Fatalf("%s: test %q: eval_time %q: %v", p, tc.Name, a.EvalTime, err)
+				}
+				if len(a.ExpAlerts) == 0 {
 					silent[a.Alertname]++
+					silentAt = append(silentAt, struct {
+						alert string
+						at    time.Duration
+					}{a.Alertname, at})
+					continue
+				}
+				for _, e := range a.ExpAlerts {
+					key := a.Alertname
+					if slo := e.ExpLabels["slo"]; slo != "" {
+						key += "/" + slo
+					}
+					fires[key]++
+					if prev, ok := firedAt[key]; !ok || at < prev {
+						firedAt[key] = at
+					}
+				}
+			}
+			for key, at := range firedAt {
+				alert, _, _ := strings.Cut(key, "/")
+				for _, s := range silentAt {
+					if s.alert == alert && s.at > at {
+						resolves[key]++
+						break
+					}
 				}
 			}
 		}
@@ -240,14 +278,21 @@ func TestEveryAlertIsUnitTested(t *testing.T) {
 					continue
 				}
 				hasAlerts = true
-				if fires[r.Alert] == 0 {
-					t.Errorf("%s: alert %s never expected to fire in alerts/tests", path, r.Alert)
+				key := r.Alert
+				if slo := r.Labels["slo"]; slo != "" {
+					key += "/" + slo
+				}
+				if fires[key] == 0 {
+					t.Errorf("%s: alert %s never expected to fire in alerts/tests", path, key)
 				}
 				if r.Alert == "Watchdog" {
 					continue
 				}
 				if silent[r.Alert] < 2 {
 					t.Errorf("%s: alert %s has %d silent checks in alerts/tests, want >= 2 (before and after)", path, r.Alert, silent[r.Alert])
+				}
+				if resolves[key] == 0 {
+					t.Errorf("%s: alert %s is never checked silent after firing in the same test (resolves)", path, key)
 				}
 			}
 		}

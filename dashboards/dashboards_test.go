@@ -7,11 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/e2e"
 )
 
 var update = flag.Bool("update", false, "rewrite dashboards/*.json from the Go definitions")
@@ -140,6 +143,16 @@ func TestDashboardsAreSelfContainedAndFiltered(t *testing.T) {
 				// instances; recording rules (model:...) are fleet-wide.
 				if rawVLLMSeries.MatchString(expr) && !strings.Contains(expr, `instance=~"$instance"`) {
 					t.Errorf("%s: panel %q query ignores $instance: %s", p, title, expr)
+				}
+				// ... each of them, not just one selector of the query.
+				sels, err := e2e.Selectors(e2e.Substitute(expr))
+				if err != nil {
+					t.Errorf("%s: panel %q: %v", p, title, err)
+				}
+				for _, sel := range sels {
+					if strings.HasPrefix(sel.Name, "vllm_") && !slices.Contains(sel.Labels, "instance") {
+						t.Errorf("%s: panel %q: selector %s ignores $instance: %s", p, title, sel.Name, expr)
+					}
 				}
 				if strings.Contains(expr, "$model") && !strings.Contains(expr, `model=~"$model"`) {
 					t.Errorf("%s: panel %q uses $model without a regex match: %s", p, title, expr)

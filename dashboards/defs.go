@@ -80,10 +80,10 @@ func overview() dashboard {
 					Desc: "Preemptions per second and per finished request (above 1% of requests is KV pressure).",
 					Targets: []target{
 						q(`sum by (model) (rate(vllm_preemptions_total{`+mi+`}`+ri+`))`, "preemptions/s {{model}}"),
-						q(`sum by (model) (rate(vllm_preemptions_total{`+mi+`}`+ri+`)) / clamp_min(sum by (model) (rate(vllm_requests_finished_total{`+mi+`}`+ri+`)), 1e-9)`, "per request {{model}}"),
+						q(`sum by (model) (rate(vllm_preemptions_total{`+mi+`}`+ri+`)) / (sum by (model) (rate(vllm_requests_finished_total{`+mi+`}`+ri+`)) > 0)`, "per request {{model}}"),
 					}},
 				{Title: "Prefix cache hit ratio", Type: "timeseries", Unit: "percentunit", W: 8, Max: one(),
-					Targets: []target{q(`sum by (model) (rate(vllm_prefix_cache_hits_total{`+mi+`}`+ri+`)) / sum by (model) (rate(vllm_prefix_cache_queries_total{`+mi+`}`+ri+`))`, "{{model}}")}},
+					Targets: []target{q(`sum by (model) (rate(vllm_prefix_cache_hits_total{`+mi+`}`+ri+`)) / (sum by (model) (rate(vllm_prefix_cache_queries_total{`+mi+`}`+ri+`)) > 0)`, "{{model}}")}},
 			}},
 			{Title: "Fleet (per model, all replicas; recording rules)", Panels: []panel{
 				{Title: "Fleet TTFT / TPOT p99", Type: "timeseries", Unit: "s", W: 8,

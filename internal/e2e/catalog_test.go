@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -149,6 +150,52 @@ func fixtureNames(t *testing.T) map[string]map[string]bool {
 	return out
 }
 
+var (
+	catalogOnce  sync.Once
+	catalogBuilt *catalog
+	catalogErr   string
+)
+
+// Sources of the catalog whose names are the exporter's own (not vLLM's
+// exposition, not Prometheus, not recording rules).
+const (
+	srcExporter   = "exporter /metrics (run against vllm-sim)"
+	srcComponents = "exporter components in-process (probes against vllm-sim; declared series)"
+)
+
+// seriesCatalog builds the catalog once per test binary (starting the
+// simulator and the exporter takes most of a minute on a loaded machine)
+// and hands the same one to every test that needs it.
+func seriesCatalog(t *testing.T) *catalog {
+	t.Helper()
+	catalogOnce.Do(func() {
+		failed := true
+		defer func() {
+			if failed && catalogErr == "" {
+				catalogErr = "building the series catalog failed in " + t.Name()
+			}
+		}()
+		s := startStack(t)
+		cat := newCatalog()
+		cat.add(srcExporter, exporterNames(t, s))
+		cat.add(srcComponents, componentNames(t, s))
+		cat.add("vLLM fixtures", fixtureNames(t))
+		cat.add("Prometheus", prometheusSeries)
+		_, records := ruleQueries(t, ruleFiles(t))
+		recs := map[string]map[string]bool{}
+		for r := range records {
+			recs[r] = nil
+		}
+		cat.add("recording rules", recs)
+		catalogBuilt = cat
+		failed = false
+	})
+	if catalogBuilt == nil {
+		t.Fatal(catalogErr)
+	}
+	return catalogBuilt
+}
+
 // TestQueriesUseExistingSeries checks every metric name (and every label it
 // is filtered on) in every rule of alerts/*.yml and every panel and variable
 // query of dashboards/*.json against the catalog derived from a real run of
@@ -157,18 +204,8 @@ func TestQueriesUseExistingSeries(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the exporter and the simulator")
 	}
-	s := startStack(t)
-	cat := newCatalog()
-	cat.add("exporter /metrics (run against vllm-sim)", exporterNames(t, s))
-	cat.add("exporter components in-process (probes against vllm-sim; declared series)", componentNames(t, s))
-	cat.add("vLLM fixtures", fixtureNames(t))
-	cat.add("Prometheus", prometheusSeries)
-	rules, records := ruleQueries(t, ruleFiles(t))
-	recs := map[string]map[string]bool{}
-	for r := range records {
-		recs[r] = nil
-	}
-	cat.add("recording rules", recs)
+	cat := seriesCatalog(t)
+	rules, _ := ruleQueries(t, ruleFiles(t))
 	t.Logf("catalog: %d series names", len(cat.names))
 
 	panels, vars := dashboardQueries(t)

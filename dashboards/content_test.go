@@ -1,0 +1,85 @@
+package dashboards
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+)
+
+// What issue 8 asks each dashboard to show. Each entry is a set of series
+// that must appear together in one panel (e.g. server and probe TTFT side
+// by side, DRAM bandwidth with its peak).
+var requiredPanels = map[string][][]string{
+	"vllm-overview.json": {
+		{"vllm_slo_error_budget_remaining_ratio"},
+		{"vllm_slo_alert_state"},
+		{"vllm_bottleneck{"},
+		{"vllm_time_to_first_token_seconds_bucket", "vllm_probe_time_to_first_token_seconds_bucket"},
+		{"vllm_request_time_per_output_token_seconds_bucket", "vllm_probe_time_per_output_token_seconds_bucket"},
+		{"vllm_prompt_tokens_total", "vllm_generation_tokens_total"},
+		{"vllm_kv_cache_usage_ratio"},
+		{"vllm_requests_waiting", "vllm_requests_running"},
+		{"vllm_request_queue_time_seconds_bucket"},
+		{"vllm_preemptions_total"},
+	},
+	"vllm-slos.json": {
+		{"vllm_slo_burn_rate"},
+		{"vllm_slo_error_budget_remaining_ratio"},
+		{"slo:sli_error:ratio_rate", "slo:objective:ratio"},
+		{"slo:error_budget_remaining:ratio"},
+	},
+	"vllm-gpu.json": {
+		{"vllm_gpu_utilization_ratio"},
+		{"vllm_gpu_dram_bandwidth_utilization_ratio", "vllm_gpu_memory_bandwidth_peak_bytes_per_second"},
+		{"vllm_gpu_sm_clock_hertz", "vllm_gpu_sm_clock_max_hertz"},
+		{"vllm_gpu_clock_event_active"},
+		{"vllm_gpu_power_watts", "vllm_gpu_power_limit_watts"},
+	},
+	"vllm-probes.json": {
+		{"vllm_probe_time_to_first_token_seconds_bucket"},
+		{"vllm_probe_time_per_output_token_seconds_bucket"},
+		{"vllm_probe_failures_total"},
+		{"vllm_probe_ttft_gap_seconds"},
+	},
+}
+
+func TestDashboardsShowWhatTheIssueAsks(t *testing.T) {
+	for file, want := range requiredPanels {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d struct {
+			Panels []struct {
+				Title   string `json:"title"`
+				Targets []struct {
+					Expr string `json:"expr"`
+				} `json:"targets"`
+			} `json:"panels"`
+		}
+		if err := json.Unmarshal(b, &d); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		for _, names := range want {
+			found := false
+			for _, p := range d.Panels {
+				var all strings.Builder
+				for _, tg := range p.Targets {
+					all.WriteString(tg.Expr + "\n")
+				}
+				ok := true
+				for _, n := range names {
+					ok = ok && strings.Contains(all.String(), n)
+				}
+				if ok {
+					found = true
+					break
+				}
+			}
+			if !found {
+				t.Errorf("%s: no panel shows %s together", file, strings.Join(names, " and "))
+			}
+		}
+	}
+}
