@@ -107,7 +107,7 @@ func overview() dashboard {
 					Desc:    "The signals behind the current class: each measured value (signal) and the threshold it was compared with (signal_threshold).",
 					Targets: []target{q(`max by (model, class, signal) (vllm_bottleneck_evidence{`+mi+`})`, "")}},
 				{Title: "Decode: measured vs roofline", Type: "timeseries", Unit: "short", W: 8,
-					Desc: "Per-stream decode tokens/s measured (1 / median TPOT) vs the memory-bandwidth roofline prediction (classifier; needs --model.weight-bytes, and a GPU or --model.memory-bandwidth).",
+					Desc: "Per-stream decode tokens/s measured (1 / mean time per output token) vs the memory-bandwidth roofline prediction (classifier; needs --model.weight-bytes, and a GPU or --model.memory-bandwidth).",
 					Targets: []target{
 						q(`max by (model) (vllm_decode_measured_tokens_per_second{`+mi+`})`, "measured {{model}}"),
 						q(`max by (model) (vllm_decode_roofline_tokens_per_second{`+mi+`})`, "roofline {{model}}"),
