@@ -225,6 +225,7 @@ func checkConfig(f *flags, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "web config %s: %v\n", wc, err)
 			return 1
 		}
+		fmt.Fprintf(stdout, "web config %s is valid\n", wc)
 	}
 	fmt.Fprintf(stdout, "config %s is valid (%d SLOs)\n", cfg.Source, len(cfg.SLOs))
 	return 0

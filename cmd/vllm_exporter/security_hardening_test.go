@@ -151,6 +151,9 @@ func TestSecurityTLSAndBasicAuth(t *testing.T) {
 	if rc := checkConfig(&flags{web: h.webFlags(t, webConfig)}, &out, &errOut); rc != 0 {
 		t.Fatalf("--config.check with a valid web config: rc %d %s", rc, errOut.String())
 	}
+	if !strings.Contains(out.String(), "web config "+webConfig+" is valid") {
+		t.Fatalf("--config.check does not say it checked the web config: %q", out.String())
+	}
 	broken := filepath.Join(dir, "broken.yml")
 	os.WriteFile(broken, []byte("basic_auth_users:\n  x: not-a-bcrypt-hash\ntls_server_config:\n  cert_file: /nonexistent\n"), 0o600)
 	if rc := checkConfig(&flags{web: h.webFlags(t, broken)}, &out, &errOut); rc == 0 {
