@@ -317,7 +317,7 @@ func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.L
 	holder.Subscribe(func(f *config.File) { x.vllm.Retain(f.Bottleneck.BaselineWindow) })
 
 	reloadGauges := configReloadCollectors(holder)
-	x.registry.MustRegister(versioncollector.NewCollector(program), x.health, x.vllm, reloadGauges[0], reloadGauges[1])
+	x.registry.MustRegister(versioncollector.NewCollector(program), x.health, x.vllm, reloadGauges[0], reloadGauges[1], startTimeGauge(time.Now()))
 	if !f.disableExpMets {
 		x.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
@@ -378,6 +378,18 @@ func newHTTPServer(h http.Handler) *http.Server {
 }
 
 // configReloadCollectors exports the two reload gauges blackbox_exporter has.
+// startTimeGauge exports when this exporter started. Unlike
+// process_start_time_seconds it stays with --web.disable-exporter-metrics,
+// because alerts need it: VLLMDown's grace for a vLLM that never came up.
+func startTimeGauge(t time.Time) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "vllm_exporter_start_time_seconds",
+		Help: "Unix time at which this exporter process started serving.",
+	})
+	g.Set(float64(t.UnixNano()) / 1e9)
+	return g
+}
+
 func configReloadCollectors(h *config.Holder) [2]prometheus.Collector {
 	return [2]prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{

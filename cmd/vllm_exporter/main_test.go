@@ -344,3 +344,24 @@ func TestBinaryWebConfigAndTelemetryPath(t *testing.T) {
 		t.Errorf("landing page does not link the telemetry path: %d\n%s", c, body)
 	}
 }
+
+// VLLMDown's grace for a vLLM that never came up reads the exporter's own
+// start time, so it must survive --web.disable-exporter-metrics (which
+// drops process_start_time_seconds).
+func TestStartTimeSurvivesDisabledExporterMetrics(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the binary")
+	}
+	before := float64(time.Now().Add(-time.Second).Unix())
+	p := testutil.StartExporter(t, "--vllm.url=http://127.0.0.1:1", "--web.disable-exporter-metrics",
+		"--no-collector.gpu", "--no-probe.enabled")
+	p.WaitServing("/metrics", http.StatusOK)
+	m := p.Metrics()
+	v, ok := m.Value("vllm_exporter_start_time_seconds")
+	if !ok || v < before || v > float64(time.Now().Unix()+1) {
+		t.Fatalf("vllm_exporter_start_time_seconds = %v (present %v), want about now", v, ok)
+	}
+	if _, ok := m.Value("process_start_time_seconds"); ok {
+		t.Fatal("process_* metrics exported despite --web.disable-exporter-metrics")
+	}
+}
