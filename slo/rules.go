@@ -269,7 +269,12 @@ func sloGroup(s *config.SLO, opts RuleOptions) ruleGroup {
 	add(rule{Record: errorRatioRecord(period),
 		Expr: fmt.Sprintf("sum_over_time(%s%s[%s])\n/\nsum_over_time(%s%s[%s])",
 			badRecord(names[0]), sel, period, eventsRecord(names[0]), sel, period), Labels: lbl})
-	add(rule{Record: eventsRecord(period), Expr: fmt.Sprintf("sum_over_time(%s%s[%s])", eventsRecord(names[0]), sel, period), Labels: lbl})
+	// The period's event count cannot reuse that sum: it counts every event
+	// (window / evaluation interval) times. A subquery stepping by the
+	// shortest window reads one record per window-long tile, and the tiles
+	// cover the period once: exact when the evaluation interval divides the
+	// shortest window (15s, 30s, 1m, 5m for 5m), and unbiased otherwise.
+	add(rule{Record: eventsRecord(period), Expr: fmt.Sprintf("sum_over_time(%s%s[%s:%s])", eventsRecord(names[0]), sel, period, names[0]), Labels: lbl})
 	budget := s.ErrorBudget()
 	add(rule{Record: budgetRecord, Expr: fmt.Sprintf("1 - %s%s / %s", errorRatioRecord(period), sel, fmtFloat(budget)), Labels: lbl})
 	add(rule{Record: objectiveRecord, Expr: fmt.Sprintf("vector(%s)", fmtFloat(s.Objective)), Labels: lbl})
