@@ -154,6 +154,7 @@ func TestPromtoolAgreesWithWatchdog(t *testing.T) {
 	w := New(Options{}, holderFor(t, string(config.DefaultYAML)), Sources{VLLM: src}, nil)
 	type state struct{ page, ticket bool }
 	states := map[string][]state{}
+	periodEvents := map[string]float64{} // at the last minute
 	for k := 0; k <= minutes; k++ {
 		c := series[k]
 		tr := &traffic{good: 2 * c.good, bad: 2 * c.bad, aborted: 2 * c.aborted, preemptions: 2 * c.preempt}
@@ -162,6 +163,7 @@ func TestPromtoolAgreesWithWatchdog(t *testing.T) {
 		w.Tick(now)
 		for _, r := range w.Status() {
 			states[r.SLO] = append(states[r.SLO], state{r.Page, r.Ticket})
+			periodEvents[r.SLO] = r.PeriodWindow.Total
 		}
 	}
 	for _, slo := range []string{"ttft-p99", "availability", "preemption"} {
@@ -221,6 +223,18 @@ func TestPromtoolAgreesWithWatchdog(t *testing.T) {
 				}
 			}
 		}
+	}
+	// The period's event count agrees with the watchdog's, within 1%: the
+	// 2m evaluation does not divide the 5m subquery step, so the first tile
+	// misses a minute of the series' start. Counting every 5m record (each
+	// event 5m/2m times) would be 2.5x.
+	for _, slo := range []string{"ttft-p99", "availability", "preemption"} {
+		want := periodEvents[slo]
+		if want < 1000 {
+			t.Fatalf("%s: watchdog counted only %g events over the period", slo, want)
+		}
+		fmt.Fprintf(&checks, "      - expr: 'abs(slo:sli_events:increase30d{slo=%q} - %g) <= bool %g'\n        eval_time: %dm\n"+
+			"        exp_samples:\n          - labels: '{model=\"m\",slo=%q}'\n            value: 1\n", slo, want, want/100, minutes, slo)
 	}
 	// The scenario must exercise both states of each alert, or the
 	// comparison proves nothing.
