@@ -18,11 +18,14 @@ var ds = map[string]string{"type": "prometheus", "uid": "${datasource}"}
 
 // Filters used in queries.
 const (
-	inst  = `instance=~"$instance"`
-	mdl   = `model=~"$model"`
-	mi    = mdl + "," + inst
-	ri    = "[$__rate_interval]"
-	width = 24
+	inst = `instance=~"$instance"`
+	mdl  = `model=~"$model"`
+	mi   = mdl + "," + inst
+	// sloModel keeps the SLOs of the selected models and the probe SLOs,
+	// which belong to no model (model="").
+	sloModel = `model=~"$model|"`
+	ri       = "[$__rate_interval]"
+	width    = 24
 )
 
 // target is one PromQL query of a panel.

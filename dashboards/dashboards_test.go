@@ -68,6 +68,32 @@ type dash struct {
 
 var rawVLLMSeries = regexp.MustCompile(`\bvllm_[a-z0-9_]+\{`)
 
+// varRef finds Grafana variable references: $name or ${name}.
+var varRef = regexp.MustCompile(`\$(?:\{([A-Za-z_][A-Za-z0-9_]*)[^}]*\}|([A-Za-z_][A-Za-z0-9_]*))`)
+
+// modelMatch is the $model filter: exact, or also keeping the series with no
+// model (probe SLOs carry model="").
+var modelMatch = regexp.MustCompile(`model=~"\$model\|?"`)
+
+// hasModelLabel says whether a series (by name) carries a model label, per
+// the series contract: vLLM's own series, SLOs (probe SLOs with model=""),
+// the bottleneck classifier and the model:/slo: recording rules do; GPU
+// series (by design), probe series (label profile), the exporter's self
+// metrics, vllm_up, vllm_engine_stalled and slo:objective:ratio do not.
+// internal/e2e checks the same against the labels a real run exposes.
+func hasModelLabel(name string) bool {
+	for _, prefix := range []string{"vllm_gpu_", "vllm_probe_", "vllm_exporter_"} {
+		if strings.HasPrefix(name, prefix) {
+			return false
+		}
+	}
+	switch name {
+	case "vllm_up", "vllm_engine_stalled", "slo:objective:ratio":
+		return false
+	}
+	return strings.HasPrefix(name, "vllm_") || strings.HasPrefix(name, "model:") || strings.HasPrefix(name, "slo:")
+}
+
 func TestDashboardsAreSelfContainedAndFiltered(t *testing.T) {
 	paths, _ := filepath.Glob("*.json")
 	if len(paths) < 4 {
@@ -100,9 +126,18 @@ func TestDashboardsAreSelfContainedAndFiltered(t *testing.T) {
 		if v := vars["datasource"]; v == nil || v["type"] != "datasource" || v["query"] != "prometheus" {
 			t.Errorf("%s: no datasource variable of type prometheus", p)
 		}
-		for _, name := range []string{"model", "instance"} {
-			if vars[name] == nil {
-				t.Errorf("%s: no %s variable", p, name)
+		if vars["instance"] == nil {
+			t.Errorf("%s: no instance variable", p)
+		}
+		// Every variable is used by some query (a variable that filters
+		// nothing is a lie to the user), and every variable a query uses
+		// exists.
+		used := map[string]bool{}
+		for _, v := range d.Templating.List {
+			if q, ok := v["definition"].(string); ok {
+				for _, m := range varRef.FindAllStringSubmatch(q, -1) {
+					used[m[1]+m[2]] = true
+				}
 			}
 		}
 		ids := map[float64]bool{}
@@ -128,6 +163,7 @@ func TestDashboardsAreSelfContainedAndFiltered(t *testing.T) {
 			if dsr, _ := pan["datasource"].(map[string]any); dsr["uid"] != "${datasource}" {
 				t.Errorf("%s: panel %q datasource %v, want ${datasource}", p, title, pan["datasource"])
 			}
+			used["datasource"] = true
 			targets, _ := pan["targets"].([]any)
 			if len(targets) == 0 {
 				t.Errorf("%s: panel %q has no queries", p, title)
@@ -154,13 +190,38 @@ func TestDashboardsAreSelfContainedAndFiltered(t *testing.T) {
 						t.Errorf("%s: panel %q: selector %s ignores $instance: %s", p, title, sel.Name, expr)
 					}
 				}
-				if strings.Contains(expr, "$model") && !strings.Contains(expr, `model=~"$model"`) {
+				for _, m := range varRef.FindAllStringSubmatch(expr, -1) {
+					name := m[1] + m[2]
+					used[name] = true
+					if !strings.HasPrefix(name, "__") && vars[name] == nil {
+						t.Errorf("%s: panel %q uses $%s, which the dashboard does not define: %s", p, title, name, expr)
+					}
+				}
+				if strings.Contains(expr, "$model") && !modelMatch.MatchString(expr) {
 					t.Errorf("%s: panel %q uses $model without a regex match: %s", p, title, expr)
+				}
+				// Every selector of a series that has a model label is
+				// filtered on $model: otherwise the Model variable silently
+				// does nothing for that panel.
+				for _, sel := range sels {
+					if !hasModelLabel(sel.Name) {
+						continue
+					}
+					if !slices.Contains(sel.Labels, "model") {
+						t.Errorf("%s: panel %q: selector %s ignores $model: %s", p, title, sel.Name, expr)
+					} else if !modelMatch.MatchString(expr) {
+						t.Errorf("%s: panel %q: selector %s filters model, but not on $model: %s", p, title, sel.Name, expr)
+					}
 				}
 			}
 		}
 		if nTargets < 8 {
 			t.Errorf("%s: only %d queries", p, nTargets)
+		}
+		for name := range vars {
+			if !used[name] {
+				t.Errorf("%s: variable %q is used by no query", p, name)
+			}
 		}
 	}
 }

@@ -33,11 +33,11 @@ func overview() dashboard {
 		Rows: []row{
 			{Title: "Status", Panels: []panel{
 				{Title: "SLO error budget remaining", Type: "stat", Unit: "percentunit", W: 6, H: 6,
-					Desc:    "Fraction of each SLO's error budget left over its period (exporter watchdog).",
-					Targets: []target{q(`min by (slo) (vllm_slo_error_budget_remaining_ratio{`+inst+`})`, "{{slo}}")}},
+					Desc:    "Fraction of each SLO's error budget left over its period (exporter watchdog). Probe SLOs (model=\"\") stay visible whatever the Model variable selects.",
+					Targets: []target{q(`min by (slo, model) (vllm_slo_error_budget_remaining_ratio{`+sloModel+`,`+inst+`})`, "{{slo}} {{model}}")}},
 				{Title: "SLO alert state", Type: "state-timeline", W: 6, H: 6,
 					Desc:    "Page (critical) and ticket (warning) state of each SLO from the watchdog's multi-window burn rates.",
-					Targets: []target{q(`max by (slo, severity) (vllm_slo_alert_state{`+inst+`})`, "{{slo}} {{severity}}")}},
+					Targets: []target{q(`max by (slo, model, severity) (vllm_slo_alert_state{`+sloModel+`,`+inst+`})`, "{{slo}} {{model}} {{severity}}")}},
 				{Title: "Bottleneck", Type: "stat", W: 6, H: 6,
 					Desc:    "The classifier's current bottleneck class per model (the class whose vllm_bottleneck is 1).",
 					Targets: []target{q(`max by (model, class) (vllm_bottleneck{`+mi+`}) == 1`, "{{model}}: {{class}}")}},
@@ -136,7 +136,8 @@ func overview() dashboard {
 }
 
 func slos() dashboard {
-	f := `slo=~"$slo",` + inst
+	f := `slo=~"$slo",` + sloModel + "," + inst
+	rm := `slo=~"$slo",` + sloModel
 	return dashboard{
 		File: "vllm-slos.json", UID: "vllm-exporter-slos", Title: "vLLM / SLOs",
 		Desc: "Error budgets and multi-window burn rates of the configured SLOs (exporter watchdog).",
@@ -144,32 +145,32 @@ func slos() dashboard {
 		Rows: []row{
 			{Title: "Budget", Panels: []panel{
 				{Title: "Error budget remaining", Type: "bargauge", Unit: "percentunit", W: 8, Max: one(),
-					Targets: []target{q(`min by (slo) (vllm_slo_error_budget_remaining_ratio{`+f+`})`, "{{slo}}")}},
+					Targets: []target{q(`min by (slo, model) (vllm_slo_error_budget_remaining_ratio{`+f+`})`, "{{slo}} {{model}}")}},
 				{Title: "Objective", Type: "stat", Unit: "percentunit", W: 8,
-					Targets: []target{q(`max by (slo) (vllm_slo_objective_ratio{`+f+`})`, "{{slo}}")}},
+					Targets: []target{q(`max by (slo, model) (vllm_slo_objective_ratio{`+f+`})`, "{{slo}} {{model}}")}},
 				{Title: "Page / ticket state", Type: "state-timeline", W: 8,
-					Targets: []target{q(`max by (slo, severity) (vllm_slo_alert_state{`+f+`})`, "{{slo}} {{severity}}")}},
+					Targets: []target{q(`max by (slo, model, severity) (vllm_slo_alert_state{`+f+`})`, "{{slo}} {{model}} {{severity}}")}},
 				{Title: "Error budget remaining over time", Type: "timeseries", Unit: "percentunit", W: 24, Max: one(),
-					Targets: []target{q(`min by (slo) (vllm_slo_error_budget_remaining_ratio{`+f+`})`, "{{slo}}")}},
+					Targets: []target{q(`min by (slo, model) (vllm_slo_error_budget_remaining_ratio{`+f+`})`, "{{slo}} {{model}}")}},
 			}},
 			{Title: "Burn rates", Panels: []panel{
 				{Title: "Burn rate by window", Type: "timeseries", Unit: "short",
 					Desc:    "Error ratio divided by the allowed error ratio (1 - objective). 14.4 over 1h and 5m pages; 1 over 3d exhausts the budget exactly at the period's end.",
-					Targets: []target{q(`max by (slo, window) (vllm_slo_burn_rate{`+f+`})`, "{{slo}} {{window}}")}},
+					Targets: []target{q(`max by (slo, model, window) (vllm_slo_burn_rate{`+f+`})`, "{{slo}} {{model}} {{window}}")}},
 				{Title: "Error ratio by window", Type: "timeseries", Unit: "percentunit",
-					Targets: []target{q(`max by (slo, window) (vllm_slo_error_ratio{`+f+`})`, "{{slo}} {{window}}")}},
+					Targets: []target{q(`max by (slo, model, window) (vllm_slo_error_ratio{`+f+`})`, "{{slo}} {{model}} {{window}}")}},
 				{Title: "Watchdog evaluation age", Type: "stat", Unit: "s", W: 12,
-					Targets: []target{q(`time() - max by (instance) (vllm_slo_last_evaluation_timestamp_seconds{`+inst+`})`, "{{instance}}")}},
+					Targets: []target{q(`time() - max by (instance) (vllm_slo_last_evaluation_timestamp_seconds{`+f+`})`, "{{instance}}")}},
 				{Title: "Config reload", Type: "stat", W: 12,
 					Targets: []target{q(`vllm_exporter_config_last_reload_successful{`+inst+`}`, "{{instance}}")}},
 			}},
 			{Title: "Prometheus rules (fleet: per model across replicas; alerts/slo-rules.yml)", Panels: []panel{
 				{Title: "Burn rate by window (recording rules)", Type: "timeseries", Unit: "short",
 					Desc: "Error ratio of each window (slo:sli_error:ratio_rate<window>) divided by the allowed error ratio, per model across replicas: what the generated page and ticket alerts evaluate.",
-					Targets: []target{q(`label_replace({__name__=~"slo:sli_error:ratio_rate.+",slo=~"$slo",`+mdl+`}, "window", "$1", "__name__", "slo:sli_error:ratio_rate(.+)")`+
+					Targets: []target{q(`label_replace({__name__=~"slo:sli_error:ratio_rate.+",`+rm+`}, "window", "$1", "__name__", "slo:sli_error:ratio_rate(.+)")`+
 						` / on (slo) group_left () (1 - slo:objective:ratio{slo=~"$slo"})`, "{{slo}} {{model}} {{window}}")}},
 				{Title: "Error budget remaining (recording rules)", Type: "timeseries", Unit: "percentunit", Max: one(),
-					Targets: []target{q(`slo:error_budget_remaining:ratio{slo=~"$slo",`+mdl+`}`, "{{slo}} {{model}}")}},
+					Targets: []target{q(`slo:error_budget_remaining:ratio{`+rm+`}`, "{{slo}} {{model}}")}},
 			}},
 		},
 	}
@@ -183,7 +184,7 @@ func gpu() dashboard {
 	return dashboard{
 		File: "vllm-gpu.json", UID: "vllm-exporter-gpu", Title: "vLLM / GPU",
 		Desc: "GPU utilization, memory bandwidth against peak, clocks and throttle reasons, power, from the exporter's NVML collector.",
-		Vars: []variable{modelVar, instanceVar, gpuVar},
+		Vars: []variable{instanceVar, gpuVar},
 		Rows: []row{
 			{Title: "Utilization", Panels: []panel{
 				{Title: "GPU utilization (NVML)", Type: "timeseries", Unit: "percentunit", W: 8, Max: one(),
@@ -259,7 +260,7 @@ func probes() dashboard {
 	return dashboard{
 		File: "vllm-probes.json", UID: "vllm-exporter-probes", Title: "vLLM / Probes",
 		Desc: "Synthetic streaming probes: what a client sees (TTFT, TPOT, ITL, e2e), failures, and the gap to the server's own view.",
-		Vars: []variable{modelVar, instanceVar, profileVar},
+		Vars: []variable{instanceVar, profileVar},
 		Rows: []row{
 			{Title: "Probe latency", Panels: []panel{
 				{Title: "Probe TTFT p50 / p99", Type: "timeseries", Unit: "s",

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -234,6 +235,13 @@ func TestQueriesUseExistingSeries(t *testing.T) {
 			used[sel.Name] = true
 			for _, p := range cat.check(sel) {
 				t.Errorf("%s: %s", q.Where, p)
+			}
+			// A dashboard selector of a series that really carries a
+			// model label must filter on $model, or the Model variable
+			// does nothing for that panel (dashboards/ checks the same
+			// from the naming contract; this checks it against a run).
+			if q.Dashboard != "" && cat.names[sel.Name]["model"] && !slices.Contains(sel.Labels, "model") {
+				t.Errorf("%s: series %s has a model label but the query ignores $model: %s", q.Where, sel.Name, q.Expr)
 			}
 		}
 	}
