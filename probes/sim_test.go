@@ -15,21 +15,8 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim/vllmsimtest"
 )
-
-func startSim(t *testing.T, cfg vllmsim.Config) *vllmsim.Sim {
-	t.Helper()
-	cfg.Addr = "127.0.0.1:0"
-	sim, err := vllmsim.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sim.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sim.Close)
-	return sim
-}
 
 // simView is the stall detector's input read straight from the simulator's
 // ground truth (what the vLLM scraper would publish), stamped now.
@@ -370,7 +357,7 @@ func TestSimColdVsWarmPrefix(t *testing.T) {
 }
 
 func TestSimStallOnWithinTwoIntervalsAndOff(t *testing.T) {
-	sim := startSim(t, vllmsim.Config{Seed: 3})
+	sim := vllmsimtest.Start(t, vllmsim.Config{Seed: 3})
 	clk := newFakeClock()
 	h, _ := writeConfig(t, probesYAML("", strings.Replace(profile("p", "completions", 32, 4, ", timeout: 300ms"), "interval: 10s", "interval: 1s", 1)))
 	s := New(Options{URL: sim.URL(), VLLM: simView(sim), Clock: clk}, h, nil)
@@ -431,7 +418,7 @@ func TestSimFaultsCountedOnce(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(string(c.fault.Kind), func(t *testing.T) {
-			sim := startSim(t, vllmsim.Config{Seed: 4})
+			sim := vllmsimtest.Start(t, vllmsim.Config{Seed: 4})
 			// A generous timeout: the healthy baseline probe must not time
 			// out on a loaded CI machine; only the hang case waits it out.
 			h, _ := writeConfig(t, probesYAML("", profile("p", "completions", 16, 4, ", timeout: 3s")))
@@ -463,7 +450,7 @@ func TestSimFaultsCountedOnce(t *testing.T) {
 	}
 
 	t.Run("wrong api key", func(t *testing.T) {
-		sim := startSim(t, vllmsim.Config{Seed: 5, APIKey: "right"})
+		sim := vllmsimtest.Start(t, vllmsim.Config{Seed: 5, APIKey: "right"})
 		h, _ := writeConfig(t, probesYAML("meta-llama/Llama-3.1-8B-Instruct", profile("p", "chat", 16, 4, "")))
 		s := New(Options{URL: sim.URL(), APIKey: "wrong"}, h, nil)
 		if res, _ := s.ProbeOnce(context.Background(), "p"); res.Reason != ReasonHTTP4xx {

@@ -12,6 +12,7 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim/vllmsimtest"
 )
 
 // simRig is the simulated vLLM on a virtual clock, scraped over HTTP by the
@@ -31,14 +32,7 @@ func newSimRig(t *testing.T, scenario string) *simRig {
 // newSimRigWith starts a simulator with cfg (VirtualClock must be set).
 func newSimRigWith(t *testing.T, cfg vllmsim.Config) *simRig {
 	t.Helper()
-	sim, err := vllmsim.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sim.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sim.Close)
+	sim := vllmsimtest.Start(t, cfg)
 	sc := vllm.New(vllm.Options{URL: sim.URL(), Interval: 10 * time.Second, Windows: []time.Duration{time.Minute}}, log.NewNopLogger())
 	return &simRig{t: t, sim: sim, sc: sc}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim/vllmsimtest"
 	"github.com/vllm-exporter/vllm_exporter/slo"
 	"github.com/vllm-exporter/vllm_exporter/slo/bottleneck"
 )
@@ -57,15 +58,7 @@ func diagnoseSimWith(t *testing.T, scenario string, o diagnoseOpts) (bottleneck.
 // load generator running the preset.
 func startSim(t *testing.T, scenario string, seed int64) *vllmsim.Sim {
 	t.Helper()
-	s, err := vllmsim.New(vllmsim.Config{VirtualClock: true, LoadGen: true, Seed: seed, Scenario: scenario})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	return s
+	return vllmsimtest.Start(t, vllmsim.Config{VirtualClock: true, LoadGen: true, Seed: seed, Scenario: scenario})
 }
 
 var numbers = regexp.MustCompile(`[0-9]+(\.[0-9]+)?`)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim/vllmsimtest"
 )
 
 // hardScrapeArgs make the exporter scrape fast so each fault case needs
@@ -23,15 +24,7 @@ var hardScrapeArgs = []string{"--vllm.scrape-interval=100ms", "--vllm.timeout=30
 // hardSim starts a simulated vLLM in real time with its load generator.
 func hardSim(t *testing.T) *vllmsim.Sim {
 	t.Helper()
-	sim, err := vllmsim.New(vllmsim.Config{Seed: 7, LoadGen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sim.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sim.Close)
-	return sim
+	return vllmsimtest.Start(t, vllmsim.Config{Seed: 7, LoadGen: true})
 }
 
 // TestFaultMatrix runs the whole exporter (every registered extension)

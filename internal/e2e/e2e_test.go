@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 	"gopkg.in/yaml.v3"
 )
 
@@ -98,7 +99,7 @@ func (w *webhook) summary() string {
 // webhook and the waits shortened from minutes to a second.
 func alertmanagerConfig(t *testing.T, webhookURL string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(moduleRoot(t), "deploy", "alertmanager", "alertmanager.yml"))
+	b, err := os.ReadFile(filepath.Join(testutil.ModuleRoot(t), "deploy", "alertmanager", "alertmanager.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 	"gopkg.in/yaml.v3"
 )
 
@@ -60,7 +61,7 @@ func ruleQueries(t *testing.T, paths []string) (qs []query, records map[string]b
 
 func ruleFiles(t *testing.T) []string {
 	t.Helper()
-	paths, _ := filepath.Glob(filepath.Join(moduleRoot(t), "alerts", "*.yml"))
+	paths, _ := filepath.Glob(filepath.Join(testutil.ModuleRoot(t), "alerts", "*.yml"))
 	if len(paths) == 0 {
 		t.Fatal("no rule files in alerts/")
 	}
@@ -91,7 +92,7 @@ type grafanaDashboard struct {
 // dashboards/*.json.
 func dashboardQueries(t *testing.T) (panels, variables []query) {
 	t.Helper()
-	paths, _ := filepath.Glob(filepath.Join(moduleRoot(t), "dashboards", "*.json"))
+	paths, _ := filepath.Glob(filepath.Join(testutil.ModuleRoot(t), "dashboards", "*.json"))
 	if len(paths) == 0 {
 		t.Fatal("no dashboards in dashboards/")
 	}

@@ -17,24 +17,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-// moduleRoot is the repository root (tests run in internal/e2e).
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for d := dir; ; d = filepath.Dir(d) {
-		if fileExists(filepath.Join(d, "go.mod")) {
-			return d
-		}
-		if filepath.Dir(d) == d {
-			t.Fatalf("no go.mod above %s", dir)
-		}
-	}
-}
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
+)
 
 var (
 	buildOnce sync.Once
@@ -47,7 +32,7 @@ var (
 // VLLM_E2E_CGO=1, which builds the NVML collector for a machine with a GPU.
 func binaries(t *testing.T) (exporter, sim string) {
 	t.Helper()
-	root := moduleRoot(t)
+	root := testutil.ModuleRoot(t)
 	buildOnce.Do(func() {
 		binDir, buildErr = os.MkdirTemp("", "vllm-e2e-bin-")
 		if buildErr != nil {

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 // readmeNames returns the vllm_* series names README.md mentions. A name
@@ -82,7 +84,7 @@ func TestREADMEMentionsEverySeries(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the exporter and the simulator")
 	}
-	b, err := os.ReadFile(filepath.Join(moduleRoot(t), "README.md"))
+	b, err := os.ReadFile(filepath.Join(testutil.ModuleRoot(t), "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim/vllmsimtest"
 )
 
 // repoRoot is the module root.
@@ -76,15 +77,7 @@ func (p *proc) stopWith(sig syscall.Signal) {
 
 func startSim(t *testing.T) *vllmsim.Sim {
 	t.Helper()
-	sim, err := vllmsim.New(vllmsim.Config{Seed: 3, LoadGen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sim.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sim.Close)
-	return sim
+	return vllmsimtest.Start(t, vllmsim.Config{Seed: 3, LoadGen: true})
 }
 
 // TestSIGHUPReload drives the real binary: SIGHUP with a broken file keeps
