@@ -92,7 +92,14 @@ func (w *Watchdog) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, r := range w.Status() {
 		gauge(descObjective, r.Objective, r.SLO, r.Model)
-		for _, wr := range append(append([]WindowResult(nil), r.Windows...), r.PeriodWindow) {
+		ws := append(append([]WindowResult(nil), r.Windows...), r.PeriodWindow)
+		for _, f := range r.Fast {
+			// the fast tier's windows not already exported (1m for 30d)
+			if _, dup := r.Window(f.Name); !dup {
+				ws = append(ws, f)
+			}
+		}
+		for _, wr := range ws {
 			gauge(descEvents, wr.Total, r.SLO, r.Model, wr.Name)
 			if wr.ErrorRatio.OK {
 				gauge(descErrorRatio, wr.ErrorRatio.V, r.SLO, r.Model, wr.Name)

@@ -46,6 +46,8 @@ type stateSeries struct {
 	LastSeen time.Time  `json:"last_seen"`
 	Fine     stateRing  `json:"fine"`
 	Coarse   stateRing  `json:"coarse"`
+	// Fast is absent in checkpoints written before the fast tier existed.
+	Fast *stateRing `json:"fast,omitempty"`
 }
 
 // stateRing holds a ring sparsely: [absolute bucket index, bad, total].
@@ -114,7 +116,7 @@ func (w *Watchdog) saveLocked(now time.Time) error {
 		for _, m := range slices.Sorted(maps.Keys(st.series)) {
 			s := st.series[m]
 			ss.Series = append(ss.Series, stateSeries{Model: m, HasLast: s.hasLast, Last: s.last, LastSeen: s.lastSeen.UTC(),
-				Fine: encodeRing(s.fine), Coarse: encodeRing(s.coarse)})
+				Fine: encodeRing(s.fine), Coarse: encodeRing(s.coarse), Fast: ptr(encodeRing(s.fast))})
 		}
 		sf.SLOs = append(sf.SLOs, ss)
 	}
@@ -130,6 +132,8 @@ func (w *Watchdog) saveLocked(now time.Time) error {
 	w.self.lastSave.Store(time.Now().UnixNano())
 	return nil
 }
+
+func ptr[T any](v T) *T { return &v }
 
 func writeAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
@@ -250,6 +254,11 @@ func (w *Watchdog) apply(sf *stateFile) error {
 			}
 			if err := decodeRing(se.Coarse, s.coarse); err != nil {
 				return &stateError{"corrupt", fmt.Errorf("slo %s model %q coarse ring: %w", ss.Name, se.Model, err)}
+			}
+			if se.Fast != nil {
+				if err := decodeRing(*se.Fast, s.fast); err != nil {
+					return &stateError{"corrupt", fmt.Errorf("slo %s model %q fast ring: %w", ss.Name, se.Model, err)}
+				}
 			}
 			s.hasLast, s.last, s.lastSeen = se.HasLast, se.Last, se.LastSeen
 			st.series[se.Model] = s

@@ -91,6 +91,11 @@ type Result struct {
 	// BudgetRemaining is 1 - (period error ratio / error budget): 1 with no
 	// errors, 0 when the budget is spent, negative when overspent.
 	BudgetRemaining snapshot.Value
+	// Fast are the fast tier's windows (FastWindows: 5m, 1m), read from a
+	// finer ring than Windows.
+	Fast []WindowResult
+	// FastPage reports the fast tier's burn condition (part of Page).
+	FastPage bool
 	// Page and Ticket are the multi-window multi-burn-rate alert states.
 	Page, Ticket bool
 	// Time is when this result was computed.
@@ -118,6 +123,7 @@ type series struct {
 	lastSeen time.Time
 	fine     *ring
 	coarse   *ring
+	fast     *ring
 }
 
 // sloState is the watchdog's state for one configured SLO.
@@ -139,6 +145,7 @@ func (st *sloState) newSeries(model string) *series {
 		model:  model,
 		fine:   newRing(fineWidth(p), st.windows[len(st.windows)-1]),
 		coarse: newRing(coarseWidth(p), p),
+		fast:   newRing(fastWidth, FastWindows[0]),
 	}
 }
 
@@ -316,12 +323,14 @@ func (w *Watchdog) observe(st *sloState, vl *snapshot.VLLM, pr *snapshot.Probes,
 			s.last, s.hasLast = c, true
 			s.fine.advance(s.fine.index(now))
 			s.coarse.advance(s.coarse.index(now))
+			s.fast.advance(s.fast.index(now))
 			continue
 		}
 		bad, total, _ := increment(s.last, c)
 		s.last = c
 		s.fine.add(now, bad, total)
 		s.coarse.add(now, bad, total)
+		s.fast.add(now, bad, total)
 	}
 	// Forget models gone for longer than the period with no events left.
 	for model, s := range st.series {
@@ -378,7 +387,20 @@ func evaluate(st *sloState, s *series, now time.Time) Result {
 	} else {
 		res.BudgetRemaining = snapshot.Some(1) // no events: nothing spent
 	}
-	res.Page = alerting(res.Windows, PagePairs)
+	// sums wants ascending spans; FastWindows is long, short
+	fb, ft := s.fast.sums(now, []time.Duration{FastWindows[1], FastWindows[0]})
+	fb[0], fb[1], ft[0], ft[1] = fb[1], fb[0], ft[1], ft[0]
+	fastF := FastFactor(budget)
+	res.Fast = make([]WindowResult, len(FastWindows))
+	for i, d := range FastWindows {
+		res.Fast[i] = windowResult(WindowName(d), d, fb[i], ft[i], budget, minEv)
+	}
+	long := windowResult(res.Fast[0].Name, FastWindows[0], fb[0], ft[0], budget, FastMin(minEv))
+	// The burn condition only: the shipped rules also hold SLO pages
+	// back after an engine stall and during a queue's recovery, context
+	// the watchdog does not see.
+	res.FastPage = burning(long, fastF) && burning(res.Fast[1], fastF)
+	res.Page = alerting(res.Windows, PagePairs) || res.FastPage
 	res.Ticket = alerting(res.Windows, TicketPairs)
 	return res
 }
