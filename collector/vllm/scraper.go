@@ -126,6 +126,10 @@ type Scraper struct {
 	latest   atomic.Pointer[snapshot.VLLM]
 	windows  atomic.Pointer[map[time.Duration]map[string]*snapshot.Derived]
 	rendered atomic.Pointer[[]prometheus.Metric]
+
+	// pub announces each stored snapshot to consumers (the SLO watchdog
+	// and classifier evaluate on it instead of on a timer of their own).
+	pub snapshot.Publisher
 }
 
 // New returns a Scraper; it does nothing until Run or ScrapeOnce.
@@ -228,6 +232,10 @@ func (s *Scraper) Run(ctx context.Context) {
 // Latest is the most recent scrape attempt (nil before the first). A failed
 // attempt has Up false and no models: its data are not fresh.
 func (s *Scraper) Latest() *snapshot.VLLM { return s.latest.Load() }
+
+// Subscribe returns a channel notified after every scrape attempt (success
+// or failure) has been stored, and a cancel function.
+func (s *Scraper) Subscribe() (<-chan struct{}, func()) { return s.pub.Subscribe() }
 
 // Ready reports whether a scrape has been attempted.
 func (s *Scraper) Ready() bool { return s.latest.Load() != nil }
@@ -381,6 +389,7 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct, reason string, e
 	if s.opts.Health != nil {
 		s.opts.Health.Report(CollectorName, took, err)
 	}
+	s.pub.Publish()
 }
 
 // logDrops counts the samples res dropped and logs each reason at most
