@@ -26,7 +26,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vllm-exporter/vllm_exporter/collector"
+	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
+	"github.com/vllm-exporter/vllm_exporter/internal/ratelog"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 )
 
 // Defaults for Options fields left zero.
@@ -72,14 +75,26 @@ type Options struct {
 	// snapshots, so memory stays bounded; Retain raises it at run time.
 	Retention time.Duration
 	// APIKey, when set, is sent as a bearer token (for auth proxies in front
-	// of vLLM; vLLM's own --api-key does not cover /metrics).
+	// of vLLM; vLLM's own --api-key does not cover /metrics). Shorthand for
+	// Access.BearerToken.
 	APIKey string
+	// Access holds the credentials and the proxy policy shared with the
+	// probes (default: no credentials, no environment proxy).
+	Access upstream.Access
 	// Client overrides the HTTP client (tests). Its transport must not
 	// decompress transparently; the default one does not.
 	Client *http.Client
 	// Health receives each scrape's outcome; optional.
 	Health collector.Reporter
+	// Models bounds the model names kept (--vllm.max-models) and evicts
+	// those not seen for its idle timeout (--vllm.model-idle-timeout); the
+	// zero value means the defaults.
+	Models modelset.Limits
 }
+
+// dropLogEvery spaces the log lines about dropped samples of one reason:
+// the first is logged at once, later ones with the count in between.
+const dropLogEvery = 10 * time.Minute
 
 // Scraper polls vLLM. Create with New; all methods are safe for concurrent use.
 type Scraper struct {
@@ -99,6 +114,10 @@ type Scraper struct {
 	lastOK     time.Time
 	lastReason string // for logging state changes only
 	lastSchema string // for logging state changes only
+	models     *modelset.Set
+	scrapeNow  time.Time // the current scrape's time, for models.Admit
+	dropped    map[string]float64
+	dropLog    *ratelog.Limiter
 
 	histMu    sync.RWMutex
 	history   []*snapshot.VLLM // oldest first, bounded by prune
@@ -107,6 +126,10 @@ type Scraper struct {
 	latest   atomic.Pointer[snapshot.VLLM]
 	windows  atomic.Pointer[map[time.Duration]map[string]*snapshot.Derived]
 	rendered atomic.Pointer[[]prometheus.Metric]
+
+	// pub announces each stored snapshot to consumers (the SLO watchdog
+	// and classifier evaluate on it instead of on a timer of their own).
+	pub snapshot.Publisher
 }
 
 // New returns a Scraper; it does nothing until Run or ScrapeOnce.
@@ -129,12 +152,15 @@ func New(opts Options, logger log.Logger) *Scraper {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
+	if opts.APIKey != "" {
+		opts.Access.BearerToken = opts.APIKey
+	}
 	client := opts.Client
 	if client == nil {
 		// DisableCompression: we ask for gzip ourselves so that the size
 		// limit applies to the decompressed body too.
 		client = &http.Client{Transport: &http.Transport{
-			Proxy:               http.ProxyFromEnvironment,
+			Proxy:               opts.Access.Proxy(),
 			DialContext:         (&net.Dialer{Timeout: opts.Timeout, KeepAlive: 30 * time.Second}).DialContext,
 			DisableCompression:  true,
 			MaxIdleConnsPerHost: 1,
@@ -151,7 +177,11 @@ func New(opts Options, logger log.Logger) *Scraper {
 		norm:       newNormalizer(),
 		errors:     map[string]float64{},
 		retention:  opts.Retention,
+		models:     opts.Models.NewSet(CollectorName),
+		dropped:    map[string]float64{},
+		dropLog:    ratelog.New(dropLogEvery),
 	}
+	s.norm.admit = func(name string) bool { return s.models.Admit(name, s.scrapeNow) }
 	s.render(nil, nil, nil, 0)
 	return s
 }
@@ -177,16 +207,10 @@ func MetricsURL(base string) string {
 	return u.String()
 }
 
-// RedactedURL is raw with the password of its user info (if any) replaced
-// by "xxxxx", for logs and pages: --vllm.url may carry basic-auth credentials
-// for a proxy in front of vLLM.
-func RedactedURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
-}
+// RedactedURL is raw without the password of its user info, for logs and
+// pages: --vllm.url may carry basic-auth credentials for a proxy in front of
+// vLLM. See upstream.Redact (which also covers URLs that do not parse).
+func RedactedURL(raw string) string { return upstream.Redact(raw) }
 
 // Interval is the configured scrape interval.
 func (s *Scraper) Interval() time.Duration { return s.opts.Interval }
@@ -208,6 +232,10 @@ func (s *Scraper) Run(ctx context.Context) {
 // Latest is the most recent scrape attempt (nil before the first). A failed
 // attempt has Up false and no models: its data are not fresh.
 func (s *Scraper) Latest() *snapshot.VLLM { return s.latest.Load() }
+
+// Subscribe returns a channel notified after every scrape attempt (success
+// or failure) has been stored, and a cancel function.
+func (s *Scraper) Subscribe() (<-chan struct{}, func()) { return s.pub.Subscribe() }
 
 // Ready reports whether a scrape has been attempted.
 func (s *Scraper) Ready() bool { return s.latest.Load() != nil }
@@ -313,6 +341,10 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct, reason string, e
 		if perr != nil {
 			reason, err = ReasonParse, perr
 		} else {
+			for _, gone := range s.models.Expire(now) {
+				level.Info(s.logger).Log("msg", "model not seen for --vllm.model-idle-timeout; its state is dropped", "model", gone, "idle_timeout", s.models.IdleTimeout())
+			}
+			s.scrapeNow = now
 			res = s.norm.normalize(e)
 			snap.Up, snap.Schema, snap.Models, snap.Missing = true, res.schema, res.models, res.missing
 		}
@@ -338,9 +370,7 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct, reason string, e
 				"models", len(res.models), "missing", strings.Join(res.missing, ","))
 			s.lastSchema = res.schema
 		}
-		for _, w := range res.warnings {
-			level.Debug(s.logger).Log("msg", "vLLM sample dropped", "detail", w)
-		}
+		s.logDrops(now, res)
 	}
 	s.lastReason = reason
 
@@ -358,6 +388,26 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct, reason string, e
 	s.render(snap, res, windows, took)
 	if s.opts.Health != nil {
 		s.opts.Health.Report(CollectorName, took, err)
+	}
+	s.pub.Publish()
+}
+
+// logDrops counts the samples res dropped and logs each reason at most
+// once per dropLogEvery, with how many were dropped since the last line: a
+// body that repeats a problem on every scrape must not flood the log.
+// Called with s.mu held.
+func (s *Scraper) logDrops(now time.Time, res *result) {
+	for _, reason := range dropReasons {
+		n := res.dropped[reason]
+		if n == 0 {
+			continue
+		}
+		s.dropped[reason] += n
+		if ok, suppressed := s.dropLog.Allow(reason, now); ok {
+			level.Warn(s.logger).Log("msg", "vLLM samples dropped", "reason", reason, "samples", n,
+				"earlier_scrapes_not_logged", suppressed, "example", res.detail[reason],
+				"next_log_after", dropLogEvery)
+		}
 	}
 }
 
@@ -400,15 +450,17 @@ func (s *Scraper) fetch(ctx context.Context) (contentType, reason string, err er
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.metricsURL, nil)
 	if err != nil {
-		return "", ReasonConnect, err
+		// The parse error quotes the URL, password included.
+		if verr := upstream.ValidateURL(s.metricsURL); verr != nil {
+			return "", ReasonConnect, verr
+		}
+		return "", ReasonConnect, fmt.Errorf("cannot build a request for %s", s.logURL)
 	}
 	// Ask for the classic text format: vLLM's negotiating route would
 	// otherwise be free to pick OpenMetrics.
 	req.Header.Set("Accept", "text/plain;version=0.0.4;q=1,text/plain;q=0.9,*/*;q=0.1")
 	req.Header.Set("Accept-Encoding", "gzip")
-	if s.opts.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+s.opts.APIKey)
-	}
+	s.opts.Access.Authorize(req)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return "", transportReason(ctx, err), err
