@@ -70,10 +70,10 @@ func TestSleepStopsGenerationAndWakeResumesIt(t *testing.T) {
 		}
 	}
 	// /health stays 200 (vLLM only checks the engine process); /is_sleeping says so.
-	if rec := doVirtual(t, s, "GET", "/health", "", nil); rec.Code != 200 {
+	if rec := serveSync(t, s, "GET", "/health", ""); rec.Code != 200 {
 		t.Errorf("/health while asleep: %d", rec.Code)
 	}
-	if rec := doVirtual(t, s, "GET", "/is_sleeping", "", nil); !strings.Contains(rec.Body.String(), `"is_sleeping":true`) {
+	if rec := serveSync(t, s, "GET", "/is_sleeping", ""); !strings.Contains(rec.Body.String(), `"is_sleeping":true`) {
 		t.Errorf("/is_sleeping: %s", rec.Body)
 	}
 	// Partial wake: weights only keeps the scheduler paused.
@@ -97,7 +97,7 @@ func TestSleepStopsGenerationAndWakeResumesIt(t *testing.T) {
 	if val(t, awake, "vllm:num_requests_waiting") > 5 {
 		t.Errorf("the backlog should drain after wake-up, %v still waiting", val(t, awake, "vllm:num_requests_waiting"))
 	}
-	if rec := doVirtual(t, s, "GET", "/is_sleeping", "", nil); !strings.Contains(rec.Body.String(), `"is_sleeping":false`) {
+	if rec := serveSync(t, s, "GET", "/is_sleeping", ""); !strings.Contains(rec.Body.String(), `"is_sleeping":false`) {
 		t.Errorf("/is_sleeping after wake: %s", rec.Body)
 	}
 	// The long request survived the sleep (its KV was recomputed) and was not counted as preempted.
@@ -155,10 +155,14 @@ func TestDeferredLivelock(t *testing.T) {
 	a := scrape(t, s)
 	runFor(s, 20*time.Second)
 	b := scrape(t, s)
+	es := s.Engines()[0] // before any HTTP call moves the clock
 	deferred := val(t, b, "vllm:num_requests_waiting_by_reason", "reason", "deferred")
 	capacity := val(t, b, "vllm:num_requests_waiting_by_reason", "reason", "capacity")
 	if deferred < 10*capacity || deferred < 100 {
 		t.Errorf("deferred %v should pile up far above capacity %v", deferred, capacity)
+	}
+	if es.Deferred != int(deferred) || es.Waiting != int(capacity) {
+		t.Errorf("Engines(): deferred %d waiting %d, metrics %v %v", es.Deferred, es.Waiting, deferred, capacity)
 	}
 	if total := val(t, b, "vllm:num_requests_waiting"); total != deferred+capacity {
 		t.Errorf("waiting %v != sum over reasons %v", total, deferred+capacity)
@@ -169,12 +173,8 @@ func TestDeferredLivelock(t *testing.T) {
 	if g := val(t, b, "vllm:generation_tokens_total") - val(t, a, "vllm:generation_tokens_total"); g > 20 {
 		t.Errorf("generated %v tokens in 20s of livelock, want about 0", g)
 	}
-	if rec := doVirtual(t, s, "GET", "/health", "", nil); rec.Code != 200 {
+	if rec := serveSync(t, s, "GET", "/health", ""); rec.Code != 200 {
 		t.Errorf("/health during the livelock: %d, want 200 (the bug's point)", rec.Code)
-	}
-	es := s.Engines()[0]
-	if es.Deferred != int(deferred) || es.Waiting != int(capacity) {
-		t.Errorf("Engines(): deferred %d waiting %d, metrics %v %v", es.Deferred, es.Waiting, deferred, capacity)
 	}
 	s.ClearDefer()
 	runFor(s, 30*time.Second)

@@ -30,7 +30,7 @@ func latestSim(t *testing.T, cfg Config) *Sim {
 
 // serveSync runs a request that needs no clock (refusals, /v1/models)
 // through the full handler, instrumentator included.
-func serveSync(t *testing.T, s *Sim, method, path, body string) int {
+func serveSync(t *testing.T, s *Sim, method, path, body string) *httptest.ResponseRecorder {
 	t.Helper()
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
 	if body != "" {
@@ -38,7 +38,7 @@ func serveSync(t *testing.T, s *Sim, method, path, body string) int {
 	}
 	rec := httptest.NewRecorder()
 	s.Handler().ServeHTTP(rec, req)
-	return rec.Code
+	return rec
 }
 
 // latestFixtures render the newest layout in each regime the exporter must
@@ -51,7 +51,7 @@ var latestFixtures = map[string]func(t *testing.T) *Sim{
 		s := latestSim(t, Config{EnableMFUMetrics: true, EnableFaultTolerance: true})
 		runFor(s, 60*time.Second)
 		for i := 0; i < 3; i++ {
-			if c := serveSync(t, s, "GET", "/v1/models", ""); c != 200 {
+			if c := serveSync(t, s, "GET", "/v1/models", "").Code; c != 200 {
 				t.Fatalf("/v1/models: %d", c)
 			}
 		}
@@ -61,7 +61,7 @@ var latestFixtures = map[string]func(t *testing.T) *Sim{
 				t.Fatal(err)
 			}
 			for i := 0; i < rf.n; i++ {
-				if c := serveSync(t, s, "POST", "/v1/completions", body); c != rf.status {
+				if c := serveSync(t, s, "POST", "/v1/completions", body).Code; c != rf.status {
 					t.Fatalf("refused completion: got %d want %d", c, rf.status)
 				}
 			}
