@@ -26,6 +26,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vllm-exporter/vllm_exporter/collector"
+	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
+	"github.com/vllm-exporter/vllm_exporter/internal/ratelog"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 )
@@ -84,7 +86,15 @@ type Options struct {
 	Client *http.Client
 	// Health receives each scrape's outcome; optional.
 	Health collector.Reporter
+	// Models bounds the model names kept (--vllm.max-models) and evicts
+	// those not seen for its idle timeout (--vllm.model-idle-timeout); the
+	// zero value means the defaults.
+	Models modelset.Limits
 }
+
+// dropLogEvery spaces the log lines about dropped samples of one reason:
+// the first is logged at once, later ones with the count in between.
+const dropLogEvery = 10 * time.Minute
 
 // Scraper polls vLLM. Create with New; all methods are safe for concurrent use.
 type Scraper struct {
@@ -104,6 +114,10 @@ type Scraper struct {
 	lastOK     time.Time
 	lastReason string // for logging state changes only
 	lastSchema string // for logging state changes only
+	models     *modelset.Set
+	scrapeNow  time.Time // the current scrape's time, for models.Admit
+	dropped    map[string]float64
+	dropLog    *ratelog.Limiter
 
 	histMu    sync.RWMutex
 	history   []*snapshot.VLLM // oldest first, bounded by prune
@@ -163,7 +177,11 @@ func New(opts Options, logger log.Logger) *Scraper {
 		norm:       newNormalizer(),
 		errors:     map[string]float64{},
 		retention:  opts.Retention,
+		models:     opts.Models.NewSet(CollectorName),
+		dropped:    map[string]float64{},
+		dropLog:    ratelog.New(dropLogEvery),
 	}
+	s.norm.admit = func(name string) bool { return s.models.Admit(name, s.scrapeNow) }
 	s.render(nil, nil, nil, 0)
 	return s
 }
@@ -323,6 +341,10 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct, reason string, e
 		if perr != nil {
 			reason, err = ReasonParse, perr
 		} else {
+			for _, gone := range s.models.Expire(now) {
+				level.Info(s.logger).Log("msg", "model not seen for --vllm.model-idle-timeout; its state is dropped", "model", gone, "idle_timeout", s.models.IdleTimeout())
+			}
+			s.scrapeNow = now
 			res = s.norm.normalize(e)
 			snap.Up, snap.Schema, snap.Models, snap.Missing = true, res.schema, res.models, res.missing
 		}
@@ -348,9 +370,7 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct, reason string, e
 				"models", len(res.models), "missing", strings.Join(res.missing, ","))
 			s.lastSchema = res.schema
 		}
-		for _, w := range res.warnings {
-			level.Debug(s.logger).Log("msg", "vLLM sample dropped", "detail", w)
-		}
+		s.logDrops(now, res)
 	}
 	s.lastReason = reason
 
@@ -370,6 +390,25 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct, reason string, e
 		s.opts.Health.Report(CollectorName, took, err)
 	}
 	s.pub.Publish()
+}
+
+// logDrops counts the samples res dropped and logs each reason at most
+// once per dropLogEvery, with how many were dropped since the last line: a
+// body that repeats a problem on every scrape must not flood the log.
+// Called with s.mu held.
+func (s *Scraper) logDrops(now time.Time, res *result) {
+	for _, reason := range dropReasons {
+		n := res.dropped[reason]
+		if n == 0 {
+			continue
+		}
+		s.dropped[reason] += n
+		if ok, suppressed := s.dropLog.Allow(reason, now); ok {
+			level.Warn(s.logger).Log("msg", "vLLM samples dropped", "reason", reason, "samples", n,
+				"earlier_scrapes_not_logged", suppressed, "example", res.detail[reason],
+				"next_log_after", dropLogEvery)
+		}
+	}
 }
 
 // prune bounds the history: full resolution over the largest window (plus
