@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -187,6 +188,7 @@ type Sim struct {
 	cancelRun context.CancelFunc
 	runDone   chan struct{}
 	srv       *server
+	hanging   atomic.Int64 // requests held by FaultHang now
 }
 
 // New builds a simulator. It serves nothing until Start (or use Handler).
