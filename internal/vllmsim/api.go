@@ -81,9 +81,13 @@ func (s *Sim) middleware(next http.Handler) http.Handler {
 		admin := strings.HasPrefix(r.URL.Path, "/admin/")
 		if !admin {
 			if ch := s.hangChan(); ch != nil {
+				s.hanging.Add(1)
 				select {
 				case <-ch:
 				case <-r.Context().Done():
+				}
+				s.hanging.Add(-1)
+				if r.Context().Err() != nil {
 					return
 				}
 			}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -254,6 +255,7 @@ type Sim struct {
 	cancelRun context.CancelFunc
 	runDone   chan struct{}
 	srv       *server
+	hanging   atomic.Int64 // requests held by FaultHang now
 
 	// controls.go
 	sleep     SleepState
