@@ -555,3 +555,28 @@ func TestAdminControls(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadGenPriorities: the load generator mixes priorities under the
+// priority policy (so vllm-sim alone feeds per-priority views) and ignores
+// them under FCFS instead of having every request refused.
+func TestLoadGenPriorities(t *testing.T) {
+	for _, policy := range []string{PolicyPriority, PolicyFCFS} {
+		s := latestSim(t, Config{SchedulingPolicy: policy})
+		sc, _ := ScenarioPreset("healthy")
+		sc.Load.Priorities = []int{-1, 0, 1}
+		if err := s.ApplyScenario(sc); err != nil {
+			t.Fatal(err)
+		}
+		runFor(s, 60*time.Second)
+		seen := map[int]int{}
+		for _, r := range s.Records() {
+			seen[r.Priority]++
+		}
+		switch {
+		case policy == PolicyPriority && (seen[-1] == 0 || seen[0] == 0 || seen[1] == 0):
+			t.Errorf("priority policy: finished per priority %v, want all of -1, 0, 1", seen)
+		case policy == PolicyFCFS && (len(seen) != 1 || seen[0] < 50):
+			t.Errorf("FCFS: finished per priority %v, want only 0 and normal traffic", seen)
+		}
+	}
+}
