@@ -21,6 +21,7 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 	"github.com/vllm-exporter/vllm_exporter/probes"
 	"github.com/vllm-exporter/vllm_exporter/slo"
 	"github.com/vllm-exporter/vllm_exporter/slo/bottleneck"
@@ -40,8 +41,10 @@ var bnFlags = &bottleneckFlags{}
 
 func init() {
 	register(extension{name: "bottleneck", order: 40, flags: bnFlags.add, start: bnFlags.start})
-	registerCommand(command{name: "diagnose", help: "Watch a vLLM server for --duration, classify its bottleneck and print a report (SLOs, evidence, roofline, recommended knob).", setup: setupDiagnose})
-	registerCommand(command{name: "capacity", help: "Print the GPUs needed for a daily request volume (required = daily / 86,400; GPUs = ceil(required / per-GPU throughput) x headroom).", setup: setupCapacity})
+	// Both watch vLLM like the exporter does (fromAppFlags).
+	uses := append([]string{"config.file", "collector.gpu", "probe.enabled", "model.", "cost."}, vllmAccessFlags...)
+	registerCommand(command{name: "diagnose", help: "Watch a vLLM server for --duration, classify its bottleneck and print a report (SLOs, evidence, roofline, recommended knob).", setup: setupDiagnose, uses: uses})
+	registerCommand(command{name: "capacity", help: "Print the GPUs needed for a daily request volume (required = daily / 86,400; GPUs = ceil(required / per-GPU throughput) x headroom).", setup: setupCapacity, uses: uses})
 }
 
 func (b *bottleneckFlags) add(app *kingpin.Application) {
@@ -133,13 +136,14 @@ func sloHolds(w interface{ Status() []slo.Result }) func(model string, now time.
 
 // diagnoseOpts is one diagnose run.
 type diagnoseOpts struct {
-	url, apiKey, configFile string
-	timeout                 time.Duration
-	duration, interval      time.Duration
-	window                  time.Duration
-	output                  string
-	spec                    bottleneck.ModelSpec
-	cost                    bottleneck.CostSpec
+	url, configFile    string
+	access             upstream.Access
+	timeout            time.Duration
+	duration, interval time.Duration
+	window             time.Duration
+	output             string
+	spec               bottleneck.ModelSpec
+	cost               bottleneck.CostSpec
 	// gpu is sampled once per tick when set (NVML, or a mock in tests).
 	gpu gpuSampler
 	// probes sends a cold/warm probe pair every probeEvery ticks.
@@ -175,7 +179,7 @@ func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, log.Logger) err
 	cmd.Flag("duration", "How long to watch.").Default("60s").DurationVar(&o.duration)
 	cmd.Flag("interval", "Scrape and classify every this long.").Default("5s").DurationVar(&o.interval)
 	cmd.Flag("window", "Window for rates and quantiles (must fit in --duration; overrides bottleneck.window).").Default("30s").DurationVar(&o.window)
-	cmd.Flag("output", "Report format.").Default("text").EnumVar(&o.output, "text", "json")
+	cmd.Flag("output", "Report format. One of: [text, json]").PlaceHolder("text|json").Default("text").EnumVar(&o.output, "text", "json")
 	cmd.Flag("probe-every", "Send the cold/warm probe pair every this many ticks (--no-probe.enabled: never).").Default("2").IntVar(&o.probeEvery)
 	o.probes = true
 	return func(ctx context.Context, logger log.Logger) error {
@@ -199,7 +203,8 @@ func fromAppFlags(o *diagnoseOpts, logger log.Logger) (done func(), err error) {
 	o.url = bnFlags.flagString("vllm.url")
 	o.configFile = bnFlags.flagString("config.file")
 	o.timeout = bnFlags.flagDuration("vllm.timeout", vllm.DefaultTimeout)
-	if o.apiKey, err = readAPIKey(bnFlags.flagString("vllm.api-key-file")); err != nil {
+	if o.access, err = readAccess(o.url, bnFlags.flagString("vllm.api-key-file"), bnFlags.flagString("vllm.basic-auth-username"),
+		bnFlags.flagString("vllm.basic-auth-password-file"), bnFlags.flagString("vllm.proxy-from-environment") == "true"); err != nil {
 		return nil, err
 	}
 	o.spec, o.cost = bnFlags.spec, bnFlags.cost
@@ -238,7 +243,7 @@ func runDiagnose(ctx context.Context, o diagnoseOpts, w io.Writer, logger log.Lo
 		return bottleneck.Report{}, err
 	}
 	scraper := vllm.New(vllm.Options{
-		URL: o.url, Interval: o.interval, Timeout: o.timeout, APIKey: o.apiKey,
+		URL: o.url, Interval: o.interval, Timeout: o.timeout, Access: o.access,
 		Windows: []time.Duration{th.Window}, Retention: th.BaselineWindow,
 	}, log.With(logger, "component", "vllm"))
 	src := bottleneck.Sources{VLLM: scraper}
@@ -322,7 +327,7 @@ func newProbePair(o diagnoseOpts, scraper *vllm.Scraper, logger log.Logger) (*pr
 	if err != nil {
 		return nil, fmt.Errorf("diagnose probe profiles: %w", err)
 	}
-	sched := probes.New(probes.Options{URL: o.url, APIKey: o.apiKey, VLLM: scraper.Latest}, holder, log.With(logger, "component", "probes"))
+	sched := probes.New(probes.Options{URL: o.url, Access: o.access, VLLM: scraper.Latest}, holder, log.With(logger, "component", "probes"))
 	return &probePair{sched: sched}, nil
 }
 

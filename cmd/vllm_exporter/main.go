@@ -39,7 +39,9 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/collector"
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 )
 
 const program = "vllm_exporter"
@@ -56,7 +58,12 @@ type exporter struct {
 	health   *collector.Health // vllm_exporter_collector_{up,duration_seconds}
 	vllm     *vllm.Scraper
 	vllmURL  string // base URL, also what probes talk to
-	apiKey   string // from --vllm.api-key-file or $VLLM_API_KEY
+	// models is the bound on model names shared by every per-model
+	// structure (scraper, windows, SLO watchdog and its state file).
+	models modelset.Limits
+	// access is the credentials (--vllm.api-key-file or $VLLM_API_KEY,
+	// basic auth) and proxy policy shared by the scraper and the probes.
+	access upstream.Access
 
 	// Sources published by extensions that have started, for the ones that
 	// start after them (the SLO watchdog reads all three). Nil = disabled.
@@ -98,6 +105,10 @@ func register(e extension) { extensions = append(extensions, e) }
 // `vllm_exporter --vllm.url=...` needs no subcommand.
 type command struct {
 	name, help string
+	// uses names the app-level (serving) flags the command reads besides
+	// its own; a trailing "." is a prefix. Its help lists only those, and
+	// any other serving flag is an error (cli.go).
+	uses []string
 	// setup adds the command's flags and returns what runs it.
 	setup func(cmd *kingpin.CmdClause) func(ctx context.Context, logger log.Logger) error
 }
@@ -117,7 +128,14 @@ type flags struct {
 	timeout      time.Duration
 	maxBodyBytes int64
 	windows      string
+	maxModels    int
+	modelIdle    time.Duration
 	apiKeyFile   string
+	basicUser    string
+	basicPWFile  string
+	proxyFromEnv bool
+
+	enableLifecycle bool
 
 	configFile  string
 	configCheck bool
@@ -139,7 +157,13 @@ func newApp() (*kingpin.Application, *flags, *kingpin.CmdClause) {
 	app.Flag("vllm.timeout", "Timeout of one scrape of vLLM's /metrics.").Default(vllm.DefaultTimeout.String()).DurationVar(&f.timeout)
 	app.Flag("vllm.max-body-bytes", "Largest /metrics body accepted (after gzip decompression).").Default(fmt.Sprint(vllm.DefaultMaxBodyBytes)).Int64Var(&f.maxBodyBytes)
 	app.Flag("vllm.windows", "Comma-separated windows for derived rates and quantiles.").Default("1m,5m").StringVar(&f.windows)
-	app.Flag("vllm.api-key-file", "File holding vLLM's API key (default: $VLLM_API_KEY).").StringVar(&f.apiKeyFile)
+	app.Flag("vllm.max-models", "Most vLLM model names (model_name label values) the exporter keeps state and series for, in the scraper, its windows, the SLO watchdog and its state file alike; samples of further names are dropped and counted.").Default(fmt.Sprint(modelset.DefaultMax)).IntVar(&f.maxModels)
+	app.Flag("vllm.model-idle-timeout", "A model name absent from successful vLLM scrapes this long loses its state and series everywhere (its SLO error budget included), freeing its place under --vllm.max-models.").Default(modelset.DefaultIdleTimeout.String()).DurationVar(&f.modelIdle)
+	app.Flag("vllm.api-key-file", "File holding vLLM's API key, sent as a bearer token to /metrics and the probes (default: $VLLM_API_KEY).").StringVar(&f.apiKeyFile)
+	app.Flag("vllm.basic-auth-username", "User name for HTTP basic auth to vLLM (an auth proxy in front of it); the password comes from --vllm.basic-auth-password-file. Keeps credentials out of --vllm.url and the process list.").StringVar(&f.basicUser)
+	app.Flag("vllm.basic-auth-password-file", "File holding the basic-auth password for --vllm.basic-auth-username.").StringVar(&f.basicPWFile)
+	app.Flag("vllm.proxy-from-environment", "Reach vLLM (scrapes and probes alike) through the proxy named by HTTP_PROXY/HTTPS_PROXY/NO_PROXY. Off by default: connections are direct, so no proxy sees the credentials.").BoolVar(&f.proxyFromEnv)
+	app.Flag("web.enable-lifecycle", "Enable configuration reload over HTTP (POST /-/reload). Off by default; SIGHUP always reloads.").BoolVar(&f.enableLifecycle)
 	app.Flag("config.file", "YAML configuration file (probes, SLOs, bottleneck thresholds); empty = shipped defaults.").StringVar(&f.configFile)
 	app.Flag("config.check", "Validate --config.file (and --web.config.file), print the result and exit.").BoolVar(&f.configCheck)
 	app.Flag("demo", "Start a simulated vLLM in-process and export it (no vLLM needed).").BoolVar(&f.demo)
@@ -149,16 +173,12 @@ func newApp() (*kingpin.Application, *flags, *kingpin.CmdClause) {
 	return app, f, serve
 }
 
-func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
-}
-
-func run(args []string, stdout, stderr io.Writer) int {
+// newCLI is the whole command line: the core's flags, every extension's,
+// every subcommand with its runner (by name).
+func newCLI() (*kingpin.Application, *flags, *kingpin.CmdClause, map[string]func(context.Context, log.Logger) error) {
 	app, f, serve := newApp()
-	app.UsageWriter(stdout)
-	app.ErrorWriter(stderr)
-	app.Terminate(func(code int) { os.Exit(code) })
-
+	app.UsageTemplate(usageTemplate)
+	app.UsageFuncs(usageFuncs)
 	slices.SortStableFunc(extensions, func(a, b extension) int { return a.order - b.order })
 	for _, e := range extensions {
 		if e.flags != nil {
@@ -169,8 +189,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 	for _, c := range commands {
 		runners[c.name] = c.setup(app.Command(c.name, c.help))
 	}
+	return app, f, serve, runners
+}
+
+func main() {
+	fillVersionFromBuildInfo()
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	app, f, serve, runners := newCLI()
+	app.UsageWriter(stdout)
+	app.ErrorWriter(stderr)
+	app.Terminate(func(code int) { os.Exit(code) })
 
 	cmd, err := app.Parse(args)
+	if err == nil {
+		err = checkCommandFlags(app, cmd, args)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", program, err)
 		return 2
@@ -260,11 +296,32 @@ func readAPIKey(file string) (string, error) {
 	if file == "" {
 		return os.Getenv("VLLM_API_KEY"), nil
 	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", fmt.Errorf("--vllm.api-key-file: %w", err)
+	return upstream.ReadSecretFile("vllm.api-key-file", file)
+}
+
+// readAccess builds the credentials and proxy policy every request to vLLM
+// uses, from the flags (and $VLLM_API_KEY). Basic auth comes either from the
+// URL or from the flag pair, never both, so which password is sent is never
+// a guess.
+func readAccess(vllmURL, apiKeyFile, basicUser, basicPWFile string, proxyFromEnv bool) (upstream.Access, error) {
+	a := upstream.Access{ProxyFromEnvironment: proxyFromEnv}
+	var err error
+	if a.BearerToken, err = readAPIKey(apiKeyFile); err != nil {
+		return a, err
 	}
-	return strings.TrimSpace(string(b)), nil
+	switch {
+	case basicUser == "" && basicPWFile == "":
+	case basicUser == "" || basicPWFile == "":
+		return a, errors.New("--vllm.basic-auth-username and --vllm.basic-auth-password-file go together")
+	case upstream.HasUserInfo(vllmURL):
+		return a, errors.New("--vllm.url carries credentials and --vllm.basic-auth-username is set: use one")
+	default:
+		a.Username = basicUser
+		if a.Password, err = upstream.ReadSecretFile("vllm.basic-auth-password-file", basicPWFile); err != nil {
+			return a, err
+		}
+	}
+	return a, nil
 }
 
 func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.Logger) error {
@@ -272,11 +329,19 @@ func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.L
 	if f.interval <= 0 || f.timeout <= 0 {
 		return errors.New("--vllm.scrape-interval and --vllm.timeout must be positive")
 	}
+	if f.maxModels <= 0 || f.modelIdle <= 0 {
+		return errors.New("--vllm.max-models and --vllm.model-idle-timeout must be positive")
+	}
 	windows, err := parseWindows(f.windows, f.interval)
 	if err != nil {
 		return err
 	}
-	apiKey, err := readAPIKey(f.apiKeyFile)
+	if !f.demo {
+		if err := upstream.ValidateURL(f.vllmURL); err != nil {
+			return fmt.Errorf("--vllm.url: %w", err)
+		}
+	}
+	access, err := readAccess(f.vllmURL, f.apiKeyFile, f.basicUser, f.basicPWFile, f.proxyFromEnv)
 	if err != nil {
 		return err
 	}
@@ -291,7 +356,8 @@ func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.L
 		config:   holder,
 		health:   collector.NewHealth(),
 		vllmURL:  f.vllmURL,
-		apiKey:   apiKey,
+		access:   access,
+		models:   modelset.Limits{Max: f.maxModels, IdleTimeout: f.modelIdle, Stats: modelset.NewStats()},
 	}
 	if f.demo {
 		url, stopDemo, err := startDemo(ctx, log.With(logger, "component", "demo"))
@@ -308,7 +374,8 @@ func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.L
 		Timeout:      f.timeout,
 		MaxBodyBytes: f.maxBodyBytes,
 		Windows:      windows,
-		APIKey:       apiKey,
+		Access:       access,
+		Models:       x.models,
 		Health:       x.health,
 		// The classifier compares the prefix-cache hit ratio with a longer
 		// baseline window; keep enough thinned history to answer it.
@@ -317,7 +384,7 @@ func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.L
 	holder.Subscribe(func(f *config.File) { x.vllm.Retain(f.Bottleneck.BaselineWindow) })
 
 	reloadGauges := configReloadCollectors(holder)
-	x.registry.MustRegister(versioncollector.NewCollector(program), x.health, x.vllm, reloadGauges[0], reloadGauges[1], startTimeGauge(time.Now()))
+	x.registry.MustRegister(versioncollector.NewCollector(program), x.health, x.vllm, x.models.Stats, reloadGauges[0], reloadGauges[1], startTimeGauge(time.Now()))
 	if !f.disableExpMets {
 		x.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
@@ -453,7 +520,13 @@ func (x *exporter) routes(f *flags) (http.Handler, error) {
 		fmt.Fprintln(w, "Ready")
 	})
 	mux.HandleFunc("/-/reload", func(w http.ResponseWriter, r *http.Request) {
-		// Like Prometheus: POST or PUT only, so a crawler cannot reload.
+		// Like Prometheus: off unless --web.enable-lifecycle (without a web
+		// config the endpoint is unauthenticated, and a cross-site form can
+		// POST to it); POST or PUT only, so a crawler cannot reload.
+		if !f.enableLifecycle {
+			http.Error(w, "Lifecycle API is not enabled: start with --web.enable-lifecycle, or send SIGHUP.", http.StatusForbidden)
+			return
+		}
 		if r.Method != http.MethodPost && r.Method != http.MethodPut {
 			w.Header().Set("Allow", "POST, PUT")
 			http.Error(w, "This endpoint requires a POST or PUT request.", http.StatusMethodNotAllowed)
@@ -469,7 +542,14 @@ func (x *exporter) routes(f *flags) (http.Handler, error) {
 		mux.Handle(pattern, h)
 	}
 	if f.telemetryPath != "/" && f.telemetryPath != "" {
+		// Link only what is served: the profiling links only with
+		// --web.enable-pprof (its extension adds the route).
+		profiling := "false"
+		if _, ok := x.handlers["GET /debug/pprof/"]; ok {
+			profiling = "true"
+		}
 		landing, err := web.NewLandingPage(web.LandingConfig{
+			Profiling:   profiling,
 			Name:        "vLLM Exporter",
 			Description: "Prometheus exporter for vLLM (scraping " + vllm.RedactedURL(x.vllmURL) + ")",
 			Version:     version.Info(),

@@ -24,6 +24,7 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/alerts"
 	"github.com/vllm-exporter/vllm_exporter/deploy"
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
 	"github.com/vllm-exporter/vllm_exporter/slo"
 )
 
@@ -48,7 +49,7 @@ func init() {
 			if x.probes != nil {
 				src.Probes = x.probes
 			}
-			w, err := setupSLO(f, x.config, src, x.registry, x.logger)
+			w, err := setupSLO(f, x.config, src, x.models, x.registry, x.logger)
 			if err != nil {
 				return err
 			}
@@ -60,13 +61,11 @@ func init() {
 	registerCommand(command{
 		name: "rules",
 		help: "Write Prometheus recording and alerting rules equivalent to the SLO watchdog for the SLOs of --config.file (default: the shipped SLOs) and exit.",
+		uses: []string{"config.file"},
 		setup: func(cmd *kingpin.CmdClause) func(context.Context, log.Logger) error {
 			rc := addRulesFlags(cmd)
 			return func(_ context.Context, _ log.Logger) error {
-				if code := rc.run(appConfigFile(), os.Stdout, os.Stderr); code != 0 {
-					return fmt.Errorf("rules: failed")
-				}
-				return nil
+				return rc.run(appConfigFile(), os.Stdout)
 			}
 		},
 	})
@@ -104,11 +103,11 @@ func addSLOFlags(app *kingpin.Application) *sloFlags {
 
 // setupSLO creates the watchdog (restoring its state file), registers it
 // with reg and returns it; the caller runs w.Run(ctx).
-func setupSLO(f *sloFlags, holder *config.Holder, src slo.Sources, reg prometheus.Registerer, logger log.Logger) (*slo.Watchdog, error) {
+func setupSLO(f *sloFlags, holder *config.Holder, src slo.Sources, models modelset.Limits, reg prometheus.Registerer, logger log.Logger) (*slo.Watchdog, error) {
 	if *f.interval <= 0 {
 		return nil, fmt.Errorf("--slo.interval must be positive, got %s", *f.interval)
 	}
-	w := slo.New(slo.Options{Interval: *f.interval, StateFile: *f.stateFile}, holder, src,
+	w := slo.New(slo.Options{Interval: *f.interval, StateFile: *f.stateFile, Models: models}, holder, src,
 		log.With(logger, "component", "slo"))
 	if err := reg.Register(w); err != nil {
 		return nil, fmt.Errorf("registering the SLO watchdog: %w", err)
@@ -148,38 +147,36 @@ func addRulesFlags(c *kingpin.CmdClause) *rulesCommand {
 	}
 }
 
-// run generates the rules and returns the process exit code.
-func (r *rulesCommand) run(configFile string, stdout, stderr io.Writer) int {
-	fail := func(err error) int {
-		fmt.Fprintln(stderr, "rules:", err)
-		return 1
-	}
+// run generates the rules; main logs the error it returns (once).
+func (r *rulesCommand) run(configFile string, stdout io.Writer) error {
 	f, err := config.Load(configFile)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	files, err := alerts.Generate(alerts.Options{SLOs: f.SLOs, SLOSource: configFile, RunbookURL: *r.runbook,
 		DashboardURL: *r.dashboard, Selector: *r.selector})
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	var out []byte
 	switch {
+	case *r.outputDir != "" && *r.format != formatPrometheus:
+		return fmt.Errorf("--rules.output-dir writes format %s only", formatPrometheus)
+	case *r.outputDir != "":
+		for _, fl := range files {
+			if err := os.WriteFile(filepath.Join(*r.outputDir, fl.Name), fl.Data, 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
 	case *r.format == formatPrometheusRule:
 		m := map[string][]byte{}
 		for _, fl := range files {
 			m[fl.Name] = fl.Data
 		}
 		if out, err = deploy.PrometheusRule(m); err != nil {
-			return fail(err)
+			return err
 		}
-	case *r.outputDir != "":
-		for _, fl := range files {
-			if err := os.WriteFile(filepath.Join(*r.outputDir, fl.Name), fl.Data, 0o644); err != nil {
-				return fail(err)
-			}
-		}
-		return 0
 	default:
 		for _, fl := range files {
 			if fl.Name == "slo-rules.yml" {
@@ -187,17 +184,9 @@ func (r *rulesCommand) run(configFile string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	if *r.outputDir != "" {
-		return fail(fmt.Errorf("--rules.output-dir writes format prometheus only"))
-	}
 	if *r.output == "" {
-		if _, err := stdout.Write(out); err != nil {
-			return fail(err)
-		}
-		return 0
+		_, err = stdout.Write(out)
+		return err
 	}
-	if err := os.WriteFile(*r.output, out, 0o644); err != nil {
-		return fail(err)
-	}
-	return 0
+	return os.WriteFile(*r.output, out, 0o644)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
 	"github.com/vllm-exporter/vllm_exporter/slo"
 )
 
@@ -53,9 +54,8 @@ func TestRulesCommandFileAndErrors(t *testing.T) {
 	if _, err := app.Parse([]string{"rules"}); err != nil {
 		t.Fatal(err)
 	}
-	stderr.Reset()
-	if code := rc.run(cfg, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "threshold: 0.3 is not a bucket boundary") {
-		t.Fatalf("bad config: exit %d %s", code, stderr.String())
+	if err := rc.run(cfg, &stdout); err == nil || !strings.Contains(err.Error(), "threshold: 0.3 is not a bucket boundary") {
+		t.Fatalf("bad config: %v", err)
 	}
 }
 
@@ -71,7 +71,7 @@ func TestSetupSLO(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewPedanticRegistry()
-	w, err := setupSLO(f, h, slo.Sources{}, reg, log.NewNopLogger())
+	w, err := setupSLO(f, h, slo.Sources{}, modelset.Limits{}, reg, log.NewNopLogger())
 	if err != nil || w == nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestSetupSLO(t *testing.T) {
 	if _, err := app.Parse([]string{"--slo.interval=0s"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := setupSLO(f, h, slo.Sources{}, prometheus.NewRegistry(), log.NewNopLogger()); err == nil {
+	if _, err := setupSLO(f, h, slo.Sources{}, modelset.Limits{}, prometheus.NewRegistry(), log.NewNopLogger()); err == nil {
 		t.Fatal("zero interval accepted")
 	}
 }

@@ -79,7 +79,7 @@ func afterGPUNamesGone(s string, has func(string) bool) bool {
 	return s == SchemaV1 && !has("vllm:gpu_cache_usage_perc")
 }
 
-// sources is the name-normalization table. README's table is rendered from it
+// sources is the name-normalization table. docs/exporter.md shows the table rendered from it
 // (see MarkdownTable), so code and documentation cannot drift apart.
 var sources = []source{
 	{Exported: "vllm_requests_running", Names: []string{"vllm:num_requests_running"}, Kind: kindGauge, Field: fRunning, Expected: always,
@@ -134,7 +134,7 @@ func (s *source) missingLabel(schema string) string {
 	return s.Names[len(s.Names)-1]
 }
 
-// MarkdownTable renders the normalization table for the README.
+// MarkdownTable renders the normalization table for docs/exporter.md.
 func MarkdownTable() string {
 	var b strings.Builder
 	b.WriteString("| exported series | type / engine aggregation | vLLM source (preferred first) | versions |\n|---|---|---|---|\n")

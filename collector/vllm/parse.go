@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
 
@@ -31,10 +32,22 @@ type exposition struct {
 // *_created, many vllm:*) are dropped before parsing: 375 of the 614 lines
 // of a V1 body, and half of the parser's allocations.
 func parseBody(body []byte, contentType string) (exposition, error) {
+	return parseFiltered(body, contentType, nil)
+}
+
+// parseFiltered is parseBody for a body that readNeeded already filtered
+// (pre != nil): the filter is not run a second time over it.
+func parseFiltered(body []byte, contentType string, pre *streamed) (exposition, error) {
 	if strings.Contains(contentType, "openmetrics") || hasEOFLine(body) {
 		body = openMetricsToText(body)
 	}
-	kept, anyVLLM := keepNeeded(body)
+	var kept []byte
+	var anyVLLM bool
+	if pre != nil {
+		kept, anyVLLM = body, pre.anyVLLM
+	} else {
+		kept, anyVLLM = keepNeeded(body)
+	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(bytes.NewReader(kept))
 	if err != nil {
@@ -55,9 +68,7 @@ var needed = func() map[string]bool {
 }()
 
 // keepNeeded returns body without the lines of families the exporter does
-// not read. A line is only dropped when it is a comment or a well-formed
-// sample (valid name, label set, float value) of such a family: anything
-// malformed reaches the parser and fails the scrape as before.
+// not read (see keepLine).
 func keepNeeded(body []byte) (kept []byte, anyVLLM bool) {
 	out := make([]byte, 0, len(body)/3)
 	for len(body) > 0 {
@@ -67,16 +78,38 @@ func keepNeeded(body []byte) (kept []byte, anyVLLM bool) {
 		} else {
 			body = nil
 		}
-		name, isComment, ok := lineFamily(line)
-		if ok && bytes.HasPrefix(name, []byte("vllm:")) {
-			anyVLLM = true
+		keep, vllm := keepLine(line)
+		anyVLLM = anyVLLM || vllm
+		if keep {
+			out = append(out, line...)
 		}
-		if ok && !isNeeded(name) && (isComment || wellFormedSample(line[len(name):])) {
-			continue
-		}
-		out = append(out, line...)
 	}
 	return out, anyVLLM
+}
+
+// keepLine decides on one line of a body: whether the parser must see it,
+// and whether it names a vllm:* family. A line is only dropped when it is a
+// comment or a well-formed sample (valid name, label set, float value) of a
+// family the exporter does not read: anything malformed is kept, reaches
+// the parser and fails the scrape. Of plain comments only OpenMetrics'
+// `# EOF` is kept; a HELP/TYPE line is kept for a needed family, also when
+// only its `_total` form is needed (OpenMetrics declares counters without
+// the suffix).
+func keepLine(line []byte) (keep, vllm bool) {
+	name, isComment, ok := lineFamily(line)
+	if !ok {
+		return true, false
+	}
+	vllm = bytes.HasPrefix(name, []byte("vllm:"))
+	switch {
+	case isComment && name == nil:
+		return bytes.Equal(bytes.TrimSpace(line), []byte("# EOF")), vllm
+	case isComment:
+		return isNeeded(name) || isNeeded(append(name[:len(name):len(name)], "_total"...)), vllm
+	case isNeeded(name):
+		return true, vllm
+	}
+	return !wellFormedSample(line[len(name):]), vllm
 }
 
 var histogramSuffixes = [][]byte{[]byte("_bucket"), []byte("_sum"), []byte("_count")}
@@ -221,11 +254,14 @@ func labelSetEnd(line []byte) int {
 
 // Bounds on label values that come from vLLM's body, so that a misbehaving
 // or hostile target cannot blow up the exporter's series count. vLLM serves
-// one model_name per process, up to a few dozen data-parallel engines, and
-// five finish reasons (2026); values past a bound are dropped (and logged at
-// debug level), the first ones in the body kept.
+// one model_name per process (plus LoRA adapters), up to a few dozen
+// data-parallel engines, and five finished reasons (2026); values past a
+// bound are dropped (counted in vllm_exporter_samples_dropped_total{reason}
+// and logged, rate-limited), the first ones in the body kept. The model
+// bound is the scraper's modelset (--vllm.max-models, shared with the SLO
+// watchdog); MaxModels is its default.
 const (
-	MaxModels          = 16
+	MaxModels          = modelset.DefaultMax
 	MaxEngines         = 64
 	MaxFinishedReasons = 16
 	// MaxLabelValueBytes: a sample with a longer label value is dropped
@@ -233,6 +269,20 @@ const (
 	// scrape of the exporter).
 	MaxLabelValueBytes = 512
 )
+
+// Reasons a sample of vLLM's body is dropped
+// (vllm_exporter_samples_dropped_total{reason}).
+const (
+	DropModelLimit          = "model_limit"           // a new model_name while --vllm.max-models are tracked
+	DropEngineLimit         = "engine_limit"          // per-engine series beyond MaxEngines (the sample still counts in the model's sum)
+	DropFinishedReasonLimit = "finished_reason_limit" // finished_reason values beyond MaxFinishedReasons
+	DropLabelTooLong        = "label_value_too_long"  // a label value longer than MaxLabelValueBytes
+	DropInvalidHistogram    = "invalid_histogram"     // negative, infinite or NaN counts, not a histogram
+	DropBucketMismatch      = "bucket_mismatch"       // engines of one model with different bucket layouts
+	DropLineTooLong         = "line_too_long"         // a line of a needed family longer than 64 KiB, skipped unread
+)
+
+var dropReasons = []string{DropModelLimit, DropEngineLimit, DropFinishedReasonLimit, DropLabelTooLong, DropInvalidHistogram, DropBucketMismatch, DropLineTooLong}
 
 // longLabel returns the name of a label whose value exceeds
 // MaxLabelValueBytes, or "".
@@ -250,6 +300,9 @@ func longLabel(labels map[string]string) string {
 // snapshot in the history shares one bounds slice per family.
 type normalizer struct {
 	bounds map[string][]float64
+	// admit decides whether a model_name not yet in this scrape may be
+	// kept (the scraper's modelset); nil keeps the first MaxModels.
+	admit func(name string) bool
 }
 
 func newNormalizer() *normalizer { return &normalizer{bounds: map[string][]float64{}} }
@@ -260,7 +313,21 @@ type result struct {
 	models   map[string]*snapshot.Model
 	expected []string // vLLM names expected for schema, sorted
 	missing  []string // subset of expected that was absent, sorted
-	warnings []string // data we had to drop, for the log
+	// dropped counts the samples dropped by reason; detail is the first
+	// drop of each reason, for the (rate-limited) log.
+	dropped map[string]float64
+	detail  map[string]string
+}
+
+// drop counts one dropped sample; what describes it for the log.
+func (r *result) drop(reason, what string) {
+	if r.dropped == nil {
+		r.dropped, r.detail = map[string]float64{}, map[string]string{}
+	}
+	r.dropped[reason]++
+	if _, ok := r.detail[reason]; !ok {
+		r.detail[reason] = what
+	}
 }
 
 func (n *normalizer) normalize(e exposition) *result {
@@ -270,18 +337,13 @@ func (n *normalizer) normalize(e exposition) *result {
 	engines := map[string]map[string]*snapshot.EngineGauges{} // model -> engine -> gauges
 	var cacheConfig map[string]string
 
-	dropped := map[string]bool{} // one warning per dropped label value
-	drop := func(what string) {
-		if !dropped[what] {
-			dropped[what] = true
-			r.warnings = append(r.warnings, what)
-		}
-	}
+	refused := map[string]bool{} // asked once per scrape
 	modelFor := func(name string) *snapshot.Model {
 		m := r.models[name]
 		if m == nil {
-			if len(r.models) >= MaxModels {
-				drop(fmt.Sprintf("model_name %q dropped: more than %d models", name, MaxModels))
+			if refused[name] || !n.admitModel(name, len(r.models)) {
+				refused[name] = true
+				r.drop(DropModelLimit, fmt.Sprintf("model_name %q dropped: --vllm.max-models names already tracked", name))
 				return nil
 			}
 			m = &snapshot.Model{Name: name, FinishedByReason: map[string]float64{}, Histograms: map[snapshot.HistogramName]snapshot.Histogram{}}
@@ -296,7 +358,7 @@ func (n *normalizer) normalize(e exposition) *result {
 		e := engines[model][engine]
 		if e == nil {
 			if len(engines[model]) >= MaxEngines {
-				drop(fmt.Sprintf("engine %q of model %q dropped from the per-engine series: more than %d engines", engine, model, MaxEngines))
+				r.drop(DropEngineLimit, fmt.Sprintf("engine %q of model %q dropped from the per-engine series: more than %d engines", engine, model, MaxEngines))
 				return &snapshot.EngineGauges{} // still summed into the model
 			}
 			e = &snapshot.EngineGauges{}
@@ -326,7 +388,7 @@ func (n *normalizer) normalize(e exposition) *result {
 		for _, m := range mf.GetMetric() {
 			labels := labelMap(m)
 			if l := longLabel(labels); l != "" {
-				drop(fmt.Sprintf("%s sample dropped: its %s label value is longer than %d bytes", mf.GetName(), l, MaxLabelValueBytes))
+				r.drop(DropLabelTooLong, fmt.Sprintf("%s sample dropped: its %s label value is longer than %d bytes", mf.GetName(), l, MaxLabelValueBytes))
 				continue
 			}
 			if s.Field == fCacheConfig {
@@ -347,13 +409,13 @@ func (n *normalizer) normalize(e exposition) *result {
 			if s.Kind == kindHistogram {
 				h, err := n.histogram(mf.GetName(), m)
 				if err != nil {
-					r.warnings = append(r.warnings, err.Error())
+					r.drop(DropInvalidHistogram, err.Error())
 					continue
 				}
 				if old, seen := mod.Histograms[s.Hist]; seen {
 					sum, ok := old.Add(h)
 					if !ok {
-						r.warnings = append(r.warnings, fmt.Sprintf("%s: engines of model %q have different buckets; engine %q dropped", mf.GetName(), modelName, labels["engine"]))
+						r.drop(DropBucketMismatch, fmt.Sprintf("%s: engines of model %q have different buckets; engine %q dropped", mf.GetName(), modelName, labels["engine"]))
 						continue
 					}
 					h = sum
@@ -392,7 +454,7 @@ func (n *normalizer) normalize(e exposition) *result {
 			case fFinished:
 				reason := labels["finished_reason"]
 				if _, seen := mod.FinishedByReason[reason]; !seen && len(mod.FinishedByReason) >= MaxFinishedReasons {
-					drop(fmt.Sprintf("finished_reason %q of model %q dropped: more than %d reasons", reason, modelName, MaxFinishedReasons))
+					r.drop(DropFinishedReasonLimit, fmt.Sprintf("finished_reason %q of model %q dropped: more than %d reasons", reason, modelName, MaxFinishedReasons))
 					continue
 				}
 				mod.FinishedByReason[reason] += v
@@ -410,6 +472,15 @@ func (n *normalizer) normalize(e exposition) *result {
 	sort.Strings(r.expected)
 	sort.Strings(r.missing)
 	return r
+}
+
+// admitModel decides on a model_name new to this scrape, which already
+// holds have models.
+func (n *normalizer) admitModel(name string, have int) bool {
+	if n.admit == nil {
+		return have < MaxModels
+	}
+	return n.admit(name)
 }
 
 // v1RunningHelp is V1's HELP for vllm:num_requests_running (V0 says "...

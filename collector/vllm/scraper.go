@@ -6,6 +6,7 @@
 package vllm
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -26,14 +27,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vllm-exporter/vllm_exporter/collector"
+	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
+	"github.com/vllm-exporter/vllm_exporter/internal/ratelog"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 )
 
 // Defaults for Options fields left zero.
 const (
 	DefaultInterval     = 5 * time.Second
 	DefaultTimeout      = 4 * time.Second
-	DefaultMaxBodyBytes = 16 << 20
+	// DefaultMaxBodyBytes bounds a decompressed /metrics body: real vLLM
+	// bodies are 30-140 KB, the simulator's 16 models x 8 engines 4.1 MB
+	// (3.9 MiB); 8 MiB leaves twice that. See keptShare for the part of it
+	// that is parsed, which is what bounds memory.
+	DefaultMaxBodyBytes = 8 << 20
 )
 
 // DefaultWindows are the windows derived values are computed over.
@@ -72,14 +80,26 @@ type Options struct {
 	// snapshots, so memory stays bounded; Retain raises it at run time.
 	Retention time.Duration
 	// APIKey, when set, is sent as a bearer token (for auth proxies in front
-	// of vLLM; vLLM's own --api-key does not cover /metrics).
+	// of vLLM; vLLM's own --api-key does not cover /metrics). Shorthand for
+	// Access.BearerToken.
 	APIKey string
+	// Access holds the credentials and the proxy policy shared with the
+	// probes (default: no credentials, no environment proxy).
+	Access upstream.Access
 	// Client overrides the HTTP client (tests). Its transport must not
 	// decompress transparently; the default one does not.
 	Client *http.Client
 	// Health receives each scrape's outcome; optional.
 	Health collector.Reporter
+	// Models bounds the model names kept (--vllm.max-models) and evicts
+	// those not seen for its idle timeout (--vllm.model-idle-timeout); the
+	// zero value means the defaults.
+	Models modelset.Limits
 }
+
+// dropLogEvery spaces the log lines about dropped samples of one reason:
+// the first is logged at once, later ones with the count in between.
+const dropLogEvery = 10 * time.Minute
 
 // Scraper polls vLLM. Create with New; all methods are safe for concurrent use.
 type Scraper struct {
@@ -93,12 +113,17 @@ type Scraper struct {
 	// mu serialises scrapes and guards the fields below it.
 	mu         sync.Mutex
 	norm       *normalizer
-	buf        bytes.Buffer
+	buf        bytes.Buffer  // the kept lines of the body being scraped
+	br         *bufio.Reader // reads the body, line by line
 	scrapes    float64
 	errors     map[string]float64
 	lastOK     time.Time
 	lastReason string // for logging state changes only
 	lastSchema string // for logging state changes only
+	models     *modelset.Set
+	scrapeNow  time.Time // the current scrape's time, for models.Admit
+	dropped    map[string]float64
+	dropLog    *ratelog.Limiter
 
 	histMu    sync.RWMutex
 	history   []*snapshot.VLLM // oldest first, bounded by prune
@@ -107,6 +132,10 @@ type Scraper struct {
 	latest   atomic.Pointer[snapshot.VLLM]
 	windows  atomic.Pointer[map[time.Duration]map[string]*snapshot.Derived]
 	rendered atomic.Pointer[[]prometheus.Metric]
+
+	// pub announces each stored snapshot to consumers (the SLO watchdog
+	// and classifier evaluate on it instead of on a timer of their own).
+	pub snapshot.Publisher
 }
 
 // New returns a Scraper; it does nothing until Run or ScrapeOnce.
@@ -129,12 +158,15 @@ func New(opts Options, logger log.Logger) *Scraper {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
+	if opts.APIKey != "" {
+		opts.Access.BearerToken = opts.APIKey
+	}
 	client := opts.Client
 	if client == nil {
 		// DisableCompression: we ask for gzip ourselves so that the size
 		// limit applies to the decompressed body too.
 		client = &http.Client{Transport: &http.Transport{
-			Proxy:               http.ProxyFromEnvironment,
+			Proxy:               opts.Access.Proxy(),
 			DialContext:         (&net.Dialer{Timeout: opts.Timeout, KeepAlive: 30 * time.Second}).DialContext,
 			DisableCompression:  true,
 			MaxIdleConnsPerHost: 1,
@@ -149,9 +181,14 @@ func New(opts Options, logger log.Logger) *Scraper {
 		client:     client,
 		descs:      newDescs(),
 		norm:       newNormalizer(),
+		br:         bufio.NewReaderSize(nil, maxLineBytes),
 		errors:     map[string]float64{},
 		retention:  opts.Retention,
+		models:     opts.Models.NewSet(CollectorName),
+		dropped:    map[string]float64{},
+		dropLog:    ratelog.New(dropLogEvery),
 	}
+	s.norm.admit = func(name string) bool { return s.models.Admit(name, s.scrapeNow) }
 	s.render(nil, nil, nil, 0)
 	return s
 }
@@ -177,16 +214,10 @@ func MetricsURL(base string) string {
 	return u.String()
 }
 
-// RedactedURL is raw with the password of its user info (if any) replaced
-// by "xxxxx", for logs and pages: --vllm.url may carry basic-auth credentials
-// for a proxy in front of vLLM.
-func RedactedURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
-}
+// RedactedURL is raw without the password of its user info, for logs and
+// pages: --vllm.url may carry basic-auth credentials for a proxy in front of
+// vLLM. See upstream.Redact (which also covers URLs that do not parse).
+func RedactedURL(raw string) string { return upstream.Redact(raw) }
 
 // Interval is the configured scrape interval.
 func (s *Scraper) Interval() time.Duration { return s.opts.Interval }
@@ -208,6 +239,10 @@ func (s *Scraper) Run(ctx context.Context) {
 // Latest is the most recent scrape attempt (nil before the first). A failed
 // attempt has Up false and no models: its data are not fresh.
 func (s *Scraper) Latest() *snapshot.VLLM { return s.latest.Load() }
+
+// Subscribe returns a channel notified after every scrape attempt (success
+// or failure) has been stored, and a cancel function.
+func (s *Scraper) Subscribe() (<-chan struct{}, func()) { return s.pub.Subscribe() }
 
 // Ready reports whether a scrape has been attempted.
 func (s *Scraper) Ready() bool { return s.latest.Load() != nil }
@@ -295,24 +330,31 @@ func (s *Scraper) ScrapeOnce(ctx context.Context, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	began := time.Now()
-	ct, reason, err := s.fetch(ctx)
-	s.ingest(now, began, s.buf.Bytes(), ct, reason, err)
-	if s.buf.Cap() > 4*int(s.opts.MaxBodyBytes)/3 {
-		s.buf = bytes.Buffer{} // do not keep an oversize buffer alive
+	ct, st, reason, err := s.fetch(ctx)
+	s.ingest(now, began, s.buf.Bytes(), ct, &st, reason, err)
+	// Keep the buffer for the next scrape only while it fits what a good
+	// body needs: a failed (oversize) or shrunken body must not pin memory.
+	if c := s.buf.Cap(); c > 256<<10 && (err != nil || c > 2*s.buf.Len()+64<<10) {
+		s.buf = bytes.Buffer{}
 	}
 }
 
 // ingest parses a fetched body (or records the fetch error), appends the
-// snapshot to the history, derives the windows and prepares /metrics.
+// snapshot to the history, derives the windows and prepares /metrics. pre
+// is what readNeeded found when body is its output, nil for a raw body.
 // Called with s.mu held.
-func (s *Scraper) ingest(now, began time.Time, body []byte, ct, reason string, err error) {
+func (s *Scraper) ingest(now, began time.Time, body []byte, ct string, pre *streamed, reason string, err error) {
 	snap := &snapshot.VLLM{Time: now}
 	var res *result
 	if err == nil {
-		e, perr := parseBody(body, ct)
+		e, perr := parseFiltered(body, ct, pre)
 		if perr != nil {
 			reason, err = ReasonParse, perr
 		} else {
+			for _, gone := range s.models.Expire(now) {
+				level.Info(s.logger).Log("msg", "model not seen for --vllm.model-idle-timeout; its state is dropped", "model", gone, "idle_timeout", s.models.IdleTimeout())
+			}
+			s.scrapeNow = now
 			res = s.norm.normalize(e)
 			snap.Up, snap.Schema, snap.Models, snap.Missing = true, res.schema, res.models, res.missing
 		}
@@ -338,9 +380,11 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct, reason string, e
 				"models", len(res.models), "missing", strings.Join(res.missing, ","))
 			s.lastSchema = res.schema
 		}
-		for _, w := range res.warnings {
-			level.Debug(s.logger).Log("msg", "vLLM sample dropped", "detail", w)
+		if pre != nil && pre.long > 0 {
+			res.drop(DropLineTooLong, fmt.Sprintf("%d lines of families the exporter reads were longer than %d bytes", pre.long, maxLineBytes))
+			res.dropped[DropLineTooLong] += float64(pre.long - 1)
 		}
+		s.logDrops(now, res)
 	}
 	s.lastReason = reason
 
@@ -358,6 +402,26 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct, reason string, e
 	s.render(snap, res, windows, took)
 	if s.opts.Health != nil {
 		s.opts.Health.Report(CollectorName, took, err)
+	}
+	s.pub.Publish()
+}
+
+// logDrops counts the samples res dropped and logs each reason at most
+// once per dropLogEvery, with how many were dropped since the last line: a
+// body that repeats a problem on every scrape must not flood the log.
+// Called with s.mu held.
+func (s *Scraper) logDrops(now time.Time, res *result) {
+	for _, reason := range dropReasons {
+		n := res.dropped[reason]
+		if n == 0 {
+			continue
+		}
+		s.dropped[reason] += n
+		if ok, suppressed := s.dropLog.Allow(reason, now); ok {
+			level.Warn(s.logger).Log("msg", "vLLM samples dropped", "reason", reason, "samples", n,
+				"earlier_scrapes_not_logged", suppressed, "example", res.detail[reason],
+				"next_log_after", dropLogEvery)
+		}
 	}
 }
 
@@ -393,25 +457,27 @@ func (s *Scraper) prune() {
 	s.history = out
 }
 
-// fetch reads the body into s.buf and returns its Content-Type, or the
-// error reason.
-func (s *Scraper) fetch(ctx context.Context) (contentType, reason string, err error) {
+// fetch streams the body's needed lines into s.buf (readNeeded) and returns
+// its Content-Type, or the error reason.
+func (s *Scraper) fetch(ctx context.Context) (contentType string, st streamed, reason string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.metricsURL, nil)
 	if err != nil {
-		return "", ReasonConnect, err
+		// The parse error quotes the URL, password included.
+		if verr := upstream.ValidateURL(s.metricsURL); verr != nil {
+			return "", st, ReasonConnect, verr
+		}
+		return "", st, ReasonConnect, fmt.Errorf("cannot build a request for %s", s.logURL)
 	}
 	// Ask for the classic text format: vLLM's negotiating route would
 	// otherwise be free to pick OpenMetrics.
 	req.Header.Set("Accept", "text/plain;version=0.0.4;q=1,text/plain;q=0.9,*/*;q=0.1")
 	req.Header.Set("Accept-Encoding", "gzip")
-	if s.opts.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+s.opts.APIKey)
-	}
+	s.opts.Access.Authorize(req)
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return "", transportReason(ctx, err), err
+		return "", st, transportReason(ctx, err), err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -423,35 +489,36 @@ func (s *Scraper) fetch(ctx context.Context) (contentType, reason string, err er
 		case resp.StatusCode >= 400:
 			r = ReasonHTTP4xx
 		}
-		return "", r, fmt.Errorf("unexpected HTTP status %s", resp.Status)
+		return "", st, r, fmt.Errorf("unexpected HTTP status %s", resp.Status)
 	}
 	if resp.ContentLength > s.opts.MaxBodyBytes {
-		return "", ReasonBodyTooLarge, fmt.Errorf("Content-Length %d exceeds --vllm.max-body-bytes=%d", resp.ContentLength, s.opts.MaxBodyBytes)
+		return "", st, ReasonBodyTooLarge, fmt.Errorf("Content-Length %d exceeds --vllm.max-body-bytes=%d", resp.ContentLength, s.opts.MaxBodyBytes)
 	}
 	var body io.Reader = resp.Body
 	if strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
 		gz, err := gzip.NewReader(io.LimitReader(resp.Body, s.opts.MaxBodyBytes+1))
 		if err != nil {
 			if r := bodyReason(ctx, err); r != "" {
-				return "", r, err
+				return "", st, r, err
 			}
-			return "", ReasonParse, fmt.Errorf("gzip: %w", err)
+			return "", st, ReasonParse, fmt.Errorf("gzip: %w", err)
 		}
 		defer gz.Close()
 		body = gz
 	}
 	s.buf.Reset()
-	n, err := s.buf.ReadFrom(io.LimitReader(body, s.opts.MaxBodyBytes+1))
-	if err != nil {
+	st, err = readNeeded(s.br, body, s.opts.MaxBodyBytes, &s.buf)
+	s.br.Reset(nil) // do not keep the response body reachable
+	switch {
+	case errors.Is(err, errBodyTooLarge), errors.Is(err, errKeptTooLarge):
+		return "", st, ReasonBodyTooLarge, fmt.Errorf("%w (%d)", err, s.opts.MaxBodyBytes)
+	case err != nil:
 		if r := bodyReason(ctx, err); r != "" {
-			return "", r, err
+			return "", st, r, err
 		}
-		return "", ReasonParse, fmt.Errorf("reading body: %w", err)
+		return "", st, ReasonParse, fmt.Errorf("reading body: %w", err)
 	}
-	if n > s.opts.MaxBodyBytes {
-		return "", ReasonBodyTooLarge, fmt.Errorf("body exceeds --vllm.max-body-bytes=%d", s.opts.MaxBodyBytes)
-	}
-	return resp.Header.Get("Content-Type"), "", nil
+	return resp.Header.Get("Content-Type"), st, "", nil
 }
 
 // transportReason classifies an error from Client.Do.

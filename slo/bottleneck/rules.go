@@ -22,11 +22,16 @@ type Inputs struct {
 	// since the previous tick. The classifier fills both from its state.
 	NoProgress     snapshot.Value
 	RecentHitRatio snapshot.Value
-	Window         *snapshot.Derived // over config Window
-	Baseline       *snapshot.Derived // over config BaselineWindow
-	GPU            *snapshot.GPU
-	Probes         *snapshot.Probes
-	Roofline       Roofline
+	// HitRatioReference is the best windowed prefix-cache hit ratio seen
+	// over the baseline window before this tick; PrefillSpeedReference the
+	// best prefill speed (see PrefillSpeed) over the capacity horizon. The
+	// classifier keeps both; absent until a window has shown one.
+	HitRatioReference     snapshot.Value
+	PrefillSpeedReference snapshot.Value
+	Window                *snapshot.Derived // over config Window
+	GPU                   *snapshot.GPU
+	Probes                *snapshot.Probes
+	Roofline              Roofline
 }
 
 // Evidence is one measured signal behind a rule, with the threshold it was
@@ -63,17 +68,26 @@ type Finding struct {
 	Evidence []Evidence `json:"evidence,omitempty"`
 }
 
+// ruleOrder is every rule in priority order (the order of Classes): when
+// several hold on one tick the earliest wins. A new class adds its rule here
+// and its name to Classes at the same position.
+var ruleOrder = []func(rules) Finding{
+	rules.gpuFault, rules.engineStalled, rules.throttled, rules.kvExhausted,
+	rules.tooManySequences, rules.queueing, rules.prefixCacheMiss, rules.prefillBound,
+	rules.communicationBound, rules.memoryBoundDecode, rules.decodeOverhead,
+	rules.batchTooSmall,
+}
+
 // Evaluate runs every rule in priority order and returns the first class
 // whose rule holds (near_optimal when none does) with every finding, so a
 // report can show which other rules also held.
 func Evaluate(in Inputs, th config.Bottleneck) (Class, []Finding) {
 	r := rules{in: in, th: th}
-	findings := []Finding{
-		r.gpuFault(), r.engineStalled(), r.throttled(), r.tooManySequences(),
-		r.kvExhausted(), r.queueing(), r.prefixCacheMiss(), r.prefillBound(),
-		r.communicationBound(), r.memoryBoundDecode(), r.decodeOverhead(),
-		r.batchTooSmall(), {Class: NearOptimal, Holds: true},
+	findings := make([]Finding, 0, len(ruleOrder)+1)
+	for _, rule := range ruleOrder {
+		findings = append(findings, rule(r))
 	}
+	findings = append(findings, Finding{Class: NearOptimal, Holds: true})
 	for _, f := range findings {
 		if f.Holds {
 			return f.Class, findings
@@ -294,18 +308,18 @@ func (r rules) prefixCacheMiss() Finding {
 		}
 	}
 	// Scrape side: the hit ratio since the last tick (else over the
-	// window) collapsed against the longer baseline.
+	// window) collapsed against the best this server showed recently.
 	cur := r.in.RecentHitRatio
 	if !cur.OK && r.in.Window != nil {
 		cur = r.in.Window.PrefixCacheHitRatio
 	}
-	b := r.in.Baseline
-	if b == nil || !cur.OK || !b.PrefixCacheHitRatio.OK {
+	ref := r.in.HitRatioReference
+	if !cur.OK || !ref.OK {
 		return Finding{Class: PrefixCacheMiss}
 	}
 	return all(PrefixCacheMiss,
-		gate("prefix_cache_hit_ratio_baseline", b.PrefixCacheHitRatio.V, ">=", r.th.PrefixHitRatioBaselineMin, "ratio"),
-		gate("prefix_cache_hit_ratio", cur.V, "<", r.th.PrefixHitRatioCollapse*b.PrefixCacheHitRatio.V, "ratio"))
+		gate("prefix_cache_hit_ratio_reference", ref.V, ">=", r.th.PrefixHitRatioBaselineMin, "ratio"),
+		gate("prefix_cache_hit_ratio", cur.V, "<", r.th.PrefixHitRatioCollapse*ref.V, "ratio"))
 }
 
 // minProbeSamples is how many probes each side of the cold/warm pair needs
@@ -336,18 +350,60 @@ func probePair(p *snapshot.Probes) (cold, warm float64, ok bool) {
 	return cold, warm, haveCold && haveWarm
 }
 
+// minPrefillSamples is how many prefills a window needs before its prefill
+// speed is trusted.
+const minPrefillSamples = 3
+
+// PrefillSpeed is the prompt tokens the engine computed per second of
+// prefill over the window: prompt tokens less the prefix-cache hits, over
+// the prefill time (vllm:request_prefill_time_seconds) its requests spent.
+// It is per request, as TTFT is, and does not depend on prompt length the
+// way TTFT does, so long prompts alone do not make it low.
+func PrefillSpeed(w *snapshot.Derived) snapshot.Value {
+	if w == nil || !w.PromptTokensPerSecond.OK {
+		return snapshot.Value{}
+	}
+	d, ok := w.Deltas[snapshot.PrefillTime]
+	span := w.End.Sub(w.Start).Seconds()
+	if !ok || d.Count < minPrefillSamples || !(d.Sum > 0) || !(span > 0) {
+		return snapshot.Value{}
+	}
+	computed := w.PromptTokensPerSecond.V * span
+	if w.PrefixCacheHitRatio.OK {
+		computed *= 1 - w.PrefixCacheHitRatio.V
+	}
+	if !(computed > 0) {
+		return snapshot.Value{}
+	}
+	return snapshot.Some(computed / d.Sum)
+}
+
+// prefillBound: TTFT over target, spent in prefill (not in the queue), and
+// prefill slower than this server has shown it can run. A long-prompt
+// workload on a healthy server has a long TTFT but its usual prefill
+// speed, so it is not prefill_bound.
 func (r rules) prefillBound() Finding {
 	ttft := r.slo(snapshot.TTFT, r.th.SLOQuantile)
 	ttft99, pf99 := r.slo(snapshot.TTFT, 0.99), r.slo(snapshot.PrefillTime, 0.99)
-	if !ttft.OK || !ttft99.OK || !pf99.OK || !(ttft99.V > 0) {
+	speed, ref := PrefillSpeed(r.in.Window), r.in.PrefillSpeedReference
+	if !ttft.OK || !ttft99.OK || !pf99.OK || !(ttft99.V > 0) || !speed.OK || !ref.OK {
 		return Finding{Class: PrefillBound}
 	}
 	ev := []Evidence{
 		gate("ttft_seconds", ttft.V, ">", r.th.TTFTTargetSeconds, "seconds"),
 		gate("prefill_share_of_ttft_ratio", math.Min(pf99.V/ttft99.V, 1), ">=", r.th.PrefillShareMin, "ratio"),
+		gate("prefill_tokens_per_second", speed.V, "<", r.th.PrefillSlowRatio*ref.V, "tokens/s"),
+		note("prefill_tokens_per_second_reference", ref.V, "tokens/s"),
+	}
+	// Decode within its target: when every step is slow (clocks, a
+	// degraded GPU), prefill is slow too, and the decode-side classes or
+	// throttled name the cause.
+	if tp, ok := r.tpotOver(); ok {
+		tp.Op = "<="
+		ev = append(ev, tp)
 	}
 	if w := r.in.Window; w != nil && w.PromptTokensPerSecond.OK && w.RequestsPerSecond.OK && w.RequestsPerSecond.V > 0 {
-		ev = append(ev, gate("prompt_tokens_per_request", w.PromptTokensPerSecond.V/w.RequestsPerSecond.V, ">=", r.th.LongPromptTokens, "tokens"))
+		ev = append(ev, note("prompt_tokens_per_request", w.PromptTokensPerSecond.V/w.RequestsPerSecond.V, "tokens"))
 	}
 	return all(PrefillBound, ev...)
 }

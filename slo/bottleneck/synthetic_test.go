@@ -42,7 +42,7 @@ type regime struct {
 	hit, hitBase, promptPerReq, rps, tokensPerReq      float64
 	gpus                                               int
 	util, dram, nvlink                                 float64
-	throttle, lost, stalledProbe, stalledScrape        bool
+	throttle, lost, stalledProbe, stalledScrape, down  bool
 	xidAgo                                             time.Duration
 	probeCold, probeWarm                               float64
 	smClock                                            float64 // SM clock / max
@@ -62,14 +62,15 @@ func healthy() regime {
 }
 
 var regimes = map[Class]func(r *regime){
-	GPUFault:         func(r *regime) { r.xidAgo = 20 * time.Second },
-	EngineStalled:    func(r *regime) { r.stalledProbe = true },
-	Throttled:        func(r *regime) { r.throttle = true; r.smClock = 0.45; r.tpot95 = 0.08; r.tpot50 = 0.05 },
-	TooManySequences: func(r *regime) { r.preemptPerReq = 0.06; r.kv = 0.97; r.waiting = 6; r.tpot50 = 0.027 },
-	KVCacheExhausted: func(r *regime) { r.kv = 0.985; r.waiting = 12; r.ttft99 = 3; r.tpot50 = 0.027 },
-	Queueing:         func(r *regime) { r.waiting = 30; r.ttft95 = 3; r.ttft99 = 5; r.queue99 = 4.5 },
-	PrefixCacheMiss:  func(r *regime) { r.probeWarm = 0.44; r.hit = 0.05 },
-	PrefillBound:     func(r *regime) { r.ttft95 = 2.4; r.ttft99 = 3; r.prefill99 = 2.6; r.promptPerReq = 6000 },
+	GPUFault:          func(r *regime) { r.xidAgo = 20 * time.Second },
+	EngineStalled:     func(r *regime) { r.stalledProbe = true },
+	Throttled:         func(r *regime) { r.throttle = true; r.smClock = 0.45; r.tpot95 = 0.08; r.tpot50 = 0.05 },
+	TooManySequences:  func(r *regime) { r.preemptPerReq = 0.06; r.kv = 0.86; r.waiting = 6; r.tpot50 = 0.027 },
+	ServerUnavailable: func(r *regime) { r.down = true },
+	KVCacheExhausted:  func(r *regime) { r.kv = 0.985; r.waiting = 12; r.ttft99 = 3; r.tpot50 = 0.027 },
+	Queueing:          func(r *regime) { r.waiting = 30; r.ttft95 = 3; r.ttft99 = 5; r.queue99 = 4.5 },
+	PrefixCacheMiss:   func(r *regime) { r.probeWarm = 0.44; r.hit = 0.05 },
+	PrefillBound:      func(r *regime) { r.ttft95 = 2.4; r.ttft99 = 3; r.prefill99 = 2.6 }, // same prompts, 20x slower prefill
 	CommunicationBound: func(r *regime) {
 		r.gpus = 4
 		r.nvlink = 250e9
@@ -92,8 +93,8 @@ func noisy(rng *rand.Rand, v, amp float64) float64 { return v * (1 + amp*(2*rng.
 func (r regime) apply(f *fakeSources, now time.Time, rng *rand.Rand, th config.Bottleneck) {
 	n := func(v float64) float64 { return noisy(rng, v, 0.1) }
 	waiting := r.waiting
-	if waiting == 0 && rng.Float64() < 0.15 {
-		waiting = 1 // a healthy server queues a request now and then
+	if roll := rng.Float64(); waiting == 0 && roll < 0.15 && r.rps >= 1 {
+		waiting = 1 // a busy healthy server queues a request now and then
 	}
 	running := r.running
 	if r.stalledScrape {
@@ -105,6 +106,9 @@ func (r regime) apply(f *fakeSources, now time.Time, rng *rand.Rand, th config.B
 		CacheConfig: map[string]string{"gpu_memory_utilization": "0.9", "enable_prefix_caching": "True"},
 	}
 	f.vllm = &snapshot.VLLM{Time: now, Up: true, Models: map[string]*snapshot.Model{model: m}}
+	if r.down {
+		f.vllm, f.win = &snapshot.VLLM{Time: now, Error: "connect"}, nil
+	}
 	qs := func(p50, p95, p99 float64) map[float64]snapshot.Value {
 		return map[float64]snapshot.Value{0.5: snapshot.Some(n(p50)), 0.9: snapshot.Some(n(p95)), 0.95: snapshot.Some(n(p95)), 0.99: snapshot.Some(n(p99))}
 	}
@@ -114,7 +118,12 @@ func (r regime) apply(f *fakeSources, now time.Time, rng *rand.Rand, th config.B
 		gen, prompt = 0, 0
 	}
 	d := func(hit float64) *snapshot.Derived {
+		prefills := r.rps * 60
 		return &snapshot.Derived{
+			Start: now.Add(-time.Minute), End: now,
+			Deltas: map[snapshot.HistogramName]snapshot.Histogram{
+				snapshot.PrefillTime: {Count: prefills, Sum: prefills * n(r.prefill99/3)},
+			},
 			PreemptionsPerRequest:     snapshot.Some(r.preemptPerReq),
 			PreemptionsPerSecond:      snapshot.Some(r.preemptPerReq * r.rps),
 			PrefixCacheHitRatio:       snapshot.Some(n(hit)),
@@ -188,6 +197,9 @@ func TestScenarioSuite(t *testing.T) {
 		f := &fakeSources{}
 		c := newTestClassifier(f, testSpec)
 		rng := rand.New(rand.NewSource(int64(ci)))
+		if ci > 0 {
+			rng = rand.New(rand.NewSource(int64(ci - 1))) // the seeds from before unavailable was added
+		}
 		now := start
 		tick := func(r regime) Class {
 			now = now.Add(15 * time.Second)
@@ -266,11 +278,17 @@ func TestHealthyNoiseNeverFlaps(t *testing.T) {
 	rng := rand.New(rand.NewSource(42))
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	rawDiffers := 0
+	spiked := false
 	for i := 0; i < 3000; i++ {
 		now = now.Add(15 * time.Second)
 		r := healthy()
-		if rng.Float64() < 0.03 { // a single-tick tail spike
+		// A single-tick tail spike (never two in a row: that is a
+		// regime lasting hold_ticks, which should change the class).
+		if roll := rng.Float64(); roll < 0.03 && !spiked {
 			r.ttft99, r.waiting = 4, 3
+			spiked = true
+		} else {
+			spiked = false
 		}
 		r.apply(f, now, rng, th)
 		c.Tick(now)
@@ -382,7 +400,10 @@ func TestHysteresis(t *testing.T) {
 	}
 }
 
-func TestVLLMDownKeepsState(t *testing.T) {
+// One failed scrape does not change the published class (hysteresis), but
+// the raw verdict is unavailable at once and the scrape-derived state is
+// withdrawn.
+func TestVLLMDownIsRawUnavailableAtOnce(t *testing.T) {
 	f := &fakeSources{}
 	c := newTestClassifier(f, testSpec)
 	th := config.DefaultBottleneck()
@@ -390,9 +411,9 @@ func TestVLLMDownKeepsState(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	healthy().apply(f, now, rng, th)
 	c.Tick(now)
-	f.vllm = &snapshot.VLLM{Time: now, Up: false, Error: "connect"}
+	f.vllm = &snapshot.VLLM{Time: now.Add(time.Minute), Up: false, Error: "connect"}
 	c.Tick(now.Add(time.Minute))
-	if st, ok := c.State(model); !ok || st.Class != NearOptimal || st.Ticks != 1 {
+	if st, ok := c.State(model); !ok || st.Class != NearOptimal || st.Raw != ServerUnavailable || st.Window != nil || st.Roofline.Predicted.OK {
 		t.Fatalf("state after a failed scrape = %+v, %v", st, ok)
 	}
 	// A model that vanishes from a good scrape is dropped.
@@ -541,6 +562,7 @@ func TestThresholdsFromConfigHolder(t *testing.T) {
 func TestAdviceNamesTheSeedKnobs(t *testing.T) {
 	want := map[Class][]string{
 		GPUFault:           {"Xid", "drain"},
+		ServerUnavailable:  {"process is running", "port"},
 		EngineStalled:      {"restart"},
 		Throttled:          {"power limit", "cooling"},
 		TooManySequences:   {"lower --max-num-seqs", "--gpu-memory-utilization"},
