@@ -25,6 +25,8 @@ var (
 	descAlert = prometheus.NewDesc("vllm_slo_alert_state",
 		"1 while the SLO watchdog's multi-window multi-burn-rate condition holds (severity critical = page, warning = ticket), else 0.",
 		append(sloLabels, "severity"), nil)
+	descCovered = prometheus.NewDesc("vllm_slo_period_covered_ratio",
+		"Share of the SLO period the exporter's SLO watchdog has observed (0..1, checkpointed with --slo.state-file): below 1 the error budget rests on less than a full period of traffic.", sloLabels, nil)
 	descLastEval = prometheus.NewDesc("vllm_slo_last_evaluation_timestamp_seconds",
 		"Unix time of the SLO watchdog's last evaluation of this SLO.", sloLabels, nil)
 	descEvents = prometheus.NewDesc("vllm_slo_events",
@@ -78,7 +80,7 @@ func newSelfMetrics() selfMetrics { return selfMetrics{} }
 
 // Describe implements prometheus.Collector.
 func (w *Watchdog) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descObjective, descErrorRatio, descBurnRate, descBudget, descAlert,
+	for _, d := range []*prometheus.Desc{descObjective, descErrorRatio, descBurnRate, descBudget, descCovered, descAlert,
 		descLastEval, descEvents, descStateErrors, descStateSaved, descStateRestored, descEvalErrors} {
 		ch <- d
 	}
@@ -109,6 +111,7 @@ func (w *Watchdog) Collect(ch chan<- prometheus.Metric) {
 		if r.BudgetRemaining.OK {
 			gauge(descBudget, r.BudgetRemaining.V, r.SLO, r.Model)
 		}
+		gauge(descCovered, r.PeriodCovered, r.SLO, r.Model)
 		gauge(descAlert, b2f(r.Page), r.SLO, r.Model, "critical")
 		gauge(descAlert, b2f(r.Ticket), r.SLO, r.Model, "warning")
 		gauge(descLastEval, float64(r.Time.UnixNano())/1e9, r.SLO, r.Model)

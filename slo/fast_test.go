@@ -1,6 +1,7 @@
 package slo
 
 import (
+	"math"
 	"path/filepath"
 	"testing"
 	"time"
@@ -59,7 +60,10 @@ func TestWatchdogFastTier(t *testing.T) {
 	if f := r.Fast[1]; f.Name != "1m" || f.Total < 100 || f.Total > 140 {
 		t.Errorf("fast 1m window holds %v events, want about 120: %+v", f.Total, r.Fast)
 	}
-	if err := w.SaveState(); err != nil {
+	w.mu.Lock()
+	err := w.saveLocked(now) // at the virtual time: a model is idle relative to it
+	w.mu.Unlock()
+	if err != nil {
 		t.Fatal(err)
 	}
 	w2 := New(Options{Interval: 10 * time.Second, StateFile: state}, h, Sources{VLLM: src}, nil)
@@ -67,6 +71,9 @@ func TestWatchdogFastTier(t *testing.T) {
 	w2.Tick(now)
 	if r2 := only(t, w2); !r2.FastPage || r2.Fast[1].Total != r.Fast[1].Total {
 		t.Errorf("restored fast ring: %+v, want %+v", r2.Fast, r.Fast)
+	} else if want := now.Sub(t0.Add(10*time.Second)).Seconds() / (30 * 24 * 3600); math.Abs(r2.PeriodCovered-want) > 1e-9 || r2.PeriodCovered != r.PeriodCovered {
+		// vllm_slo_period_covered_ratio: the first reading survives a restart
+		t.Errorf("period covered %v (before the restart %v), want %v", r2.PeriodCovered, r.PeriodCovered, want)
 	}
 
 	// Low traffic: 6 requests a minute, one of them bad every 10 minutes:

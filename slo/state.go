@@ -48,6 +48,9 @@ type stateSeries struct {
 	Coarse   stateRing  `json:"coarse"`
 	// Fast is absent in checkpoints written before the fast tier existed.
 	Fast *stateRing `json:"fast,omitempty"`
+	// Since (first reading) is absent in older checkpoints: the oldest
+	// bucket holding events stands in for it.
+	Since *time.Time `json:"since,omitempty"`
 }
 
 // stateRing holds a ring sparsely: [absolute bucket index, bad, total].
@@ -116,7 +119,7 @@ func (w *Watchdog) saveLocked(now time.Time) error {
 		for _, m := range slices.Sorted(maps.Keys(st.series)) {
 			s := st.series[m]
 			ss.Series = append(ss.Series, stateSeries{Model: m, HasLast: s.hasLast, Last: s.last, LastSeen: s.lastSeen.UTC(),
-				Fine: encodeRing(s.fine), Coarse: encodeRing(s.coarse), Fast: ptr(encodeRing(s.fast))})
+				Fine: encodeRing(s.fine), Coarse: encodeRing(s.coarse), Fast: ptr(encodeRing(s.fast)), Since: ptr(s.since.UTC())})
 		}
 		sf.SLOs = append(sf.SLOs, ss)
 	}
@@ -275,6 +278,11 @@ func (w *Watchdog) apply(sf *stateFile) error {
 				}
 			}
 			s.hasLast, s.last, s.lastSeen = se.HasLast, se.Last, se.LastSeen
+			if se.Since != nil {
+				s.since = *se.Since
+			} else if len(se.Coarse.Buckets) > 0 {
+				s.since = time.Unix(0, int64(se.Coarse.Buckets[0][0])*se.Coarse.WidthNS)
+			}
 			st.series[se.Model] = s
 		}
 	}

@@ -100,6 +100,10 @@ type Result struct {
 	// BudgetRemaining is 1 - (period error ratio / error budget): 1 with no
 	// errors, 0 when the budget is spent, negative when overspent.
 	BudgetRemaining snapshot.Value
+	// PeriodCovered is the share of the period the watchdog has observed
+	// (0..1): a young period's budget rests on little traffic, so a short
+	// burst can show it overspent many times over.
+	PeriodCovered float64
 	// Fast are the fast tier's windows (FastWindows: 5m, 1m), read from a
 	// finer ring than Windows.
 	Fast []WindowResult
@@ -130,6 +134,9 @@ type series struct {
 	last     cumulative
 	hasLast  bool
 	lastSeen time.Time
+	// since is the first reading of the series: the period's budget covers
+	// only what was observed since (checkpointed).
+	since time.Time
 	fine     *ring
 	coarse   *ring
 	fast     *ring
@@ -332,6 +339,9 @@ func (w *Watchdog) observe(st *sloState, vl *snapshot.VLLM, pr *snapshot.Probes,
 			st.series[model] = s
 		}
 		s.lastSeen = now
+		if s.since.IsZero() {
+			s.since = now
+		}
 		if !s.hasLast || s.last.Series != c.Series {
 			// First reading (or a different underlying series): a baseline,
 			// not events; otherwise a server's whole history would land in
@@ -452,6 +462,9 @@ func evaluate(st *sloState, s *series, now time.Time) Result {
 	// back after an engine stall and during a queue's recovery, context
 	// the watchdog does not see.
 	res.FastPage = burning(long, fastF) && burning(res.Fast[1], fastF)
+	if !s.since.IsZero() {
+		res.PeriodCovered = min(1, max(0, now.Sub(s.since).Seconds()/c.PeriodDuration().Seconds()))
+	}
 	res.Page = alerting(res.Windows, PagePairs) || res.FastPage
 	res.Ticket = alerting(res.Windows, TicketPairs)
 	return res
