@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"sort"
 	"strings"
 	"time"
@@ -44,8 +43,10 @@ type ModelReport struct {
 	Recommendation string             `json:"recommendation"`
 	Evidence       []Evidence         `json:"evidence"`
 	AlsoHeld       []Class            `json:"also_held,omitempty"` // lower-priority rules that held on the last tick
-	Candidate      Class              `json:"candidate,omitempty"`
-	Unavailable    []UnavailableClass `json:"unavailable,omitempty"`
+	// CannotRuleOut names the causes the inputs could not exclude that
+	// would make the recommendation the wrong knob (no GPU readings).
+	CannotRuleOut []string           `json:"cannot_rule_out,omitempty"`
+	Unavailable   []UnavailableClass `json:"unavailable,omitempty"`
 
 	SLO        SLOReport      `json:"slo"`
 	Roofline   RooflineReport `json:"roofline"`
@@ -67,6 +68,10 @@ type SLOReport struct {
 	TPOT       *float64 `json:"tpot_seconds"`
 	TPOTTarget float64  `json:"tpot_target_seconds"`
 	Holds      *bool    `json:"holds"` // nil: not measurable
+	// TTFTBucket / TPOTBucket: the bucket bounds when the quantile was
+	// interpolated inside a wide bucket (see BucketAround).
+	TTFTBucket []float64 `json:"ttft_bucket,omitempty"`
+	TPOTBucket []float64 `json:"tpot_bucket,omitempty"`
 }
 
 // RooflineReport is the decode roofline comparison.
@@ -111,15 +116,43 @@ func ptr(v snapshot.Value) *float64 {
 	return &x
 }
 
-// ModelReportFrom turns a classifier state into its report section.
+// OneShotClass is the verdict a one-shot report states: the published
+// class when its rule holds on the last tick, else that tick's own verdict.
+// Hysteresis keeps a live exporter's class steady; a report printed once
+// must never state a class above evidence that says it does not hold.
+func OneShotClass(st ModelState) Class {
+	for _, f := range st.Findings {
+		if f.Class == st.Class && f.Holds {
+			return st.Class
+		}
+	}
+	if st.Raw != "" {
+		return st.Raw
+	}
+	return st.Class
+}
+
+// findingOf returns the evidence of class c in the last tick's findings.
+func findingOf(st ModelState, c Class) []Evidence {
+	for _, f := range st.Findings {
+		if f.Class == c {
+			return f.Evidence
+		}
+	}
+	return nil
+}
+
+// ModelReportFrom turns a classifier state into its report section (see
+// OneShotClass for the verdict it states).
 func ModelReportFrom(st ModelState, window time.Duration, gpuHour float64) ModelReport {
-	a := AdviceFor(st.Class)
+	class := OneShotClass(st)
+	a := AdviceFor(class)
 	mr := ModelReport{
-		Model: st.Model, Class: st.Class, Summary: a.Summary, Recommendation: a.Recommendation,
-		Evidence: st.Evidence(), Candidate: st.Candidate,
+		Model: st.Model, Class: class, Summary: a.Summary, Recommendation: a.Recommendation,
+		Evidence: withBuckets(findingOf(st, class), st.Window), CannotRuleOut: CannotRuleOut(class, st.Unavailable),
 	}
 	for _, f := range st.Findings {
-		if f.Holds && f.Class != st.Class && f.Class != NearOptimal {
+		if f.Holds && f.Class != class && f.Class != NearOptimal {
 			mr.AlsoHeld = append(mr.AlsoHeld, f.Class)
 		}
 	}
@@ -133,6 +166,13 @@ func ModelReportFrom(st ModelState, window time.Duration, gpuHour float64) Model
 	if s.Known {
 		h := s.Holds
 		mr.SLO.Holds = &h
+	}
+	for _, e := range withBuckets([]Evidence{{Signal: "ttft_seconds", Value: s.TTFT.V}, {Signal: "tpot_seconds", Value: s.TPOT.V}}, st.Window) {
+		if e.Signal == "ttft_seconds" && s.TTFT.OK {
+			mr.SLO.TTFTBucket = e.Bucket
+		} else if e.Signal == "tpot_seconds" && s.TPOT.OK {
+			mr.SLO.TPOTBucket = e.Bucket
+		}
 	}
 	r := st.Roofline
 	mr.Roofline = RooflineReport{WeightBytes: r.WeightBytes, WeightSource: r.WeightSource, KVBytes: r.KVBytes, KVSource: r.KVSource,
@@ -229,12 +269,12 @@ func RenderText(w io.Writer, r Report) error {
 		if len(m.AlsoHeld) > 0 {
 			p("Also held (lower priority): %s", joinClasses(m.AlsoHeld))
 		}
-		if m.Candidate != "" {
-			p("Emerging (not yet held for hold_ticks): %s", m.Candidate)
+		for _, c := range m.CannotRuleOut {
+			p("CANNOT RULE OUT: %s", c)
 		}
 		p("SLO at p%s over the window:", qlabel(m.SLO.Quantile))
-		p("  TTFT %s  target %s  %s", secs(m.SLO.TTFT), secs(&m.SLO.TTFTTarget), verdict(m.SLO.TTFT, m.SLO.TTFTTarget))
-		p("  TPOT %s  target %s  %s", secs(m.SLO.TPOT), secs(&m.SLO.TPOTTarget), verdict(m.SLO.TPOT, m.SLO.TPOTTarget))
+		p("  TTFT %s  target %s  %s", secsIn(m.SLO.TTFT, m.SLO.TTFTBucket), secs(&m.SLO.TTFTTarget), verdict(m.SLO.TTFT, m.SLO.TTFTTarget))
+		p("  TPOT %s  target %s  %s", secsIn(m.SLO.TPOT, m.SLO.TPOTBucket), secs(&m.SLO.TPOTTarget), verdict(m.SLO.TPOT, m.SLO.TPOTTarget))
 		rf := m.Roofline
 		p("Decode roofline (per stream):")
 		switch {
@@ -291,7 +331,11 @@ func RenderText(w io.Writer, r Report) error {
 }
 
 func evidenceLine(e Evidence) string {
-	s := fmt.Sprintf("%-36s %12s", e.Signal, value(e.Value, e.Unit))
+	v := value(e.Value, e.Unit)
+	if len(e.Bucket) == 2 {
+		v = bucketRange(e.Bucket[0], e.Bucket[1])
+	}
+	s := fmt.Sprintf("%-36s %12s", e.Signal, v)
 	if e.Op == "" {
 		return s
 	}
@@ -302,18 +346,34 @@ func evidenceLine(e Evidence) string {
 	return fmt.Sprintf("%s  %-2s %-12s %s", s, e.Op, value(e.Threshold, e.Unit), mark)
 }
 
+// bucketRange prints a histogram bucket's bounds in seconds: where a
+// quantile lies inside one wide bucket that range is all the data says.
+func bucketRange(lo, hi float64) string {
+	if hi < 1 {
+		return sigFig(lo*1000) + "-" + sigFig(hi*1000) + " ms"
+	}
+	return sigFig(lo) + "-" + sigFig(hi) + " s"
+}
+
+// secsIn is secs, or the bucket's range when the value was interpolated
+// inside a wide bucket.
+func secsIn(v *float64, bucket []float64) string {
+	if v != nil && len(bucket) == 2 {
+		return bucketRange(bucket[0], bucket[1]) + " (one bucket)"
+	}
+	return secs(v)
+}
+
 func value(v float64, unit string) string {
 	switch unit {
 	case "seconds":
 		return secs(&v)
-	case "ratio":
-		return fmt.Sprintf("%.3f", v)
 	case "bytes/s":
 		return bytesRate(v)
 	case "tokens/s":
-		return fmt.Sprintf("%.1f tok/s", v)
+		return sigFig(v) + " tok/s"
 	}
-	return trimFloat(v)
+	return sigFig(v)
 }
 
 func schemaNote(s string) string {
@@ -372,26 +432,26 @@ func secs(v *float64) string {
 		return "n/a"
 	}
 	if *v < 1 {
-		return fmt.Sprintf("%.1f ms", *v*1000)
+		return sigFig(*v*1000) + " ms"
 	}
-	return fmt.Sprintf("%.2f s", *v)
+	return sigFig(*v) + " s"
 }
 
 func num(v *float64) string {
 	if v == nil {
 		return "n/a"
 	}
-	return trimFloat(math.Round(*v*100) / 100)
+	return sigFig(*v)
 }
 
 func pct(v *float64) string {
 	if v == nil {
 		return "n/a"
 	}
-	return fmt.Sprintf("%.1f%%", *v*100)
+	return sigFig(*v*100) + "%"
 }
 
-func tokRate(v *float64) string { return fmt.Sprintf("%.1f tok/s", *v) }
+func tokRate(v *float64) string { return sigFig(*v) + " tok/s" }
 
 func trimFloat(v float64) string { return fmt.Sprintf("%g", v) }
 
