@@ -37,12 +37,12 @@ type ProbeLine struct {
 
 // ModelReport is one model's diagnosis.
 type ModelReport struct {
-	Model          string             `json:"model"`
-	Class          Class              `json:"class"`
-	Summary        string             `json:"summary"`
-	Recommendation string             `json:"recommendation"`
-	Evidence       []Evidence         `json:"evidence"`
-	AlsoHeld       []Class            `json:"also_held,omitempty"` // lower-priority rules that held on the last tick
+	Model          string     `json:"model"`
+	Class          Class      `json:"class"`
+	Summary        string     `json:"summary"`
+	Recommendation string     `json:"recommendation"`
+	Evidence       []Evidence `json:"evidence"`
+	AlsoHeld       []Class    `json:"also_held,omitempty"` // lower-priority rules that held on the last tick
 	// CannotRuleOut names the causes the inputs could not exclude that
 	// would make the recommendation the wrong knob (no GPU readings).
 	CannotRuleOut []string           `json:"cannot_rule_out,omitempty"`

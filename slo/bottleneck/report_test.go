@@ -116,7 +116,7 @@ func TestRenderEmpty(t *testing.T) {
 // quantile in a fine bucket as a point rounded to 3 significant digits.
 func TestReportRoundsToWhatTheBucketsSupport(t *testing.T) {
 	w := &snapshot.Derived{Deltas: map[snapshot.HistogramName]snapshot.Histogram{
-		snapshot.TTFT: {Bounds: []float64{0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560}},
+		snapshot.TTFT:              {Bounds: []float64{0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560}},
 		snapshot.InterTokenLatency: {Bounds: []float64{0.010, 0.0105, 0.011}},
 	}}
 	ev := withBuckets([]Evidence{
