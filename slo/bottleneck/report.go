@@ -24,6 +24,9 @@ type Report struct {
 	GPUs         []string      `json:"gpus"` // "0: NVIDIA H100 80GB HBM3" ; empty: no GPU input
 	Probes       []ProbeLine   `json:"probes,omitempty"`
 	Models       []ModelReport `json:"models"`
+	// Notes are adjustments made to the request (a window fitted to the
+	// watch), printed first.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // ProbeLine summarises one probe profile over the watch.
@@ -106,6 +109,12 @@ type CapacityReport struct {
 	GPUHour               float64  `json:"gpu_hour,omitempty"`
 	CostPerMillionOutput  *float64 `json:"cost_per_million_output_tokens,omitempty"`
 	Plan                  *GPUPlan `json:"plan,omitempty"`
+	// Saturated: measured at capacity; otherwise RequestsPerSecond is the
+	// offered load and ExtrapolatedRequestsPerSecond the KV-capacity
+	// extrapolation (see KVExtrapolation), at KVUsage.
+	Saturated                     bool     `json:"saturated"`
+	KVUsage                       *float64 `json:"kv_cache_usage_ratio,omitempty"`
+	ExtrapolatedRequestsPerSecond *float64 `json:"extrapolated_requests_per_second,omitempty"`
 }
 
 func ptr(v snapshot.Value) *float64 {
@@ -116,16 +125,13 @@ func ptr(v snapshot.Value) *float64 {
 	return &x
 }
 
-// OneShotClass is the verdict a one-shot report states: the published
-// class when its rule holds on the last tick, else that tick's own verdict.
-// Hysteresis keeps a live exporter's class steady; a report printed once
-// must never state a class above evidence that says it does not hold.
+// OneShotClass is the verdict a one-shot report states: the last tick's own
+// verdict, the first rule in priority order that holds on the evidence the
+// report prints. Hysteresis keeps a live exporter's published class steady
+// across ticks (it equals this one except while a change is pending); a
+// report printed once must never state a class its own evidence refutes,
+// nor one ranked below a rule that held.
 func OneShotClass(st ModelState) Class {
-	for _, f := range st.Findings {
-		if f.Class == st.Class && f.Holds {
-			return st.Class
-		}
-	}
 	if st.Raw != "" {
 		return st.Raw
 	}
@@ -189,7 +195,11 @@ func ModelReportFrom(st ModelState, window time.Duration, gpuHour float64) Model
 	}
 	c := st.Capacity
 	mr.Capacity = CapacityReport{RequestsPerSecond: ptr(c.RequestsPerSecond), OutputTokensPerSecond: ptr(c.OutputTokensPerSecond),
-		GPUs: c.GPUs, GPUHour: gpuHour, CostPerMillionOutput: ptr(c.CostPerMillionOutput), Plan: c.Plan}
+		GPUs: c.GPUs, GPUHour: gpuHour, CostPerMillionOutput: ptr(c.CostPerMillionOutput), Plan: c.Plan,
+		Saturated: c.Saturated, KVUsage: ptr(c.KVUsage)}
+	if !c.Saturated && c.RequestsPerSecond.OK {
+		mr.Capacity.ExtrapolatedRequestsPerSecond = ptr(KVExtrapolation(c.RequestsPerSecond.V, c.KVUsage))
+	}
 	return mr
 }
 
@@ -243,6 +253,9 @@ func RenderText(w io.Writer, r Report) error {
 	p("  watched %s from %s: %d scrapes, %d failed%s", r.Duration.Round(time.Second), r.Started.UTC().Format(time.RFC3339), r.Scrapes, r.ScrapeErrors, schemaNote(r.Schema))
 	if r.LastError != "" {
 		p("  last scrape error: %s", r.LastError)
+	}
+	for _, n := range r.Notes {
+		p("  note: %s", n)
 	}
 	if len(r.GPUs) == 0 {
 		p("  GPUs: none visible (no NVML): gpu_fault, throttled and communication_bound cannot be diagnosed;")
@@ -300,9 +313,17 @@ func RenderText(w io.Writer, r Report) error {
 			t.Window, num(t.RequestsPerSecond), num(t.OutputTokensPerSecond), num(t.PromptTokensPerSecond),
 			num(t.Running), num(t.Waiting), pct(t.KVCacheUsage))
 		c := m.Capacity
-		if c.OutputTokensPerSecond != nil {
-			p("Capacity while SLOs held: %s req/s, %s output tok/s on %d GPU(s)", num(c.RequestsPerSecond), num(c.OutputTokensPerSecond), c.GPUs)
-		} else {
+		switch {
+		case c.OutputTokensPerSecond != nil && c.Saturated:
+			p("Capacity while SLOs held (measured at saturation): %s req/s, %s output tok/s on %d GPU(s)", num(c.RequestsPerSecond), num(c.OutputTokensPerSecond), c.GPUs)
+		case c.OutputTokensPerSecond != nil:
+			p("Capacity: NOT MEASURED: the server was not saturated (nothing waiting, no preemption, KV cache %s); %s req/s, %s output tok/s is the offered load, a lower bound",
+				pct(c.KVUsage), num(c.RequestsPerSecond), num(c.OutputTokensPerSecond))
+			if c.ExtrapolatedRequestsPerSecond != nil {
+				p("  extrapolation: about %s req/s on %d GPU(s) if throughput grew with KV-cache occupancy until the cache is full (%s req/s / KV usage %s); latency rises before that, so load-test before sizing on it",
+					num(c.ExtrapolatedRequestsPerSecond), c.GPUs, num(c.RequestsPerSecond), pct(c.KVUsage))
+			}
+		default:
 			p("Capacity while SLOs held: unknown (the SLOs did not hold, or were not measurable, during the watch)")
 		}
 		if c.CostPerMillionOutput != nil {
