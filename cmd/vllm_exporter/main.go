@@ -118,6 +118,7 @@ type flags struct {
 	maxBodyBytes int64
 	windows      string
 	apiKeyFile   string
+	perPriority  bool
 
 	configFile  string
 	configCheck bool
@@ -140,6 +141,7 @@ func newApp() (*kingpin.Application, *flags, *kingpin.CmdClause) {
 	app.Flag("vllm.max-body-bytes", "Largest /metrics body accepted (after gzip decompression).").Default(fmt.Sprint(vllm.DefaultMaxBodyBytes)).Int64Var(&f.maxBodyBytes)
 	app.Flag("vllm.windows", "Comma-separated windows for derived rates and quantiles.").Default("1m,5m").StringVar(&f.windows)
 	app.Flag("vllm.api-key-file", "File holding vLLM's API key (default: $VLLM_API_KEY).").StringVar(&f.apiKeyFile)
+	app.Flag("vllm.per-priority", "Also export TTFT and e2e histograms per request priority (vLLM --scheduling-policy priority; at most 8 priority values).").BoolVar(&f.perPriority)
 	app.Flag("config.file", "YAML configuration file (probes, SLOs, bottleneck thresholds); empty = shipped defaults.").StringVar(&f.configFile)
 	app.Flag("config.check", "Validate --config.file (and --web.config.file), print the result and exit.").BoolVar(&f.configCheck)
 	app.Flag("demo", "Start a simulated vLLM in-process and export it (no vLLM needed).").BoolVar(&f.demo)
@@ -310,6 +312,7 @@ func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.L
 		Windows:      windows,
 		APIKey:       apiKey,
 		Health:       x.health,
+		PerPriority:  f.perPriority,
 		// The classifier compares the prefix-cache hit ratio with a longer
 		// baseline window; keep enough thinned history to answer it.
 		Retention: holder.Get().Bottleneck.BaselineWindow,

@@ -79,6 +79,9 @@ type Options struct {
 	Client *http.Client
 	// Health receives each scrape's outcome; optional.
 	Health collector.Reporter
+	// PerPriority keeps a per-`priority` view of TTFT and e2e (vLLM's
+	// --scheduling-policy priority), at most MaxPriorities values.
+	PerPriority bool
 }
 
 // Scraper polls vLLM. Create with New; all methods are safe for concurrent use.
@@ -99,6 +102,9 @@ type Scraper struct {
 	lastOK     time.Time
 	lastReason string // for logging state changes only
 	lastSchema string // for logging state changes only
+	// loggedUnexpected: unexpected label values already logged at warn
+	// level (bounded: past maxLoggedUnexpected they go to debug).
+	loggedUnexpected map[string]bool
 
 	histMu    sync.RWMutex
 	history   []*snapshot.VLLM // oldest first, bounded by prune
@@ -151,7 +157,10 @@ func New(opts Options, logger log.Logger) *Scraper {
 		norm:       newNormalizer(),
 		errors:     map[string]float64{},
 		retention:  opts.Retention,
+
+		loggedUnexpected: map[string]bool{},
 	}
+	s.norm.perPriority = opts.PerPriority
 	s.render(nil, nil, nil, 0)
 	return s
 }
@@ -235,6 +244,10 @@ func (s *Scraper) Retain(d time.Duration) {
 	s.retention = max(s.retention, d)
 }
 
+// maxLoggedUnexpected bounds the set of unexpected label values logged at
+// warn level once each.
+const maxLoggedUnexpected = 64
+
 // coarseSnapshots bounds the thinned part of the history: 720 snapshots
 // cover 3 days at one per 6 minutes.
 const coarseSnapshots = 720
@@ -314,7 +327,7 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct, reason string, e
 			reason, err = ReasonParse, perr
 		} else {
 			res = s.norm.normalize(e)
-			snap.Up, snap.Schema, snap.Models, snap.Missing = true, res.schema, res.models, res.missing
+			snap.Up, snap.Schema, snap.Models, snap.Missing, snap.HTTPRequests = true, res.schema, res.models, res.missing, res.http
 		}
 	}
 	took := time.Since(began)
@@ -340,6 +353,14 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct, reason string, e
 		}
 		for _, w := range res.warnings {
 			level.Debug(s.logger).Log("msg", "vLLM sample dropped", "detail", w)
+		}
+		for _, u := range res.unexpectedValues {
+			lvl := level.Debug
+			if !s.loggedUnexpected[u] && len(s.loggedUnexpected) < maxLoggedUnexpected {
+				s.loggedUnexpected[u] = true
+				lvl = level.Warn
+			}
+			lvl(s.logger).Log("msg", "vLLM label value not understood; sample ignored (see vllm_exporter_vllm_unexpected_label_values)", "sample", u)
 		}
 	}
 	s.lastReason = reason

@@ -69,7 +69,7 @@ type Finding struct {
 func Evaluate(in Inputs, th config.Bottleneck) (Class, []Finding) {
 	r := rules{in: in, th: th}
 	findings := []Finding{
-		r.gpuFault(), r.engineStalled(), r.throttled(), r.tooManySequences(),
+		r.gpuFault(), r.engineStalled(), r.deferredLivelock(), r.throttled(), r.tooManySequences(),
 		r.kvExhausted(), r.queueing(), r.prefixCacheMiss(), r.prefillBound(),
 		r.communicationBound(), r.memoryBoundDecode(), r.decodeOverhead(),
 		r.batchTooSmall(), {Class: NearOptimal, Holds: true},
@@ -152,6 +152,10 @@ func (r rules) gpuFault() Finding {
 }
 
 func (r rules) engineStalled() Finding {
+	if r.in.Model.Asleep() {
+		// A deliberately sleeping engine makes no tokens on purpose.
+		return Finding{Class: EngineStalled, Evidence: []Evidence{note("engine_asleep", 1, "")}}
+	}
 	if p := r.in.Probes; p != nil && p.EngineStalled {
 		return all(EngineStalled, gate("probe_engine_stalled", 1, "==", 1, ""))
 	}
@@ -172,6 +176,23 @@ func (r rules) engineStalled() Finding {
 	return all(EngineStalled, present,
 		gate("generation_tokens_per_second", w.GenerationTokensPerSecond.V, "==", 0, "tokens/s"),
 		gate("prompt_tokens_per_second", w.PromptTokensPerSecond.V, "==", 0, "tokens/s"))
+}
+
+// deferredLivelock is vllm #53130: deferred requests pile up, few wait for
+// capacity, the KV cache has room and generation all but stopped. Only a
+// server that splits its queue by reason (≈0.20+) can show it.
+func (r rules) deferredLivelock() Finding {
+	m, w := r.in.Model, r.in.Window
+	deferred, capacity, kv := m.WaitingDeferred(), m.WaitingForCapacity(), r.kv()
+	if !deferred.OK || !capacity.OK || !kv.OK || w == nil || !w.GenerationTokensPerSecond.OK || m.Asleep() {
+		return Finding{Class: DeferredLivelock}
+	}
+	return all(DeferredLivelock,
+		gate("requests_waiting_deferred", deferred.V, ">=", r.th.DeferredLivelockMinDeferred, "requests"),
+		gate("deferred_over_capacity_waiting_ratio", deferred.V/math.Max(capacity.V, 1), ">=", r.th.DeferredLivelockDeferredOverCapacity, "ratio"),
+		gate("kv_cache_usage_ratio", kv.V, "<", r.th.DeferredLivelockKVMax, "ratio"),
+		gate("generation_tokens_per_second", w.GenerationTokensPerSecond.V, "<=", r.th.DeferredLivelockMaxGenerationTokensPerSecond, "tokens/s"),
+		note("requests_waiting_capacity", capacity.V, "requests"))
 }
 
 // capped reports whether a GPU's clocks are held down enough to slow decode:
@@ -257,20 +278,25 @@ func (r rules) kvExhausted() Finding {
 		return Finding{Class: KVCacheExhausted}
 	}
 	ev := []Evidence{gate("kv_cache_usage_ratio", kv.V, ">", r.th.KVCacheUsageHigh, "ratio")}
-	if m.Waiting.OK {
-		ev = append(ev, note("requests_waiting", m.Waiting.V, "requests"))
+	if wc := m.WaitingForCapacity(); wc.OK {
+		ev = append(ev, note("requests_waiting", wc.V, "requests"))
+	}
+	if m.KVCacheMaxConcurrency.OK {
+		ev = append(ev, note("kv_cache_max_concurrency", m.KVCacheMaxConcurrency.V, "requests"))
 	}
 	return all(KVCacheExhausted, ev...)
 }
 
 func (r rules) queueing() Finding {
+	// Only requests waiting for capacity are a queue the knobs act on:
+	// deferred ones wait on LoRA budget or KV transfer (≈0.20+ splits them).
 	m := r.in.Model
-	ttft := r.slo(snapshot.TTFT, 0.99)
-	if m == nil || !m.Waiting.OK || !ttft.OK {
+	ttft, waiting := r.slo(snapshot.TTFT, 0.99), m.WaitingForCapacity()
+	if m == nil || !waiting.OK || !ttft.OK {
 		return Finding{Class: Queueing}
 	}
 	ev := []Evidence{
-		gate("requests_waiting", m.Waiting.V, ">=", r.th.QueueingMinWaiting, "requests"),
+		gate("requests_waiting", waiting.V, ">=", r.th.QueueingMinWaiting, "requests"),
 		gate("ttft_p99_seconds", ttft.V, ">", r.th.TTFTTargetSeconds, "seconds"),
 	}
 	if pf := r.slo(snapshot.PrefillTime, 0.99); pf.OK && pf.V > 0 {
@@ -295,17 +321,54 @@ func (r rules) prefixCacheMiss() Finding {
 	}
 	// Scrape side: the hit ratio since the last tick (else over the
 	// window) collapsed against the longer baseline.
-	cur := r.in.RecentHitRatio
-	if !cur.OK && r.in.Window != nil {
-		cur = r.in.Window.PrefixCacheHitRatio
+	// Scrape side: the hit ratio since the last tick (else over the
+	// window) collapsed against the longer baseline. Where vLLM reports
+	// computed and cached prompt tokens apart (≈0.16+), the measure is the
+	// cached share of prompt tokens (local and external hits: what prefill
+	// was spared), on both sides of the comparison.
+	signal, cur, base := "prefix_cache_hit_ratio", r.in.RecentHitRatio, snapshot.Value{}
+	if reportsCachedTokens(r.in.Model) {
+		signal = "cached_prompt_tokens_ratio"
+		if !cur.OK {
+			cur = cachedShare(r.in.Window)
+		}
+		base = cachedShare(r.in.Baseline)
+	} else {
+		if !cur.OK && r.in.Window != nil {
+			cur = r.in.Window.PrefixCacheHitRatio
+		}
+		if r.in.Baseline != nil {
+			base = r.in.Baseline.PrefixCacheHitRatio
+		}
 	}
-	b := r.in.Baseline
-	if b == nil || !cur.OK || !b.PrefixCacheHitRatio.OK {
+	if !cur.OK || !base.OK {
 		return Finding{Class: PrefixCacheMiss}
 	}
 	return all(PrefixCacheMiss,
-		gate("prefix_cache_hit_ratio_baseline", b.PrefixCacheHitRatio.V, ">=", r.th.PrefixHitRatioBaselineMin, "ratio"),
-		gate("prefix_cache_hit_ratio", cur.V, "<", r.th.PrefixHitRatioCollapse*b.PrefixCacheHitRatio.V, "ratio"))
+		gate(signal+"_baseline", base.V, ">=", r.th.PrefixHitRatioBaselineMin, "ratio"),
+		gate(signal, cur.V, "<", r.th.PrefixHitRatioCollapse*base.V, "ratio"))
+}
+
+// reportsCachedTokens: the server counts cached and computed prompt tokens
+// (vllm:prompt_tokens_cached_total and prompt_tokens_by_source_total).
+func reportsCachedTokens(m *snapshot.Model) bool {
+	if m == nil || !m.PromptTokensCached.OK {
+		return false
+	}
+	_, ok := m.PromptTokensBySource["local_compute"]
+	return ok
+}
+
+// cachedShare is cached / (cached + computed) prompt tokens over a window.
+func cachedShare(w *snapshot.Derived) snapshot.Value {
+	if w == nil || !w.PromptTokensCachedPerSecond.OK || !w.PromptTokensComputedPerSecond.OK {
+		return snapshot.Value{}
+	}
+	total := w.PromptTokensCachedPerSecond.V + w.PromptTokensComputedPerSecond.V
+	if !(total > 0) {
+		return snapshot.Value{}
+	}
+	return snapshot.Some(w.PromptTokensCachedPerSecond.V / total)
 }
 
 // minProbeSamples is how many probes each side of the cold/warm pair needs
@@ -346,8 +409,14 @@ func (r rules) prefillBound() Finding {
 		gate("ttft_seconds", ttft.V, ">", r.th.TTFTTargetSeconds, "seconds"),
 		gate("prefill_share_of_ttft_ratio", math.Min(pf99.V/ttft99.V, 1), ">=", r.th.PrefillShareMin, "ratio"),
 	}
-	if w := r.in.Window; w != nil && w.PromptTokensPerSecond.OK && w.RequestsPerSecond.OK && w.RequestsPerSecond.V > 0 {
-		ev = append(ev, gate("prompt_tokens_per_request", w.PromptTokensPerSecond.V/w.RequestsPerSecond.V, ">=", r.th.LongPromptTokens, "tokens"))
+	if w := r.in.Window; w != nil && w.RequestsPerSecond.OK && w.RequestsPerSecond.V > 0 {
+		// The prefill work is the prompt tokens actually computed: cache
+		// hits cost no prefill (≈0.16+ reports them apart).
+		if w.PromptTokensComputedPerSecond.OK {
+			ev = append(ev, gate("computed_prompt_tokens_per_request", w.PromptTokensComputedPerSecond.V/w.RequestsPerSecond.V, ">=", r.th.LongPromptTokens, "tokens"))
+		} else if w.PromptTokensPerSecond.OK {
+			ev = append(ev, gate("prompt_tokens_per_request", w.PromptTokensPerSecond.V/w.RequestsPerSecond.V, ">=", r.th.LongPromptTokens, "tokens"))
+		}
 	}
 	return all(PrefillBound, ev...)
 }
@@ -388,9 +457,14 @@ func deviceMean(g *snapshot.GPU, field func(d *snapshot.GPUDevice) snapshot.Valu
 	return snapshot.Some(sum / float64(n))
 }
 
-// dram is the mean GPM DRAM-bandwidth utilisation over the GPUs reporting it.
+// dram is the mean GPM DRAM-bandwidth utilisation over the GPUs reporting
+// it; on hosts without GPM, vLLM's own bandwidth estimate against the peak
+// (MBU, --enable-mfu-metrics) stands in.
 func (r rules) dram() snapshot.Value {
-	return deviceMean(r.in.GPU, func(d *snapshot.GPUDevice) snapshot.Value { return d.DRAMBandwidthUtil })
+	if v := deviceMean(r.in.GPU, func(d *snapshot.GPUDevice) snapshot.Value { return d.DRAMBandwidthUtil }); v.OK {
+		return v
+	}
+	return r.in.Roofline.MBU
 }
 
 // decodeClass is memory_bound_decode (near=true) or decode_overhead: TPOT
@@ -431,10 +505,11 @@ func (r rules) decodeOverhead() Finding    { return r.decodeClass(DecodeOverhead
 
 func (r rules) batchTooSmall() Finding {
 	m := r.in.Model
-	if m == nil || !m.Waiting.OK {
+	wc := m.WaitingForCapacity()
+	if m == nil || !wc.OK {
 		return Finding{Class: BatchTooSmall}
 	}
-	waiting := gate("requests_waiting", m.Waiting.V, "<", r.th.QueueingMinWaiting, "requests")
+	waiting := gate("requests_waiting", wc.V, "<", r.th.QueueingMinWaiting, "requests")
 	if util := deviceMean(r.in.GPU, func(d *snapshot.GPUDevice) snapshot.Value { return d.UtilGPU }); util.OK {
 		return all(BatchTooSmall, waiting, gate("gpu_utilization_ratio", util.V, "<", r.th.GPUUtilizationLow, "ratio"))
 	}
