@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 )
@@ -65,13 +66,13 @@ func stamperOf(c net.Conn) *stampConn {
 	return nil
 }
 
-// newClient is the probes' own HTTP client: HTTP/1.1 only, proxy
-// environment variables ignored, redirects never followed, and connections
-// that timestamp every read with now. wrap, if set, wraps each stamped
-// connection (tests).
-func newClient(now func() time.Time, wrap func(net.Conn) net.Conn) *http.Client {
+// newClient is the probes' own HTTP client: HTTP/1.1 only, the shared
+// proxy policy (upstream.Access.Proxy: nil = direct), redirects never
+// followed, and connections that timestamp every read with now. wrap, if
+// set, wraps each stamped connection (tests).
+func newClient(now func() time.Time, wrap func(net.Conn) net.Conn, proxy func(*http.Request) (*url.URL, error)) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.Proxy = nil
+	tr.Proxy = proxy
 	tr.ForceAttemptHTTP2 = false
 	var protos http.Protocols
 	protos.SetHTTP1(true)

@@ -65,7 +65,7 @@ func TestChunksStampedAtSocketRead(t *testing.T) {
 		logs = append(logs, l)
 		mu.Unlock()
 		return l
-	})
+	}, nil)
 	h, _ := writeConfig(t, probesYAML("m", profile("p", "completions", 8, 6, "")))
 	s := New(Options{URL: srv.URL, Clock: clk, Client: client}, h, nil)
 	res, err := s.ProbeOnce(context.Background(), "p")
@@ -125,7 +125,7 @@ func TestProbeClientHTTP1AndStampThroughTLS(t *testing.T) {
 		stamped = c.(*stampConn)
 		mu.Unlock()
 		return c
-	})
+	}, nil)
 	client.Transport.(*http.Transport).TLSClientConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
 	resp, err := client.Get(srv.URL)
 	if err != nil {

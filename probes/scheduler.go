@@ -25,6 +25,7 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/collector"
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 )
 
 // Clock is the scheduler's time source: Now for schedules and measurements
@@ -44,8 +45,13 @@ type Options struct {
 	// URL is the vLLM server's base URL (http://host:port); a trailing
 	// /metrics is ignored. Probes never go anywhere else.
 	URL string
-	// APIKey is sent as "Authorization: Bearer". Never logged.
+	// APIKey is sent as "Authorization: Bearer". Never logged. Shorthand
+	// for Access.BearerToken.
 	APIKey string
+	// Access holds the credentials and the proxy policy, the same the vLLM
+	// scraper uses (default: no environment proxy). Only the probes' own
+	// client (Client nil) applies its proxy policy.
+	Access upstream.Access
 	// VLLM is a read-only view of the latest vLLM scrape (the collector's
 	// Latest), used for stall detection and, without ServerTTFT, for the
 	// server-side TTFT of vllm_probe_ttft_gap_seconds. May be nil.
@@ -136,8 +142,11 @@ func New(opts Options, holder *config.Holder, logger log.Logger) *Scheduler {
 	if opts.Clock == nil {
 		opts.Clock = realClock{}
 	}
+	if opts.APIKey != "" {
+		opts.Access.BearerToken = opts.APIKey
+	}
 	if opts.Client == nil {
-		opts.Client = newClient(opts.Clock.Now, nil)
+		opts.Client = newClient(opts.Clock.Now, nil, opts.Access.Proxy())
 	}
 	seed := opts.Seed
 	if seed == 0 {
@@ -409,7 +418,7 @@ func (s *Scheduler) ProbeOnce(ctx context.Context, profile string) (Result, erro
 
 // execute sends an admitted probe and records its result.
 func (s *Scheduler) execute(ctx context.Context, j *job) Result {
-	t := &target{baseURL: s.baseURL, apiKey: s.opts.APIKey, client: s.opts.Client,
+	t := &target{baseURL: s.baseURL, access: s.opts.Access, client: s.opts.Client,
 		now: s.clock.Now, maxEvent: s.opts.MaxEventBytes, requestID: j.reqID}
 	if s.opts.VLLM != nil {
 		// Look at vLLM once more just before the deadline: a request the

@@ -51,7 +51,9 @@ const DefaultInterval = 10 * time.Second
 
 // Options configure a Watchdog.
 type Options struct {
-	// Interval between ticks in Run (default 10s, --slo.interval).
+	// Interval is how long Run waits for a new vLLM snapshot before it
+	// evaluates anyway (default 10s, --slo.interval); with a publishing
+	// source every snapshot is evaluated as it lands.
 	Interval time.Duration
 	// StateFile is the checkpoint path (--slo.state-file); empty disables
 	// checkpointing.
@@ -193,22 +195,17 @@ func (w *Watchdog) AddHook(h Hook) {
 	w.hooks = append(w.hooks, h)
 }
 
-// Run ticks every Interval until ctx is done, then writes a final
-// checkpoint.
+// Run evaluates on every new vLLM snapshot (stamped with the scrape's own
+// time, so a verdict's onset is in the interval of the scrape that shows
+// it) and, when no snapshot arrives for Interval, on the wall clock, so
+// time-based windows still advance while the scraper is stuck. A vLLM source
+// that does not publish (a test fake) is evaluated every Interval. On ctx
+// done it writes a final checkpoint.
 func (w *Watchdog) Run(ctx context.Context) {
-	t := time.NewTicker(w.opts.Interval)
-	defer t.Stop()
 	w.Tick(time.Now())
-	for {
-		select {
-		case <-ctx.Done():
-			if err := w.SaveState(); err != nil {
-				level.Error(w.logger).Log("msg", "final SLO state checkpoint failed", "err", err)
-			}
-			return
-		case now := <-t.C:
-			w.Tick(now)
-		}
+	snapshot.FollowVLLM(ctx, w.src.VLLM, w.opts.Interval, w.Tick)
+	if err := w.SaveState(); err != nil {
+		level.Error(w.logger).Log("msg", "final SLO state checkpoint failed", "err", err)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 	"github.com/vllm-exporter/vllm_exporter/probes"
 	"github.com/vllm-exporter/vllm_exporter/slo"
 	"github.com/vllm-exporter/vllm_exporter/slo/bottleneck"
@@ -136,13 +137,14 @@ func sloHolds(w interface{ Status() []slo.Result }) func(model string, now time.
 
 // diagnoseOpts is one diagnose run.
 type diagnoseOpts struct {
-	url, apiKey, configFile string
-	timeout                 time.Duration
-	duration, interval      time.Duration
-	window                  time.Duration
-	output                  string
-	spec                    bottleneck.ModelSpec
-	cost                    bottleneck.CostSpec
+	url, configFile    string
+	access             upstream.Access
+	timeout            time.Duration
+	duration, interval time.Duration
+	window             time.Duration
+	output             string
+	spec               bottleneck.ModelSpec
+	cost               bottleneck.CostSpec
 	// gpu is sampled once per tick when set (NVML, or a mock in tests).
 	gpu gpuSampler
 	// probes sends a cold/warm probe pair every probeEvery ticks.
@@ -202,7 +204,8 @@ func fromAppFlags(o *diagnoseOpts, logger log.Logger) (done func(), err error) {
 	o.url = bnFlags.flagString("vllm.url")
 	o.configFile = bnFlags.flagString("config.file")
 	o.timeout = bnFlags.flagDuration("vllm.timeout", vllm.DefaultTimeout)
-	if o.apiKey, err = readAPIKey(bnFlags.flagString("vllm.api-key-file")); err != nil {
+	if o.access, err = readAccess(o.url, bnFlags.flagString("vllm.api-key-file"), bnFlags.flagString("vllm.basic-auth-username"),
+		bnFlags.flagString("vllm.basic-auth-password-file"), bnFlags.flagString("vllm.proxy-from-environment") == "true"); err != nil {
 		return nil, err
 	}
 	o.spec, o.cost = bnFlags.spec, bnFlags.cost
@@ -241,7 +244,7 @@ func runDiagnose(ctx context.Context, o diagnoseOpts, w io.Writer, logger log.Lo
 		return bottleneck.Report{}, err
 	}
 	scraper := vllm.New(vllm.Options{
-		URL: o.url, Interval: o.interval, Timeout: o.timeout, APIKey: o.apiKey,
+		URL: o.url, Interval: o.interval, Timeout: o.timeout, Access: o.access,
 		Windows: []time.Duration{th.Window}, Retention: th.BaselineWindow,
 	}, log.With(logger, "component", "vllm"))
 	src := bottleneck.Sources{VLLM: scraper}
@@ -325,7 +328,7 @@ func newProbePair(o diagnoseOpts, scraper *vllm.Scraper, logger log.Logger) (*pr
 	if err != nil {
 		return nil, fmt.Errorf("diagnose probe profiles: %w", err)
 	}
-	sched := probes.New(probes.Options{URL: o.url, APIKey: o.apiKey, VLLM: scraper.Latest}, holder, log.With(logger, "component", "probes"))
+	sched := probes.New(probes.Options{URL: o.url, Access: o.access, VLLM: scraper.Latest}, holder, log.With(logger, "component", "probes"))
 	return &probePair{sched: sched}, nil
 }
 

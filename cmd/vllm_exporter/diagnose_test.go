@@ -97,7 +97,7 @@ func TestDiagnoseOnSimulator(t *testing.T) {
 		want     bottleneck.Class
 	}{
 		{"queueing", bottleneck.Queueing},
-		{"kv_exhausted", bottleneck.TooManySequences},
+		{"kv_exhausted", bottleneck.KVCacheExhausted},
 	} {
 		t.Run(c.scenario, func(t *testing.T) {
 			rep, txt := diagnoseSim(t, c.scenario, "text")

@@ -211,7 +211,7 @@ func TestFaultBadConfigReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	sim := hardSim(t)
-	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL(), "--config.file=" + cfgPath, "--slo.interval=100ms"}, hardScrapeArgs...)...)
+	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL(), "--config.file=" + cfgPath, "--slo.interval=100ms", "--web.enable-lifecycle"}, hardScrapeArgs...)...)
 	if h.x == nil {
 		t.Fatal("test observer extension did not run")
 	}
@@ -376,7 +376,7 @@ func TestReloadIsAtomic(t *testing.T) {
 	}
 	write(docs[0])
 	sim := hardSim(t)
-	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL(), "--config.file=" + cfg, "--no-probe.enabled"}, hardScrapeArgs...)...)
+	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL(), "--config.file=" + cfg, "--no-probe.enabled", "--web.enable-lifecycle"}, hardScrapeArgs...)...)
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

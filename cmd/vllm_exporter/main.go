@@ -40,6 +40,7 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 )
 
 const program = "vllm_exporter"
@@ -56,7 +57,9 @@ type exporter struct {
 	health   *collector.Health // vllm_exporter_collector_{up,duration_seconds}
 	vllm     *vllm.Scraper
 	vllmURL  string // base URL, also what probes talk to
-	apiKey   string // from --vllm.api-key-file or $VLLM_API_KEY
+	// access is the credentials (--vllm.api-key-file or $VLLM_API_KEY,
+	// basic auth) and proxy policy shared by the scraper and the probes.
+	access upstream.Access
 
 	// Sources published by extensions that have started, for the ones that
 	// start after them (the SLO watchdog reads all three). Nil = disabled.
@@ -118,7 +121,12 @@ type flags struct {
 	maxBodyBytes int64
 	windows      string
 	apiKeyFile   string
-	perPriority  bool
+	basicUser    string
+	basicPWFile  string
+	proxyFromEnv bool
+
+	enableLifecycle bool
+	perPriority     bool
 
 	configFile  string
 	configCheck bool
@@ -140,7 +148,11 @@ func newApp() (*kingpin.Application, *flags, *kingpin.CmdClause) {
 	app.Flag("vllm.timeout", "Timeout of one scrape of vLLM's /metrics.").Default(vllm.DefaultTimeout.String()).DurationVar(&f.timeout)
 	app.Flag("vllm.max-body-bytes", "Largest /metrics body accepted (after gzip decompression).").Default(fmt.Sprint(vllm.DefaultMaxBodyBytes)).Int64Var(&f.maxBodyBytes)
 	app.Flag("vllm.windows", "Comma-separated windows for derived rates and quantiles.").Default("1m,5m").StringVar(&f.windows)
-	app.Flag("vllm.api-key-file", "File holding vLLM's API key (default: $VLLM_API_KEY).").StringVar(&f.apiKeyFile)
+	app.Flag("vllm.api-key-file", "File holding vLLM's API key, sent as a bearer token to /metrics and the probes (default: $VLLM_API_KEY).").StringVar(&f.apiKeyFile)
+	app.Flag("vllm.basic-auth-username", "User name for HTTP basic auth to vLLM (an auth proxy in front of it); the password comes from --vllm.basic-auth-password-file. Keeps credentials out of --vllm.url and the process list.").StringVar(&f.basicUser)
+	app.Flag("vllm.basic-auth-password-file", "File holding the basic-auth password for --vllm.basic-auth-username.").StringVar(&f.basicPWFile)
+	app.Flag("vllm.proxy-from-environment", "Reach vLLM (scrapes and probes alike) through the proxy named by HTTP_PROXY/HTTPS_PROXY/NO_PROXY. Off by default: connections are direct, so no proxy sees the credentials.").BoolVar(&f.proxyFromEnv)
+	app.Flag("web.enable-lifecycle", "Enable configuration reload over HTTP (POST /-/reload). Off by default; SIGHUP always reloads.").BoolVar(&f.enableLifecycle)
 	app.Flag("vllm.per-priority", "Also export TTFT and e2e histograms per request priority (vLLM --scheduling-policy priority; at most 8 priority values).").BoolVar(&f.perPriority)
 	app.Flag("config.file", "YAML configuration file (probes, SLOs, bottleneck thresholds); empty = shipped defaults.").StringVar(&f.configFile)
 	app.Flag("config.check", "Validate --config.file (and --web.config.file), print the result and exit.").BoolVar(&f.configCheck)
@@ -262,11 +274,32 @@ func readAPIKey(file string) (string, error) {
 	if file == "" {
 		return os.Getenv("VLLM_API_KEY"), nil
 	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", fmt.Errorf("--vllm.api-key-file: %w", err)
+	return upstream.ReadSecretFile("vllm.api-key-file", file)
+}
+
+// readAccess builds the credentials and proxy policy every request to vLLM
+// uses, from the flags (and $VLLM_API_KEY). Basic auth comes either from the
+// URL or from the flag pair, never both, so which password is sent is never
+// a guess.
+func readAccess(vllmURL, apiKeyFile, basicUser, basicPWFile string, proxyFromEnv bool) (upstream.Access, error) {
+	a := upstream.Access{ProxyFromEnvironment: proxyFromEnv}
+	var err error
+	if a.BearerToken, err = readAPIKey(apiKeyFile); err != nil {
+		return a, err
 	}
-	return strings.TrimSpace(string(b)), nil
+	switch {
+	case basicUser == "" && basicPWFile == "":
+	case basicUser == "" || basicPWFile == "":
+		return a, errors.New("--vllm.basic-auth-username and --vllm.basic-auth-password-file go together")
+	case upstream.HasUserInfo(vllmURL):
+		return a, errors.New("--vllm.url carries credentials and --vllm.basic-auth-username is set: use one")
+	default:
+		a.Username = basicUser
+		if a.Password, err = upstream.ReadSecretFile("vllm.basic-auth-password-file", basicPWFile); err != nil {
+			return a, err
+		}
+	}
+	return a, nil
 }
 
 func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.Logger) error {
@@ -278,7 +311,12 @@ func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.L
 	if err != nil {
 		return err
 	}
-	apiKey, err := readAPIKey(f.apiKeyFile)
+	if !f.demo {
+		if err := upstream.ValidateURL(f.vllmURL); err != nil {
+			return fmt.Errorf("--vllm.url: %w", err)
+		}
+	}
+	access, err := readAccess(f.vllmURL, f.apiKeyFile, f.basicUser, f.basicPWFile, f.proxyFromEnv)
 	if err != nil {
 		return err
 	}
@@ -293,7 +331,7 @@ func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.L
 		config:   holder,
 		health:   collector.NewHealth(),
 		vllmURL:  f.vllmURL,
-		apiKey:   apiKey,
+		access:   access,
 	}
 	if f.demo {
 		url, stopDemo, err := startDemo(ctx, log.With(logger, "component", "demo"))
@@ -310,7 +348,7 @@ func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.L
 		Timeout:      f.timeout,
 		MaxBodyBytes: f.maxBodyBytes,
 		Windows:      windows,
-		APIKey:       apiKey,
+		Access:       access,
 		Health:       x.health,
 		PerPriority:  f.perPriority,
 		// The classifier compares the prefix-cache hit ratio with a longer
@@ -456,7 +494,13 @@ func (x *exporter) routes(f *flags) (http.Handler, error) {
 		fmt.Fprintln(w, "Ready")
 	})
 	mux.HandleFunc("/-/reload", func(w http.ResponseWriter, r *http.Request) {
-		// Like Prometheus: POST or PUT only, so a crawler cannot reload.
+		// Like Prometheus: off unless --web.enable-lifecycle (without a web
+		// config the endpoint is unauthenticated, and a cross-site form can
+		// POST to it); POST or PUT only, so a crawler cannot reload.
+		if !f.enableLifecycle {
+			http.Error(w, "Lifecycle API is not enabled: start with --web.enable-lifecycle, or send SIGHUP.", http.StatusForbidden)
+			return
+		}
 		if r.Method != http.MethodPost && r.Method != http.MethodPut {
 			w.Header().Set("Allow", "POST, PUT")
 			http.Error(w, "This endpoint requires a POST or PUT request.", http.StatusMethodNotAllowed)

@@ -106,8 +106,8 @@ func TestReadyAfterFirstScrapeAttempt(t *testing.T) {
 	if c := get("/-/ready"); c != http.StatusOK {
 		t.Fatalf("ready after a scrape attempt: %d", c)
 	}
-	if c := get("/-/reload"); c != http.StatusMethodNotAllowed {
-		t.Fatalf("GET /-/reload: %d, want 405", c)
+	if c := get("/-/reload"); c != http.StatusForbidden {
+		t.Fatalf("GET /-/reload without --web.enable-lifecycle: %d, want 403", c)
 	}
 }
 
@@ -156,7 +156,7 @@ func TestBinary(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "config.yml")
 	os.WriteFile(cfg, []byte("slos: []\n"), 0o600)
 	p := startBinary(t, "--vllm.url="+vllmSrv.URL,
-		"--vllm.scrape-interval=200ms", "--config.file="+cfg, "--log.format=json", "--log.level=debug")
+		"--vllm.scrape-interval=200ms", "--config.file="+cfg, "--log.format=json", "--log.level=debug", "--web.enable-lifecycle")
 	base, logs := p.Base, p.Logs
 
 	waitFor(t, "/-/ready", func() bool { c, _ := httpGet(t, base+"/-/ready"); return c == 200 })

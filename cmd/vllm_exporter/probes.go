@@ -40,7 +40,7 @@ func startProbes(_ context.Context, x *exporter) error {
 	}
 	sched := probes.New(probes.Options{
 		URL:    x.vllmURL,
-		APIKey: x.apiKey,
+		Access: x.access,
 		VLLM:   x.vllm.Latest,
 		ServerTTFT: func(model string, w time.Duration) snapshot.Value {
 			return serverMedianTTFT(x.vllm.Window(w), model)

@@ -15,6 +15,7 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
 	"github.com/vllm-exporter/vllm_exporter/probes"
 )
@@ -72,7 +73,7 @@ func TestStartProbesWiring(t *testing.T) {
 	}
 	x := &exporter{logger: log.NewNopLogger(), registry: prometheus.NewPedanticRegistry(), config: h,
 		health: collector.NewHealth(), vllm: vllm.New(vllm.Options{URL: sim.URL()}, log.NewNopLogger()),
-		vllmURL: sim.URL() + "/metrics", apiKey: "k3y"}
+		vllmURL: sim.URL() + "/metrics", access: upstream.Access{BearerToken: "k3y"}}
 	x.registry.MustRegister(x.health)
 	probeFlags.enabled, probeFlags.maxEventBytes = true, 1<<20
 	if err := startProbes(context.Background(), x); err != nil {

@@ -1,22 +1,20 @@
 package main
 
 import (
-	"os"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
-// TestREADMEDocumentsEveryFlag keeps README.md true for a newcomer: every
-// flag the binary accepts, on the serve command and on each subcommand,
-// must be documented there as `--name`.
-func TestREADMEDocumentsEveryFlag(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+// TestDocsDocumentEveryFlag keeps the documentation (README.md and docs/)
+// true for a newcomer: every flag the binary accepts, on the serve command
+// and on each subcommand, must be documented there as `--name`.
+func TestDocsDocumentEveryFlag(t *testing.T) {
+	readme := []byte(testutil.DocsText(t))
 	app, _, _ := newApp()
 	for _, e := range extensions {
 		if e.flags != nil {
@@ -35,7 +33,7 @@ func TestREADMEDocumentsEveryFlag(t *testing.T) {
 			// --name, not a prefix of a longer flag (--vllm.url vs --vllm.url-x).
 			documented := regexp.MustCompile(`--(\[no-\])?` + regexp.QuoteMeta(f.Name) + `([^a-z0-9._-]|$)`)
 			if !documented.Match(readme) {
-				t.Errorf("README.md does not document %s flag --%s (%s)", where, f.Name, f.Help)
+				t.Errorf("the docs (README.md, docs/) do not document %s flag --%s (%s)", where, f.Name, f.Help)
 			}
 		}
 	}
@@ -43,7 +41,7 @@ func TestREADMEDocumentsEveryFlag(t *testing.T) {
 	for _, c := range model.Commands {
 		check(c.Name, c.Flags)
 		if !strings.Contains(string(readme), program+" "+c.Name) && c.Name != "serve" && c.Name != "help" {
-			t.Errorf("README.md does not show the %q subcommand (as `%s %s`)", c.Name, program, c.Name)
+			t.Errorf("the docs (README.md, docs/) do not show the %q subcommand (as `%s %s`)", c.Name, program, c.Name)
 		}
 	}
 }

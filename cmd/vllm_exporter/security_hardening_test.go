@@ -85,7 +85,7 @@ func TestSecurityTLSAndBasicAuth(t *testing.T) {
 	sim := hardSim(t)
 	trusting := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
 		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
-	h := hardStart(t, trusting, append([]string{"--vllm.url=" + sim.URL(), "--web.config.file=" + webConfig, "--web.enable-pprof"}, hardScrapeArgs...)...)
+	h := hardStart(t, trusting, append([]string{"--vllm.url=" + sim.URL(), "--web.config.file=" + webConfig, "--web.enable-pprof", "--web.enable-lifecycle"}, hardScrapeArgs...)...)
 	if !strings.HasPrefix(h.base, "https://") {
 		t.Fatalf("harness did not switch to https: %s", h.base)
 	}
@@ -306,7 +306,7 @@ func TestSecurityPprofOffByDefault(t *testing.T) {
 func TestSecurityRequestBounds(t *testing.T) {
 	before := hardSnapshot()
 	sim := hardSim(t)
-	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL()}, hardScrapeArgs...)...)
+	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL(), "--web.enable-lifecycle"}, hardScrapeArgs...)...)
 
 	// A 256 MiB body streamed to /-/reload and /metrics: answered without
 	// being read to the end. What the client manages to send is bounded by

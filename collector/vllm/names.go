@@ -25,7 +25,7 @@ const (
 
 func (k kind) String() string {
 	return [...]string{"gauge (sum over engines)", "gauge (max over engines)", "counter (sum over engines)", "histogram (sum over engines)", "info",
-		"state set (asleep if any engine sleeps; deepest level)", "gauge (min over engines)", "counter (mean over engines)",
+		"state set (least awake over engines)", "gauge (min over engines)", "counter (mean over engines)",
 		"token histogram (_sum/_count, sum over engines)", "server-wide (no model_name; counted for every model)"}[k]
 }
 
@@ -102,7 +102,7 @@ func afterGPUNamesGone(s string, has func(string) bool) bool {
 	return s == SchemaV1 && !has("vllm:gpu_cache_usage_perc")
 }
 
-// sources is the name-normalization table. README's table is rendered from it
+// sources is the name-normalization table. docs/exporter.md shows the table rendered from it
 // (see MarkdownTable), so code and documentation cannot drift apart.
 var sources = []source{
 	{Exported: "vllm_requests_running", Names: []string{"vllm:num_requests_running"}, Kind: kindGauge, Field: fRunning, Expected: always,
@@ -191,7 +191,7 @@ func (s *source) missingLabel(schema string) string {
 	return s.Names[len(s.Names)-1]
 }
 
-// MarkdownTable renders the normalization table (docs/vllm-versions.md).
+// MarkdownTable renders the normalization table for docs/exporter.md.
 func MarkdownTable() string {
 	var b strings.Builder
 	b.WriteString("| exported series | type / engine aggregation | vLLM source (preferred first) | versions |\n|---|---|---|---|\n")

@@ -27,6 +27,7 @@ import (
 
 	"github.com/vllm-exporter/vllm_exporter/collector"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 )
 
 // Defaults for Options fields left zero.
@@ -72,8 +73,12 @@ type Options struct {
 	// snapshots, so memory stays bounded; Retain raises it at run time.
 	Retention time.Duration
 	// APIKey, when set, is sent as a bearer token (for auth proxies in front
-	// of vLLM; vLLM's own --api-key does not cover /metrics).
+	// of vLLM; vLLM's own --api-key does not cover /metrics). Shorthand for
+	// Access.BearerToken.
 	APIKey string
+	// Access holds the credentials and the proxy policy shared with the
+	// probes (default: no credentials, no environment proxy).
+	Access upstream.Access
 	// Client overrides the HTTP client (tests). Its transport must not
 	// decompress transparently; the default one does not.
 	Client *http.Client
@@ -113,6 +118,10 @@ type Scraper struct {
 	latest   atomic.Pointer[snapshot.VLLM]
 	windows  atomic.Pointer[map[time.Duration]map[string]*snapshot.Derived]
 	rendered atomic.Pointer[[]prometheus.Metric]
+
+	// pub announces each stored snapshot to consumers (the SLO watchdog
+	// and classifier evaluate on it instead of on a timer of their own).
+	pub snapshot.Publisher
 }
 
 // New returns a Scraper; it does nothing until Run or ScrapeOnce.
@@ -135,12 +144,15 @@ func New(opts Options, logger log.Logger) *Scraper {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
+	if opts.APIKey != "" {
+		opts.Access.BearerToken = opts.APIKey
+	}
 	client := opts.Client
 	if client == nil {
 		// DisableCompression: we ask for gzip ourselves so that the size
 		// limit applies to the decompressed body too.
 		client = &http.Client{Transport: &http.Transport{
-			Proxy:               http.ProxyFromEnvironment,
+			Proxy:               opts.Access.Proxy(),
 			DialContext:         (&net.Dialer{Timeout: opts.Timeout, KeepAlive: 30 * time.Second}).DialContext,
 			DisableCompression:  true,
 			MaxIdleConnsPerHost: 1,
@@ -186,16 +198,10 @@ func MetricsURL(base string) string {
 	return u.String()
 }
 
-// RedactedURL is raw with the password of its user info (if any) replaced
-// by "xxxxx", for logs and pages: --vllm.url may carry basic-auth credentials
-// for a proxy in front of vLLM.
-func RedactedURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
-}
+// RedactedURL is raw without the password of its user info, for logs and
+// pages: --vllm.url may carry basic-auth credentials for a proxy in front of
+// vLLM. See upstream.Redact (which also covers URLs that do not parse).
+func RedactedURL(raw string) string { return upstream.Redact(raw) }
 
 // Interval is the configured scrape interval.
 func (s *Scraper) Interval() time.Duration { return s.opts.Interval }
@@ -217,6 +223,10 @@ func (s *Scraper) Run(ctx context.Context) {
 // Latest is the most recent scrape attempt (nil before the first). A failed
 // attempt has Up false and no models: its data are not fresh.
 func (s *Scraper) Latest() *snapshot.VLLM { return s.latest.Load() }
+
+// Subscribe returns a channel notified after every scrape attempt (success
+// or failure) has been stored, and a cancel function.
+func (s *Scraper) Subscribe() (<-chan struct{}, func()) { return s.pub.Subscribe() }
 
 // Ready reports whether a scrape has been attempted.
 func (s *Scraper) Ready() bool { return s.latest.Load() != nil }
@@ -380,6 +390,7 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct, reason string, e
 	if s.opts.Health != nil {
 		s.opts.Health.Report(CollectorName, took, err)
 	}
+	s.pub.Publish()
 }
 
 // prune bounds the history: full resolution over the largest window (plus
@@ -421,15 +432,17 @@ func (s *Scraper) fetch(ctx context.Context) (contentType, reason string, err er
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.metricsURL, nil)
 	if err != nil {
-		return "", ReasonConnect, err
+		// The parse error quotes the URL, password included.
+		if verr := upstream.ValidateURL(s.metricsURL); verr != nil {
+			return "", ReasonConnect, verr
+		}
+		return "", ReasonConnect, fmt.Errorf("cannot build a request for %s", s.logURL)
 	}
 	// Ask for the classic text format: vLLM's negotiating route would
 	// otherwise be free to pick OpenMetrics.
 	req.Header.Set("Accept", "text/plain;version=0.0.4;q=1,text/plain;q=0.9,*/*;q=0.1")
 	req.Header.Set("Accept-Encoding", "gzip")
-	if s.opts.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+s.opts.APIKey)
-	}
+	s.opts.Access.Authorize(req)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return "", transportReason(ctx, err), err

@@ -2,6 +2,7 @@ package vllm
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -408,5 +409,18 @@ func TestHelpNamesTheSource(t *testing.T) {
 		if !strings.Contains(str, "; from vllm:") && !strings.Contains(str, "; derived from vllm:") && !strings.Contains(str, "; from http_requests_total") {
 			t.Errorf("HELP does not name its vLLM source: %s", str)
 		}
+	}
+}
+
+// TestDocsShowTheNormalizationTable: docs/exporter.md carries the table
+// rendered from the Go table verbatim, so code and documentation cannot
+// drift apart. After changing sources, paste MarkdownTable()'s output there.
+func TestDocsShowTheNormalizationTable(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/exporter.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), MarkdownTable()) {
+		t.Errorf("docs/exporter.md does not contain the name-normalization table rendered by MarkdownTable(); replace its table with:\n%s", MarkdownTable())
 	}
 }

@@ -7,7 +7,7 @@ import (
 
 // Bottleneck is the `bottleneck:` section: the classifier's thresholds, the
 // decode-roofline assumptions and the capacity-planning inputs. Every default
-// comes from the seed articles (see the README's bottleneck section).
+// comes from the seed articles (see docs/bottleneck.md).
 type Bottleneck struct {
 	// Window is the look-back for rates and quantiles the rules read (1m).
 	Window time.Duration `yaml:"window"`

@@ -88,16 +88,40 @@ func Default() *File {
 	return f
 }
 
-// Load reads and parses path; an empty path means the shipped default.
+// MaxFileBytes caps a configuration file. The shipped default is 3 KiB and
+// a file with a hundred SLOs and probe profiles stays under 100 KiB; a
+// bigger one is a mistake (a log or data file named by --config.file), and
+// parsing it would cost the exporter many times its size in memory.
+const MaxFileBytes = 1 << 20
+
+// Load reads and parses path; an empty path means the shipped default. A
+// file larger than MaxFileBytes is an error, read no further than the cap.
 func Load(path string) (*File, error) {
 	if path == "" {
 		return Default(), nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := readCapped(path, MaxFileBytes)
 	if err != nil {
 		return nil, err
 	}
 	return Parse(data, path)
+}
+
+// readCapped reads path, failing without reading on past max bytes.
+func readCapped(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%s: configuration file larger than the %d KiB cap; is --config.file the right file?", path, max>>10)
+	}
+	return data, nil
 }
 
 // Validate checks every section; errors name the offending field.

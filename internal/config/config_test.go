@@ -49,3 +49,49 @@ func TestParseRejectsUnknownFieldsAndMultipleDocuments(t *testing.T) {
 		t.Fatalf("empty file: %v %v", f, err)
 	}
 }
+
+// TestLoadSizeCap: a file larger than MaxFileBytes is refused with an error
+// naming the file and the cap (without being read further); a valid file of
+// exactly the cap loads.
+func TestLoadSizeCap(t *testing.T) {
+	dir := t.TempDir()
+	valid := []byte("slos: []\n")
+	pad := func(n int) []byte {
+		b := append([]byte(nil), valid...)
+		for len(b) < n {
+			line := "# padding to reach the size cap of a configuration file\n"
+			if rest := n - len(b); rest < len(line) {
+				line = "#" + strings.Repeat("x", rest-2) + "\n"
+			}
+			b = append(b, line...)
+		}
+		return b
+	}
+	at := filepath.Join(dir, "at-cap.yml")
+	over := filepath.Join(dir, "over-cap.yml")
+	if err := os.WriteFile(at, pad(MaxFileBytes), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(over, pad(MaxFileBytes+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(at); fi.Size() != MaxFileBytes {
+		t.Fatalf("test file is %d bytes, want %d", fi.Size(), MaxFileBytes)
+	}
+	if _, err := Load(at); err != nil {
+		t.Fatalf("a valid file of exactly the cap: %v", err)
+	}
+	_, err := Load(over)
+	if err == nil || !strings.Contains(err.Error(), over) || !strings.Contains(err.Error(), "1024 KiB cap") {
+		t.Fatalf("over the cap: %v, want an error naming the file and the cap", err)
+	}
+	h, err := NewHolder(at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := h.Get()
+	os.Rename(over, at)
+	if err := h.Reload(); err == nil || h.Get() != running || h.LastReloadSuccessful() {
+		t.Fatalf("reload of an oversize file: err %v, config kept %v", err, h.Get() == running)
+	}
+}

@@ -120,10 +120,21 @@ func TestSIGHUPReload(t *testing.T) {
 	if ts, _ := p.value("vllm_exporter_config_last_reload_success_timestamp_seconds"); !(ts > ts0) {
 		t.Fatalf("success timestamp did not move: %v -> %v", ts0, ts)
 	}
-	// A reload through the API works on the process as well.
+	// Without --web.enable-lifecycle the HTTP reload is refused (a
+	// cross-site form could otherwise POST it): SIGHUP is the way.
 	resp, err := client.Post(p.Base+"/-/reload", "text/plain", nil)
+	if err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("POST /-/reload without --web.enable-lifecycle: %v %v, want 403", resp, err)
+	}
+	resp.Body.Close()
+	p.stopWith(syscall.SIGTERM)
+
+	// With it, a reload through the API works on the process as well.
+	p = startExporter(t, "--vllm.url="+sim.URL(), "--vllm.scrape-interval=100ms", "--config.file="+cfg, "--web.enable-lifecycle")
+	p.waitValue("vllm_exporter_config_last_reload_successful", 1)
+	resp, err = client.Post(p.Base+"/-/reload", "text/plain", nil)
 	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("POST /-/reload: %v %v", resp, err)
+		t.Fatalf("POST /-/reload with --web.enable-lifecycle: %v %v", resp, err)
 	}
 	resp.Body.Close()
 	p.stopWith(syscall.SIGTERM)

@@ -258,11 +258,15 @@ func dockerignored(rel string, patterns []string) bool {
 	return false
 }
 
-// TestDockerBuildStageRuns runs the build stage's commands directly in a
-// copy of the build context (the repository minus .dockerignore), offline
-// against the warm module cache, and checks the binary it produces carries
-// the version passed as build arguments. Slow on a cold build cache (a
-// -trimpath cgo build of everything), so skipped with -short.
+// TestDockerBuildStageRuns replays the build stage without a Docker engine:
+// the context is the repository minus .dockerignore, COPY instructions copy
+// from it into a fresh WORKDIR, and RUN instructions run there with an
+// empty module cache of their own, as in a fresh image. The RUNs before the
+// context is copied in (the `go mod download` layer) may fetch; the ones
+// after run with GOPROXY=off, so the test fails if that layer misses a
+// module `make build` needs. The binary must carry the version passed as
+// build arguments. Slow on a cold build cache (a -trimpath cgo build of
+// everything), so skipped with -short.
 func TestDockerBuildStageRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the whole binary with -trimpath; skipped with -short")
@@ -282,6 +286,9 @@ func TestDockerBuildStageRuns(t *testing.T) {
 	ctxDir := t.TempDir()
 	out, err := exec.Command("git", "-C", root, "ls-files", "--cached", "--others", "--exclude-standard").Output()
 	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("git ls-files: %v: CI runs on a git clone with git installed", err)
+		}
 		t.Skipf("not a git checkout: %v", err)
 	}
 	copied := 0
@@ -294,11 +301,7 @@ func TestDockerBuildStageRuns(t *testing.T) {
 		if err != nil || !st.Mode().IsRegular() {
 			continue // deleted in the worktree
 		}
-		dst := filepath.Join(ctxDir, rel)
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := copyFile(src, dst, st.Mode()); err != nil {
+		if err := copyFile(src, filepath.Join(ctxDir, rel), st.Mode()); err != nil {
 			t.Fatal(err)
 		}
 		copied++
@@ -317,28 +320,63 @@ func TestDockerBuildStageRuns(t *testing.T) {
 	}
 	args["VERSION"], args["REVISION"], args["BRANCH"] = "9.8.7-dockertest", "0123456789abcdef", "dockertest"
 
+	// The image's module cache starts empty. Fetches go first to this
+	// machine's module cache (used as a file:// proxy, so a warm machine
+	// stays offline), then to the configured proxy, as docker build would.
+	modCache := t.TempDir()
+	fetchProxy := "file://" + filepath.ToSlash(filepath.Join(goEnv(t, "GOMODCACHE"), "cache", "download"))
+	if p := goEnv(t, "GOPROXY"); p != "" && p != "off" {
+		fetchProxy += "," + p
+	}
+	workDir := t.TempDir() // the stage's WORKDIR, filled by its COPYs
 	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	defer cancel()
-	ran := 0
+	ran, contextCopied := 0, false
 	for _, in := range build.instrs {
-		if in.cmd != "RUN" {
+		switch in.cmd {
+		case "COPY":
+			if copyInstr(t, in.args, ctxDir, workDir) {
+				contextCopied = true
+			}
+			continue
+		case "RUN":
+		default:
 			continue
 		}
+		proxy := fetchProxy
+		if contextCopied {
+			proxy = "off"
+		}
 		cmd := exec.CommandContext(ctx, "sh", "-c", in.args)
-		cmd.Dir = ctxDir
-		cmd.Env = append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod=readonly", "GOTOOLCHAIN=local")
+		cmd.Dir = workDir
+		// -modcacherw: the temp module cache must be removable.
+		cmd.Env = append(os.Environ(), "GOMODCACHE="+modCache, "GOPROXY="+proxy,
+			"GOFLAGS=-mod=readonly -modcacherw", "GOTOOLCHAIN=local")
 		for k, v := range args {
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}
 		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("RUN %s: %v\n%s", in.args, err, b)
+			missing := missingModules(string(b), proxy == "off")
+			switch {
+			case len(missing) == 0:
+				t.Fatalf("RUN %s (GOPROXY=%s): %v\n%s", in.args, proxy, err, b)
+			case proxy == "off":
+				t.Fatalf("RUN %s needs modules the build stage's download layer did not fetch: %s\n"+
+					"(RUNs before `COPY . .` must download everything the build uses)\n%s", in.args, strings.Join(missing, ", "), b)
+			default:
+				t.Fatalf("RUN %s could not fetch %s from GOPROXY=%s: this test needs the module proxy "+
+					"or a module cache that holds them\n%s", in.args, strings.Join(missing, ", "), proxy, b)
+			}
 		}
 		ran++
 	}
 	if ran == 0 {
 		t.Fatal("no RUN in the build stage")
 	}
-	bin := filepath.Join(ctxDir, "bin", "vllm_exporter")
+	if !contextCopied {
+		t.Fatal("the build stage never copies the context (COPY . .)")
+	}
+	bin := filepath.Join(workDir, "bin", "vllm_exporter")
 	v, err := exec.Command(bin, "--version").CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s --version: %v\n%s", bin, err, v)
@@ -355,12 +393,91 @@ func TestDockerBuildStageRuns(t *testing.T) {
 	t.Logf("build context: %d files; build stage ran %d commands", copied, ran)
 }
 
+// goEnv returns `go env name`.
+func goEnv(t *testing.T, name string) string {
+	t.Helper()
+	b, err := exec.Command("go", "env", name).Output()
+	if err != nil {
+		t.Fatalf("go env %s: %v", name, err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// copyInstr applies a COPY instruction (sources relative to the context,
+// destination relative to the WORKDIR; no --from, globs or --chown) and
+// reports whether it copied the whole context.
+func copyInstr(t *testing.T, args, ctxDir, workDir string) (whole bool) {
+	t.Helper()
+	f := strings.Fields(args)
+	if len(f) < 2 || strings.HasPrefix(f[0], "--") {
+		t.Fatalf("COPY %s: the replay handles only `COPY src... dst`", args)
+	}
+	dst := filepath.Join(workDir, f[len(f)-1])
+	for _, src := range f[:len(f)-1] {
+		if src == "." {
+			whole = true
+			err := filepath.WalkDir(ctxDir, func(p string, d fs.DirEntry, err error) error {
+				if err != nil || d.IsDir() {
+					return err
+				}
+				rel, _ := filepath.Rel(ctxDir, p)
+				st, err := d.Info()
+				if err != nil {
+					return err
+				}
+				return copyFile(p, filepath.Join(dst, rel), st.Mode())
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		st, err := os.Stat(filepath.Join(ctxDir, src))
+		if err != nil {
+			t.Fatalf("COPY %s: %v", args, err)
+		}
+		if err := copyFile(filepath.Join(ctxDir, src), filepath.Join(dst, filepath.Base(src)), st.Mode()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return whole
+}
+
+// missingModules lists the module@version the go command said it could
+// not fetch. Offline, every module it tried to download was missing (a
+// failed package import names no module, only the "downloading" line does).
+func missingModules(goOutput string, offline bool) []string {
+	var out []string
+	add := func(m string) {
+		if !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	for _, m := range missingModuleRE.FindAllStringSubmatch(goOutput, -1) {
+		add(m[1])
+	}
+	if offline {
+		for _, m := range downloadingRE.FindAllStringSubmatch(goOutput, -1) {
+			add(m[1] + "@" + m[2])
+		}
+	}
+	return out
+}
+
+var (
+	missingModuleRE = regexp.MustCompile(`(?m)(\S+@v\S+?):? (?:module lookup disabled|reading |verifying |missing go.sum)`)
+	downloadingRE   = regexp.MustCompile(`(?m)^go: downloading (\S+) (v\S+)$`)
+)
+
 func copyFile(src, dst string, mode fs.FileMode) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
 	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode.Perm())
 	if err != nil {
 		return err
@@ -403,5 +520,26 @@ func TestFootprintScriptParses(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Fatalf("footprint.sh no longer uses %q", want)
 		}
+	}
+}
+
+// TestMissingModules: the module@version of the go command's fetch errors
+// (offline, a file:// proxy without the file, a go.sum mismatch) are what
+// TestDockerBuildStageRuns names when a build-stage RUN fails.
+func TestMissingModules(t *testing.T) {
+	out := `go: downloading github.com/go-kit/log v0.2.1
+go: github.com/stretchr/testify@v1.9.0: module lookup disabled by GOPROXY=off
+go: github.com/kylelemons/godebug@v1.1.0: reading file:///tmp/x/cache/download/github.com/kylelemons/godebug/@v/v1.1.0.mod: no such file or directory
+cmd/vllm_exporter/main.go:12:2: golang.org/x/net@v0.61.0: module lookup disabled by GOPROXY=off
+go: github.com/stretchr/testify@v1.9.0: module lookup disabled by GOPROXY=off
+main.go:3:8: no required module provides package example.com/x; to add it:`
+	want := []string{"github.com/stretchr/testify@v1.9.0", "github.com/kylelemons/godebug@v1.1.0", "golang.org/x/net@v0.61.0"}
+	if got := missingModules(out, false); !slices.Equal(got, want) {
+		t.Fatalf("missingModules(online) = %q, want %q", got, want)
+	}
+	// Offline, a "downloading" line is a module the cache lacked.
+	want = append(want, "github.com/go-kit/log@v0.2.1")
+	if got := missingModules(out, true); !slices.Equal(got, want) {
+		t.Fatalf("missingModules(offline) = %q, want %q", got, want)
 	}
 }

@@ -151,6 +151,7 @@ vllm_bottleneck{class="prefix_cache_miss",model="llama-8b"} 0
 vllm_bottleneck{class="queueing",model="llama-8b"} 0
 vllm_bottleneck{class="throttled",model="llama-8b"} 0
 vllm_bottleneck{class="too_many_sequences",model="llama-8b"} 0
+vllm_bottleneck{class="unavailable",model="llama-8b"} 0
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "vllm_bottleneck"); err != nil {
 		t.Fatal(err)

@@ -20,12 +20,19 @@ type Class string
 //     step, so the queueing and KV pressure it causes downstream must not be
 //     blamed on scheduler knobs. It needs an active reason AND degraded TPOT,
 //     so the routine power cap of a busy, healthy GPU does not trigger it.
-//   - too_many_sequences before kv_cache_exhausted: preemption is the harmful
-//     consequence of over-admission (discarded KV recomputed later, ~2x the
-//     work); a full cache without preemption means the scheduler is gating
-//     admission correctly and the fix is capacity, not fewer sequences.
-//   - kv_cache_exhausted before queueing: a full cache is the reason requests
-//     wait; queueing is what is left when the cache has room.
+//   - unavailable: vLLM cannot be scraped (connection refused, timeouts,
+//     errors); no other rule can be evaluated, and the derived series are
+//     withdrawn rather than left at their last values.
+//   - kv_cache_exhausted before too_many_sequences (the seeds'
+//     identify_bottleneck order): a cache pinned full is the cause, and the
+//     preemptions that follow are its symptom. Reporting them as "too many
+//     sequences" sends the operator to --max-num-seqs alone, while the
+//     capacity knobs (fp8 KV, more memory, shorter --max-model-len) fix
+//     both. too_many_sequences is what remains when preemptions run at a
+//     rate while the cache is not pinned full (bursts of long outputs).
+//   - too_many_sequences and kv_cache_exhausted before queueing: a full
+//     cache is the reason requests wait; queueing is what is left when the
+//     cache has room.
 //   - prefix_cache_miss before prefill_bound: a cache that stopped hitting is
 //     the specific cause of extra prefill work.
 //   - then the decode-side classes (TPOT over target): communication first
@@ -35,6 +42,7 @@ type Class string
 //   - near_optimal: no rule holds.
 const (
 	GPUFault           Class = "gpu_fault"
+	ServerUnavailable  Class = "unavailable"
 	EngineStalled      Class = "engine_stalled"
 	DeferredLivelock   Class = "deferred_livelock"
 	Throttled          Class = "throttled"
@@ -52,7 +60,7 @@ const (
 
 // Classes lists every class in priority order (the state set's label values).
 var Classes = []Class{
-	GPUFault, EngineStalled, DeferredLivelock, Throttled, TooManySequences, KVCacheExhausted,
+	GPUFault, ServerUnavailable, EngineStalled, DeferredLivelock, Throttled, KVCacheExhausted, TooManySequences,
 	Queueing, PrefixCacheMiss, PrefillBound, CommunicationBound,
 	MemoryBoundDecode, DecodeOverhead, BatchTooSmall, NearOptimal,
 }
@@ -67,6 +75,10 @@ var advice = map[Class]Advice{
 	GPUFault: {
 		"a GPU reported a fatal Xid error or fell off the bus",
 		"drain the node and check the Xid with the GPU vendor's guide; no vLLM knob fixes hardware",
+	},
+	ServerUnavailable: {
+		"vLLM's /metrics cannot be scraped (refused, timing out or failing): the server is down or restarting",
+		"check that the vLLM process is running and its port reachable (process, container, OOM kill, crash loop); no tuning knob applies until it answers",
 	},
 	EngineStalled: {
 		"requests are in flight but the engine produces no tokens",

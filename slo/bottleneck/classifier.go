@@ -185,6 +185,7 @@ type modelState struct {
 	prevHits     float64
 	havePrefix   bool
 	haveProgress bool
+	lastUp       time.Time // scrape time of the last successful scrape
 }
 
 // noProgress returns how long (scrape time) the prompt+generation token
@@ -266,19 +267,11 @@ func (c *Classifier) thresholds() config.Bottleneck {
 	return c.cfg.Get().Bottleneck
 }
 
-// Run ticks every interval until ctx ends. The exporter uses it when the
-// classifier is not wired as an SLO-watchdog hook.
+// Run evaluates on every new vLLM snapshot (at the scrape's time), and on
+// the wall clock when none arrives for interval, until ctx ends. The
+// exporter uses it when the classifier is not wired as an SLO-watchdog hook.
 func (c *Classifier) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			c.Tick(now)
-		}
-	}
+	snapshot.FollowVLLM(ctx, c.src.VLLM, interval, c.Tick)
 }
 
 // Tick evaluates every model in the latest scrape. While vLLM is down or not
@@ -289,10 +282,14 @@ func (c *Classifier) Tick(now time.Time) {
 		return
 	}
 	latest := c.src.VLLM.Latest()
-	if latest == nil || !latest.Up {
+	if latest == nil {
 		return
 	}
 	th := c.thresholds()
+	if !latest.Up {
+		c.tickDown(now, latest, th)
+		return
+	}
 	win := c.src.VLLM.Window(th.Window)
 	base := c.src.VLLM.Window(th.BaselineWindow)
 	var gpu *snapshot.GPU
@@ -314,8 +311,11 @@ func (c *Classifier) Tick(now time.Time) {
 	}
 	for name, m := range latest.Models {
 		st := c.models[name]
+		if st != nil {
+			st.lastUp = latest.Time
+		}
 		if st == nil {
-			st = &modelState{ModelState: ModelState{Model: name}}
+			st = &modelState{ModelState: ModelState{Model: name}, lastUp: latest.Time}
 			c.models[name] = st
 		}
 		in := Inputs{Now: now, Model: m, Window: win[name], Baseline: base[name], GPU: gpu, Probes: probes,
@@ -333,6 +333,51 @@ func (c *Classifier) Tick(now time.Time) {
 		st.SLO = c.sloCheck(name, in, th, now)
 		st.trackCapacity(now, th, in.Window, c.gpuCount(gpu), c.opts.Cost.GPUHour)
 	}
+}
+
+// tickDown is a tick while vLLM cannot be scraped: every known model's raw
+// verdict is unavailable (gpu_fault when a GPU reports a fatal error: that
+// is the likelier cause of the outage), and everything derived from the
+// scrape (windows, roofline, capacity) is withdrawn, not frozen at its last
+// value. The per-model histories restart when the server is back, since
+// its counters may have reset.
+func (c *Classifier) tickDown(now time.Time, latest *snapshot.VLLM, th config.Bottleneck) {
+	var gpu *snapshot.GPU
+	if c.src.GPU != nil {
+		gpu = c.src.GPU.Latest()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, st := range c.models {
+		fault := rules{in: Inputs{Now: now, GPU: gpu}, th: th}.gpuFault()
+		down := all(ServerUnavailable,
+			gate("seconds_since_last_scrape_success", latest.Time.Sub(st.lastUp).Seconds(), ">", 0, "seconds"),
+			note("scrape_failure_"+scrapeFailureSignal(latest.Error), 1, ""))
+		raw := ServerUnavailable
+		if fault.Holds {
+			raw = fault.Class
+		}
+		prev := st.Class
+		st.advance(raw, now, th.HoldTicks)
+		if st.Class != prev && prev != "" {
+			level.Info(c.logger).Log("msg", "bottleneck class changed", "model", name, "from", prev, "to", st.Class, "scrape_error", latest.Error)
+		}
+		st.Findings = []Finding{fault, down, {Class: NearOptimal, Holds: true}}
+		st.Roofline, st.Window, st.Latest = Roofline{}, nil, nil
+		st.Unavailable = nil
+		st.SLO = SLOCheck{Quantile: th.SLOQuantile, TTFTTarget: th.TTFTTargetSeconds, TPOTTarget: th.TPOTTargetSeconds}
+		st.Capacity = Capacity{}
+		st.kv, st.haveProgress, st.havePrefix = nil, false, false
+	}
+}
+
+// scrapeFailureSignal bounds the scrape error reason used in a signal name.
+func scrapeFailureSignal(reason string) string {
+	switch reason {
+	case "connect", "timeout", "http_4xx", "http_5xx", "http_status", "body_too_large", "parse":
+		return reason
+	}
+	return "other"
 }
 
 // advance applies hysteresis. The first verdict is adopted at once. After

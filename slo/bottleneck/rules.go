@@ -63,17 +63,26 @@ type Finding struct {
 	Evidence []Evidence `json:"evidence,omitempty"`
 }
 
+// ruleOrder is every rule in priority order (the order of Classes): when
+// several hold on one tick the earliest wins. A new class adds its rule here
+// and its name to Classes at the same position.
+var ruleOrder = []func(rules) Finding{
+	rules.gpuFault, rules.engineStalled, rules.deferredLivelock, rules.throttled, rules.kvExhausted,
+	rules.tooManySequences, rules.queueing, rules.prefixCacheMiss, rules.prefillBound,
+	rules.communicationBound, rules.memoryBoundDecode, rules.decodeOverhead,
+	rules.batchTooSmall,
+}
+
 // Evaluate runs every rule in priority order and returns the first class
 // whose rule holds (near_optimal when none does) with every finding, so a
 // report can show which other rules also held.
 func Evaluate(in Inputs, th config.Bottleneck) (Class, []Finding) {
 	r := rules{in: in, th: th}
-	findings := []Finding{
-		r.gpuFault(), r.engineStalled(), r.deferredLivelock(), r.throttled(), r.tooManySequences(),
-		r.kvExhausted(), r.queueing(), r.prefixCacheMiss(), r.prefillBound(),
-		r.communicationBound(), r.memoryBoundDecode(), r.decodeOverhead(),
-		r.batchTooSmall(), {Class: NearOptimal, Holds: true},
+	findings := make([]Finding, 0, len(ruleOrder)+1)
+	for _, rule := range ruleOrder {
+		findings = append(findings, rule(r))
 	}
+	findings = append(findings, Finding{Class: NearOptimal, Holds: true})
 	for _, f := range findings {
 		if f.Holds {
 			return f.Class, findings

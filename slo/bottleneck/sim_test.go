@@ -100,7 +100,7 @@ func simCases() []simCase {
 	}
 	return []simCase{
 		{want: NearOptimal, scenario: "healthy", gpus: 1},
-		{want: TooManySequences, scenario: "kv_exhausted", gpus: 1},
+		{want: KVCacheExhausted, scenario: "kv_exhausted", gpus: 1},
 		{want: KVCacheExhausted, custom: &kvFull, gpus: 1},
 		{want: Queueing, scenario: "queueing", gpus: 1},
 		{want: PrefillBound, scenario: "prefill_heavy", gpus: 1},

@@ -42,7 +42,7 @@ type regime struct {
 	hit, hitBase, promptPerReq, rps, tokensPerReq      float64
 	gpus                                               int
 	util, dram, nvlink                                 float64
-	throttle, lost, stalledProbe, stalledScrape        bool
+	throttle, lost, stalledProbe, stalledScrape, down  bool
 	xidAgo                                             time.Duration
 	probeCold, probeWarm                               float64
 	smClock                                            float64 // SM clock / max
@@ -74,12 +74,13 @@ var regimes = map[Class]func(r *regime){
 		r.rps, r.tokensPerReq = 0.01, 50
 		r.ttft95, r.ttft99, r.queue99, r.util = 60, 120, 110, 0.05
 	},
-	Throttled:        func(r *regime) { r.throttle = true; r.smClock = 0.45; r.tpot95 = 0.08; r.tpot50 = 0.05 },
-	TooManySequences: func(r *regime) { r.preemptPerReq = 0.06; r.kv = 0.97; r.waiting = 6; r.tpot50 = 0.027 },
-	KVCacheExhausted: func(r *regime) { r.kv = 0.985; r.waiting = 12; r.ttft99 = 3; r.tpot50 = 0.027 },
-	Queueing:         func(r *regime) { r.waiting = 30; r.ttft95 = 3; r.ttft99 = 5; r.queue99 = 4.5 },
-	PrefixCacheMiss:  func(r *regime) { r.probeWarm = 0.44; r.hit = 0.05 },
-	PrefillBound:     func(r *regime) { r.ttft95 = 2.4; r.ttft99 = 3; r.prefill99 = 2.6; r.promptPerReq = 6000 },
+	Throttled:         func(r *regime) { r.throttle = true; r.smClock = 0.45; r.tpot95 = 0.08; r.tpot50 = 0.05 },
+	TooManySequences:  func(r *regime) { r.preemptPerReq = 0.06; r.kv = 0.86; r.waiting = 6; r.tpot50 = 0.027 },
+	ServerUnavailable: func(r *regime) { r.down = true },
+	KVCacheExhausted:  func(r *regime) { r.kv = 0.985; r.waiting = 12; r.ttft99 = 3; r.tpot50 = 0.027 },
+	Queueing:          func(r *regime) { r.waiting = 30; r.ttft95 = 3; r.ttft99 = 5; r.queue99 = 4.5 },
+	PrefixCacheMiss:   func(r *regime) { r.probeWarm = 0.44; r.hit = 0.05 },
+	PrefillBound:      func(r *regime) { r.ttft95 = 2.4; r.ttft99 = 3; r.prefill99 = 2.6; r.promptPerReq = 6000 },
 	CommunicationBound: func(r *regime) {
 		r.gpus = 4
 		r.nvlink = 250e9
@@ -91,13 +92,12 @@ var regimes = map[Class]func(r *regime){
 	NearOptimal:       func(r *regime) {},
 }
 
-// legacySeed keeps each regime's noise seed at its position in the class
-// list before deferred_livelock was added (seeds are list positions), so
-// the regimes keep the noise they were tuned with.
+// legacySeed keeps each regime's noise seed as it was tuned with (the seeds
+// were list positions before unavailable and deferred_livelock were added).
 var legacySeed = map[Class]int64{
-	GPUFault: 0, EngineStalled: 1, Throttled: 2, TooManySequences: 3, KVCacheExhausted: 4, Queueing: 5,
-	PrefixCacheMiss: 6, PrefillBound: 7, CommunicationBound: 8, MemoryBoundDecode: 9, DecodeOverhead: 10,
-	BatchTooSmall: 11, NearOptimal: 12, DeferredLivelock: 13,
+	GPUFault: 0, ServerUnavailable: 0, EngineStalled: 1, Throttled: 2, KVCacheExhausted: 3, TooManySequences: 4,
+	Queueing: 5, PrefixCacheMiss: 6, PrefillBound: 7, CommunicationBound: 8, MemoryBoundDecode: 9,
+	DecodeOverhead: 10, BatchTooSmall: 11, NearOptimal: 12, DeferredLivelock: 13,
 }
 
 var testSpec = ModelSpec{Parameters: 8e9, BytesPerParameter: 2}
@@ -125,6 +125,9 @@ func (r regime) apply(f *fakeSources, now time.Time, rng *rand.Rand, th config.B
 		CacheConfig:     map[string]string{"gpu_memory_utilization": "0.9", "enable_prefix_caching": "True"},
 	}
 	f.vllm = &snapshot.VLLM{Time: now, Up: true, Models: map[string]*snapshot.Model{model: m}}
+	if r.down {
+		f.vllm, f.win = &snapshot.VLLM{Time: now, Error: "connect"}, nil
+	}
 	qs := func(p50, p95, p99 float64) map[float64]snapshot.Value {
 		return map[float64]snapshot.Value{0.5: snapshot.Some(n(p50)), 0.9: snapshot.Some(n(p95)), 0.95: snapshot.Some(n(p95)), 0.99: snapshot.Some(n(p99))}
 	}
@@ -408,7 +411,10 @@ func TestHysteresis(t *testing.T) {
 	}
 }
 
-func TestVLLMDownKeepsState(t *testing.T) {
+// One failed scrape does not change the published class (hysteresis), but
+// the raw verdict is unavailable at once and the scrape-derived state is
+// withdrawn.
+func TestVLLMDownIsRawUnavailableAtOnce(t *testing.T) {
 	f := &fakeSources{}
 	c := newTestClassifier(f, testSpec)
 	th := config.DefaultBottleneck()
@@ -416,9 +422,9 @@ func TestVLLMDownKeepsState(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	healthy().apply(f, now, rng, th)
 	c.Tick(now)
-	f.vllm = &snapshot.VLLM{Time: now, Up: false, Error: "connect"}
+	f.vllm = &snapshot.VLLM{Time: now.Add(time.Minute), Up: false, Error: "connect"}
 	c.Tick(now.Add(time.Minute))
-	if st, ok := c.State(model); !ok || st.Class != NearOptimal || st.Ticks != 1 {
+	if st, ok := c.State(model); !ok || st.Class != NearOptimal || st.Raw != ServerUnavailable || st.Window != nil || st.Roofline.Predicted.OK {
 		t.Fatalf("state after a failed scrape = %+v, %v", st, ok)
 	}
 	// A model that vanishes from a good scrape is dropped.
@@ -567,6 +573,7 @@ func TestThresholdsFromConfigHolder(t *testing.T) {
 func TestAdviceNamesTheSeedKnobs(t *testing.T) {
 	want := map[Class][]string{
 		GPUFault:           {"Xid", "drain"},
+		ServerUnavailable:  {"process is running", "port"},
 		EngineStalled:      {"restart"},
 		Throttled:          {"power limit", "cooling"},
 		TooManySequences:   {"lower --max-num-seqs", "--gpu-memory-utilization"},

@@ -1,0 +1,62 @@
+package bottleneck
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// While vLLM cannot be scraped the class becomes unavailable after
+// hold_ticks, and every series derived from the scrape (roofline, measured
+// decode speed, capacity, cost) disappears instead of keeping its last
+// value; they come back with the server.
+func TestDownServerIsUnavailableAndDerivedSeriesDisappear(t *testing.T) {
+	f := &fakeSources{}
+	c := New(Options{Model: testSpec, Cost: CostSpec{GPUHour: 3}}, nil, Sources{VLLM: f, GPU: fakeGPU{f}, Probes: fakeProbes{f}}, nil)
+	th := defaultTh()
+	rng := newRand(3)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	derived := []string{"vllm_decode_roofline_tokens_per_second", "vllm_decode_measured_tokens_per_second",
+		"vllm_capacity_requests_per_second", "vllm_cost_per_million_output_tokens"}
+	for i := 0; i < 5; i++ {
+		now = now.Add(15 * time.Second)
+		healthy().apply(f, now, rng, th)
+		c.Tick(now)
+	}
+	for _, name := range derived {
+		if n := testutil.CollectAndCount(c, name); n != 1 {
+			t.Fatalf("healthy: %d series of %s, want 1", n, name)
+		}
+	}
+	down := healthy()
+	down.down = true
+	for i := 1; i <= th.HoldTicks; i++ {
+		now = now.Add(15 * time.Second)
+		down.apply(f, now, rng, th)
+		c.Tick(now)
+		for _, name := range derived {
+			if n := testutil.CollectAndCount(c, name); n != 0 {
+				t.Fatalf("down tick %d: %d series of %s left, want none", i, n, name)
+			}
+		}
+	}
+	st, _ := c.State(model)
+	if st.Class != ServerUnavailable {
+		t.Fatalf("after %d down ticks: class %s, want %s", th.HoldTicks, st.Class, ServerUnavailable)
+	}
+	if ev := st.Evidence(); len(ev) == 0 || ev[0].Signal != "seconds_since_last_scrape_success" || ev[0].Value != float64(th.HoldTicks*15) {
+		t.Fatalf("unavailable evidence %v", ev)
+	}
+	for i := 0; i < th.HoldTicks; i++ {
+		now = now.Add(15 * time.Second)
+		healthy().apply(f, now, rng, th)
+		c.Tick(now)
+	}
+	if st, _ := c.State(model); st.Class != NearOptimal {
+		t.Fatalf("back up: class %s", st.Class)
+	}
+	if n := testutil.CollectAndCount(c, "vllm_capacity_requests_per_second"); n != 1 {
+		t.Fatalf("back up: %d capacity series, want 1", n)
+	}
+}
