@@ -290,9 +290,6 @@ func (r rules) kvExhausted() Finding {
 	if wc := m.WaitingForCapacity(); wc.OK {
 		ev = append(ev, note("requests_waiting", wc.V, "requests"))
 	}
-	if m.KVCacheMaxConcurrency.OK {
-		ev = append(ev, note("kv_cache_max_concurrency", m.KVCacheMaxConcurrency.V, "requests"))
-	}
 	return all(KVCacheExhausted, ev...)
 }
 
