@@ -16,11 +16,16 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/vllm_exporter ./cmd/vllm_exporter
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/vllm-sim ./cmd/vllm-sim
 
+# deploy/validate is a module of its own (Helm, client-go and compose-go
+# stay out of the exporter's dependencies): the Helm chart, the Kubernetes
+# manifests and examples/ against Helm's linter and the API schemas.
 vet:
 	$(GO) vet ./...
+	cd deploy/validate && $(GO) vet ./...
 
 test: vet
 	$(GO) test -count=1 -timeout 20m ./...
+	cd deploy/validate && $(GO) test -count=1 -timeout 20m ./...
 
 # Bounded native fuzzing of every parser (FUZZTIME per target).
 FUZZTIME ?= 20s

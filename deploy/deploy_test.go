@@ -176,13 +176,21 @@ func TestKubernetesExample(t *testing.T) {
 		}
 	}
 	containers := map[string]map[string]any{}
-	for _, c := range get(dep, "spec", "template", "spec", "containers").([]any) {
-		cm := c.(map[string]any)
-		containers[cm["name"].(string)] = cm
+	for _, kind := range []string{"containers", "initContainers"} {
+		l, _ := get(dep, "spec", "template", "spec", kind).([]any)
+		for _, c := range l {
+			cm := c.(map[string]any)
+			containers[kind+"/"+cm["name"].(string)] = cm
+		}
 	}
-	vllmC, exp := containers["vllm"], containers["vllm-exporter"]
+	// vLLM is the main container; the exporter a native sidecar (an init
+	// container that keeps running), so it starts before vLLM and stops after.
+	vllmC, exp := containers["containers/vllm"], containers["initContainers/vllm-exporter"]
 	if vllmC == nil || exp == nil {
-		t.Fatalf("Deployment containers %v, want vllm and vllm-exporter", reflect.ValueOf(containers).MapKeys())
+		t.Fatalf("Deployment containers %v, want containers/vllm and initContainers/vllm-exporter", reflect.ValueOf(containers).MapKeys())
+	}
+	if exp["restartPolicy"] != "Always" {
+		t.Error("the exporter is not a native sidecar (restartPolicy: Always)")
 	}
 	vllmPort := get(vllmC, "ports", 0, "containerPort")
 	args := strings.Join(toStrings(exp["args"]), " ")
@@ -205,6 +213,9 @@ func TestKubernetesExample(t *testing.T) {
 	}
 	if get(exp, "securityContext", "runAsNonRoot") != true {
 		t.Error("exporter must not run as root")
+	}
+	if uid := imageUID(t); get(exp, "securityContext", "runAsUser") != uid {
+		t.Errorf("exporter runAsUser %v, the image runs as uid %d", get(exp, "securityContext", "runAsUser"), uid)
 	}
 	// the exporter config volume is the generated ConfigMap
 	cmNames := map[string]object{}

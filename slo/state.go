@@ -207,6 +207,7 @@ func (w *Watchdog) restore(path string) {
 		for name, st := range w.states {
 			w.states[name] = newSLOState(st.cfg)
 		}
+		w.models = w.opts.Models.NewSet("slo")
 		return
 	}
 	w.self.restored.Store(true)
@@ -237,6 +238,12 @@ func parseState(data []byte) (*stateFile, error) {
 }
 
 func (w *Watchdog) apply(sf *stateFile) error {
+	skipped := 0
+	defer func() {
+		if skipped > 0 {
+			level.Info(w.logger).Log("msg", "SLO state entries not restored: model idle longer than --vllm.model-idle-timeout or beyond --vllm.max-models", "entries", skipped)
+		}
+	}()
 	for _, ss := range sf.SLOs {
 		st := w.states[ss.Name]
 		if st == nil || st.fp != ss.Fingerprint {
@@ -244,6 +251,13 @@ func (w *Watchdog) apply(sf *stateFile) error {
 			continue
 		}
 		for _, se := range ss.Series {
+			// The model bound holds across restarts: a model already idle
+			// when the file was saved, or one past --vllm.max-models, is
+			// not restored (a file from a larger bound is trimmed).
+			if se.Model != probeModel && !w.models.Restore(se.Model, se.LastSeen, sf.SavedAt) {
+				skipped++
+				continue
+			}
 			s := st.newSeries(se.Model)
 			if err := decodeRing(se.Fine, s.fine); err != nil {
 				return &stateError{"corrupt", fmt.Errorf("slo %s model %q fine ring: %w", ss.Name, se.Model, err)}

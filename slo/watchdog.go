@@ -20,6 +20,7 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
 
@@ -62,6 +63,12 @@ type Options struct {
 	SaveEvery int
 	// Hooks run after each tick, in order.
 	Hooks []Hook
+	// Models is the exporter's shared bound on model names
+	// (--vllm.max-models, --vllm.model-idle-timeout): at most Max models
+	// get series, and a model absent from successful vLLM scrapes for the
+	// idle timeout loses them (and its place in the state file). Zero
+	// value: the defaults.
+	Models modelset.Limits
 }
 
 // WindowResult is one alert window of one SLO series.
@@ -155,6 +162,10 @@ type Watchdog struct {
 	states map[string]*sloState
 	ticks  int
 	hooks  []Hook
+	models *modelset.Set
+	// admitted caches this tick's admission decisions, so every SLO sees
+	// the same answer and a refusal is counted once per tick.
+	admitted map[string]bool
 
 	status atomic.Pointer[[]Result]
 	self   selfMetrics
@@ -178,6 +189,7 @@ func New(opts Options, holder *config.Holder, src Sources, logger log.Logger) *W
 		states: map[string]*sloState{},
 		hooks:  append([]Hook(nil), opts.Hooks...),
 		self:   newSelfMetrics(),
+		models: opts.Models.NewSet("slo"),
 	}
 	empty := []Result{}
 	w.status.Store(&empty)
@@ -251,6 +263,10 @@ func (w *Watchdog) Tick(now time.Time) {
 	if w.src.Probes != nil {
 		pr = w.src.Probes.Latest()
 	}
+	if vl != nil && vl.Up {
+		w.evictIdle(vl, now)
+	}
+	w.admitted = map[string]bool{}
 	var results []Result
 	for _, n := range slices.Sorted(maps.Keys(w.states)) {
 		st := w.states[n]
@@ -301,6 +317,9 @@ func (w *Watchdog) observe(st *sloState, vl *snapshot.VLLM, pr *snapshot.Probes,
 	}
 	for model, c := range cur {
 		s := st.series[model]
+		if !w.admit(model, now) {
+			continue
+		}
 		if s == nil {
 			s = st.newSeries(model)
 			st.series[model] = s
@@ -328,6 +347,42 @@ func (w *Watchdog) observe(st *sloState, vl *snapshot.VLLM, pr *snapshot.Probes,
 		if now.Sub(s.lastSeen) > st.cfg.PeriodDuration() {
 			delete(st.series, model)
 		}
+	}
+}
+
+// admit applies the model bound to a model with events this tick; probe
+// SLOs (model "") are not a vLLM model name and always pass.
+func (w *Watchdog) admit(model string, now time.Time) bool {
+	if model == probeModel {
+		return true
+	}
+	ok, decided := w.admitted[model]
+	if !decided {
+		ok = w.models.Admit(model, now)
+		w.admitted[model] = ok
+		if !ok {
+			level.Debug(w.logger).Log("msg", "model gets no SLO series: --vllm.max-models already tracked", "model", model)
+		}
+	}
+	return ok
+}
+
+// evictIdle drops every SLO series of the models that successful vLLM
+// scrapes have not shown for the idle timeout. Time while vLLM is down does
+// not count against a model still served when vLLM is back: a model in vl
+// is refreshed first. Called only with a successful snapshot, so an outage
+// alone never wipes the error budgets it should be recording.
+func (w *Watchdog) evictIdle(vl *snapshot.VLLM, now time.Time) {
+	for name := range vl.Models {
+		if w.models.Has(name) {
+			w.models.Admit(name, now)
+		}
+	}
+	for _, gone := range w.models.Expire(now) {
+		for _, st := range w.states {
+			delete(st.series, gone)
+		}
+		level.Info(w.logger).Log("msg", "model not seen for --vllm.model-idle-timeout; its SLO series and state are dropped", "model", gone)
 	}
 }
 

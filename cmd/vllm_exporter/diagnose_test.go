@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -322,41 +325,73 @@ func TestSLOHoldsFromWatchdog(t *testing.T) {
 	}
 }
 
-// slowPrefillCost is the simulator's cost model with prefill slowed 6x for
-// the real-time probe-pair test. At the default speed a 1,024-token cold
-// prefill takes ~70 ms, next to the probe TTFT bucket bounds 0.06/0.08/0.1:
-// on a loaded machine tens of milliseconds of scheduling delay move single
-// probes across a bound, and the interpolated medians of two identical
-// (uncached) probes then differ by more than warm_cold_ttft_ratio_max
-// allows (a missed prefix_cache_miss about one run in six at load 7).
-// Slowed, an uncached probe's TTFT is ~0.33 s, inside the wide (0.25, 0.5]
-// bucket where both medians interpolate to the same value whatever the
-// delay, and a cached one's ~0.02 s. Decode keeps its speed so a pair still
-// takes under half a second.
-var slowPrefillCost = func() vllmsim.CostModel {
-	c := vllmsim.DefaultCost
-	c.PerPrefillToken *= 6
-	return c
-}()
+// firstChunkDelay measures how late this machine, now, delivers the first
+// streamed chunk of a request whose own simulated work is one ~6 ms engine
+// step: the slowest of a few streamed one-token completions against a
+// real-time simulator. That is the scheduling delay any probe TTFT of the
+// same run may carry on top of the simulated time.
+func firstChunkDelay(t *testing.T) time.Duration {
+	t.Helper()
+	s := vllmsimtest.Start(t, vllmsim.Config{Seed: 1})
+	body := fmt.Sprintf(`{"model":%q,"prompt":"x","max_tokens":1,"stream":true}`, s.Config().Models[0])
+	var worst time.Duration
+	for range 10 {
+		start := time.Now()
+		resp, err := http.Post(s.URL()+"/v1/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(resp.Body).ReadString('\n')
+		d := time.Since(start)
+		resp.Body.Close()
+		if err != nil || !strings.HasPrefix(line, "data: ") {
+			t.Fatalf("baseline request: %q, %v", line, err)
+		}
+		worst = max(worst, d)
+	}
+	return worst
+}
 
 // TestDiagnoseProbePairRealTime runs diagnose with the cold/warm probe pair
 // against the simulator on its real-time clock (probe timings need one),
 // once with prefix caching and once without: only the second is a
 // prefix_cache_miss, decided by the probe pair.
+//
+// Its margins come from a baseline measured in the same run. A probe's TTFT
+// is the simulated time plus this machine's delivery delay L (measured by
+// firstChunkDelay): a cached probe's ~0.01 s + L, an uncached one's prefill
+// time P + L. The simulator's prefill is slowed so that P is at least 8 L
+// (and at least 6x the default speed, ~0.3 s, which keeps the default
+// 0.06/0.08/0.1 s probe buckets out of play), so the warm/cold ratio is
+// below ~0.2 with prefix caching and above ~0.9 without, whatever the load,
+// either side of warm_cold_ttft_ratio_max 0.5. The run lasts long enough
+// for at least 3 pairs at that speed.
 func TestDiagnoseProbePairRealTime(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-time simulator run")
 	}
-	// The two outcomes are a warm/cold ratio of ~0.05 (cache on) and ~1
-	// (cache off); the threshold sits between them with room for a loaded
-	// machine's delays on either side (the default 0.8 is pinned by the
-	// synthetic suite, which has no wall clock).
+	// (The default ratio, 0.8, is pinned by the synthetic suite, which has
+	// no wall clock.)
 	cfg := filepath.Join(t.TempDir(), "config.yml")
 	if err := os.WriteFile(cfg, []byte("bottleneck:\n  warm_cold_ttft_ratio_max: 0.5\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	const inputTokens = 1024 // probePairYAML's input_tokens
+	delay := firstChunkDelay(t).Seconds()
+	cost := vllmsim.DefaultCost
+	defaultPrefill := inputTokens * cost.PerPrefillToken
+	prefill := max(6*defaultPrefill, 8*delay)
+	if prefill > 4 {
+		// The pair's probes time out at 10 s; a machine this slow cannot
+		// run the test meaningfully.
+		t.Fatalf("this machine delivers a first chunk %.2fs late: too loaded for a real-time probe test", delay)
+	}
+	cost.PerPrefillToken *= prefill / defaultPrefill
+	pair := 2*(prefill+delay) + 0.2 // two probes, each with 8 decode steps
+	duration := max(6*time.Second, time.Duration(4*pair*float64(time.Second)))
+	t.Logf("baseline first-chunk delay %.3fs: uncached prefill %.2fs, run %v", delay, prefill, duration)
 	for _, disable := range []bool{false, true} {
-		s, err := vllmsim.New(vllmsim.Config{Seed: 9, DisablePrefixCaching: disable, Cost: slowPrefillCost})
+		s, err := vllmsim.New(vllmsim.Config{Seed: 9, DisablePrefixCaching: disable, Cost: cost})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -364,7 +399,7 @@ func TestDiagnoseProbePairRealTime(t *testing.T) {
 			t.Fatal(err)
 		}
 		rep, err := runDiagnose(context.Background(), diagnoseOpts{
-			url: s.URL(), timeout: 5 * time.Second, duration: 6 * time.Second, interval: 500 * time.Millisecond,
+			url: s.URL(), timeout: 5 * time.Second, duration: duration, interval: 500 * time.Millisecond,
 			window: time.Second, output: "text", probes: true, probeEvery: 1, configFile: cfg,
 		}, &bytes.Buffer{}, log.NewNopLogger())
 		s.Close()

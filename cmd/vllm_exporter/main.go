@@ -39,6 +39,7 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/collector"
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 )
@@ -57,6 +58,9 @@ type exporter struct {
 	health   *collector.Health // vllm_exporter_collector_{up,duration_seconds}
 	vllm     *vllm.Scraper
 	vllmURL  string // base URL, also what probes talk to
+	// models is the bound on model names shared by every per-model
+	// structure (scraper, windows, SLO watchdog and its state file).
+	models modelset.Limits
 	// access is the credentials (--vllm.api-key-file or $VLLM_API_KEY,
 	// basic auth) and proxy policy shared by the scraper and the probes.
 	access upstream.Access
@@ -120,6 +124,8 @@ type flags struct {
 	timeout      time.Duration
 	maxBodyBytes int64
 	windows      string
+	maxModels    int
+	modelIdle    time.Duration
 	apiKeyFile   string
 	basicUser    string
 	basicPWFile  string
@@ -148,6 +154,8 @@ func newApp() (*kingpin.Application, *flags, *kingpin.CmdClause) {
 	app.Flag("vllm.timeout", "Timeout of one scrape of vLLM's /metrics.").Default(vllm.DefaultTimeout.String()).DurationVar(&f.timeout)
 	app.Flag("vllm.max-body-bytes", "Largest /metrics body accepted (after gzip decompression).").Default(fmt.Sprint(vllm.DefaultMaxBodyBytes)).Int64Var(&f.maxBodyBytes)
 	app.Flag("vllm.windows", "Comma-separated windows for derived rates and quantiles.").Default("1m,5m").StringVar(&f.windows)
+	app.Flag("vllm.max-models", "Most vLLM model names (model_name label values) the exporter keeps state and series for, in the scraper, its windows, the SLO watchdog and its state file alike; samples of further names are dropped and counted.").Default(fmt.Sprint(modelset.DefaultMax)).IntVar(&f.maxModels)
+	app.Flag("vllm.model-idle-timeout", "A model name absent from successful vLLM scrapes this long loses its state and series everywhere (its SLO error budget included), freeing its place under --vllm.max-models.").Default(modelset.DefaultIdleTimeout.String()).DurationVar(&f.modelIdle)
 	app.Flag("vllm.api-key-file", "File holding vLLM's API key, sent as a bearer token to /metrics and the probes (default: $VLLM_API_KEY).").StringVar(&f.apiKeyFile)
 	app.Flag("vllm.basic-auth-username", "User name for HTTP basic auth to vLLM (an auth proxy in front of it); the password comes from --vllm.basic-auth-password-file. Keeps credentials out of --vllm.url and the process list.").StringVar(&f.basicUser)
 	app.Flag("vllm.basic-auth-password-file", "File holding the basic-auth password for --vllm.basic-auth-username.").StringVar(&f.basicPWFile)
@@ -307,6 +315,9 @@ func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.L
 	if f.interval <= 0 || f.timeout <= 0 {
 		return errors.New("--vllm.scrape-interval and --vllm.timeout must be positive")
 	}
+	if f.maxModels <= 0 || f.modelIdle <= 0 {
+		return errors.New("--vllm.max-models and --vllm.model-idle-timeout must be positive")
+	}
 	windows, err := parseWindows(f.windows, f.interval)
 	if err != nil {
 		return err
@@ -332,6 +343,7 @@ func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.L
 		health:   collector.NewHealth(),
 		vllmURL:  f.vllmURL,
 		access:   access,
+		models:   modelset.Limits{Max: f.maxModels, IdleTimeout: f.modelIdle, Stats: modelset.NewStats()},
 	}
 	if f.demo {
 		url, stopDemo, err := startDemo(ctx, log.With(logger, "component", "demo"))
@@ -349,6 +361,7 @@ func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.L
 		MaxBodyBytes: f.maxBodyBytes,
 		Windows:      windows,
 		Access:       access,
+		Models:       x.models,
 		Health:       x.health,
 		PerPriority:  f.perPriority,
 		// The classifier compares the prefix-cache hit ratio with a longer
@@ -358,7 +371,7 @@ func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.L
 	holder.Subscribe(func(f *config.File) { x.vllm.Retain(f.Bottleneck.BaselineWindow) })
 
 	reloadGauges := configReloadCollectors(holder)
-	x.registry.MustRegister(versioncollector.NewCollector(program), x.health, x.vllm, reloadGauges[0], reloadGauges[1], startTimeGauge(time.Now()))
+	x.registry.MustRegister(versioncollector.NewCollector(program), x.health, x.vllm, x.models.Stats, reloadGauges[0], reloadGauges[1], startTimeGauge(time.Now()))
 	if !f.disableExpMets {
 		x.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
 	"github.com/vllm-exporter/vllm_exporter/slo"
 )
 
@@ -45,7 +46,7 @@ func init() {
 			if x.probes != nil {
 				src.Probes = x.probes
 			}
-			w, err := setupSLO(f, x.config, src, x.registry, x.logger)
+			w, err := setupSLO(f, x.config, src, x.models, x.registry, x.logger)
 			if err != nil {
 				return err
 			}
@@ -101,11 +102,11 @@ func addSLOFlags(app *kingpin.Application) *sloFlags {
 
 // setupSLO creates the watchdog (restoring its state file), registers it
 // with reg and returns it; the caller runs w.Run(ctx).
-func setupSLO(f *sloFlags, holder *config.Holder, src slo.Sources, reg prometheus.Registerer, logger log.Logger) (*slo.Watchdog, error) {
+func setupSLO(f *sloFlags, holder *config.Holder, src slo.Sources, models modelset.Limits, reg prometheus.Registerer, logger log.Logger) (*slo.Watchdog, error) {
 	if *f.interval <= 0 {
 		return nil, fmt.Errorf("--slo.interval must be positive, got %s", *f.interval)
 	}
-	w := slo.New(slo.Options{Interval: *f.interval, StateFile: *f.stateFile}, holder, src,
+	w := slo.New(slo.Options{Interval: *f.interval, StateFile: *f.stateFile, Models: models}, holder, src,
 		log.With(logger, "component", "slo"))
 	if err := reg.Register(w); err != nil {
 		return nil, fmt.Errorf("registering the SLO watchdog: %w", err)

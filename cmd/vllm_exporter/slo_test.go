@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
 	"github.com/vllm-exporter/vllm_exporter/slo"
 )
 
@@ -71,7 +72,7 @@ func TestSetupSLO(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewPedanticRegistry()
-	w, err := setupSLO(f, h, slo.Sources{}, reg, log.NewNopLogger())
+	w, err := setupSLO(f, h, slo.Sources{}, modelset.Limits{}, reg, log.NewNopLogger())
 	if err != nil || w == nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestSetupSLO(t *testing.T) {
 	if _, err := app.Parse([]string{"--slo.interval=0s"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := setupSLO(f, h, slo.Sources{}, prometheus.NewRegistry(), log.NewNopLogger()); err == nil {
+	if _, err := setupSLO(f, h, slo.Sources{}, modelset.Limits{}, prometheus.NewRegistry(), log.NewNopLogger()); err == nil {
 		t.Fatal("zero interval accepted")
 	}
 }

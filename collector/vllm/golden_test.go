@@ -36,7 +36,7 @@ var goldenScalarNames = []string{
 	"vllm_preemptions_total", "vllm_prompt_tokens_total", "vllm_generation_tokens_total",
 	"vllm_prefix_cache_queries_total", "vllm_prefix_cache_hits_total", "vllm_requests_finished_total",
 	"vllm_cache_config_info", "vllm_exporter_scrapes_total", "vllm_exporter_scrape_errors_total",
-	"vllm_exporter_last_successful_scrape_timestamp_seconds", "vllm_exporter_vllm_schema_info",
+	"vllm_exporter_samples_dropped_total", "vllm_exporter_last_successful_scrape_timestamp_seconds", "vllm_exporter_vllm_schema_info",
 	"vllm_exporter_expected_metric_missing",
 	// Windowed series need two scrapes; after one they must be absent.
 	"vllm_preemptions_per_second", "vllm_prefix_cache_hit_ratio", "vllm_time_to_first_token_window_seconds",
@@ -66,6 +66,13 @@ vllm_exporter_scrape_errors_total{reason="http_5xx"} 0
 vllm_exporter_scrape_errors_total{reason="http_status"} 0
 vllm_exporter_scrape_errors_total{reason="parse"} 0
 vllm_exporter_scrape_errors_total{reason="timeout"} 0
+# TYPE vllm_exporter_samples_dropped_total counter
+vllm_exporter_samples_dropped_total{reason="bucket_mismatch"} 0
+vllm_exporter_samples_dropped_total{reason="engine_limit"} 0
+vllm_exporter_samples_dropped_total{reason="finished_reason_limit"} 0
+vllm_exporter_samples_dropped_total{reason="invalid_histogram"} 0
+vllm_exporter_samples_dropped_total{reason="label_value_too_long"} 0
+vllm_exporter_samples_dropped_total{reason="model_limit"} 0
 `
 
 func TestGoldenV1Main(t *testing.T) {

@@ -31,6 +31,7 @@ type descs struct {
 	hist, windowQuantile                                                      map[snapshot.HistogramName]*prometheus.Desc
 
 	scrapes, scrapeErrors, scrapeDuration, lastSuccess, schema, missing *prometheus.Desc
+	samplesDropped                                                      *prometheus.Desc
 }
 
 func newDescs() *descs {
@@ -99,6 +100,7 @@ func newDescs() *descs {
 
 		scrapes:        g("vllm_exporter_scrapes_total", "Scrapes of vLLM's /metrics attempted."),
 		scrapeErrors:   g("vllm_exporter_scrape_errors_total", "Failed scrapes of vLLM's /metrics by reason.", "reason"),
+		samplesDropped: g("vllm_exporter_samples_dropped_total", "Samples of vLLM's /metrics dropped by a bound (model, engine and finished-reason limits, label value length) or as invalid, by reason.", "reason"),
 		scrapeDuration: g("vllm_exporter_scrape_duration_seconds", "Duration of the last scrape of vLLM's /metrics (fetch, parse, derive) in seconds."),
 		lastSuccess:    g("vllm_exporter_last_successful_scrape_timestamp_seconds", "Unix time of the last successful scrape of vLLM's /metrics."),
 		schema:         g("vllm_exporter_vllm_schema_info", "Detected vLLM metric schema (v0, v1-legacy, v1, none), value 1.", "schema"),
@@ -140,7 +142,7 @@ func (d *descs) all() []*prometheus.Desc {
 	out := []*prometheus.Desc{d.up, d.running, d.waiting, d.swapped, d.kv, d.engineKV, d.engineRunning, d.engineWaiting, d.cpuKV,
 		d.preemptions, d.promptTokens, d.genTokens, d.prefixQueries, d.prefixHits, d.finished,
 		d.preemptRate, d.preemptPerReq, d.prefixHitRatio, d.promptRate, d.genRate, d.finishedRate, d.cacheConfig,
-		d.scrapes, d.scrapeErrors, d.scrapeDuration, d.lastSuccess, d.schema, d.missing,
+		d.scrapes, d.scrapeErrors, d.scrapeDuration, d.lastSuccess, d.schema, d.missing, d.samplesDropped,
 		d.waitingByReason, d.awake, d.sleepLevel, d.sleepResource, d.engineHealthy,
 		d.specDrafts, d.specDraftTokens, d.specAccepted, d.specAcceptRatio, d.specAcceptLen,
 		d.promptBySource, d.promptCached, d.promptComputedRate, d.promptCachedRate,
@@ -197,6 +199,9 @@ func (s *Scraper) render(snap *snapshot.VLLM, res *result, windows map[time.Dura
 	emit(d.scrapes, prometheus.CounterValue, s.scrapes)
 	for _, r := range reasons {
 		emit(d.scrapeErrors, prometheus.CounterValue, s.errors[r], r)
+	}
+	for _, r := range dropReasons {
+		emit(d.samplesDropped, prometheus.CounterValue, s.dropped[r], r)
 	}
 	if snap != nil {
 		emit(d.scrapeDuration, prometheus.GaugeValue, took.Seconds())

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
 
@@ -221,11 +222,14 @@ func labelSetEnd(line []byte) int {
 
 // Bounds on label values that come from vLLM's body, so that a misbehaving
 // or hostile target cannot blow up the exporter's series count. vLLM serves
-// one model_name per process, up to a few dozen data-parallel engines, and
-// five finish reasons (2026); values past a bound are dropped (and logged at
-// debug level), the first ones in the body kept.
+// one model_name per process (plus LoRA adapters), up to a few dozen
+// data-parallel engines, and five finished reasons (2026); values past a
+// bound are dropped (counted in vllm_exporter_samples_dropped_total{reason}
+// and logged, rate-limited), the first ones in the body kept. The model
+// bound is the scraper's modelset (--vllm.max-models, shared with the SLO
+// watchdog); MaxModels is its default.
 const (
-	MaxModels          = 16
+	MaxModels          = modelset.DefaultMax
 	MaxEngines         = 64
 	MaxFinishedReasons = 16
 	// MaxPriorities bounds the per-priority view: vLLM buckets priorities
@@ -239,6 +243,19 @@ const (
 	// scrape of the exporter).
 	MaxLabelValueBytes = 512
 )
+
+// Reasons a sample of vLLM's body is dropped
+// (vllm_exporter_samples_dropped_total{reason}).
+const (
+	DropModelLimit          = "model_limit"           // a new model_name while --vllm.max-models are tracked
+	DropEngineLimit         = "engine_limit"          // per-engine series beyond MaxEngines (the sample still counts in the model's sum)
+	DropFinishedReasonLimit = "finished_reason_limit" // finished_reason values beyond MaxFinishedReasons
+	DropLabelTooLong        = "label_value_too_long"  // a label value longer than MaxLabelValueBytes
+	DropInvalidHistogram    = "invalid_histogram"     // negative, infinite or NaN counts, not a histogram
+	DropBucketMismatch      = "bucket_mismatch"       // engines of one model with different bucket layouts
+)
+
+var dropReasons = []string{DropModelLimit, DropEngineLimit, DropFinishedReasonLimit, DropLabelTooLong, DropInvalidHistogram, DropBucketMismatch}
 
 // longLabel returns the name of a label whose value exceeds
 // MaxLabelValueBytes, or "".
@@ -258,6 +275,9 @@ type normalizer struct {
 	bounds map[string][]float64
 	// perPriority keeps TTFT and e2e per `priority` label value.
 	perPriority bool
+	// admit decides whether a model_name not yet in this scrape may be
+	// kept (the scraper's modelset); nil keeps the first MaxModels.
+	admit func(name string) bool
 }
 
 func newNormalizer() *normalizer { return &normalizer{bounds: map[string][]float64{}} }
@@ -282,13 +302,27 @@ type result struct {
 	models   map[string]*snapshot.Model
 	expected []string // vLLM names expected for schema, sorted
 	missing  []string // subset of expected that was absent, sorted
-	warnings []string // data we had to drop, for the log
 	http     map[string]float64
 	// unexpected counts, per family and label, the distinct values that
 	// were not understood (unknown sleep state, priority past the bound);
 	// unexpectedValues holds them for the log.
 	unexpected       map[unexpectedKey]int
 	unexpectedValues []string
+	// dropped counts the samples dropped by reason; detail is the first
+	// drop of each reason, for the (rate-limited) log.
+	dropped map[string]float64
+	detail  map[string]string
+}
+
+// drop counts one dropped sample; what describes it for the log.
+func (r *result) drop(reason, what string) {
+	if r.dropped == nil {
+		r.dropped, r.detail = map[string]float64{}, map[string]string{}
+	}
+	r.dropped[reason]++
+	if _, ok := r.detail[reason]; !ok {
+		r.detail[reason] = what
+	}
 }
 
 func (n *normalizer) normalize(e exposition) *result {
@@ -327,18 +361,13 @@ func (n *normalizer) normalize(e exposition) *result {
 		return m
 	}
 
-	dropped := map[string]bool{} // one warning per dropped label value
-	drop := func(what string) {
-		if !dropped[what] {
-			dropped[what] = true
-			r.warnings = append(r.warnings, what)
-		}
-	}
+	refused := map[string]bool{} // asked once per scrape
 	modelFor := func(name string) *snapshot.Model {
 		m := r.models[name]
 		if m == nil {
-			if len(r.models) >= MaxModels {
-				drop(fmt.Sprintf("model_name %q dropped: more than %d models", name, MaxModels))
+			if refused[name] || !n.admitModel(name, len(r.models)) {
+				refused[name] = true
+				r.drop(DropModelLimit, fmt.Sprintf("model_name %q dropped: --vllm.max-models names already tracked", name))
 				return nil
 			}
 			m = &snapshot.Model{Name: name, FinishedByReason: map[string]float64{}, Histograms: map[snapshot.HistogramName]snapshot.Histogram{}}
@@ -353,7 +382,7 @@ func (n *normalizer) normalize(e exposition) *result {
 		e := engines[model][engine]
 		if e == nil {
 			if len(engines[model]) >= MaxEngines {
-				drop(fmt.Sprintf("engine %q of model %q dropped from the per-engine series: more than %d engines", engine, model, MaxEngines))
+				r.drop(DropEngineLimit, fmt.Sprintf("engine %q of model %q dropped from the per-engine series: more than %d engines", engine, model, MaxEngines))
 				return &snapshot.EngineGauges{} // still summed into the model
 			}
 			e = &snapshot.EngineGauges{}
@@ -386,7 +415,7 @@ func (n *normalizer) normalize(e exposition) *result {
 		for _, m := range mf.GetMetric() {
 			labels := labelMap(m)
 			if l := longLabel(labels); l != "" {
-				drop(fmt.Sprintf("%s sample dropped: its %s label value is longer than %d bytes", mf.GetName(), l, MaxLabelValueBytes))
+				r.drop(DropLabelTooLong, fmt.Sprintf("%s sample dropped: its %s label value is longer than %d bytes", mf.GetName(), l, MaxLabelValueBytes))
 				continue
 			}
 			if s.Field == fCacheConfig {
@@ -420,13 +449,13 @@ func (n *normalizer) normalize(e exposition) *result {
 			if s.Kind == kindHistogram {
 				h, err := n.histogram(mf.GetName(), m)
 				if err != nil {
-					r.warnings = append(r.warnings, err.Error())
+					r.drop(DropInvalidHistogram, err.Error())
 					continue
 				}
 				if old, seen := mod.Histograms[s.Hist]; seen {
 					sum, ok := old.Add(h)
 					if !ok {
-						r.warnings = append(r.warnings, fmt.Sprintf("%s: engines of model %q have different buckets; engine %q dropped", mf.GetName(), modelName, labels["engine"]))
+						r.drop(DropBucketMismatch, fmt.Sprintf("%s: engines of model %q have different buckets; engine %q dropped", mf.GetName(), modelName, labels["engine"]))
 						continue
 					}
 					h = sum
@@ -468,7 +497,7 @@ func (n *normalizer) normalize(e exposition) *result {
 			case fFinished:
 				reason := labels["finished_reason"]
 				if _, seen := mod.FinishedByReason[reason]; !seen && len(mod.FinishedByReason) >= MaxFinishedReasons {
-					drop(fmt.Sprintf("finished_reason %q of model %q dropped: more than %d reasons", reason, modelName, MaxFinishedReasons))
+					r.drop(DropFinishedReasonLimit, fmt.Sprintf("finished_reason %q of model %q dropped: more than %d reasons", reason, modelName, MaxFinishedReasons))
 					continue
 				}
 				mod.FinishedByReason[reason] += v
@@ -619,6 +648,15 @@ func (n *normalizer) addPriority(mod *snapshot.Model, p string, hn snapshot.Hist
 		}
 	}
 	byName[hn] = h
+}
+
+// admitModel decides on a model_name new to this scrape, which already
+// holds have models.
+func (n *normalizer) admitModel(name string, have int) bool {
+	if n.admit == nil {
+		return have < MaxModels
+	}
+	return n.admit(name)
 }
 
 // v1RunningHelp is V1's HELP for vllm:num_requests_running (V0 says "...

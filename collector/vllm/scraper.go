@@ -26,6 +26,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vllm-exporter/vllm_exporter/collector"
+	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
+	"github.com/vllm-exporter/vllm_exporter/internal/ratelog"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 )
@@ -87,7 +89,15 @@ type Options struct {
 	// PerPriority keeps a per-`priority` view of TTFT and e2e (vLLM's
 	// --scheduling-policy priority), at most MaxPriorities values.
 	PerPriority bool
+	// Models bounds the model names kept (--vllm.max-models) and evicts
+	// those not seen for its idle timeout (--vllm.model-idle-timeout); the
+	// zero value means the defaults.
+	Models modelset.Limits
 }
+
+// dropLogEvery spaces the log lines about dropped samples of one reason:
+// the first is logged at once, later ones with the count in between.
+const dropLogEvery = 10 * time.Minute
 
 // Scraper polls vLLM. Create with New; all methods are safe for concurrent use.
 type Scraper struct {
@@ -110,6 +120,10 @@ type Scraper struct {
 	// loggedUnexpected: unexpected label values already logged at warn
 	// level (bounded: past maxLoggedUnexpected they go to debug).
 	loggedUnexpected map[string]bool
+	models           *modelset.Set
+	scrapeNow        time.Time // the current scrape's time, for models.Admit
+	dropped          map[string]float64
+	dropLog          *ratelog.Limiter
 
 	histMu    sync.RWMutex
 	history   []*snapshot.VLLM // oldest first, bounded by prune
@@ -169,9 +183,13 @@ func New(opts Options, logger log.Logger) *Scraper {
 		norm:       newNormalizer(),
 		errors:     map[string]float64{},
 		retention:  opts.Retention,
+		models:     opts.Models.NewSet(CollectorName),
+		dropped:    map[string]float64{},
+		dropLog:    ratelog.New(dropLogEvery),
 
 		loggedUnexpected: map[string]bool{},
 	}
+	s.norm.admit = func(name string) bool { return s.models.Admit(name, s.scrapeNow) }
 	s.norm.perPriority = opts.PerPriority
 	s.render(nil, nil, nil, 0)
 	return s
@@ -336,6 +354,10 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct, reason string, e
 		if perr != nil {
 			reason, err = ReasonParse, perr
 		} else {
+			for _, gone := range s.models.Expire(now) {
+				level.Info(s.logger).Log("msg", "model not seen for --vllm.model-idle-timeout; its state is dropped", "model", gone, "idle_timeout", s.models.IdleTimeout())
+			}
+			s.scrapeNow = now
 			res = s.norm.normalize(e)
 			snap.Up, snap.Schema, snap.Models, snap.Missing, snap.HTTPRequests = true, res.schema, res.models, res.missing, res.http
 		}
@@ -361,9 +383,7 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct, reason string, e
 				"models", len(res.models), "missing", strings.Join(res.missing, ","))
 			s.lastSchema = res.schema
 		}
-		for _, w := range res.warnings {
-			level.Debug(s.logger).Log("msg", "vLLM sample dropped", "detail", w)
-		}
+		s.logDrops(now, res)
 		for _, u := range res.unexpectedValues {
 			lvl := level.Debug
 			if !s.loggedUnexpected[u] && len(s.loggedUnexpected) < maxLoggedUnexpected {
@@ -391,6 +411,25 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct, reason string, e
 		s.opts.Health.Report(CollectorName, took, err)
 	}
 	s.pub.Publish()
+}
+
+// logDrops counts the samples res dropped and logs each reason at most
+// once per dropLogEvery, with how many were dropped since the last line: a
+// body that repeats a problem on every scrape must not flood the log.
+// Called with s.mu held.
+func (s *Scraper) logDrops(now time.Time, res *result) {
+	for _, reason := range dropReasons {
+		n := res.dropped[reason]
+		if n == 0 {
+			continue
+		}
+		s.dropped[reason] += n
+		if ok, suppressed := s.dropLog.Allow(reason, now); ok {
+			level.Warn(s.logger).Log("msg", "vLLM samples dropped", "reason", reason, "samples", n,
+				"earlier_scrapes_not_logged", suppressed, "example", res.detail[reason],
+				"next_log_after", dropLogEvery)
+		}
+	}
 }
 
 // prune bounds the history: full resolution over the largest window (plus

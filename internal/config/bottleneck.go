@@ -11,11 +11,15 @@ import (
 type Bottleneck struct {
 	// Window is the look-back for rates and quantiles the rules read (1m).
 	Window time.Duration `yaml:"window"`
-	// BaselineWindow is the longer look-back the prefix-cache hit ratio is
-	// compared against to call it "collapsed" (15m).
+	// BaselineWindow is how long the best prefix-cache hit ratio seen is
+	// remembered as the reference a collapse is judged against (15m); the
+	// reference exists from the first window on, so a collapse in the
+	// exporter's first minutes is caught.
 	BaselineWindow time.Duration `yaml:"baseline_window"`
 	// HoldTicks is how many consecutive ticks a new class must win before it
-	// replaces the current one (3).
+	// replaces the current one (2: with a tick per 5 s scrape, a verdict
+	// trails the first scrape that shows its regime by at most two
+	// intervals, and one noisy scrape never changes it).
 	HoldTicks int `yaml:"hold_ticks"`
 
 	// SLOQuantile is the quantile TTFT and TPOT are compared with their
@@ -41,8 +45,13 @@ type Bottleneck struct {
 	// QueueingTTFTOverPrefill 3 the two rules leave no gap).
 	PrefillShareMin float64 `yaml:"prefill_share_min"`
 	// LongPromptTokens: mean prompt tokens per request at least this is a
-	// "long prompt" workload (1024).
+	// "long prompt" workload (1024). Context only: long prompts alone are
+	// not a bottleneck (prefill_bound compares prefill speed instead).
 	LongPromptTokens float64 `yaml:"long_prompt_tokens"`
+	// PrefillSlowRatio: prefill speed (prompt tokens computed per second of
+	// prefill) below this fraction of the best the same server showed over
+	// capacity_horizon is "slower than this server should manage" (0.5).
+	PrefillSlowRatio float64 `yaml:"prefill_slow_ratio"`
 
 	// RooflineNearRatio: decode efficiency (measured / predicted) at least
 	// this is "at the roofline" (0.7); RooflineFarRatio: below this is "far
@@ -121,7 +130,7 @@ func DefaultBottleneck() Bottleneck {
 	return Bottleneck{
 		Window:                    time.Minute,
 		BaselineWindow:            15 * time.Minute,
-		HoldTicks:                 3,
+		HoldTicks:                 2,
 		SLOQuantile:               0.95,
 		TTFTTargetSeconds:         1.0,
 		TPOTTargetSeconds:         0.040,
@@ -131,6 +140,7 @@ func DefaultBottleneck() Bottleneck {
 		QueueingTTFTOverPrefill:   3,
 		PrefillShareMin:           0.33,
 		LongPromptTokens:          1024,
+		PrefillSlowRatio:          0.5,
 		RooflineNearRatio:         0.7,
 		RooflineFarRatio:          0.5,
 		DRAMBandwidthHighRatio:    0.6,
@@ -189,6 +199,7 @@ func (b *Bottleneck) Validate() error {
 		pos("queueing_ttft_over_prefill", b.QueueingTTFTOverPrefill),
 		ratio("prefill_share_min", b.PrefillShareMin),
 		pos("long_prompt_tokens", b.LongPromptTokens),
+		ratio("prefill_slow_ratio", b.PrefillSlowRatio),
 		ratio("roofline_near_ratio", b.RooflineNearRatio),
 		ratio("roofline_far_ratio", b.RooflineFarRatio),
 		ratio("dram_bandwidth_high_ratio", b.DRAMBandwidthHighRatio),

@@ -305,7 +305,9 @@ func (s *Sim) handleAdminScenario(w http.ResponseWriter, r *http.Request) {
 		Scenario   string          `json:"scenario"`
 		Load       json.RawMessage `json:"load"` // merged over the preset's profile
 		StepFactor *float64        `json:"step_factor"`
-		Stalled    *bool           `json:"stalled"`
+		// PrefillFactor slows prefill tokens only (see Scenario).
+		PrefillFactor *float64 `json:"prefill_factor"`
+		Stalled       *bool    `json:"stalled"`
 	}
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
@@ -325,6 +327,9 @@ func (s *Sim) handleAdminScenario(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid load: " + err.Error()})
 			return
 		}
+	}
+	if body.PrefillFactor != nil {
+		sc.PrefillFactor = *body.PrefillFactor
 	}
 	if body.StepFactor != nil {
 		sc.StepFactor = *body.StepFactor

@@ -42,6 +42,11 @@ type Scenario struct {
 	Load        LoadProfile `json:"load"`
 	// StepFactor multiplies every step's duration (throttled: GPU clocks capped).
 	StepFactor float64 `json:"step_factor"`
+	// PrefillFactor multiplies only the per-prefill-token part of a step
+	// (0 = 1): prefill slower than this hardware should manage (a prefill
+	// kernel regression, a misconfigured attention backend) while decode
+	// runs at its usual speed.
+	PrefillFactor float64 `json:"prefill_factor,omitempty"`
 	// Stalled engines accept requests but never finish a step (no tokens,
 	// /health still 200).
 	Stalled bool `json:"stalled"`
@@ -112,7 +117,7 @@ func (s *Sim) SetScenario(name string) error {
 
 // ApplyScenario switches to a custom scenario.
 func (s *Sim) ApplyScenario(sc Scenario) error {
-	if sc.StepFactor < 0 || sc.Load.Rate < 0 || sc.Load.SharedPrefixFraction < 0 || sc.Load.SharedPrefixFraction > 1 {
+	if sc.StepFactor < 0 || sc.PrefillFactor < 0 || sc.Load.Rate < 0 || sc.Load.SharedPrefixFraction < 0 || sc.Load.SharedPrefixFraction > 1 {
 		return fmt.Errorf("invalid scenario %q: negative factor/rate or prefix fraction outside [0,1]", sc.Name)
 	}
 	s.mu.Lock()

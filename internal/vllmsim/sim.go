@@ -365,7 +365,11 @@ func (s *Sim) runRealtime(ctx context.Context) {
 
 func (s *Sim) costLocked(seqs, ctx, prefill int) time.Duration {
 	c := s.cfg.Cost
-	sec := c.StepBase + float64(seqs)*c.PerSeq + float64(ctx)*c.PerContextToken + float64(prefill)*c.PerPrefillToken
+	pf := s.scen.PrefillFactor
+	if pf <= 0 {
+		pf = 1
+	}
+	sec := c.StepBase + float64(seqs)*c.PerSeq + float64(ctx)*c.PerContextToken + float64(prefill)*c.PerPrefillToken*pf
 	f := s.scen.StepFactor
 	if f <= 0 {
 		f = 1

@@ -109,7 +109,7 @@ var advice = map[Class]Advice{
 		"enable prefix caching (--enable-prefix-caching), keep shared prefixes byte-identical, and give the cache room (lower --max-num-seqs or raise --gpu-memory-utilization)",
 	},
 	PrefillBound: {
-		"TTFT is over its target and dominated by prefill of long prompts",
+		"TTFT is over its target, spent in prefill, and prefill runs at under half the speed this server has shown (not merely long prompts)",
 		"enable chunked prefill and raise --max-num-batched-tokens for prefill throughput; enable prefix caching when prompts share a prefix; shorten context, or route long prompts to a separate pool",
 	},
 	CommunicationBound: {

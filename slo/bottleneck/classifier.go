@@ -186,6 +186,10 @@ type modelState struct {
 	havePrefix   bool
 	haveProgress bool
 	lastUp       time.Time // scrape time of the last successful scrape
+
+	// The references the relative rules compare with: the best windowed
+	// prefix-cache hit ratio and prefill speed seen.
+	hitRef, prefillRef highWater
 }
 
 // noProgress returns how long (scrape time) the prompt+generation token
@@ -222,6 +226,24 @@ func (st *modelState) recentHitRatio(m *snapshot.Model) snapshot.Value {
 		return snapshot.Value{}
 	}
 	return snapshot.Some(dh / dq)
+}
+
+// references returns the hit-ratio and prefill-speed references from
+// before this tick, then records this window's values in them.
+func (st *modelState) references(now time.Time, th config.Bottleneck, w *snapshot.Derived) (hit, prefill snapshot.Value) {
+	if v, ok := st.hitRef.max(now, th.BaselineWindow); ok {
+		hit = snapshot.Some(v)
+	}
+	if v, ok := st.prefillRef.max(now, th.CapacityHorizon); ok {
+		prefill = snapshot.Some(v)
+	}
+	if v := HitRatio(w); v.OK {
+		st.hitRef.add(now, th.BaselineWindow, v.V)
+	}
+	if v := PrefillSpeed(w); v.OK {
+		st.prefillRef.add(now, th.CapacityHorizon, v.V)
+	}
+	return hit, prefill
 }
 
 // sustainedKV records a KV-usage reading and returns the larger of it and
@@ -291,7 +313,6 @@ func (c *Classifier) Tick(now time.Time) {
 		return
 	}
 	win := c.src.VLLM.Window(th.Window)
-	base := c.src.VLLM.Window(th.BaselineWindow)
 	var gpu *snapshot.GPU
 	if c.src.GPU != nil {
 		gpu = c.src.GPU.Latest()
@@ -318,9 +339,10 @@ func (c *Classifier) Tick(now time.Time) {
 			st = &modelState{ModelState: ModelState{Model: name}, lastUp: latest.Time}
 			c.models[name] = st
 		}
-		in := Inputs{Now: now, Model: m, Window: win[name], Baseline: base[name], GPU: gpu, Probes: probes,
+		in := Inputs{Now: now, Model: m, Window: win[name], GPU: gpu, Probes: probes,
 			KVUsage: st.sustainedKV(m.KVUsage, th.HoldTicks), NoProgress: st.noProgress(m, latest.Time),
 			RecentHitRatio: st.recentHitRatio(m)}
+		in.HitRatioReference, in.PrefillSpeedReference = st.references(now, th, in.Window)
 		in.Roofline = ComputeRoofline(c.opts.Model, m, in.Window, gpu, th.BandwidthEfficiency)
 		raw, findings := Evaluate(in, th)
 		prev := st.Class

@@ -241,23 +241,26 @@ func TestStatedPoolAndVLLMUtilization(t *testing.T) {
 	}
 }
 
-// The prefill rule reads the computed prompt tokens where vLLM reports
-// them: a long prompt served from the prefix cache is no prefill work.
-func TestPrefillReadsComputedTokens(t *testing.T) {
-	th := config.DefaultBottleneck()
+// The prefill speed the prefill rule compares is the computed prompt
+// tokens per prefill second where vLLM reports them: tokens served from
+// the prefix cache (local or external) are no prefill work.
+func TestPrefillSpeedReadsComputedTokens(t *testing.T) {
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	w := &snapshot.Derived{
-		RequestsPerSecond: snapshot.Some(2), PromptTokensPerSecond: snapshot.Some(8000),
-		PromptTokensComputedPerSecond: snapshot.Some(400),
-		Quantiles: map[snapshot.HistogramName]map[float64]snapshot.Value{
-			snapshot.TTFT:        {th.SLOQuantile: snapshot.Some(2), 0.99: snapshot.Some(3)},
-			snapshot.PrefillTime: {0.99: snapshot.Some(2.5)},
-		},
+		Start: start, End: start.Add(time.Minute),
+		PromptTokensPerSecond: snapshot.Some(8000), PrefixCacheHitRatio: snapshot.Some(0.5),
+		Deltas: map[snapshot.HistogramName]snapshot.Histogram{snapshot.PrefillTime: {Count: 20, Sum: 10}},
 	}
-	if f := (rules{in: Inputs{Window: w}, th: th}).prefillBound(); f.Holds {
-		t.Errorf("200 computed tokens per request is not a long-prompt prefill: %+v", f)
+	if v := PrefillSpeed(w); !approxEq(v.V, 8000*60*0.5/10) {
+		t.Errorf("prefill speed from the hit ratio = %v, want %v", v.V, 8000*60*0.5/10)
 	}
-	w.PromptTokensComputedPerSecond = snapshot.Some(6000)
-	if f := (rules{in: Inputs{Window: w}, th: th}).prefillBound(); !f.Holds {
-		t.Errorf("3000 computed tokens per request: prefill_bound does not hold: %+v", f)
+	w.PromptTokensComputedPerSecond = snapshot.Some(400)
+	w.PromptTokensCachedPerSecond = snapshot.Some(7600)
+	if v := PrefillSpeed(w); !approxEq(v.V, 400*60/10) {
+		t.Errorf("prefill speed from computed tokens = %v, want %v", v.V, 400*60/10)
+	}
+	// The cache-miss rule's ratio is the cached share of prompt tokens.
+	if v := HitRatio(w); !approxEq(v.V, 0.95) {
+		t.Errorf("hit ratio = %v, want 0.95 (7600 cached of 8000)", v.V)
 	}
 }

@@ -22,11 +22,16 @@ type Inputs struct {
 	// since the previous tick. The classifier fills both from its state.
 	NoProgress     snapshot.Value
 	RecentHitRatio snapshot.Value
-	Window         *snapshot.Derived // over config Window
-	Baseline       *snapshot.Derived // over config BaselineWindow
-	GPU            *snapshot.GPU
-	Probes         *snapshot.Probes
-	Roofline       Roofline
+	// HitRatioReference is the best windowed prefix-cache hit ratio seen
+	// over the baseline window before this tick; PrefillSpeedReference the
+	// best prefill speed (see PrefillSpeed) over the capacity horizon. The
+	// classifier keeps both; absent until a window has shown one.
+	HitRatioReference     snapshot.Value
+	PrefillSpeedReference snapshot.Value
+	Window                *snapshot.Derived // over config Window
+	GPU                   *snapshot.GPU
+	Probes                *snapshot.Probes
+	Roofline              Roofline
 }
 
 // Evidence is one measured signal behind a rule, with the threshold it was
@@ -326,37 +331,22 @@ func (r rules) prefixCacheMiss() Finding {
 		}
 	}
 	// Scrape side: the hit ratio since the last tick (else over the
-	// window) collapsed against the longer baseline.
-	// Scrape side: the hit ratio since the last tick (else over the
-	// window) collapsed against the longer baseline. Where vLLM reports
-	// computed and cached prompt tokens apart (≈0.16+), the measure is the
-	// cached share of prompt tokens (local and external hits: what prefill
-	// was spared), on both sides of the comparison.
-	signal, cur, base := "prefix_cache_hit_ratio", r.in.RecentHitRatio, snapshot.Value{}
-	if reportsCachedTokens(r.in.Model) {
-		signal = "cached_prompt_tokens_ratio"
-		if !cur.OK {
-			cur = cachedShare(r.in.Window)
-		}
-		base = cachedShare(r.in.Baseline)
-	} else {
-		if !cur.OK && r.in.Window != nil {
-			cur = r.in.Window.PrefixCacheHitRatio
-		}
-		if r.in.Baseline != nil {
-			base = r.in.Baseline.PrefixCacheHitRatio
-		}
+	// window) collapsed against the best this server showed recently.
+	cur := r.in.RecentHitRatio
+	if !cur.OK {
+		cur = HitRatio(r.in.Window)
 	}
-	if !cur.OK || !base.OK {
+	ref := r.in.HitRatioReference
+	if !cur.OK || !ref.OK {
 		return Finding{Class: PrefixCacheMiss}
 	}
 	return all(PrefixCacheMiss,
-		gate(signal+"_baseline", base.V, ">=", r.th.PrefixHitRatioBaselineMin, "ratio"),
-		gate(signal, cur.V, "<", r.th.PrefixHitRatioCollapse*base.V, "ratio"))
+		gate("prefix_cache_hit_ratio_reference", ref.V, ">=", r.th.PrefixHitRatioBaselineMin, "ratio"),
+		gate("prefix_cache_hit_ratio", cur.V, "<", r.th.PrefixHitRatioCollapse*ref.V, "ratio"))
 }
 
 // reportsCachedTokens: the server counts cached and computed prompt tokens
-// (vllm:prompt_tokens_cached_total and prompt_tokens_by_source_total).
+// (vllm:prompt_tokens_cached_total and prompt_tokens_by_source_total, ≈0.16+).
 func reportsCachedTokens(m *snapshot.Model) bool {
 	if m == nil || !m.PromptTokensCached.OK {
 		return false
@@ -365,16 +355,20 @@ func reportsCachedTokens(m *snapshot.Model) bool {
 	return ok
 }
 
-// cachedShare is cached / (cached + computed) prompt tokens over a window.
-func cachedShare(w *snapshot.Derived) snapshot.Value {
-	if w == nil || !w.PromptTokensCachedPerSecond.OK || !w.PromptTokensComputedPerSecond.OK {
+// HitRatio is the share of prompt tokens a prefix cache served over a
+// window: cached / (cached + computed) where vLLM reports both (≈0.16+:
+// local and external hits, what prefill was spared), else the prefix
+// cache's hits / queries.
+func HitRatio(w *snapshot.Derived) snapshot.Value {
+	if w == nil {
 		return snapshot.Value{}
 	}
-	total := w.PromptTokensCachedPerSecond.V + w.PromptTokensComputedPerSecond.V
-	if !(total > 0) {
-		return snapshot.Value{}
+	if w.PromptTokensCachedPerSecond.OK && w.PromptTokensComputedPerSecond.OK {
+		if total := w.PromptTokensCachedPerSecond.V + w.PromptTokensComputedPerSecond.V; total > 0 {
+			return snapshot.Some(w.PromptTokensCachedPerSecond.V / total)
+		}
 	}
-	return snapshot.Some(w.PromptTokensCachedPerSecond.V / total)
+	return w.PrefixCacheHitRatio
 }
 
 // minProbeSamples is how many probes each side of the cold/warm pair needs
@@ -405,24 +399,65 @@ func probePair(p *snapshot.Probes) (cold, warm float64, ok bool) {
 	return cold, warm, haveCold && haveWarm
 }
 
+// minPrefillSamples is how many prefills a window needs before its prefill
+// speed is trusted.
+const minPrefillSamples = 3
+
+// PrefillSpeed is the prompt tokens the engine computed per second of
+// prefill over the window: prompt tokens less the prefix-cache hits, over
+// the prefill time (vllm:request_prefill_time_seconds) its requests spent.
+// It is per request, as TTFT is, and does not depend on prompt length the
+// way TTFT does, so long prompts alone do not make it low.
+func PrefillSpeed(w *snapshot.Derived) snapshot.Value {
+	if w == nil || !w.PromptTokensPerSecond.OK {
+		return snapshot.Value{}
+	}
+	d, ok := w.Deltas[snapshot.PrefillTime]
+	span := w.End.Sub(w.Start).Seconds()
+	if !ok || d.Count < minPrefillSamples || !(d.Sum > 0) || !(span > 0) {
+		return snapshot.Value{}
+	}
+	computed := w.PromptTokensPerSecond.V * span
+	switch {
+	case w.PromptTokensComputedPerSecond.OK:
+		// vLLM counts the computed tokens itself (≈0.16+; local and
+		// external cache hits excluded).
+		computed = w.PromptTokensComputedPerSecond.V * span
+	case w.PrefixCacheHitRatio.OK:
+		computed *= 1 - w.PrefixCacheHitRatio.V
+	}
+	if !(computed > 0) {
+		return snapshot.Value{}
+	}
+	return snapshot.Some(computed / d.Sum)
+}
+
+// prefillBound: TTFT over target, spent in prefill (not in the queue), and
+// prefill slower than this server has shown it can run. A long-prompt
+// workload on a healthy server has a long TTFT but its usual prefill
+// speed, so it is not prefill_bound.
 func (r rules) prefillBound() Finding {
 	ttft := r.slo(snapshot.TTFT, r.th.SLOQuantile)
 	ttft99, pf99 := r.slo(snapshot.TTFT, 0.99), r.slo(snapshot.PrefillTime, 0.99)
-	if !ttft.OK || !ttft99.OK || !pf99.OK || !(ttft99.V > 0) {
+	speed, ref := PrefillSpeed(r.in.Window), r.in.PrefillSpeedReference
+	if !ttft.OK || !ttft99.OK || !pf99.OK || !(ttft99.V > 0) || !speed.OK || !ref.OK {
 		return Finding{Class: PrefillBound}
 	}
 	ev := []Evidence{
 		gate("ttft_seconds", ttft.V, ">", r.th.TTFTTargetSeconds, "seconds"),
 		gate("prefill_share_of_ttft_ratio", math.Min(pf99.V/ttft99.V, 1), ">=", r.th.PrefillShareMin, "ratio"),
+		gate("prefill_tokens_per_second", speed.V, "<", r.th.PrefillSlowRatio*ref.V, "tokens/s"),
+		note("prefill_tokens_per_second_reference", ref.V, "tokens/s"),
 	}
-	if w := r.in.Window; w != nil && w.RequestsPerSecond.OK && w.RequestsPerSecond.V > 0 {
-		// The prefill work is the prompt tokens actually computed: cache
-		// hits cost no prefill (≈0.16+ reports them apart).
-		if w.PromptTokensComputedPerSecond.OK {
-			ev = append(ev, gate("computed_prompt_tokens_per_request", w.PromptTokensComputedPerSecond.V/w.RequestsPerSecond.V, ">=", r.th.LongPromptTokens, "tokens"))
-		} else if w.PromptTokensPerSecond.OK {
-			ev = append(ev, gate("prompt_tokens_per_request", w.PromptTokensPerSecond.V/w.RequestsPerSecond.V, ">=", r.th.LongPromptTokens, "tokens"))
-		}
+	// Decode within its target: when every step is slow (clocks, a
+	// degraded GPU), prefill is slow too, and the decode-side classes or
+	// throttled name the cause.
+	if tp, ok := r.tpotOver(); ok {
+		tp.Op = "<="
+		ev = append(ev, tp)
+	}
+	if w := r.in.Window; w != nil && w.PromptTokensPerSecond.OK && w.RequestsPerSecond.OK && w.RequestsPerSecond.V > 0 {
+		ev = append(ev, note("prompt_tokens_per_request", w.PromptTokensPerSecond.V/w.RequestsPerSecond.V, "tokens"))
 	}
 	return all(PrefillBound, ev...)
 }

@@ -92,6 +92,11 @@ var kvFull = vllmsim.Scenario{Name: "kv_full", Description: "KV cache full, admi
 	Load: vllmsim.LoadProfile{Rate: 10, Burstiness: 1, Prompt: vllmsim.Dist{Mean: 3000, Min: 3000, Max: 3000},
 		Output: vllmsim.Dist{Mean: 8, Min: 8, Max: 8}, MaxTokens: 8, IgnoreEOS: true}}
 
+// slowPrefill is the healthy load with prefill 10x slower than the cost
+// model's hardware: same prompts, slower prefill (not longer prompts).
+var slowPrefill = vllmsim.Scenario{Name: "slow_prefill", Description: "healthy load, prefill 10x slower than the hardware allows",
+	StepFactor: 1, PrefillFactor: 10, Load: mustPreset("healthy").Load}
+
 func simCases() []simCase {
 	capped := func(d *snapshot.GPUDevice, _ time.Time) {
 		d.ThrottleReasons["sw_power_cap"] = true
@@ -103,7 +108,7 @@ func simCases() []simCase {
 		{want: KVCacheExhausted, scenario: "kv_exhausted", gpus: 1},
 		{want: KVCacheExhausted, custom: &kvFull, gpus: 1},
 		{want: Queueing, scenario: "queueing", gpus: 1},
-		{want: PrefillBound, scenario: "prefill_heavy", gpus: 1},
+		{want: PrefillBound, custom: &slowPrefill, gpus: 1},
 		{want: EngineStalled, scenario: "stalled", gpus: 1},
 		{want: Throttled, scenario: "throttled", gpus: 1, gpu: capped},
 		{want: PrefixCacheMiss, scenario: "prefix_cold", before: "prefix_warm", gpus: 1},

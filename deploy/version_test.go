@@ -1,0 +1,74 @@
+package deploy
+
+import (
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// imageUID is the numeric uid the Dockerfile's runtime stage runs as; the
+// manifests' runAsUser must be the same.
+func imageUID(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^USER (\d+):\d+\s*$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("Dockerfile has no numeric USER uid:gid")
+	}
+	uid, _ := strconv.Atoi(string(m[1]))
+	return uid
+}
+
+// releaseVersion is the newest released version in CHANGELOG.md
+// ("## 0.1.0 / 2026-11-24"), the one the manifests deploy.
+func releaseVersion(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../CHANGELOG.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^## (\d+\.\d+\.\d+(?:-[0-9A-Za-z.]+)?) / \d{4}-\d{2}-\d{2}$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("CHANGELOG.md has no release heading like '## 0.1.0 / 2026-11-24'")
+	}
+	return string(m[1])
+}
+
+// The chart, the Kustomize manifests and the examples deploy the release
+// CHANGELOG.md names, by a pinned tag, never :latest.
+func TestManifestsDeployTheRelease(t *testing.T) {
+	v := releaseVersion(t)
+	var chart struct {
+		Version    string `yaml:"version"`
+		AppVersion string `yaml:"appVersion"`
+	}
+	b, err := os.ReadFile(chartDir + "/Chart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &chart); err != nil {
+		t.Fatal(err)
+	}
+	if chart.AppVersion != v || chart.Version != v {
+		t.Errorf("Chart.yaml version %s appVersion %s, CHANGELOG.md's release %s", chart.Version, chart.AppVersion, v)
+	}
+	imageRE := regexp.MustCompile(`ghcr\.io/vllm-exporter/vllm_exporter(:[^\s"']*)?`)
+	for _, f := range []string{"kubernetes/vllm-deployment.yaml", "../examples/compose.yaml"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range imageRE.FindAllString(string(b), -1) {
+			if !strings.HasSuffix(m, ":v"+v) {
+				t.Errorf("%s uses image %s, want tag v%s", f, m, v)
+			}
+		}
+	}
+}
