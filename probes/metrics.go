@@ -9,18 +9,6 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
 
-// Classic bucket layouts copied from vLLM's own histograms (reference
-// metrics.md) so probe and server distributions line up bucket for bucket.
-var (
-	// TTFTBuckets are vllm:time_to_first_token_seconds' buckets (>= 0.8.4).
-	TTFTBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}
-	// ITLBuckets are vllm:inter_token_latency_seconds' and
-	// vllm:request_time_per_output_token_seconds' buckets.
-	ITLBuckets = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}
-	// E2EBuckets are vllm:e2e_request_latency_seconds' buckets (>= 0.8.4).
-	E2EBuckets = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
-)
-
 // Skip reasons (vllm_probe_skipped_total{reason}).
 const (
 	SkipBudget = "budget" // a request- or token-budget would have been exceeded
@@ -52,13 +40,13 @@ func newMetrics() *metrics {
 	p := []string{"profile"}
 	return &metrics{
 		ttft: newHistogram("vllm_probe_time_to_first_token_seconds",
-			"Probe time to first token in seconds: request sent to first stream chunk with non-empty choices, measured by the exporter.", TTFTBuckets),
+			"Probe time to first token in seconds: request sent to first stream chunk with non-empty choices, measured by the exporter.", DefaultBounds.TTFT),
 		tpot: newHistogram("vllm_probe_time_per_output_token_seconds",
-			"Probe time per output token in seconds: (e2e - ttft) / (usage.completion_tokens - 1), measured by the exporter.", ITLBuckets),
+			"Probe time per output token in seconds: (e2e - ttft) / (usage.completion_tokens - 1), measured by the exporter.", DefaultBounds.TPOT),
 		itl: newHistogram("vllm_probe_inter_token_latency_seconds",
-			"Probe inter-chunk latency in seconds: each gap between successive stream chunks with non-empty choices, measured by the exporter.", ITLBuckets),
+			"Probe inter-chunk latency in seconds: each gap between successive stream chunks with non-empty choices, measured by the exporter.", DefaultBounds.ITL),
 		e2e: newHistogram("vllm_probe_e2e_latency_seconds",
-			"Probe end-to-end latency in seconds: request sent to the last content chunk, measured by the exporter.", E2EBuckets),
+			"Probe end-to-end latency in seconds: request sent to the last content chunk, measured by the exporter.", DefaultBounds.E2E),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm_probe_requests_total",
 			Help: "Synthetic probe requests sent to vLLM."}, p),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm_probe_failures_total",

@@ -594,7 +594,7 @@ func TestExpositionLintAndNativeHistograms(t *testing.T) {
 		names[mf.GetName()] = true
 		if mf.GetName() == "vllm_probe_time_to_first_token_seconds" {
 			hist := mf.GetMetric()[0].GetHistogram()
-			if hist.Schema == nil || len(hist.GetBucket()) != len(TTFTBuckets) {
+			if hist.Schema == nil || len(hist.GetBucket()) != len(DefaultBounds.TTFT) {
 				t.Errorf("ttft histogram: schema %v, %d classic buckets", hist.Schema, len(hist.GetBucket()))
 			}
 		}
@@ -617,7 +617,7 @@ func TestTTFTGapFromVLLMSnapshots(t *testing.T) {
 	h, _ := writeConfig(t, probesYAML("m", profile("p", "completions", 8, 3, "")))
 	// Two scrapes a minute apart: 10 requests in (0,0.001], 10 in (0.001,0.005]
 	// in between, so the server-side median over the window is 0.001.
-	b := TTFTBuckets
+	b := []float64{0.001, 0.005, 0.01, 0.02, 0.04} // vLLM's first TTFT buckets
 	hist := func(n1, n2 float64) snapshot.Histogram {
 		c := make([]float64, len(b))
 		for i := range c {

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,54 +15,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
 )
 
-// TestBucketsAreVLLMs compares the probe histograms' classic buckets with
-// the ones vLLM's own histograms carry, as the simulator renders them, and
-// checks each probe histogram is exported with both classic buckets and a
-// native (sparse) schema.
-func TestBucketsAreVLLMs(t *testing.T) {
-	sim, err := vllmsim.New(vllmsim.Config{VirtualClock: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	body := string(sim.Metrics())
-	les := func(family string) []float64 {
-		re := regexp.MustCompile(`^` + regexp.QuoteMeta(family) + `_bucket\{.*le="([^"]+)"`)
-		var out []float64
-		for _, line := range strings.Split(body, "\n") {
-			m := re.FindStringSubmatch(line)
-			if m == nil || m[1] == "+Inf" {
-				continue
-			}
-			v, err := strconv.ParseFloat(m[1], 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Contains(out, v) {
-				out = append(out, v)
-			}
-		}
-		if len(out) == 0 {
-			t.Fatalf("simulator renders no %s buckets", family)
-		}
-		return out
-	}
-	for _, c := range []struct {
-		vllm, probe string
-		ours        []float64
-	}{
-		{"vllm:time_to_first_token_seconds", "vllm_probe_time_to_first_token_seconds", TTFTBuckets},
-		{"vllm:request_time_per_output_token_seconds", "vllm_probe_time_per_output_token_seconds", ITLBuckets},
-		{"vllm:inter_token_latency_seconds", "vllm_probe_inter_token_latency_seconds", ITLBuckets},
-		{"vllm:e2e_request_latency_seconds", "vllm_probe_e2e_latency_seconds", E2EBuckets},
-	} {
-		if want := les(c.vllm); !slices.Equal(c.ours, want) {
-			t.Errorf("%s buckets %v, vLLM's %s %v", c.probe, c.ours, c.vllm, want)
-		}
-	}
-
+// TestProbeHistogramsExportDefaultBounds checks each probe histogram is
+// exported with DefaultBounds as its classic buckets and a native (sparse)
+// schema as well.
+func TestProbeHistogramsExportDefaultBounds(t *testing.T) {
 	srv := newFakeVLLM(t, nil)
 	h, _ := writeConfig(t, probesYAML("m", profile("p", "completions", 8, 4, "")))
 	s := New(Options{URL: srv.URL}, h, nil)
@@ -77,9 +33,9 @@ func TestBucketsAreVLLMs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hists := map[string][]float64{"vllm_probe_time_to_first_token_seconds": TTFTBuckets,
-		"vllm_probe_time_per_output_token_seconds": ITLBuckets, "vllm_probe_inter_token_latency_seconds": ITLBuckets,
-		"vllm_probe_e2e_latency_seconds": E2EBuckets}
+	hists := map[string][]float64{"vllm_probe_time_to_first_token_seconds": DefaultBounds.TTFT,
+		"vllm_probe_time_per_output_token_seconds": DefaultBounds.TPOT, "vllm_probe_inter_token_latency_seconds": DefaultBounds.ITL,
+		"vllm_probe_e2e_latency_seconds": DefaultBounds.E2E}
 	for _, mf := range mfs {
 		want, ok := hists[mf.GetName()]
 		if !ok {

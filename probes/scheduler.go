@@ -198,8 +198,8 @@ func (s *Scheduler) apply(cfg config.Probes) {
 		if !ok {
 			st = &profileState{
 				failures: map[string]float64{},
-				ttft:     newClassic(TTFTBuckets), tpot: newClassic(ITLBuckets),
-				itl: newClassic(ITLBuckets), e2e: newClassic(E2EBuckets),
+				ttft:     newClassic(DefaultBounds.TTFT), tpot: newClassic(DefaultBounds.TPOT),
+				itl: newClassic(DefaultBounds.ITL), e2e: newClassic(DefaultBounds.E2E),
 			}
 			s.profiles[pc.Name] = st
 			s.m.create(pc.Name)

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -40,6 +41,7 @@ func run(args []string) error {
 		logLevel  string
 		rate      float64
 		burst     float64
+		buckets   string
 	)
 	app.Flag("web.listen-address", "Address to serve the vLLM API, /metrics and /admin on.").Default("127.0.0.1:8000").StringVar(&cfg.Addr)
 	app.Flag("admin.listen-address", "Optional second address serving the same routes, so /admin stays reachable while the main port is down.").StringVar(&adminAddr)
@@ -53,7 +55,13 @@ func run(args []string) error {
 	app.Flag("max-model-len", "Max prompt+output tokens per request.").Default("8192").IntVar(&cfg.MaxModelLen)
 	app.Flag("enable-prefix-caching", "Reuse KV blocks of shared prefixes (--no-enable-prefix-caching to disable).").Default("true").BoolVar(&prefix)
 	app.Flag("stream-interval", "Tokens per SSE chunk (first token always alone).").Default("1").IntVar(&cfg.StreamInterval)
-	app.Flag("metrics-version", "Exposition of /metrics: v1 (vLLM main), v1-0.10 (0.10.2, deprecated names too) or v0 (0.7.3 multiprocess).").Default("v1").EnumVar(&cfg.MetricsVersion, vllmsim.MetricsV1, vllmsim.MetricsV1_0_10, vllmsim.MetricsV0)
+	app.Flag("metrics-version", "Exposition of /metrics: v1-0.33 (newest layout, late 2026), v1 (vLLM main 2026-08), v1-0.10 (0.10.2, deprecated names too) or v0 (0.7.3 multiprocess).").Default("v1").EnumVar(&cfg.MetricsVersion, vllmsim.MetricsVersions()...)
+	app.Flag("scheduling-policy", "Scheduler policy: fcfs or priority (requests' \"priority\" field orders the queue; v1-0.33 adds the priority label).").Default("fcfs").EnumVar(&cfg.SchedulingPolicy, vllmsim.PolicyFCFS, vllmsim.PolicyPriority)
+	app.Flag("custom-histogram-buckets", "JSON object of bucket bounds per bucket family, as vLLM's flag (e.g. '{\"time_to_first_token\":[0.1,0.5,1]}'); v1-0.33 only.").StringVar(&buckets)
+	app.Flag("spec-decode.num-speculative-tokens", "Speculative decoding: draft tokens per decode step (0 = off).").Default("0").IntVar(&cfg.SpecDecode.NumSpeculativeTokens)
+	app.Flag("spec-decode.acceptance-rate", "Speculative decoding: chance each draft position is accepted given the previous one was.").Default("0.7").Float64Var(&cfg.SpecDecode.AcceptanceRate)
+	app.Flag("enable-mfu-metrics", "Fill vllm:estimated_flops_per_gpu_total and the read/write byte counters (as vLLM --enable-mfu-metrics).").BoolVar(&cfg.EnableMFUMetrics)
+	app.Flag("enable-fault-tolerance", "Expose vllm:engine_healthy (as vLLM --enable-fault-tolerance; v1-0.33).").BoolVar(&cfg.EnableFaultTolerance)
 	app.Flag("enable-prompt-tokens-details", "Report usage.prompt_tokens_details.cached_tokens (when non-zero, as vLLM).").BoolVar(&cfg.EnablePromptTokensDetails)
 	app.Flag("api-key", "Require Authorization: Bearer <key> on /v1 routes.").Envar("VLLM_API_KEY").StringVar(&cfg.APIKey)
 	app.Flag("seed", "Seed for generated tokens, EOS positions and the load generator.").Default("0").Int64Var(&cfg.Seed)
@@ -72,6 +80,11 @@ func run(args []string) error {
 		return err
 	}
 	cfg.DisablePrefixCaching = !prefix
+	if buckets != "" {
+		if err := json.Unmarshal([]byte(buckets), &cfg.CustomHistogramBuckets); err != nil {
+			return fmt.Errorf("--custom-histogram-buckets: %w", err)
+		}
+	}
 	if cfg.Cost.StepBase < 0 || cfg.Cost.PerSeq < 0 || cfg.Cost.PerContextToken < 0 || cfg.Cost.PerPrefillToken < 0 {
 		return errors.New("--cost.* values must not be negative")
 	}

@@ -154,7 +154,7 @@ func TestSignalShutdown(t *testing.T) {
 			p.waitValue("vllm_up", 1)
 			if c.hang {
 				sim.InjectFault(vllmsim.FaultSpec{Kind: vllmsim.FaultHang})
-				time.Sleep(300 * time.Millisecond) // a scrape is now stuck in flight
+				eventually(t, p, "a scrape stuck in flight", func() (bool, string) { return sim.Hanging() > 0, "no request held" })
 			}
 			p.stopWith(c.sig)
 			if !strings.Contains(p.Logs.String(), "shutting down") {

@@ -32,6 +32,7 @@ func (s *Sim) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, s.adminState())
 	})
 	mux.HandleFunc("POST /admin/loadgen", s.handleAdminLoadGen)
+	s.registerControls(mux)
 	return s.middleware(mux)
 }
 
@@ -80,9 +81,13 @@ func (s *Sim) middleware(next http.Handler) http.Handler {
 		admin := strings.HasPrefix(r.URL.Path, "/admin/")
 		if !admin {
 			if ch := s.hangChan(); ch != nil {
+				s.hanging.Add(1)
 				select {
 				case <-ch:
 				case <-r.Context().Done():
+				}
+				s.hanging.Add(-1)
+				if r.Context().Err() != nil {
 					return
 				}
 			}
@@ -102,7 +107,7 @@ func (s *Sim) middleware(next http.Handler) http.Handler {
 		}
 		handler := r.URL.Path
 		switch handler {
-		case "/v1/completions", "/v1/chat/completions", "/v1/models", "/tokenize":
+		case "/v1/completions", "/v1/chat/completions", "/v1/models", "/tokenize", "/sleep", "/wake_up", "/is_sleeping":
 		default:
 			handler = "none"
 			if uninstrumented[r.URL.Path] {
@@ -208,7 +213,7 @@ func (s *Sim) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	}
 	body := s.Metrics()
 	ct := "text/plain; version=0.0.4; charset=utf-8"
-	if s.version.name == MetricsV1 {
+	if s.version.main {
 		ct = "text/plain; version=1.0.0; charset=utf-8" // prometheus_client >= 0.23
 	}
 	w.Header().Set("Content-Type", ct)
@@ -292,8 +297,12 @@ func (s *Sim) handleTokenize(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Sim) adminState() any {
-	return map[string]any{"scenario": s.Scenario(), "faults": s.Faults(), "engines": s.Engines(),
+	st := map[string]any{"scenario": s.Scenario(), "faults": s.Faults(), "engines": s.Engines(),
 		"metrics_version": s.cfg.MetricsVersion, "virtual_clock": s.cfg.VirtualClock, "now": s.Now()}
+	for k, v := range s.controlsState() {
+		st[k] = v
+	}
+	return st
 }
 
 func (s *Sim) handleAdminState(w http.ResponseWriter, r *http.Request) {

@@ -48,6 +48,10 @@
 //	(*Sim).InjectFault(FaultSpec) / ClearFault(kind) / ClearFaults() / Faults()
 //	(*Sim).Restart()                     counters, engines, KV cache reset; in-flight requests dropped
 //	(*Sim).Metrics() []byte / WriteMetrics(w)     the /metrics body at Now
+//	Engine controls (controls.go, /admin routes in admin.go): Sleep(level) / WakeUp(tags...) /
+//	SleepState(); SetDefer(DeferSpec) / ClearDefer() (deferred requests, the #53130 livelock);
+//	SetSpecDecode(SpecDecode); SetRefusal(Refusal) (429/503/500 before the engine);
+//	SetHistogramBuckets(map) (--custom-histogram-buckets, restarts).
 //	Ground truth: (*Sim).Records() []RequestRecord (per finished request: TTFT, TPOT, E2E, queue,
 //	prefill, decode, cached tokens, preemptions...), Engines() []EngineState (running, waiting,
 //	KV usage, counters, mean step time), PrefillTime(prompt, cached), StepTime(seqs, ctx, prefill),
@@ -62,6 +66,11 @@
 // instrumentator families). MetricsV1_0_10 renders 0.10.2, which still carries
 // vllm:gpu_cache_usage_perc, vllm:gpu_prefix_cache_* and
 // vllm:time_per_output_token_seconds next to their replacements.
+// MetricsLatest ("v1-0.33") renders the newest layout (vLLM 0.30-0.33, late
+// 2026): MetricsV1 plus request_num_preemptions, engine_sleep_resource_state,
+// engine_fully_awake, scheduler_policy_info, and, when configured, the
+// priority label and request_priority (SchedulingPolicy), custom bucket
+// bounds (CustomHistogramBuckets) and engine_healthy (EnableFaultTolerance).
 // MetricsV0 renders 0.7.3's V0 multiprocess body (no _created, no
 // python/process, _sum first, histograms and finish reasons only after the
 // first observation, V0 bucket lists). Config.APIServerCount > 1 renders a V1

@@ -2,6 +2,8 @@ package vllmsim
 
 import (
 	"math"
+	"sort"
+	"strings"
 	"time"
 )
 
@@ -39,8 +41,11 @@ type req struct {
 	tokHashes    []uint64 // chained hashes of every full block of tokens (memoized)
 	everSched    bool
 	preemptions  int
-	cachedTokens int // prefix-cache hit on first scheduling
-	computedNew  int // prompt tokens computed on first prefill (excluding cache hits)
+	cachedTokens int       // prefix-cache hit on first scheduling
+	computedNew  int       // prompt tokens computed on first prefill (excluding cache hits)
+	priority     int       // request priority (lower = more urgent; priority policy only)
+	seq          uint64    // submission order (ties in the priority queue)
+	deferUntil   time.Time // deferred: when its constraint clears (zero = until ClearDefer)
 
 	arrival, scheduled, firstTok, lastTok time.Time
 	itlSum, itlMax                        float64
@@ -58,6 +63,7 @@ type schedItem struct {
 	numNew int
 	admit  bool // this item (re)admitted r from the waiting queue
 	hit    int  // the prefix-cache hit taken at that admission
+	drafts int  // speculative draft tokens verified with this decode step
 }
 
 // engine is one data-parallel rank of one model: a V1-style scheduler over a
@@ -69,7 +75,10 @@ type engine struct {
 	pool    *blockPool
 	waiting []*req
 	running []*req
-	stats   *engineStats
+	// deferred are waiting requests skipped by a transient constraint
+	// (vLLM's skipped_waiting queue): not schedulable until released.
+	deferred []*req
+	stats    *engineStats
 
 	busy    bool
 	stepEnd time.Time
@@ -80,7 +89,62 @@ type engine struct {
 
 func (e *engine) hasWork() bool { return len(e.waiting)+len(e.running) > 0 }
 
-func (e *engine) load() int { return len(e.waiting) + len(e.running) }
+func (e *engine) load() int { return len(e.waiting) + len(e.running) + len(e.deferred) }
+
+// priorityPolicy reports --scheduling-policy priority.
+func (e *engine) priorityPolicy() bool { return e.sim.cfg.SchedulingPolicy == PolicyPriority }
+
+// before orders the priority queue: lower priority value first, then arrival.
+func before(a, b *req) bool {
+	if a.priority != b.priority {
+		return a.priority < b.priority
+	}
+	return a.seq < b.seq
+}
+
+// enqueue adds a new request to the waiting queue: at the tail (FCFS) or at
+// its place in the priority queue.
+func (e *engine) enqueue(r *req) {
+	if !e.priorityPolicy() {
+		e.waiting = append(e.waiting, r)
+		return
+	}
+	e.insertSorted(r)
+}
+
+// requeue returns a preempted or released request to the waiting queue: at
+// the head (FCFS, recomputed first) or at its place in the priority queue.
+func (e *engine) requeue(r *req) {
+	if !e.priorityPolicy() {
+		e.waiting = append([]*req{r}, e.waiting...)
+		return
+	}
+	e.insertSorted(r)
+}
+
+func (e *engine) insertSorted(r *req) {
+	i := sort.Search(len(e.waiting), func(i int) bool { return before(r, e.waiting[i]) })
+	e.waiting = append(e.waiting, nil)
+	copy(e.waiting[i+1:], e.waiting[i:])
+	e.waiting[i] = r
+}
+
+// victim picks the running request to preempt: the most recently admitted
+// (FCFS), or the least urgent, latest-arrived one (priority policy).
+func (e *engine) victim() int {
+	v := len(e.running) - 1
+	if e.priorityPolicy() {
+		for i, r := range e.running {
+			if before(e.running[v], r) {
+				v = i
+			}
+		}
+	}
+	return v
+}
+
+// canStart reports whether the scheduler may start a step (not paused by sleep).
+func (e *engine) canStart() bool { return e.sim.sleep.Scheduler != StatePaused }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
@@ -110,7 +174,7 @@ func (e *engine) preempt(r *req) {
 	r.state = stateWaiting
 	r.preemptions++
 	e.stats.preemptions++
-	e.waiting = append([]*req{r}, e.waiting...)
+	e.requeue(r)
 }
 
 func removeReq(list []*req, r *req) []*req {
@@ -134,13 +198,42 @@ func (e *engine) schedule(now time.Time) []schedItem {
 	for i := 0; i < len(e.running) && budget > 0; {
 		r := e.running[i]
 		n := r.numTokens() - r.numComputed
+		drafts := 0
+		if sd := e.sim.spec; sd.On() && n == 1 && r.outputs() > 0 {
+			// Decode with speculative decoding: verify the last token plus
+			// the drafts, never drafting past max_tokens.
+			drafts = sd.NumSpeculativeTokens
+			if left := r.maxTokens - r.outputs() - 1; drafts > left {
+				drafts = left
+			}
+			n += drafts
+		}
 		if n > budget {
+			if drafts > 0 {
+				drafts -= n - budget
+				if drafts < 0 {
+					drafts = 0
+				}
+			}
 			n = budget
 		}
 		ok := true
 		for !e.allocate(r, n) {
-			victim := e.running[len(e.running)-1]
-			e.running = e.running[:len(e.running)-1]
+			vi := e.victim()
+			victim := e.running[vi]
+			e.running = append(e.running[:vi], e.running[vi+1:]...)
+			if vi < i {
+				// Priority policy: the victim was already scheduled in this
+				// step; unschedule it and give its tokens back (as vLLM does).
+				i--
+				for j, it := range batch {
+					if it.r == victim {
+						budget += it.numNew
+						batch = append(batch[:j], batch[j+1:]...)
+						break
+					}
+				}
+			}
 			e.preempt(victim)
 			preempted = true
 			if victim == r {
@@ -151,7 +244,7 @@ func (e *engine) schedule(now time.Time) []schedItem {
 		if !ok {
 			break
 		}
-		batch = append(batch, schedItem{r: r, numNew: n})
+		batch = append(batch, schedItem{r: r, numNew: n, drafts: drafts})
 		e.registerFull(r, r.numComputed+n)
 		budget -= n
 		i++
@@ -159,7 +252,12 @@ func (e *engine) schedule(now time.Time) []schedItem {
 	if preempted && len(batch) > 0 {
 		return batch // vLLM admits no waiting request in a step that preempted
 	}
-	for len(e.waiting) > 0 && budget > 0 && len(e.running) < cfg.MaxNumSeqs {
+	// With the #53130 livelock, deferred requests take max_num_seqs slots.
+	held := 0
+	if e.sim.deferCfg.Livelock {
+		held = len(e.deferred)
+	}
+	for len(e.waiting) > 0 && budget > 0 && len(e.running)+held < cfg.MaxNumSeqs {
 		r := e.waiting[0]
 		if r.numComputed == 0 {
 			bs := e.pool.blockSize
@@ -200,14 +298,26 @@ func (e *engine) schedule(now time.Time) []schedItem {
 
 // stepDuration is the cost model: memory-bound decode plus compute-bound prefill.
 func (e *engine) stepDuration(batch []schedItem) time.Duration {
-	var prefill, ctx int
+	var prefill, ctx, drafts int
 	for _, it := range batch {
-		if it.numNew > 1 || it.r.numComputed+it.numNew <= it.r.promptLen {
+		switch {
+		case it.drafts > 0:
+			// Verifying drafts is compute like prefill; the drafter runs
+			// once per proposed position for the whole batch.
+			prefill += it.drafts
+			if it.drafts > drafts {
+				drafts = it.drafts
+			}
+		case it.numNew > 1 || it.r.numComputed+it.numNew <= it.r.promptLen:
 			prefill += it.numNew
 		}
 		ctx += it.r.numComputed + it.numNew
 	}
-	return e.sim.costLocked(len(batch), ctx, prefill)
+	d := e.sim.costLocked(len(batch), ctx, prefill)
+	if drafts > 0 {
+		d += e.sim.scaledLocked(float64(drafts) * e.sim.spec.DraftCost)
+	}
+	return d
 }
 
 // startStep schedules a batch at now; returns false if nothing could run.
@@ -235,11 +345,22 @@ func (e *engine) completeStep(t time.Time) {
 	// counted. V0 observes every step: scheduled prompt (prefill/recompute)
 	// tokens plus generated tokens, the same tokens its counters count.
 	v0 := e.sim.version.name == MetricsV0
+	e.accountWork()
 	iterTokens, outputs := 0, 0
 	for _, it := range e.batch {
 		r := it.r
 		if r.state != stateRunning {
 			continue // aborted during the step
+		}
+		if it.drafts > 0 {
+			// Speculative decode: the last token's KV plus the accepted
+			// drafts' KV stay; the step emits accepted + 1 tokens.
+			a := acceptDrafts(&r.rng, it.drafts, e.sim.spec.AcceptanceRate)
+			e.stats.observeSpec(it.drafts, a)
+			r.numComputed += 1 + a
+			iterTokens += e.emitTokens(r, t, a+1)
+			outputs++
+			continue
 		}
 		decode := !it.admit && r.outputs() > 0 && it.numNew == 1 && r.numComputed+1 == r.numTokens()
 		if v0 && !decode {
@@ -256,8 +377,7 @@ func (e *engine) completeStep(t time.Time) {
 		if !v0 && r.outputs() == 0 {
 			iterTokens += r.promptLen
 		}
-		e.emitToken(r, t)
-		iterTokens++
+		iterTokens += e.emitTokens(r, t, 1)
 		outputs++
 	}
 	if v0 || outputs > 0 {
@@ -291,21 +411,37 @@ func splitmix(x *uint64) uint64 {
 	return z ^ (z >> 31)
 }
 
-// emitToken generates one token for r at time t and records its statistics.
-func (e *engine) emitToken(r *req, t time.Time) {
+// emitTokens generates up to n tokens for r at time t (n > 1: accepted
+// speculative drafts plus the bonus token), stopping at EOS or max_tokens,
+// and records their statistics: one engine output, hence one ITL
+// observation, however many tokens it carries. It returns the tokens emitted.
+func (e *engine) emitTokens(r *req, t time.Time, n int) int {
 	st := e.stats
-	n := r.outputs() + 1
-	eos := !r.ignoreEOS && r.eosAt > 0 && n >= r.eosAt && n > r.minTokens
-	var id int
-	var text string
-	if eos {
-		id = EOSToken
-	} else {
-		id, text = outputToken(splitmix(&r.rng))
+	first := r.outputs() == 0
+	var ids []int
+	var text strings.Builder
+	for len(ids) < n && r.finish == "" {
+		k := r.outputs() + 1
+		eos := !r.ignoreEOS && r.eosAt > 0 && k >= r.eosAt && k > r.minTokens
+		var id int
+		if eos {
+			id = EOSToken
+		} else {
+			var piece string
+			id, piece = outputToken(splitmix(&r.rng))
+			text.WriteString(piece)
+		}
+		r.tokens = append(r.tokens, id)
+		ids = append(ids, id)
+		st.generationTokens++
+		switch {
+		case eos:
+			r.finish = FinishStop
+		case k >= r.maxTokens:
+			r.finish = FinishLength
+		}
 	}
-	r.tokens = append(r.tokens, id)
-	st.generationTokens++
-	if n == 1 {
+	if first {
 		r.firstTok = t
 		r.computedNew = r.promptLen - r.cachedTokens
 		if e.sim.version.name != MetricsV0 { // V1: the whole prompt at the first token
@@ -313,7 +449,7 @@ func (e *engine) emitToken(r *req, t time.Time) {
 		}
 		st.promptCacheHit += float64(r.cachedTokens)
 		st.promptCompute += float64(r.promptLen - r.cachedTokens)
-		st.hist[hTTFT].observe(t.Sub(r.arrival).Seconds())
+		e.observeFinished(r, hTTFT, t.Sub(r.arrival).Seconds())
 	} else {
 		itl := t.Sub(r.lastTok).Seconds()
 		st.hist[hITL].observe(itl)
@@ -322,18 +458,22 @@ func (e *engine) emitToken(r *req, t time.Time) {
 		r.itlMax = math.Max(r.itlMax, itl)
 	}
 	r.lastTok = t
-	switch {
-	case eos:
-		r.finish = FinishStop
-	case n >= r.maxTokens:
-		r.finish = FinishLength
-	}
 	if r.finish != "" {
 		e.finishReq(r, t)
 	}
 	if r.sink != nil {
-		r.sink.push(Output{TokenIDs: []int{id}, Text: text, Time: t, FinishReason: r.finish,
-			PromptTokens: r.promptLen, CompletionTokens: n, CachedTokens: r.cachedTokens})
+		r.sink.push(Output{TokenIDs: ids, Text: text.String(), Time: t, FinishReason: r.finish,
+			PromptTokens: r.promptLen, CompletionTokens: r.outputs(), CachedTokens: r.cachedTokens})
+	}
+	return len(ids)
+}
+
+// observeFinished observes a finished-request histogram (and, under the
+// priority policy, its per-priority child).
+func (e *engine) observeFinished(r *req, key string, v float64) {
+	e.stats.hist[key].observe(v)
+	if e.priorityPolicy() {
+		e.stats.prioStats(priorityLabel(r.priority)).hist[key].observe(v)
 	}
 }
 
@@ -342,28 +482,34 @@ func (e *engine) finishReq(r *req, t time.Time) {
 	r.state = stateFinished
 	e.running = removeReq(e.running, r)
 	e.waiting = removeReq(e.waiting, r)
+	e.deferred = removeReq(e.deferred, r)
 	e.freeBlocks(r)
 	e.blocked = false
 	st := e.stats
 	st.success[r.finish]++
+	if e.priorityPolicy() {
+		st.prioStats(priorityLabel(r.priority)).success[r.finish]++
+		st.hist[hPriority].observe(float64(r.priority))
+	}
 	gen := r.outputs()
-	st.hist[hE2E].observe(t.Sub(r.arrival).Seconds())
-	st.hist[hQueue].observe(r.scheduled.Sub(r.arrival).Seconds())
-	st.hist[hInference].observe(r.lastTok.Sub(r.scheduled).Seconds())
-	st.hist[hPrefill].observe(r.firstTok.Sub(r.scheduled).Seconds())
+	e.observeFinished(r, hE2E, t.Sub(r.arrival).Seconds())
+	e.observeFinished(r, hQueue, r.scheduled.Sub(r.arrival).Seconds())
+	e.observeFinished(r, hInference, r.lastTok.Sub(r.scheduled).Seconds())
+	e.observeFinished(r, hPrefill, r.firstTok.Sub(r.scheduled).Seconds())
 	decode := r.lastTok.Sub(r.firstTok).Seconds()
-	st.hist[hDecode].observe(decode)
+	e.observeFinished(r, hDecode, decode)
 	tpot := 0.0
 	if gen > 1 {
 		tpot = decode / float64(gen-1)
 	}
-	st.hist[hReqTPOT].observe(tpot)
-	st.hist[hReqPrompt].observe(float64(r.promptLen))
-	st.hist[hReqGen].observe(float64(gen))
+	e.observeFinished(r, hReqTPOT, tpot)
+	e.observeFinished(r, hReqPrompt, float64(r.promptLen))
+	e.observeFinished(r, hReqGen, float64(gen))
 	st.hist[hParamsN].observe(1)
 	st.hist[hMaxGen].observe(float64(gen))
-	st.hist[hParamsMaxTokens].observe(float64(r.maxTokens))
-	st.hist[hPrefillKV].observe(float64(r.computedNew))
+	e.observeFinished(r, hParamsMaxTokens, float64(r.maxTokens))
+	e.observeFinished(r, hPrefillKV, float64(r.computedNew))
+	e.observeFinished(r, hNumPreempt, float64(r.preemptions))
 	e.sim.recordFinished(e, r, tpot)
 }
 
@@ -377,6 +523,27 @@ func (e *engine) abort(r *req) {
 	r.finish = FinishAbort
 	e.running = removeReq(e.running, r)
 	e.waiting = removeReq(e.waiting, r)
+	e.deferred = removeReq(e.deferred, r)
 	e.freeBlocks(r)
 	e.blocked = false
+}
+
+// accountWork adds the step's estimated FLOPs and memory traffic (vLLM's
+// --enable-mfu-metrics counters): 2 × parameters FLOPs per computed token
+// (attention FLOPs left out), the weights plus the KV of every context token
+// read, the KV of every computed token written. TP = 1: per GPU = per engine.
+func (e *engine) accountWork() {
+	c := &e.sim.cfg
+	if !c.EnableMFUMetrics {
+		return
+	}
+	var tokens, ctx int
+	for _, it := range e.batch {
+		tokens += it.numNew
+		ctx += it.r.numComputed + it.numNew
+	}
+	st := e.stats
+	st.flops += 2 * c.ModelParams * float64(tokens)
+	st.readBytes += c.ModelParams*c.WeightBytesPerParam + float64(ctx)*c.KVBytesPerToken
+	st.writeBytes += float64(tokens) * c.KVBytesPerToken
 }

@@ -32,6 +32,16 @@ type famSpec struct {
 	custom func(w *expoWriter)
 	// process: a default-registry collector, absent in multiprocess mode.
 	process bool
+	// cond, if set, renders the family only while it holds (families vLLM
+	// registers only with a feature on: spec decode, priority policy...).
+	cond func(s *Sim) bool
+	// extraVals, if set, gives the extra label values at render time.
+	extraVals func(s *Sim) []string
+	// finished: a finished-request family, which carries the priority label
+	// under the priority policy in versions with priorityLabel. prioExtra
+	// reads an extra-label family's per-priority value.
+	finished  bool
+	prioExtra func(ps *prioStats, v string) float64
 }
 
 // versionSpec describes one vLLM version's /metrics.
@@ -43,8 +53,12 @@ type versionSpec struct {
 	sumFirst    bool // V0 multiprocess histogram order: _sum, buckets, _count
 	nestedError bool // error body {"error":{...}} (>=0.10.1) vs flat
 	healthDead  int  // /health status when the engine is dead
-	buckets     bucketSet
-	families    func(c *Config) []famSpec
+	main        bool // vLLM main-era API behaviour (2026-08 and later)
+	// priorityLabel: finished-request families gain "priority" under the
+	// priority policy (late 2026).
+	priorityLabel bool
+	buckets       bucketSet
+	families      func(c *Config) []famSpec
 }
 
 var (
@@ -69,7 +83,9 @@ func cudagraphSizes(maxSeqs int) []float64 {
 
 var versions = map[string]*versionSpec{
 	MetricsV1: {name: MetricsV1, vllmVersion: "0.25.0", engineLabel: true, created: true, nestedError: true,
-		healthDead: 503, families: familiesV1},
+		healthDead: 503, main: true, families: familiesV1},
+	MetricsLatest: {name: MetricsLatest, vllmVersion: "0.33.0", engineLabel: true, created: true, nestedError: true,
+		healthDead: 503, main: true, priorityLabel: true, families: familiesLatest},
 	MetricsV1_0_10: {name: MetricsV1_0_10, vllmVersion: "0.10.2", engineLabel: true, created: true, nestedError: true,
 		healthDead: 500, families: familiesV1_0_10},
 	MetricsV0: {name: MetricsV0, vllmVersion: "0.7.3", sumFirst: true, healthDead: 500, families: familiesV0},
@@ -80,16 +96,33 @@ func bucketsFor(v *versionSpec, c *Config) bucketSet {
 	tok := build125(c.MaxModelLen)
 	if v.name == MetricsV0 {
 		return bucketSet{ttft: ttftBucketsV0, itl: itlBucketsV0, latency: latBucketsV0, tokens: tok, n: nBuckets,
-			iteration: cudagraphSizes(c.MaxNumSeqs)}
+			iteration: cudagraphSizes(c.MaxNumSeqs), preempt: preemptBuckets}
 	}
-	return bucketSet{ttft: ttftBuckets, itl: itlBuckets, latency: latBuckets, tokens: tok, n: nBuckets, iteration: iterBuckets}
+	b := bucketSet{ttft: ttftBuckets, itl: itlBuckets, latency: latBuckets, tokens: tok, n: nBuckets,
+		iteration: iterBuckets, preempt: preemptBuckets}
+	// --custom-histogram-buckets: bucket family -> the bounds it replaces
+	// (kv_cache_residency has no simulated family).
+	slots := map[string]*[]float64{"request_latency": &b.latency, "time_to_first_token": &b.ttft,
+		"inter_token_latency": &b.itl, "iteration_tokens": &b.iteration, "request_params_n": &b.n,
+		"request_num_preemptions": &b.preempt, "request_tokens": &b.tokens}
+	for fam, bounds := range c.CustomHistogramBuckets {
+		if p := slots[fam]; p != nil {
+			*p = append([]float64(nil), bounds...)
+		}
+	}
+	return b
 }
 
 func zero(*engineStats) float64 { return 0 }
 
 func running(e *engine) float64 { return float64(len(e.running)) }
 func waiting(e *engine) float64 { return float64(len(e.waiting)) }
-func kvUsage(e *engine) float64 { return e.pool.usage() }
+
+// waitingTotal is vllm:num_requests_waiting since #38435 (≈0.20): capacity
+// plus deferred (skipped) waiting requests. Older versions count only the
+// capacity queue (waiting).
+func waitingTotal(e *engine) float64 { return float64(len(e.waiting) + len(e.deferred)) }
+func kvUsage(e *engine) float64      { return e.pool.usage() }
 
 func successBy(e *engine, v string) float64 { return e.stats.success[v] }
 
@@ -145,11 +178,11 @@ func familiesV1(c *Config) []famSpec {
 	fs := pythonProcessFamilies()
 	mfu := "(for Model Flops Utilization calculations)."
 	fs = append(fs,
-		famSpec{name: "vllm:estimated_flops_per_gpu_total", typ: kCounter, help: "Estimated number of floating point operations per GPU " + mfu, counter: zero},
-		famSpec{name: "vllm:estimated_read_bytes_per_gpu_total", typ: kCounter, help: "Estimated number of bytes read from memory per GPU " + mfu, counter: zero},
-		famSpec{name: "vllm:estimated_write_bytes_per_gpu_total", typ: kCounter, help: "Estimated number of bytes written to memory per GPU " + mfu, counter: zero},
+		famSpec{name: "vllm:estimated_flops_per_gpu_total", typ: kCounter, help: "Estimated number of floating point operations per GPU " + mfu, counter: func(st *engineStats) float64 { return st.flops }},
+		famSpec{name: "vllm:estimated_read_bytes_per_gpu_total", typ: kCounter, help: "Estimated number of bytes read from memory per GPU " + mfu, counter: func(st *engineStats) float64 { return st.readBytes }},
+		famSpec{name: "vllm:estimated_write_bytes_per_gpu_total", typ: kCounter, help: "Estimated number of bytes written to memory per GPU " + mfu, counter: func(st *engineStats) float64 { return st.writeBytes }},
 		famSpec{name: "vllm:num_requests_running", typ: kGauge, help: helpRunningV1, gauge: running},
-		famSpec{name: "vllm:num_requests_waiting", typ: kGauge, help: helpWaiting, gauge: waiting},
+		famSpec{name: "vllm:num_requests_waiting", typ: kGauge, help: helpWaiting, gauge: waitingTotal},
 		famSpec{name: "vllm:num_requests_waiting_by_reason", typ: kGauge,
 			help:  "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; 'deferred' = deferred by transient constraints (LoRA budget, KV transfer, blocked status). Sum of all reasons equals vllm:num_requests_waiting.",
 			extra: "reason", extraVal: []string{"capacity", "deferred"},
@@ -157,17 +190,12 @@ func familiesV1(c *Config) []famSpec {
 				if v == "capacity" {
 					return waiting(e)
 				}
-				return 0
+				return float64(len(e.deferred))
 			}},
 		famSpec{name: "vllm:engine_sleep_state", typ: kGauge,
 			help:  "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
 			extra: "sleep_state", extraVal: []string{"awake", "weights_offloaded", "discard_all"},
-			byExtra: func(e *engine, v string) float64 {
-				if v == "awake" {
-					return 1
-				}
-				return 0
-			}},
+			byExtra: func(e *engine, v string) float64 { return e.sim.sleep.legacy(v) }},
 		famSpec{name: "vllm:kv_cache_usage_perc", typ: kGauge, help: helpKVUsage, gauge: kvUsage},
 		famSpec{name: "vllm:prefix_cache_queries_total", typ: kCounter, help: helpPQ, counter: func(st *engineStats) float64 { return st.prefixQueries }},
 		famSpec{name: "vllm:prefix_cache_hits_total", typ: kCounter, help: helpPH, counter: func(st *engineStats) float64 { return st.prefixHits }},
@@ -191,7 +219,8 @@ func familiesV1(c *Config) []famSpec {
 		famSpec{name: "vllm:prompt_tokens_cached_total", typ: kCounter, help: "Number of cached prompt tokens (local + external).", counter: func(st *engineStats) float64 { return st.promptCacheHit }},
 		famSpec{name: "vllm:generation_tokens_total", typ: kCounter, help: helpGenTokens, counter: func(st *engineStats) float64 { return st.generationTokens }},
 		famSpec{name: "vllm:request_success_total", typ: kCounter, help: helpSuccess, extra: "finished_reason",
-			extraVal: []string{"stop", "length", "abort", "error", "repetition"}, byExtra: successBy},
+			extraVal: []string{"stop", "length", "abort", "error", "repetition"}, byExtra: successBy,
+			finished: true, prioExtra: func(ps *prioStats, v string) float64 { return ps.success[v] }},
 	)
 	fs = append(fs, tokenHists()...)
 	fs = append(fs,
@@ -202,6 +231,9 @@ func familiesV1(c *Config) []famSpec {
 	fs = append(fs, phaseHists("Histogram of e2e request latency in seconds.")...)
 	fs = append(fs,
 		famSpec{name: "vllm:request_prefill_kv_computed_tokens", typ: kHist, help: "Histogram of new KV tokens computed during prefill (excluding cached tokens).", hist: hPrefillKV},
+	)
+	fs = append(fs, specDecodeFamilies()...)
+	fs = append(fs,
 		famSpec{name: "vllm:cache_config_info", typ: kGauge, help: helpCacheCfg, custom: cacheConfigV1},
 	)
 	return append(fs, httpFamilies()...)
@@ -332,13 +364,24 @@ type child struct {
 }
 
 func (w *expoWriter) family(f famSpec) {
+	if f.cond != nil && !f.cond(w.s) {
+		return
+	}
 	if f.custom != nil {
 		f.custom(w)
 		return
 	}
+	vals := f.extraVal
+	if f.extraVals != nil {
+		vals = f.extraVals(w.s)
+	}
 	var children []child
 	for _, e := range w.s.allEngines() {
 		base := w.engineLabels(e)
+		if (f.finished || isFinishedHist(f.hist)) && w.v.priorityLabel && e.priorityPolicy() {
+			children = append(children, w.priorityChildren(f, e, base, vals)...)
+			continue
+		}
 		switch {
 		case f.hist != "":
 			h := e.stats.hist[f.hist]
@@ -347,7 +390,7 @@ func (w *expoWriter) family(f famSpec) {
 			}
 			children = append(children, child{ls: base, h: h})
 		case f.extra != "":
-			for _, x := range f.extraVal {
+			for _, x := range vals {
 				v := f.byExtra(e, x)
 				if f.onlySeen && v == 0 {
 					continue
@@ -371,6 +414,44 @@ func (w *expoWriter) family(f famSpec) {
 			w.sample(f.name, c.ls, c.v)
 		}
 	}
+	w.createdFamily(f, children)
+}
+
+func isFinishedHist(key string) bool {
+	for _, k := range finishedHists {
+		if k == key {
+			return true
+		}
+	}
+	return false
+}
+
+// priorityChildren are a finished-request family's children under the
+// priority policy: one per priority label seen on this engine, in
+// priorityLabels order (vLLM creates a priority child when a request with
+// that priority finishes; no child exists before).
+func (w *expoWriter) priorityChildren(f famSpec, e *engine, base []label, vals []string) []child {
+	var out []child
+	for _, pl := range priorityLabels {
+		ps := e.stats.prio[pl]
+		if ps == nil {
+			continue
+		}
+		ls := append(append([]label(nil), base...), label{"priority", pl})
+		if f.hist != "" {
+			out = append(out, child{ls: ls, h: ps.hist[f.hist]})
+			continue
+		}
+		for _, x := range vals {
+			out = append(out, child{ls: append(append([]label(nil), ls...), label{f.extra, x}), v: f.prioExtra(ps, x)})
+		}
+	}
+	return out
+}
+
+// createdFamily renders the _created gauge family of a counter or histogram
+// (V1 single-process mode).
+func (w *expoWriter) createdFamily(f famSpec, children []child) {
 	if w.v.created && f.typ != kGauge {
 		cn := f.name + "_created"
 		if f.typ == kCounter {

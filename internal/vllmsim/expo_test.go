@@ -54,14 +54,7 @@ func TestV1ExpositionMatchesFixture(t *testing.T) {
 	got, want := headers(body), headers(fixture)
 	if !reflect.DeepEqual(got, want) {
 		for i := 0; i < len(got) || i < len(want); i++ {
-			var g, w famHeader
-			if i < len(got) {
-				g = got[i]
-			}
-			if i < len(want) {
-				w = want[i]
-			}
-			if g != w {
+			if g, w := elem(got, i), elem(want, i); g != w {
 				t.Errorf("family %d: got %+v\nwant %+v", i, g, w)
 			}
 		}

@@ -171,6 +171,10 @@ func (s *Sim) fault(kind FaultKind) (FaultSpec, bool) {
 }
 
 // hangChan returns a channel closed when FaultHang is cleared, or nil if not hanging.
+// Hanging is how many requests FaultHang is holding now: a test waits for
+// one instead of sleeping until a client is "surely" stuck.
+func (s *Sim) Hanging() int { return int(s.hanging.Load()) }
+
 func (s *Sim) hangChan() chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()

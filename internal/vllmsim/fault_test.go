@@ -47,15 +47,35 @@ func TestFaultHangAndSlowMetrics(t *testing.T) {
 	if _, _, err := get(s.URL()+"/metrics", 150*time.Millisecond); err == nil {
 		t.Fatal("hung server answered")
 	}
+	// A held request is counted (tests wait on Hanging, not on a sleep)
+	// and answered once the hang is cleared.
+	waitHanging := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); s.Hanging() != n; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) { // bounds a broken run only
+				t.Fatalf("Hanging() = %d, want %d", s.Hanging(), n)
+			}
+		}
+	}
+	waitHanging(0) // the timed-out request above is released when its connection closes
+	answered := make(chan int, 1)
+	go func() { code, _, _ := get(s.URL()+"/health", 30*time.Second); answered <- code }()
+	waitHanging(1)
 	s.ClearFault(FaultHang)
-	if code, _, err := get(s.URL()+"/metrics", 2*time.Second); err != nil || code != 200 {
+	if code := <-answered; code != 200 {
+		t.Fatalf("held request after the hang cleared: %d", code)
+	}
+	waitHanging(0)
+	if code, _, err := get(s.URL()+"/metrics", 10*time.Second); err != nil || code != 200 {
 		t.Fatalf("after hang cleared: %d %v", code, err)
 	}
-	_ = s.InjectFault(FaultSpec{Kind: FaultSlowMetrics, Delay: 2 * time.Second})
+	// The delay dwarfs any scheduling delay: /health answering within a
+	// third of it cannot have waited for it, however loaded the machine.
+	_ = s.InjectFault(FaultSpec{Kind: FaultSlowMetrics, Delay: 30 * time.Second})
 	if _, _, err := get(s.URL()+"/metrics", 150*time.Millisecond); err == nil {
 		t.Fatal("slow /metrics answered within the client timeout")
 	}
-	if code, _, err := get(s.URL()+"/health", 2*time.Second); err != nil || code != 200 {
+	if code, _, err := get(s.URL()+"/health", 10*time.Second); err != nil || code != 200 {
 		t.Fatalf("/health must stay fast while /metrics is slow: %d %v", code, err)
 	}
 }

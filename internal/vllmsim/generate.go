@@ -21,6 +21,7 @@ type genParams struct {
 	seed         *int64
 	interval     int
 	requestID    string
+	priority     int
 }
 
 type streamOptions struct {
@@ -167,11 +168,11 @@ func (s *Sim) parseGen(r *http.Request, chat bool) (*genParams, *apiError) {
 	if b.Temperature != nil && *b.Temperature < 0 {
 		return nil, badRequest(fmt.Sprintf("temperature must be non-negative, got %v.", *b.Temperature), "temperature")
 	}
-	if b.Priority != 0 {
-		// The simulated engine uses the default FCFS policy, like vLLM without
-		// --scheduling-policy priority.
+	if b.Priority != 0 && s.cfg.SchedulingPolicy != PolicyPriority {
+		// As vLLM without --scheduling-policy priority.
 		return nil, badRequest(fmt.Sprintf("Got priority %d but Priority scheduling is not enabled.", b.Priority), "priority")
 	}
+	p.priority = b.Priority
 	if b.N != nil && *b.N != 1 {
 		return nil, badRequest("the simulator supports only n=1", "n")
 	}
@@ -185,7 +186,7 @@ func (s *Sim) parseGen(r *http.Request, chat bool) (*genParams, *apiError) {
 		if !b.Stream {
 			return nil, badRequest("Stream options can only be defined when `stream=True`.", "stream_options")
 		}
-		p.includeUsage = s.version.name != MetricsV1 // default drifted to False on main
+		p.includeUsage = !s.version.main // default drifted to False on main
 		if b.StreamOptions.IncludeUsage != nil {
 			p.includeUsage = *b.StreamOptions.IncludeUsage
 		}
@@ -269,6 +270,10 @@ func (s *Sim) handleGenerate(w http.ResponseWriter, r *http.Request, chat bool) 
 		s.writeError(w, &apiError{status: 500, typ: "InternalServerError", message: "EngineCore encountered an issue. See stack trace (above) for the root cause."})
 		return
 	}
+	if aerr := s.refusal(); aerr != nil {
+		s.writeError(w, aerr)
+		return
+	}
 	p, aerr := s.parseGen(r, chat)
 	if aerr != nil {
 		s.writeError(w, aerr)
@@ -276,7 +281,7 @@ func (s *Sim) handleGenerate(w http.ResponseWriter, r *http.Request, chat bool) 
 	}
 	h := &Handle{notify: make(chan struct{}, 1), s: s}
 	err := s.submit(Request{Model: p.model, Prompt: p.prompt, MaxTokens: p.maxTokens, MinTokens: p.minTokens,
-		IgnoreEOS: p.ignoreEOS, Seed: p.seed, ID: p.requestID}, h)
+		IgnoreEOS: p.ignoreEOS, Seed: p.seed, ID: p.requestID, Priority: p.priority}, h)
 	switch {
 	case errors.Is(err, ErrUnknownModel):
 		s.writeError(w, &apiError{status: 404, typ: "NotFoundError", message: fmt.Sprintf("The model `%s` does not exist.", p.model), param: strp("model")})
@@ -412,7 +417,7 @@ func (st *sseWriter) event(v any) bool {
 		// stream generator with create_streaming_error_response's defaults
 		// (400, BadRequestError).
 		e := &apiError{status: 500, typ: "InternalServerError", message: "Engine generation failed (simulated stream_error fault)"}
-		if st.s.version.name != MetricsV1 {
+		if !st.s.version.main {
 			e.status, e.typ = 400, "BadRequestError"
 		}
 		st.write(streamErrorJSON(e, st.s.version.nestedError))

@@ -181,3 +181,12 @@ func runFor(s *Sim, d time.Duration) {
 		s.Advance(time.Second)
 	}
 }
+
+// elem is list[i], or the zero value past the end (for side-by-side diffs).
+func elem[T any](list []T, i int) T {
+	var zero T
+	if i < len(list) {
+		return list[i]
+	}
+	return zero
+}

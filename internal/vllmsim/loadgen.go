@@ -146,6 +146,9 @@ func (g *loadGen) fire(now time.Time) {
 	out := p.Output.sample(g.rng)
 	g.n++
 	r := Request{Model: model, Prompt: prompt, MaxTokens: maxTok, IgnoreEOS: p.IgnoreEOS}
+	if len(p.Priorities) > 0 && s.cfg.SchedulingPolicy == PolicyPriority {
+		r.Priority = p.Priorities[g.rng.Intn(len(p.Priorities))]
+	}
 	if !p.IgnoreEOS {
 		r.EOSAt = out
 		if out > maxTok {

@@ -33,6 +33,10 @@ type LoadProfile struct {
 	SharedPrefixFraction float64 `json:"shared_prefix_fraction"`
 	SharedPrefixTokens   int     `json:"shared_prefix_tokens"`
 	PrefixGroups         int     `json:"prefix_groups"`
+	// Priorities, under --scheduling-policy priority, gives each request a
+	// priority drawn uniformly from this list (ignored under FCFS, which
+	// refuses non-zero priorities).
+	Priorities []int `json:"priorities,omitempty"`
 }
 
 // Scenario is a preset regime: a load profile plus engine health.

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -86,14 +88,52 @@ type Config struct {
 	Addr string
 	// MaxRecords bounds the ground-truth records kept (default 100000; oldest dropped).
 	MaxRecords int
+
+	// SchedulingPolicy is vLLM's --scheduling-policy: PolicyFCFS (default) or
+	// PolicyPriority (waiting queue ordered by Request.Priority, lower first;
+	// preemption picks the least urgent; finished-request families of the
+	// newest layout gain the priority label).
+	SchedulingPolicy string
+	// CustomHistogramBuckets is vLLM's --custom-histogram-buckets: bucket
+	// bounds per bucket family (BucketFamilies(); e.g. "time_to_first_token").
+	// Newest layout (MetricsLatest) only.
+	CustomHistogramBuckets map[string][]float64
+	// SpecDecode enables speculative decoding from the start (vLLM
+	// --speculative-config); SetSpecDecode changes it at run time.
+	SpecDecode SpecDecode
+	// EnableMFUMetrics fills vllm:estimated_flops_per_gpu_total and the
+	// read/write byte counters (vLLM --enable-mfu-metrics; 0 otherwise).
+	EnableMFUMetrics bool
+	// ModelParams (default 8.03e9), WeightBytesPerParam (default 2, bf16) and
+	// KVBytesPerToken (default 131072: 32 layers × 8 KV heads × 128 × K,V ×
+	// 2 bytes) size the MFU/MBU estimates.
+	ModelParams, WeightBytesPerParam, KVBytesPerToken float64
+	// EnableFaultTolerance renders vllm:engine_healthy (vLLM
+	// --enable-fault-tolerance; newest layout).
+	EnableFaultTolerance bool
 }
+
+// Scheduling policies (Config.SchedulingPolicy).
+const (
+	PolicyFCFS     = "fcfs"
+	PolicyPriority = "priority"
+)
 
 // Metrics exposition versions.
 const (
 	MetricsV1      = "v1"      // vLLM main (2026-08), V1 engine, single API server
 	MetricsV1_0_10 = "v1-0.10" // vLLM 0.10.2: deprecated gpu_* names and TPOT still present
 	MetricsV0      = "v0"      // vLLM 0.7.3, V0 engine, multiprocess exposition
+	// MetricsLatest is the newest layout (vLLM 0.30-0.33, late 2026): v1 plus
+	// request_num_preemptions, engine_sleep_resource_state,
+	// engine_fully_awake, scheduler_policy_info, the priority label and
+	// request_priority under the priority policy, custom histogram buckets,
+	// engine_healthy with fault tolerance.
+	MetricsLatest = "v1-0.33"
 )
+
+// MetricsVersions lists the accepted Config.MetricsVersion values.
+func MetricsVersions() []string { return []string{MetricsLatest, MetricsV1, MetricsV1_0_10, MetricsV0} }
 
 func (c *Config) setDefaults() error {
 	if len(c.Models) == 0 {
@@ -114,6 +154,34 @@ func (c *Config) setDefaults() error {
 	def(&c.APIServerCount, 1)
 	def(&c.MeanOutputTokens, 256)
 	def(&c.MaxRecords, 100000)
+	defF := func(p *float64, v float64) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	defF(&c.ModelParams, 8.03e9)
+	defF(&c.WeightBytesPerParam, 2)
+	defF(&c.KVBytesPerToken, 131072)
+	if c.SchedulingPolicy == "" {
+		c.SchedulingPolicy = PolicyFCFS
+	}
+	if c.SchedulingPolicy != PolicyFCFS && c.SchedulingPolicy != PolicyPriority {
+		return fmt.Errorf("vllmsim: unknown scheduling policy %q (want fcfs or priority)", c.SchedulingPolicy)
+	}
+	if c.ModelParams < 0 || c.WeightBytesPerParam < 0 || c.KVBytesPerToken < 0 {
+		return errors.New("vllmsim: model size parameters must not be negative")
+	}
+	if err := c.SpecDecode.validate(); err != nil {
+		return fmt.Errorf("vllmsim: %w", err)
+	}
+	if len(c.CustomHistogramBuckets) > 0 {
+		if c.MetricsVersion != MetricsLatest {
+			return fmt.Errorf("vllmsim: custom histogram buckets need metrics version %s", MetricsLatest)
+		}
+		if err := validateBuckets(c.CustomHistogramBuckets); err != nil {
+			return fmt.Errorf("vllmsim: %w", err)
+		}
+	}
 	if c.Cost == (CostModel{}) {
 		c.Cost = DefaultCost
 	}
@@ -135,7 +203,7 @@ func (c *Config) setDefaults() error {
 		return errors.New("vllmsim: sizes must be positive")
 	}
 	if _, ok := versions[c.MetricsVersion]; !ok {
-		return fmt.Errorf("vllmsim: unknown metrics version %q (want v1, v1-0.10 or v0)", c.MetricsVersion)
+		return fmt.Errorf("vllmsim: unknown metrics version %q (want %s)", c.MetricsVersion, strings.Join(MetricsVersions(), ", "))
 	}
 	if usable := c.usableBlocks(); usable*c.BlockSize < c.MaxModelLen {
 		return fmt.Errorf("vllmsim: KV cache (%d usable blocks × %d) smaller than max_model_len %d", usable, c.BlockSize, c.MaxModelLen)
@@ -187,6 +255,16 @@ type Sim struct {
 	cancelRun context.CancelFunc
 	runDone   chan struct{}
 	srv       *server
+	hanging   atomic.Int64 // requests held by FaultHang now
+
+	// controls.go
+	sleep     SleepState
+	deferCfg  DeferSpec
+	deferAcc  float64
+	spec      SpecDecode
+	specMaxK  int // most draft positions ever enabled (spec families exist from then on)
+	refuse    Refusal
+	refuseAcc float64
 }
 
 // New builds a simulator. It serves nothing until Start (or use Handler).
@@ -204,6 +282,7 @@ func New(cfg Config) (*Sim, error) {
 		s.now = time.Now()
 	}
 	s.resetLocked()
+	s.setSpecLocked(cfg.SpecDecode)
 	s.scen = scenarios[cfg.Scenario]
 	s.load = newLoadGen(s, cfg.Seed)
 	s.load.enabled = cfg.LoadGen
@@ -223,9 +302,11 @@ func (s *Sim) resetLocked() {
 					s.cfg.MetricsVersion != MetricsV0),
 				stats: newEngineStats(&s.buckets),
 			})
+			s.models[m][i].stats.growSpec(s.specMaxK)
 		}
 	}
 	s.http = newHTTPStats()
+	s.sleep = awakeState // a (re)started process is awake
 }
 
 // Config returns the effective configuration (defaults filled in).
@@ -278,14 +359,18 @@ func (s *Sim) nextEventLocked() (next time.Time, eng *engine, arrival bool) {
 		return next, nil, arrival
 	}
 	for _, e := range s.allEngines() {
+		e.releaseDeferred(s.now)
 		var t time.Time
 		switch {
 		case e.busy:
 			t = e.stepEnd
-		case e.hasWork() && !e.blocked:
+		case e.hasWork() && !e.blocked && e.canStart():
 			t = s.now
 		default:
-			continue
+			t = e.nextDeferExpiry()
+			if t.IsZero() {
+				continue
+			}
 		}
 		if t.Before(s.now) {
 			t = s.now
@@ -315,7 +400,8 @@ func (s *Sim) advanceLocked(target time.Time) {
 		if e.busy {
 			e.completeStep(s.now)
 		}
-		if e.hasWork() {
+		e.releaseDeferred(s.now)
+		if e.hasWork() && e.canStart() {
 			e.startStep(s.now)
 		}
 	}
@@ -370,6 +456,11 @@ func (s *Sim) costLocked(seqs, ctx, prefill int) time.Duration {
 		pf = 1
 	}
 	sec := c.StepBase + float64(seqs)*c.PerSeq + float64(ctx)*c.PerContextToken + float64(prefill)*c.PerPrefillToken*pf
+	return s.scaledLocked(sec)
+}
+
+// scaledLocked converts model seconds to a step duration under the scenario's StepFactor.
+func (s *Sim) scaledLocked(sec float64) time.Duration {
 	f := s.scen.StepFactor
 	if f <= 0 {
 		f = 1
@@ -426,6 +517,9 @@ type Request struct {
 	Seed *int64
 	// ID is the request id ("" = generated).
 	ID string
+	// Priority orders the waiting queue under the priority policy (lower =
+	// more urgent, vLLM's convention); must be 0 under FCFS.
+	Priority int
 }
 
 // Errors returned by Submit.
@@ -468,6 +562,9 @@ func (s *Sim) submitLocked(r Request, h *Handle) error {
 	if !ok {
 		return fmt.Errorf("%w: the model `%s` does not exist", ErrUnknownModel, r.Model)
 	}
+	if r.Priority != 0 && s.cfg.SchedulingPolicy != PolicyPriority {
+		return fmt.Errorf("%w: Got priority %d but Priority scheduling is not enabled.", ErrBadRequest, r.Priority)
+	}
 	if len(r.Prompt)+r.MaxTokens > s.cfg.MaxModelLen {
 		return fmt.Errorf("%w: This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion)",
 			ErrBadRequest, s.cfg.MaxModelLen, len(r.Prompt)+r.MaxTokens, len(r.Prompt), r.MaxTokens)
@@ -490,7 +587,7 @@ func (s *Sim) submitLocked(r Request, h *Handle) error {
 	}
 	q := &req{id: r.ID, eng: e, tokens: append([]int(nil), r.Prompt...), promptLen: len(r.Prompt),
 		maxTokens: r.MaxTokens, minTokens: r.MinTokens, ignoreEOS: r.IgnoreEOS, eosAt: r.EOSAt,
-		rng: rng, arrival: s.now, sink: h}
+		rng: rng, arrival: s.now, sink: h, priority: r.Priority, seq: s.seq}
 	if q.eosAt == 0 && !q.ignoreEOS {
 		q.eosAt = geometric(&q.rng, float64(s.cfg.MeanOutputTokens))
 	}
@@ -498,7 +595,14 @@ func (s *Sim) submitLocked(r Request, h *Handle) error {
 		h.r = q
 		s.handles[h] = struct{}{}
 	}
-	e.waiting = append(e.waiting, q)
+	if s.takeDeferral() {
+		if s.deferCfg.Hold > 0 {
+			q.deferUntil = s.now.Add(s.deferCfg.Hold)
+		}
+		e.deferred = append(e.deferred, q)
+	} else {
+		e.enqueue(q)
+	}
 	e.blocked = false
 	s.poke()
 	return nil
@@ -632,6 +736,7 @@ type RequestRecord struct {
 	OutputTokens int
 	FinishReason string
 	Preemptions  int
+	Priority     int
 	Arrival      time.Time
 	Scheduled    time.Time
 	FirstToken   time.Time
@@ -648,7 +753,7 @@ func secs(f float64) time.Duration { return time.Duration(f * float64(time.Secon
 func (s *Sim) recordFinished(e *engine, r *req, tpot float64) {
 	rec := RequestRecord{ID: r.id, Model: e.model, Engine: e.index, PromptTokens: r.promptLen,
 		CachedTokens: r.cachedTokens, OutputTokens: r.outputs(), FinishReason: r.finish,
-		Preemptions: r.preemptions, Arrival: r.arrival, Scheduled: r.scheduled, FirstToken: r.firstTok,
+		Preemptions: r.preemptions, Priority: r.priority, Arrival: r.arrival, Scheduled: r.scheduled, FirstToken: r.firstTok,
 		LastToken: r.lastTok, TTFT: r.firstTok.Sub(r.arrival), E2E: r.lastTok.Sub(r.arrival),
 		Queue: r.scheduled.Sub(r.arrival), Prefill: r.firstTok.Sub(r.scheduled), Decode: r.lastTok.Sub(r.firstTok),
 		Inference: r.lastTok.Sub(r.scheduled), TPOT: secs(tpot), MaxITL: secs(r.itlMax), FromLoadGen: r.sink == nil}
@@ -673,7 +778,8 @@ type EngineState struct {
 	Model            string         `json:"model"`
 	Engine           int            `json:"engine"`
 	Running          int            `json:"running"`
-	Waiting          int            `json:"waiting"`
+	Waiting          int            `json:"waiting"`  // capacity-waiting (schedulable)
+	Deferred         int            `json:"deferred"` // deferred by a transient constraint
 	KVUsage          float64        `json:"kv_usage"` // 1 - free/usable blocks, as vllm:kv_cache_usage_perc
 	FreeBlocks       int            `json:"free_blocks"`
 	Preemptions      int            `json:"preemptions"`
@@ -697,7 +803,7 @@ func (s *Sim) Engines() []EngineState {
 	var out []EngineState
 	for _, e := range s.allEngines() {
 		st := e.stats
-		es := EngineState{Model: e.model, Engine: e.index, Running: len(e.running), Waiting: len(e.waiting),
+		es := EngineState{Model: e.model, Engine: e.index, Running: len(e.running), Waiting: len(e.waiting), Deferred: len(e.deferred),
 			KVUsage: e.pool.usage(), FreeBlocks: e.pool.numFree, Preemptions: int(st.preemptions),
 			PromptTokens: int(st.promptTokens), GenerationTokens: int(st.generationTokens),
 			PrefixQueries: int(st.prefixQueries), PrefixHits: int(st.prefixHits),

@@ -1,6 +1,9 @@
 package vllmsim
 
-import "sort"
+import (
+	"sort"
+	"strconv"
+)
 
 // histogram is a cumulative-bucket histogram with the bounds of one vLLM version.
 type histogram struct {
@@ -49,7 +52,43 @@ const (
 	hParamsMaxTokens = "params_max_tokens"
 	hPrefillKV       = "prefill_kv_computed"
 	hIteration       = "iteration_tokens"
+	hNumPreempt      = "num_preemptions"
+	hPriority        = "priority"
 )
+
+// finishedHists are the histograms of finished requests that carry the
+// priority label under --scheduling-policy priority (vLLM's test
+// test_priority_all_finished_metrics_have_label): not ITL, iteration tokens,
+// n or max_num_generation_tokens.
+var finishedHists = []string{hTTFT, hE2E, hQueue, hInference, hPrefill, hDecode, hReqTPOT, hReqPrompt,
+	hReqGen, hPrefillKV, hParamsMaxTokens, hNumPreempt}
+
+// priorityLabels are vLLM's bucketed priority label values (bucket_priority),
+// most urgent first.
+var priorityLabels = []string{"<-1", "-1", "0", "1", ">1"}
+
+// priorityLabel is vLLM's bucket_priority: -1, 0 and 1 exact, the rest
+// folded into "<-1" and ">1" so the label has at most five values.
+func priorityLabel(p int) string {
+	switch {
+	case p < -1:
+		return "<-1"
+	case p > 1:
+		return ">1"
+	}
+	return strconv.Itoa(p)
+}
+
+// requestPriorityBuckets are vllm:request_priority's bounds. vLLM's docs
+// and code were not readable here; its test places a raw priority of 5 in
+// (1, 10] with no bound in between, so decades around 0 are used.
+var requestPriorityBuckets = []float64{-100, -10, -1, 0, 1, 10, 100}
+
+// prioStats are the finished-request statistics of one priority label.
+type prioStats struct {
+	success map[string]float64
+	hist    map[string]*histogram
+}
 
 // engineStats are the counters and histograms of one engine, the sources of
 // every vllm:* value rendered on /metrics.
@@ -66,16 +105,55 @@ type engineStats struct {
 	iterationTokens  *histogram
 	steps            float64
 	stepSeconds      float64
+	// speculative decoding counters; specPerPos[i] counts accepted drafts at position i
+	specDrafts, specDraftTokens, specAccepted float64
+	specPerPos                                []float64
+	// --enable-mfu-metrics estimates
+	flops, readBytes, writeBytes float64
+	// prio holds per-priority-label finished stats (priority policy only)
+	prio   map[string]*prioStats
+	bounds map[string][]float64
+}
+
+func (st *engineStats) prioStats(label string) *prioStats {
+	if p := st.prio[label]; p != nil {
+		return p
+	}
+	p := &prioStats{success: map[string]float64{}, hist: map[string]*histogram{}}
+	for _, k := range finishedHists {
+		p.hist[k] = newHistogram(st.bounds[k])
+	}
+	st.prio[label] = p
+	return p
+}
+
+// growSpec makes room for k draft positions.
+func (st *engineStats) growSpec(k int) {
+	for len(st.specPerPos) < k {
+		st.specPerPos = append(st.specPerPos, 0)
+	}
+}
+
+// observeSpec records one verified draft of d tokens of which a were accepted.
+func (st *engineStats) observeSpec(d, a int) {
+	st.growSpec(d)
+	st.specDrafts++
+	st.specDraftTokens += float64(d)
+	st.specAccepted += float64(a)
+	for i := 0; i < a; i++ {
+		st.specPerPos[i]++
+	}
 }
 
 func newEngineStats(b *bucketSet) *engineStats {
-	st := &engineStats{success: map[string]float64{}, hist: map[string]*histogram{}}
-	for key, bounds := range map[string][]float64{
+	st := &engineStats{success: map[string]float64{}, hist: map[string]*histogram{}, prio: map[string]*prioStats{}}
+	st.bounds = map[string][]float64{
 		hTTFT: b.ttft, hITL: b.itl, hReqTPOT: b.itl, hE2E: b.latency, hQueue: b.latency,
 		hInference: b.latency, hPrefill: b.latency, hDecode: b.latency,
 		hReqPrompt: b.tokens, hReqGen: b.tokens, hParamsN: b.n, hMaxGen: b.tokens,
-		hParamsMaxTokens: b.tokens, hPrefillKV: b.tokens,
-	} {
+		hParamsMaxTokens: b.tokens, hPrefillKV: b.tokens, hNumPreempt: b.preempt, hPriority: requestPriorityBuckets,
+	}
+	for key, bounds := range st.bounds {
 		st.hist[key] = newHistogram(bounds)
 	}
 	st.iterationTokens = newHistogram(b.iteration)
@@ -85,8 +163,13 @@ func newEngineStats(b *bucketSet) *engineStats {
 
 // bucketSet holds the bucket bounds of one vLLM version.
 type bucketSet struct {
-	ttft, itl, latency, tokens, n, iteration []float64
+	ttft, itl, latency, tokens, n, iteration, preempt []float64
 }
+
+// preemptBuckets are vllm:request_num_preemptions' default bounds
+// (REQUEST_NUM_PREEMPTIONS_BUCKETS in vllm/v1/metrics/buckets.py): every
+// finished request is observed, so le="1" also holds the never-preempted.
+var preemptBuckets = []float64{1, 2, 3, 4, 5, 10, 20}
 
 // build125 is vLLM's build_1_2_5_buckets(max): 1,2,5,10,20,50,... <= max.
 func build125(max int) []float64 {

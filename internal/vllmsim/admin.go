@@ -1,0 +1,144 @@
+package vllmsim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// registerControls adds the engine-control routes: vLLM's own sleep-mode
+// routes (served by vLLM with VLLM_SERVER_DEV_MODE=1; always here) and the
+// simulator's /admin controls.
+func (s *Sim) registerControls(mux *http.ServeMux) {
+	mux.HandleFunc("POST /sleep", func(w http.ResponseWriter, r *http.Request) {
+		level := 1 // vLLM's default level
+		if q := r.URL.Query().Get("level"); q != "" {
+			n, err := strconv.Atoi(q)
+			if err != nil {
+				writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("bad level %q", q)})
+				return
+			}
+			level = n
+		}
+		if err := s.Sleep(level); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	mux.HandleFunc("POST /wake_up", func(w http.ResponseWriter, r *http.Request) {
+		if err := s.WakeUp(r.URL.Query()["tags"]...); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	mux.HandleFunc("GET /is_sleeping", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]bool{"is_sleeping": s.SleepState().Sleeping()})
+	})
+
+	mux.HandleFunc("POST /admin/sleep", func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Level *int `json:"level"`
+		}
+		if !decodeAdmin(w, r, &body) {
+			return
+		}
+		level := 1
+		if body.Level != nil {
+			level = *body.Level
+		}
+		s.adminResult(w, s.Sleep(level))
+	})
+	mux.HandleFunc("POST /admin/wake", func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Tags []string `json:"tags"`
+		}
+		if !decodeAdmin(w, r, &body) {
+			return
+		}
+		s.adminResult(w, s.WakeUp(body.Tags...))
+	})
+	mux.HandleFunc("POST /admin/defer", func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Fraction float64 `json:"fraction"`
+			Hold     string  `json:"hold"`
+			Livelock bool    `json:"livelock"`
+		}
+		if !decodeAdmin(w, r, &body) {
+			return
+		}
+		d := DeferSpec{Fraction: body.Fraction, Livelock: body.Livelock}
+		if body.Hold != "" {
+			h, err := time.ParseDuration(body.Hold)
+			if err != nil {
+				writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("bad hold %q", body.Hold)})
+				return
+			}
+			d.Hold = h
+		}
+		s.adminResult(w, s.SetDefer(d))
+	})
+	mux.HandleFunc("DELETE /admin/defer", func(w http.ResponseWriter, r *http.Request) {
+		s.ClearDefer()
+		s.adminResult(w, nil)
+	})
+	mux.HandleFunc("POST /admin/spec_decode", func(w http.ResponseWriter, r *http.Request) {
+		var sd SpecDecode
+		if !decodeAdmin(w, r, &sd) {
+			return
+		}
+		s.adminResult(w, s.SetSpecDecode(sd))
+	})
+	mux.HandleFunc("POST /admin/refuse", func(w http.ResponseWriter, r *http.Request) {
+		var rf Refusal
+		if !decodeAdmin(w, r, &rf) {
+			return
+		}
+		s.adminResult(w, s.SetRefusal(rf))
+	})
+	mux.HandleFunc("POST /admin/buckets", func(w http.ResponseWriter, r *http.Request) {
+		var m map[string][]float64
+		if !decodeAdmin(w, r, &m) {
+			return
+		}
+		s.adminResult(w, s.SetHistogramBuckets(m))
+	})
+}
+
+// decodeAdmin decodes a strict JSON body; an empty body leaves v as is.
+func decodeAdmin(w http.ResponseWriter, r *http.Request, v any) bool {
+	if r.ContentLength == 0 {
+		return true
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid body: " + err.Error()})
+		return false
+	}
+	return true
+}
+
+func (s *Sim) adminResult(w http.ResponseWriter, err error) {
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, s.adminState())
+}
+
+// controlsState is the controls' part of GET /admin/state.
+func (s *Sim) controlsState() map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := map[string]any{"fraction": s.deferCfg.Fraction, "livelock": s.deferCfg.Livelock}
+	if s.deferCfg.Hold > 0 {
+		d["hold"] = s.deferCfg.Hold.String()
+	}
+	return map[string]any{"sleep": s.sleep, "fully_awake": s.sleep.FullyAwake(), "defer": d,
+		"spec_decode": s.spec, "refusal": s.refuse, "scheduling_policy": s.cfg.SchedulingPolicy,
+		"custom_histogram_buckets": s.cfg.CustomHistogramBuckets}
+}
