@@ -41,8 +41,10 @@ var bnFlags = &bottleneckFlags{}
 
 func init() {
 	register(extension{name: "bottleneck", order: 40, flags: bnFlags.add, start: bnFlags.start})
-	registerCommand(command{name: "diagnose", help: "Watch a vLLM server for --duration, classify its bottleneck and print a report (SLOs, evidence, roofline, recommended knob).", setup: setupDiagnose})
-	registerCommand(command{name: "capacity", help: "Print the GPUs needed for a daily request volume (required = daily / 86,400; GPUs = ceil(required / per-GPU throughput) x headroom).", setup: setupCapacity})
+	// Both watch vLLM like the exporter does (fromAppFlags).
+	uses := append([]string{"config.file", "collector.gpu", "probe.enabled", "model.", "cost."}, vllmAccessFlags...)
+	registerCommand(command{name: "diagnose", help: "Watch a vLLM server for --duration, classify its bottleneck and print a report (SLOs, evidence, roofline, recommended knob).", setup: setupDiagnose, uses: uses})
+	registerCommand(command{name: "capacity", help: "Print the GPUs needed for a daily request volume (required = daily / 86,400; GPUs = ceil(required / per-GPU throughput) x headroom).", setup: setupCapacity, uses: uses})
 }
 
 func (b *bottleneckFlags) add(app *kingpin.Application) {
@@ -180,7 +182,7 @@ func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, log.Logger) err
 	cmd.Flag("duration", "How long to watch.").Default("60s").DurationVar(&o.duration)
 	cmd.Flag("interval", "Scrape and classify every this long.").Default("5s").DurationVar(&o.interval)
 	cmd.Flag("window", "Window for rates and quantiles (must fit in --duration; overrides bottleneck.window).").Default("30s").DurationVar(&o.window)
-	cmd.Flag("output", "Report format.").Default("text").EnumVar(&o.output, "text", "json")
+	cmd.Flag("output", "Report format. One of: [text, json]").PlaceHolder("text|json").Default("text").EnumVar(&o.output, "text", "json")
 	cmd.Flag("probe-every", "Send the cold/warm probe pair every this many ticks (--no-probe.enabled: never).").Default("2").IntVar(&o.probeEvery)
 	o.probes = true
 	return func(ctx context.Context, logger log.Logger) error {

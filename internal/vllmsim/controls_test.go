@@ -580,3 +580,56 @@ func TestLoadGenPriorities(t *testing.T) {
 		}
 	}
 }
+
+// TestStatsBasedHealthCheck: with the stall timeout, a hung engine with
+// pending requests fails /health after the timeout; the livelock and a
+// sleeping engine keep 200; without it /health stays 200 while wedged.
+func TestStatsBasedHealthCheck(t *testing.T) {
+	health := func(s *Sim) int { return serveSync(t, s, "GET", "/health", "").Code }
+	s := latestSim(t, Config{HealthStallTimeout: 60 * time.Second})
+	runFor(s, 10*time.Second)
+	if err := s.SetScenario("stalled"); err != nil {
+		t.Fatal(err)
+	}
+	runFor(s, 30*time.Second)
+	if c := health(s); c != 200 {
+		t.Errorf("30s into the stall: %d, want 200", c)
+	}
+	runFor(s, 40*time.Second)
+	if c := health(s); c != 503 {
+		t.Errorf("70s into the stall with requests pending: %d, want 503", c)
+	}
+	if err := s.SetScenario("healthy"); err != nil {
+		t.Fatal(err)
+	}
+	runFor(s, time.Second)
+	if c := health(s); c != 200 {
+		t.Errorf("after recovery: %d", c)
+	}
+	// Sleeping for longer than the timeout with requests queued: deliberate, 200.
+	if err := s.Sleep(1); err != nil {
+		t.Fatal(err)
+	}
+	runFor(s, 120*time.Second)
+	if c := health(s); c != 200 {
+		t.Errorf("asleep: %d, want 200", c)
+	}
+	// The #53130 livelock keeps stepping (nothing schedulable): 200 with the tracker too.
+	ll := latestSim(t, Config{HealthStallTimeout: 60 * time.Second, MaxNumSeqs: 16})
+	if err := ll.SetDefer(DeferSpec{Fraction: 0.95, Livelock: true}); err != nil {
+		t.Fatal(err)
+	}
+	runFor(ll, 150*time.Second)
+	if c := health(ll); c != 200 || ll.Engines()[0].Deferred < 100 {
+		t.Errorf("livelock with the tracker: /health %d, %d deferred", c, ll.Engines()[0].Deferred)
+	}
+	// Without the tracker (older servers, or the default here) a wedged engine answers 200.
+	old := latestSim(t, Config{Scenario: "stalled"})
+	runFor(old, 120*time.Second)
+	if c := health(old); c != 200 {
+		t.Errorf("no stall timeout: %d, want 200", c)
+	}
+	if _, err := New(Config{MetricsVersion: MetricsV1, HealthStallTimeout: time.Minute}); err == nil {
+		t.Error("stall timeout accepted on the 2026-08 layout")
+	}
+}
