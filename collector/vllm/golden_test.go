@@ -72,6 +72,7 @@ vllm_exporter_samples_dropped_total{reason="engine_limit"} 0
 vllm_exporter_samples_dropped_total{reason="finished_reason_limit"} 0
 vllm_exporter_samples_dropped_total{reason="invalid_histogram"} 0
 vllm_exporter_samples_dropped_total{reason="label_value_too_long"} 0
+vllm_exporter_samples_dropped_total{reason="line_too_long"} 0
 vllm_exporter_samples_dropped_total{reason="model_limit"} 0
 `
 

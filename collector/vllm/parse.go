@@ -32,10 +32,22 @@ type exposition struct {
 // *_created, many vllm:*) are dropped before parsing: 375 of the 614 lines
 // of a V1 body, and half of the parser's allocations.
 func parseBody(body []byte, contentType string) (exposition, error) {
+	return parseFiltered(body, contentType, nil)
+}
+
+// parseFiltered is parseBody for a body that readNeeded already filtered
+// (pre != nil): the filter is not run a second time over it.
+func parseFiltered(body []byte, contentType string, pre *streamed) (exposition, error) {
 	if strings.Contains(contentType, "openmetrics") || hasEOFLine(body) {
 		body = openMetricsToText(body)
 	}
-	kept, anyVLLM := keepNeeded(body)
+	var kept []byte
+	var anyVLLM bool
+	if pre != nil {
+		kept, anyVLLM = body, pre.anyVLLM
+	} else {
+		kept, anyVLLM = keepNeeded(body)
+	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(bytes.NewReader(kept))
 	if err != nil {
@@ -56,9 +68,7 @@ var needed = func() map[string]bool {
 }()
 
 // keepNeeded returns body without the lines of families the exporter does
-// not read. A line is only dropped when it is a comment or a well-formed
-// sample (valid name, label set, float value) of such a family: anything
-// malformed reaches the parser and fails the scrape as before.
+// not read (see keepLine).
 func keepNeeded(body []byte) (kept []byte, anyVLLM bool) {
 	out := make([]byte, 0, len(body)/3)
 	for len(body) > 0 {
@@ -68,16 +78,38 @@ func keepNeeded(body []byte) (kept []byte, anyVLLM bool) {
 		} else {
 			body = nil
 		}
-		name, isComment, ok := lineFamily(line)
-		if ok && bytes.HasPrefix(name, []byte("vllm:")) {
-			anyVLLM = true
+		keep, vllm := keepLine(line)
+		anyVLLM = anyVLLM || vllm
+		if keep {
+			out = append(out, line...)
 		}
-		if ok && !isNeeded(name) && (isComment || wellFormedSample(line[len(name):])) {
-			continue
-		}
-		out = append(out, line...)
 	}
 	return out, anyVLLM
+}
+
+// keepLine decides on one line of a body: whether the parser must see it,
+// and whether it names a vllm:* family. A line is only dropped when it is a
+// comment or a well-formed sample (valid name, label set, float value) of a
+// family the exporter does not read: anything malformed is kept, reaches
+// the parser and fails the scrape. Of plain comments only OpenMetrics'
+// `# EOF` is kept; a HELP/TYPE line is kept for a needed family, also when
+// only its `_total` form is needed (OpenMetrics declares counters without
+// the suffix).
+func keepLine(line []byte) (keep, vllm bool) {
+	name, isComment, ok := lineFamily(line)
+	if !ok {
+		return true, false
+	}
+	vllm = bytes.HasPrefix(name, []byte("vllm:"))
+	switch {
+	case isComment && name == nil:
+		return bytes.Equal(bytes.TrimSpace(line), []byte("# EOF")), vllm
+	case isComment:
+		return isNeeded(name) || isNeeded(append(name[:len(name):len(name)], "_total"...)), vllm
+	case isNeeded(name):
+		return true, vllm
+	}
+	return !wellFormedSample(line[len(name):]), vllm
 }
 
 var histogramSuffixes = [][]byte{[]byte("_bucket"), []byte("_sum"), []byte("_count")}
@@ -253,9 +285,10 @@ const (
 	DropLabelTooLong        = "label_value_too_long"  // a label value longer than MaxLabelValueBytes
 	DropInvalidHistogram    = "invalid_histogram"     // negative, infinite or NaN counts, not a histogram
 	DropBucketMismatch      = "bucket_mismatch"       // engines of one model with different bucket layouts
+	DropLineTooLong         = "line_too_long"         // a line of a needed family longer than 64 KiB, skipped unread
 )
 
-var dropReasons = []string{DropModelLimit, DropEngineLimit, DropFinishedReasonLimit, DropLabelTooLong, DropInvalidHistogram, DropBucketMismatch}
+var dropReasons = []string{DropModelLimit, DropEngineLimit, DropFinishedReasonLimit, DropLabelTooLong, DropInvalidHistogram, DropBucketMismatch, DropLineTooLong}
 
 // longLabel returns the name of a label whose value exceeds
 // MaxLabelValueBytes, or "".
