@@ -42,8 +42,10 @@ var bnFlags = &bottleneckFlags{}
 
 func init() {
 	register(extension{name: "bottleneck", order: 40, flags: bnFlags.add, start: bnFlags.start})
-	registerCommand(command{name: "diagnose", help: "Watch a vLLM server for --duration, classify its bottleneck and print a report (SLOs, evidence, roofline, recommended knob).", setup: setupDiagnose})
-	registerCommand(command{name: "capacity", help: "Print the GPUs needed for a daily request volume (required = daily / 86,400; GPUs = ceil(required / per-GPU throughput) x headroom).", setup: setupCapacity})
+	// Both watch vLLM like the exporter does (fromAppFlags).
+	uses := append([]string{"config.file", "collector.gpu", "probe.enabled", "model.", "cost."}, vllmAccessFlags...)
+	registerCommand(command{name: "diagnose", help: "Watch a vLLM server for --duration, classify its bottleneck and print a report (SLOs, evidence, roofline, recommended knob).", setup: setupDiagnose, uses: uses})
+	registerCommand(command{name: "capacity", help: "Print the GPUs needed for a daily request volume (required = daily / 86,400; GPUs = ceil(required / per-GPU throughput) x headroom).", setup: setupCapacity, uses: uses})
 }
 
 func (b *bottleneckFlags) add(app *kingpin.Application) {
@@ -53,6 +55,9 @@ func (b *bottleneckFlags) add(app *kingpin.Application) {
 	app.Flag("model.bytes-per-parameter", "Bytes per parameter (2 for FP16/BF16, 1 for FP8, 0.5 for INT4).").Float64Var(&b.spec.BytesPerParameter)
 	app.Flag("model.kv-cache-bytes", "KV-cache pool size in bytes; default: GPU memory x vLLM's gpu_memory_utilization - weights - 1.5 GB per GPU. Without weight flags it also lets the weights be read from vLLM's process GPU memory (minus this pool and 1.5 GB per GPU).").Float64Var(&b.spec.KVCacheBytes)
 	app.Flag("model.memory-bandwidth", "Effective memory bandwidth in bytes/s for the roofline when no GPU is visible (with a GPU: its peak x bottleneck.bandwidth_efficiency).").Float64Var(&b.spec.MemoryBandwidth)
+	app.Flag("model.kv-bytes-per-token", "KV-cache bytes one token occupies (2 x layers x KV heads x head dim x dtype bytes); with vLLM's stated kv_cache_size_tokens (≈0.24+) it sizes the KV pool for the roofline without memory arithmetic.").Float64Var(&b.spec.KVBytesPerToken)
+	app.Flag("gpu.peak-flops", "One GPU's peak dense FLOP/s in the serving dtype (e.g. 989e12 for H100 SXM BF16); enables vllm_model_flops_utilization_ratio from vLLM's --enable-mfu-metrics counters.").Float64Var(&b.spec.PeakFLOPS)
+	app.Flag("gpu.peak-memory-bandwidth", "One GPU's peak memory bandwidth in bytes/s for vllm_model_bandwidth_utilization_ratio (default: NVML's peak).").Float64Var(&b.spec.PeakMemoryBandwidth)
 	app.Flag("cost.gpu-hour", "Price of one GPU-hour; enables vllm_cost_per_million_output_tokens.").Float64Var(&b.cost.GPUHour)
 	app.Flag("cost.gpus", "GPUs serving this vLLM, for cost and capacity per GPU (default: the GPUs NVML sees, else 1).").IntVar(&b.cost.GPUs)
 }
@@ -178,7 +183,7 @@ func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, log.Logger) err
 	cmd.Flag("duration", "How long to watch.").Default("60s").DurationVar(&o.duration)
 	cmd.Flag("interval", "Scrape and classify every this long.").Default("5s").DurationVar(&o.interval)
 	cmd.Flag("window", "Window for rates and quantiles (overrides bottleneck.window; shortened to --duration when longer).").Default("30s").DurationVar(&o.window)
-	cmd.Flag("output", "Report format.").Default("text").EnumVar(&o.output, "text", "json")
+	cmd.Flag("output", "Report format. One of: [text, json]").PlaceHolder("text|json").Default("text").EnumVar(&o.output, "text", "json")
 	cmd.Flag("probe-every", "Send the cold/warm probe pair every this many ticks (--no-probe.enabled: never).").Default("2").IntVar(&o.probeEvery)
 	o.probes = true
 	return func(ctx context.Context, logger log.Logger) error {

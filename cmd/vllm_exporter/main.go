@@ -105,6 +105,10 @@ func register(e extension) { extensions = append(extensions, e) }
 // `vllm_exporter --vllm.url=...` needs no subcommand.
 type command struct {
 	name, help string
+	// uses names the app-level (serving) flags the command reads besides
+	// its own; a trailing "." is a prefix. Its help lists only those, and
+	// any other serving flag is an error (cli.go).
+	uses []string
 	// setup adds the command's flags and returns what runs it.
 	setup func(cmd *kingpin.CmdClause) func(ctx context.Context, logger log.Logger) error
 }
@@ -132,6 +136,7 @@ type flags struct {
 	proxyFromEnv bool
 
 	enableLifecycle bool
+	perPriority     bool
 
 	configFile  string
 	configCheck bool
@@ -160,6 +165,7 @@ func newApp() (*kingpin.Application, *flags, *kingpin.CmdClause) {
 	app.Flag("vllm.basic-auth-password-file", "File holding the basic-auth password for --vllm.basic-auth-username.").StringVar(&f.basicPWFile)
 	app.Flag("vllm.proxy-from-environment", "Reach vLLM (scrapes and probes alike) through the proxy named by HTTP_PROXY/HTTPS_PROXY/NO_PROXY. Off by default: connections are direct, so no proxy sees the credentials.").BoolVar(&f.proxyFromEnv)
 	app.Flag("web.enable-lifecycle", "Enable configuration reload over HTTP (POST /-/reload). Off by default; SIGHUP always reloads.").BoolVar(&f.enableLifecycle)
+	app.Flag("vllm.per-priority", "Also export TTFT and e2e histograms per request priority (vLLM --scheduling-policy priority; at most 8 priority values).").BoolVar(&f.perPriority)
 	app.Flag("config.file", "YAML configuration file (probes, SLOs, bottleneck thresholds); empty = shipped defaults.").StringVar(&f.configFile)
 	app.Flag("config.check", "Validate --config.file (and --web.config.file), print the result and exit.").BoolVar(&f.configCheck)
 	app.Flag("demo", "Start a simulated vLLM in-process and export it (no vLLM needed).").BoolVar(&f.demo)
@@ -169,16 +175,12 @@ func newApp() (*kingpin.Application, *flags, *kingpin.CmdClause) {
 	return app, f, serve
 }
 
-func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
-}
-
-func run(args []string, stdout, stderr io.Writer) int {
+// newCLI is the whole command line: the core's flags, every extension's,
+// every subcommand with its runner (by name).
+func newCLI() (*kingpin.Application, *flags, *kingpin.CmdClause, map[string]func(context.Context, log.Logger) error) {
 	app, f, serve := newApp()
-	app.UsageWriter(stdout)
-	app.ErrorWriter(stderr)
-	app.Terminate(func(code int) { os.Exit(code) })
-
+	app.UsageTemplate(usageTemplate)
+	app.UsageFuncs(usageFuncs)
 	slices.SortStableFunc(extensions, func(a, b extension) int { return a.order - b.order })
 	for _, e := range extensions {
 		if e.flags != nil {
@@ -189,8 +191,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 	for _, c := range commands {
 		runners[c.name] = c.setup(app.Command(c.name, c.help))
 	}
+	return app, f, serve, runners
+}
+
+func main() {
+	fillVersionFromBuildInfo()
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	app, f, serve, runners := newCLI()
+	app.UsageWriter(stdout)
+	app.ErrorWriter(stderr)
+	app.Terminate(func(code int) { os.Exit(code) })
 
 	cmd, err := app.Parse(args)
+	if err == nil {
+		err = checkCommandFlags(app, cmd, args)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", program, err)
 		return 2
@@ -367,6 +385,7 @@ func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.L
 		Access:       access,
 		Models:       x.models,
 		Health:       x.health,
+		PerPriority:  f.perPriority,
 		// The classifier compares the prefix-cache hit ratio with a longer
 		// baseline window; keep enough thinned history to answer it.
 		Retention: holder.Get().Bottleneck.BaselineWindow,
@@ -532,7 +551,14 @@ func (x *exporter) routes(f *flags) (http.Handler, error) {
 		mux.Handle(pattern, h)
 	}
 	if f.telemetryPath != "/" && f.telemetryPath != "" {
+		// Link only what is served: the profiling links only with
+		// --web.enable-pprof (its extension adds the route).
+		profiling := "false"
+		if _, ok := x.handlers["GET /debug/pprof/"]; ok {
+			profiling = "true"
+		}
 		landing, err := web.NewLandingPage(web.LandingConfig{
+			Profiling:   profiling,
 			Name:        "vLLM Exporter",
 			Description: "Prometheus exporter for vLLM (scraping " + vllm.RedactedURL(x.vllmURL) + ")",
 			Version:     version.Info(),

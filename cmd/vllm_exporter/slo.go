@@ -58,13 +58,11 @@ func init() {
 	registerCommand(command{
 		name: "rules",
 		help: "Write Prometheus recording and alerting rules equivalent to the SLO watchdog for the SLOs of --config.file (default: the shipped SLOs) and exit.",
+		uses: []string{"config.file"},
 		setup: func(cmd *kingpin.CmdClause) func(context.Context, log.Logger) error {
 			rc := addRulesFlags(cmd)
 			return func(_ context.Context, _ log.Logger) error {
-				if code := rc.run(appConfigFile(), os.Stdout, os.Stderr); code != 0 {
-					return fmt.Errorf("rules: failed")
-				}
-				return nil
+				return rc.run(appConfigFile(), os.Stdout)
 			}
 		},
 	})
@@ -131,12 +129,11 @@ func addRulesFlags(c *kingpin.CmdClause) *rulesCommand {
 	}
 }
 
-// run generates the rules and returns the process exit code.
-func (r *rulesCommand) run(configFile string, stdout, stderr io.Writer) int {
+// run generates the rules; main logs the error it returns (once).
+func (r *rulesCommand) run(configFile string, stdout io.Writer) error {
 	f, err := config.Load(configFile)
 	if err != nil {
-		fmt.Fprintln(stderr, "rules:", err)
-		return 1
+		return err
 	}
 	header := slo.DefaultRulesHeader
 	if configFile != "" {
@@ -144,19 +141,11 @@ func (r *rulesCommand) run(configFile string, stdout, stderr io.Writer) int {
 	}
 	b, err := slo.GenerateRules(f.SLOs, slo.RuleOptions{RunbookURL: *r.runbook, Selector: *r.selector, Header: header})
 	if err != nil {
-		fmt.Fprintln(stderr, "rules:", err)
-		return 1
+		return err
 	}
 	if *r.output == "" {
-		if _, err := stdout.Write(b); err != nil {
-			fmt.Fprintln(stderr, "rules:", err)
-			return 1
-		}
-		return 0
+		_, err = stdout.Write(b)
+		return err
 	}
-	if err := os.WriteFile(*r.output, b, 0o644); err != nil {
-		fmt.Fprintln(stderr, "rules:", err)
-		return 1
-	}
-	return 0
+	return os.WriteFile(*r.output, b, 0o644)
 }

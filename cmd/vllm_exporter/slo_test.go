@@ -54,9 +54,8 @@ func TestRulesCommandFileAndErrors(t *testing.T) {
 	if _, err := app.Parse([]string{"rules"}); err != nil {
 		t.Fatal(err)
 	}
-	stderr.Reset()
-	if code := rc.run(cfg, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "threshold: 0.3 is not a bucket boundary") {
-		t.Fatalf("bad config: exit %d %s", code, stderr.String())
+	if err := rc.run(cfg, &stdout); err == nil || !strings.Contains(err.Error(), "threshold: 0.3 is not a bucket boundary") {
+		t.Fatalf("bad config: %v", err)
 	}
 }
 
