@@ -61,6 +61,7 @@ func run(args []string) error {
 	app.Flag("spec-decode.num-speculative-tokens", "Speculative decoding: draft tokens per decode step (0 = off).").Default("0").IntVar(&cfg.SpecDecode.NumSpeculativeTokens)
 	app.Flag("spec-decode.acceptance-rate", "Speculative decoding: chance each draft position is accepted given the previous one was.").Default("0.7").Float64Var(&cfg.SpecDecode.AcceptanceRate)
 	app.Flag("enable-mfu-metrics", "Fill vllm:estimated_flops_per_gpu_total and the read/write byte counters (as vLLM --enable-mfu-metrics).").BoolVar(&cfg.EnableMFUMetrics)
+	app.Flag("health-check-stall-timeout", "Stats-based /health (vLLM VLLM_HEALTH_CHECK_STALL_TIMEOUT): 503 once requests are pending and no step completed for this long; 0 = off (v1-0.33 only).").Default("0s").DurationVar(&cfg.HealthStallTimeout)
 	app.Flag("enable-fault-tolerance", "Expose vllm:engine_healthy (as vLLM --enable-fault-tolerance; v1-0.33).").BoolVar(&cfg.EnableFaultTolerance)
 	app.Flag("enable-prompt-tokens-details", "Report usage.prompt_tokens_details.cached_tokens (when non-zero, as vLLM).").BoolVar(&cfg.EnablePromptTokensDetails)
 	app.Flag("api-key", "Require Authorization: Bearer <key> on /v1 routes.").Envar("VLLM_API_KEY").StringVar(&cfg.APIKey)

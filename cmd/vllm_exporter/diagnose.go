@@ -54,6 +54,9 @@ func (b *bottleneckFlags) add(app *kingpin.Application) {
 	app.Flag("model.bytes-per-parameter", "Bytes per parameter (2 for FP16/BF16, 1 for FP8, 0.5 for INT4).").Float64Var(&b.spec.BytesPerParameter)
 	app.Flag("model.kv-cache-bytes", "KV-cache pool size in bytes; default: GPU memory x vLLM's gpu_memory_utilization - weights - 1.5 GB per GPU. Without weight flags it also lets the weights be read from vLLM's process GPU memory (minus this pool and 1.5 GB per GPU).").Float64Var(&b.spec.KVCacheBytes)
 	app.Flag("model.memory-bandwidth", "Effective memory bandwidth in bytes/s for the roofline when no GPU is visible (with a GPU: its peak x bottleneck.bandwidth_efficiency).").Float64Var(&b.spec.MemoryBandwidth)
+	app.Flag("model.kv-bytes-per-token", "KV-cache bytes one token occupies (2 x layers x KV heads x head dim x dtype bytes); with vLLM's stated kv_cache_size_tokens (≈0.24+) it sizes the KV pool for the roofline without memory arithmetic.").Float64Var(&b.spec.KVBytesPerToken)
+	app.Flag("gpu.peak-flops", "One GPU's peak dense FLOP/s in the serving dtype (e.g. 989e12 for H100 SXM BF16); enables vllm_model_flops_utilization_ratio from vLLM's --enable-mfu-metrics counters.").Float64Var(&b.spec.PeakFLOPS)
+	app.Flag("gpu.peak-memory-bandwidth", "One GPU's peak memory bandwidth in bytes/s for vllm_model_bandwidth_utilization_ratio (default: NVML's peak).").Float64Var(&b.spec.PeakMemoryBandwidth)
 	app.Flag("cost.gpu-hour", "Price of one GPU-hour; enables vllm_cost_per_million_output_tokens.").Float64Var(&b.cost.GPUHour)
 	app.Flag("cost.gpus", "GPUs serving this vLLM, for cost and capacity per GPU (default: the GPUs NVML sees, else 1).").IntVar(&b.cost.GPUs)
 }

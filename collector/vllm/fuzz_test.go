@@ -32,7 +32,7 @@ func FuzzIngest(f *testing.F) {
 		reg.MustRegister(s)
 		for i, body := range [][]byte{a, b} {
 			s.mu.Lock()
-			s.ingest(t0.Add(time.Duration(i)*time.Minute), time.Now(), body, ct, "", nil)
+			s.ingest(t0.Add(time.Duration(i)*time.Minute), time.Now(), body, ct, nil, "", nil)
 			s.mu.Unlock()
 			if _, err := reg.Gather(); err != nil {
 				t.Fatalf("invalid exposition after body %d: %v", i, err)
@@ -46,7 +46,7 @@ func FuzzIngest(f *testing.F) {
 func TestIngestFetchError(t *testing.T) {
 	s := New(Options{URL: "http://127.0.0.1:1"}, nil)
 	s.mu.Lock()
-	s.ingest(t0, time.Now(), nil, "", ReasonConnect, errors.New("refused"))
+	s.ingest(t0, time.Now(), nil, "", nil, ReasonConnect, errors.New("refused"))
 	s.mu.Unlock()
 	if l := s.Latest(); l.Up || l.Error != ReasonConnect {
 		t.Fatalf("%+v", l)

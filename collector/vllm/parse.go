@@ -32,10 +32,22 @@ type exposition struct {
 // *_created, many vllm:*) are dropped before parsing: 375 of the 614 lines
 // of a V1 body, and half of the parser's allocations.
 func parseBody(body []byte, contentType string) (exposition, error) {
+	return parseFiltered(body, contentType, nil)
+}
+
+// parseFiltered is parseBody for a body that readNeeded already filtered
+// (pre != nil): the filter is not run a second time over it.
+func parseFiltered(body []byte, contentType string, pre *streamed) (exposition, error) {
 	if strings.Contains(contentType, "openmetrics") || hasEOFLine(body) {
 		body = openMetricsToText(body)
 	}
-	kept, anyVLLM := keepNeeded(body)
+	var kept []byte
+	var anyVLLM bool
+	if pre != nil {
+		kept, anyVLLM = body, pre.anyVLLM
+	} else {
+		kept, anyVLLM = keepNeeded(body)
+	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(bytes.NewReader(kept))
 	if err != nil {
@@ -56,9 +68,7 @@ var needed = func() map[string]bool {
 }()
 
 // keepNeeded returns body without the lines of families the exporter does
-// not read. A line is only dropped when it is a comment or a well-formed
-// sample (valid name, label set, float value) of such a family: anything
-// malformed reaches the parser and fails the scrape as before.
+// not read (see keepLine).
 func keepNeeded(body []byte) (kept []byte, anyVLLM bool) {
 	out := make([]byte, 0, len(body)/3)
 	for len(body) > 0 {
@@ -68,16 +78,38 @@ func keepNeeded(body []byte) (kept []byte, anyVLLM bool) {
 		} else {
 			body = nil
 		}
-		name, isComment, ok := lineFamily(line)
-		if ok && bytes.HasPrefix(name, []byte("vllm:")) {
-			anyVLLM = true
+		keep, vllm := keepLine(line)
+		anyVLLM = anyVLLM || vllm
+		if keep {
+			out = append(out, line...)
 		}
-		if ok && !isNeeded(name) && (isComment || wellFormedSample(line[len(name):])) {
-			continue
-		}
-		out = append(out, line...)
 	}
 	return out, anyVLLM
+}
+
+// keepLine decides on one line of a body: whether the parser must see it,
+// and whether it names a vllm:* family. A line is only dropped when it is a
+// comment or a well-formed sample (valid name, label set, float value) of a
+// family the exporter does not read: anything malformed is kept, reaches
+// the parser and fails the scrape. Of plain comments only OpenMetrics'
+// `# EOF` is kept; a HELP/TYPE line is kept for a needed family, also when
+// only its `_total` form is needed (OpenMetrics declares counters without
+// the suffix).
+func keepLine(line []byte) (keep, vllm bool) {
+	name, isComment, ok := lineFamily(line)
+	if !ok {
+		return true, false
+	}
+	vllm = bytes.HasPrefix(name, []byte("vllm:"))
+	switch {
+	case isComment && name == nil:
+		return bytes.Equal(bytes.TrimSpace(line), []byte("# EOF")), vllm
+	case isComment:
+		return isNeeded(name) || isNeeded(append(name[:len(name):len(name)], "_total"...)), vllm
+	case isNeeded(name):
+		return true, vllm
+	}
+	return !wellFormedSample(line[len(name):]), vllm
 }
 
 var histogramSuffixes = [][]byte{[]byte("_bucket"), []byte("_sum"), []byte("_count")}
@@ -232,6 +264,12 @@ const (
 	MaxModels          = modelset.DefaultMax
 	MaxEngines         = 64
 	MaxFinishedReasons = 16
+	// MaxPriorities bounds the per-priority view: vLLM buckets priorities
+	// into five values (<-1, -1, 0, 1, >1); anything past eight is not vLLM.
+	MaxPriorities = 8
+	// maxMapLabels bounds the other label-keyed maps (waiting reasons,
+	// prompt-token sources, HTTP statuses, sleep resources).
+	maxMapLabels = 16
 	// MaxLabelValueBytes: a sample with a longer label value is dropped
 	// (Prometheus's label_value_length_limit would otherwise fail the whole
 	// scrape of the exporter).
@@ -247,9 +285,10 @@ const (
 	DropLabelTooLong        = "label_value_too_long"  // a label value longer than MaxLabelValueBytes
 	DropInvalidHistogram    = "invalid_histogram"     // negative, infinite or NaN counts, not a histogram
 	DropBucketMismatch      = "bucket_mismatch"       // engines of one model with different bucket layouts
+	DropLineTooLong         = "line_too_long"         // a line of a needed family longer than 64 KiB, skipped unread
 )
 
-var dropReasons = []string{DropModelLimit, DropEngineLimit, DropFinishedReasonLimit, DropLabelTooLong, DropInvalidHistogram, DropBucketMismatch}
+var dropReasons = []string{DropModelLimit, DropEngineLimit, DropFinishedReasonLimit, DropLabelTooLong, DropInvalidHistogram, DropBucketMismatch, DropLineTooLong}
 
 // longLabel returns the name of a label whose value exceeds
 // MaxLabelValueBytes, or "".
@@ -267,6 +306,8 @@ func longLabel(labels map[string]string) string {
 // snapshot in the history shares one bounds slice per family.
 type normalizer struct {
 	bounds map[string][]float64
+	// perPriority keeps TTFT and e2e per `priority` label value.
+	perPriority bool
 	// admit decides whether a model_name not yet in this scrape may be
 	// kept (the scraper's modelset); nil keeps the first MaxModels.
 	admit func(name string) bool
@@ -274,12 +315,32 @@ type normalizer struct {
 
 func newNormalizer() *normalizer { return &normalizer{bounds: map[string][]float64{}} }
 
+// Label values vLLM documents. A value outside these sets is not guessed at:
+// the sample is ignored, counted in vllm_exporter_vllm_unexpected_label_values
+// and logged once.
+var (
+	knownSleepStates    = map[string]bool{"awake": true, "weights_offloaded": true, "discard_all": true}
+	knownResourceStates = map[string]bool{"running": true, "paused": true, "resident": true, "offloaded": true, "discarded": true, "released": true, "unknown": true}
+	// resourceAwake: the resource states of an engine that serves.
+	resourceAwake = map[string]bool{"running": true, "resident": true}
+)
+
+// unexpectedKey names a (vLLM family, label) pair whose values were not
+// understood, the labels of vllm_exporter_vllm_unexpected_label_values.
+type unexpectedKey struct{ Metric, Label string }
+
 // result is one normalized scrape.
 type result struct {
 	schema   string
 	models   map[string]*snapshot.Model
 	expected []string // vLLM names expected for schema, sorted
 	missing  []string // subset of expected that was absent, sorted
+	http     map[string]float64
+	// unexpected counts, per family and label, the distinct values that
+	// were not understood (unknown sleep state, priority past the bound);
+	// unexpectedValues holds them for the log.
+	unexpected       map[unexpectedKey]int
+	unexpectedValues []string
 	// dropped counts the samples dropped by reason; detail is the first
 	// drop of each reason, for the (rate-limited) log.
 	dropped map[string]float64
@@ -300,9 +361,38 @@ func (r *result) drop(reason, what string) {
 func (n *normalizer) normalize(e exposition) *result {
 	fams := e.fams
 	has := func(name string) bool { _, ok := fams[name]; return ok }
-	r := &result{schema: detectSchema(e), models: map[string]*snapshot.Model{}}
+	r := &result{schema: detectSchema(e), models: map[string]*snapshot.Model{}, unexpected: map[unexpectedKey]int{}}
 	engines := map[string]map[string]*snapshot.EngineGauges{} // model -> engine -> gauges
 	var cacheConfig map[string]string
+	var httpByStatus map[string]float64
+	sleeping := map[string]bool{} // model -> some engine reports asleep
+	// per-model, per-field engine counts for kindCounterMean.
+	meanN := map[string]map[field]int{}
+	seenUnexpected := map[string]bool{}
+	unexpected := func(family, label, value string) {
+		k := family + "\x00" + label + "\x00" + value
+		if seenUnexpected[k] {
+			return
+		}
+		seenUnexpected[k] = true
+		r.unexpected[unexpectedKey{family, label}]++
+		if len(r.unexpectedValues) < maxMapLabels {
+			r.unexpectedValues = append(r.unexpectedValues, fmt.Sprintf("%s{%s=%q}", family, label, value))
+		}
+	}
+	// putBounded sets m[k] += v unless that would add a key past
+	// maxMapLabels.
+	putBounded := func(family, label string, m map[string]float64, k string, v float64) map[string]float64 {
+		if m == nil {
+			m = map[string]float64{}
+		}
+		if _, seen := m[k]; !seen && len(m) >= maxMapLabels {
+			unexpected(family, label, k)
+			return m
+		}
+		m[k] += v
+		return m
+	}
 
 	refused := map[string]bool{} // asked once per scrape
 	modelFor := func(name string) *snapshot.Model {
@@ -336,6 +426,9 @@ func (n *normalizer) normalize(e exposition) *result {
 
 	for i := range sources {
 		s := &sources[i]
+		if s.Field == fFromCacheConfig {
+			continue // a documentation row: read from cache_config_info below
+		}
 		var mf *dto.MetricFamily
 		for _, name := range s.Names {
 			if mf = fams[name]; mf != nil {
@@ -365,12 +458,25 @@ func (n *normalizer) normalize(e exposition) *result {
 				}
 				continue
 			}
+			if s.Field == fHTTPRequests {
+				if v, ok := scalar(m); ok {
+					httpByStatus = putBounded(mf.GetName(), "status", httpByStatus, labels["status"], v)
+				}
+				continue
+			}
 			modelName, ok := labels["model_name"]
 			if !ok {
 				continue // every engine metric carries model_name; anything else is not ours
 			}
 			mod := modelFor(modelName)
 			if mod == nil {
+				continue
+			}
+			if s.Field == fPrefillKVComputed {
+				if dh := m.GetHistogram(); dh != nil {
+					add(&mod.PrefillKVComputedSum, dh.GetSampleSum())
+					add(&mod.PrefillKVComputedCount, count(dh.SampleCountFloat, dh.GetSampleCount()))
+				}
 				continue
 			}
 			if s.Kind == kindHistogram {
@@ -388,6 +494,9 @@ func (n *normalizer) normalize(e exposition) *result {
 					h = sum
 				}
 				mod.Histograms[s.Hist] = h
+				if p, ok := labels["priority"]; ok && n.perPriority && (s.Hist == snapshot.TTFT || s.Hist == snapshot.E2E) {
+					n.addPriority(mod, p, s.Hist, mf.GetName(), m, unexpected)
+				}
 				continue
 			}
 			v, ok := scalar(m)
@@ -425,20 +534,153 @@ func (n *normalizer) normalize(e exposition) *result {
 					continue
 				}
 				mod.FinishedByReason[reason] += v
+			case fWaitingByReason:
+				mod.WaitingByReason = putBounded(mf.GetName(), "reason", mod.WaitingByReason, labels["reason"], v)
+			case fSleepState:
+				st := labels["sleep_state"]
+				if !knownSleepStates[st] {
+					if v != 0 {
+						unexpected(mf.GetName(), "sleep_state", st)
+					}
+					continue
+				}
+				mod.Sleep.Known = true
+				switch {
+				case st == "awake" && v == 0:
+					sleeping[modelName] = true
+				case st == "weights_offloaded" && v == 1:
+					maxOf(&mod.Sleep.Level, 1)
+				case st == "discard_all" && v == 1:
+					maxOf(&mod.Sleep.Level, 2)
+				}
+			case fFullyAwake:
+				mod.Sleep.Known = true
+				if v == 0 {
+					sleeping[modelName] = true
+				}
+			case fSleepResource:
+				res, st := labels["resource"], labels["state"]
+				if v != 1 {
+					continue
+				}
+				if !knownResourceStates[st] {
+					unexpected(mf.GetName(), "state", st)
+					continue
+				}
+				if mod.Sleep.Resources == nil {
+					mod.Sleep.Resources = map[string]string{}
+				}
+				if _, seen := mod.Sleep.Resources[res]; !seen && len(mod.Sleep.Resources) >= maxMapLabels {
+					unexpected(mf.GetName(), "resource", res)
+					continue
+				}
+				// With several engines the least awake state wins.
+				if old, seen := mod.Sleep.Resources[res]; !seen || resourceAwake[old] {
+					mod.Sleep.Resources[res] = st
+				}
+			case fEngineHealthy:
+				minOf(&mod.EngineHealthy, v)
+			case fSpecDrafts:
+				add(&mod.SpecDrafts, v)
+			case fSpecDraftTokens:
+				add(&mod.SpecDraftTokens, v)
+			case fSpecAccepted:
+				add(&mod.SpecAcceptedTokens, v)
+			case fPromptBySource:
+				mod.PromptTokensBySource = putBounded(mf.GetName(), "source", mod.PromptTokensBySource, labels["source"], v)
+			case fPromptCached:
+				add(&mod.PromptTokensCached, v)
+			case fFlops, fReadBytes, fWriteBytes:
+				add(perGPUField(mod, s.Field), v)
+				if meanN[modelName] == nil {
+					meanN[modelName] = map[field]int{}
+				}
+				meanN[modelName][s.Field]++
 			}
 		}
 	}
 	for name, m := range r.models {
-		// vLLM serves one model per process, so its cache config applies to
-		// every model_name in the scrape.
+		// vLLM serves one model per process, so its cache config and its
+		// HTTP counters apply to every model_name in the scrape.
 		m.CacheConfig = cacheConfig
+		m.KVCacheSizeTokens = cacheConfigNumber(cacheConfig, "kv_cache_size_tokens")
+		m.KVCacheMaxConcurrency = cacheConfigNumber(cacheConfig, "kv_cache_max_concurrency")
+		if m.Sleep.Known {
+			m.Sleep.Awake = !sleeping[name]
+			for _, st := range m.Sleep.Resources {
+				if !resourceAwake[st] {
+					m.Sleep.Awake = false
+				}
+			}
+			if m.Sleep.Awake {
+				m.Sleep.Level = snapshot.Some(0)
+			}
+		}
+		for f, n := range meanN[name] {
+			if v := perGPUField(m, f); n > 1 {
+				v.V /= float64(n)
+			}
+		}
 		if e := engines[name]; len(e) > 1 {
 			m.PerEngine = e
 		}
 	}
 	sort.Strings(r.expected)
 	sort.Strings(r.missing)
+	r.http = httpByStatus
 	return r
+}
+
+// perGPUField is the Model field a per-GPU estimate counter fills.
+func perGPUField(m *snapshot.Model, f field) *snapshot.Value {
+	switch f {
+	case fFlops:
+		return &m.EstimatedFlops
+	case fReadBytes:
+		return &m.EstimatedReadBytes
+	}
+	return &m.EstimatedWriteBytes
+}
+
+// cacheConfigNumber reads a numeric vllm:cache_config_info label; "None",
+// empty, negative or non-finite values are absent.
+func cacheConfigNumber(cc map[string]string, key string) snapshot.Value {
+	s, ok := cc[key]
+	if !ok {
+		return snapshot.Value{}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(f > 0) || math.IsInf(f, 0) {
+		return snapshot.Value{}
+	}
+	return snapshot.Some(f)
+}
+
+// addPriority adds one child of a TTFT or e2e family to the model's
+// per-priority view, bounded by MaxPriorities.
+func (n *normalizer) addPriority(mod *snapshot.Model, p string, hn snapshot.HistogramName, family string, m *dto.Metric, unexpected func(family, label, value string)) {
+	if mod.ByPriority == nil {
+		mod.ByPriority = map[string]map[snapshot.HistogramName]snapshot.Histogram{}
+	}
+	byName := mod.ByPriority[p]
+	if byName == nil {
+		if len(mod.ByPriority) >= MaxPriorities {
+			unexpected(family, "priority", p)
+			return
+		}
+		byName = map[snapshot.HistogramName]snapshot.Histogram{}
+		mod.ByPriority[p] = byName
+	}
+	h, err := n.histogram(family, m)
+	if err != nil {
+		return
+	}
+	if old, seen := byName[hn]; seen {
+		if sum, ok := old.Add(h); ok {
+			h = sum
+		}
+	}
+	byName[hn] = h
 }
 
 // admitModel decides on a model_name new to this scrape, which already
@@ -577,6 +819,12 @@ func cmpFloat(a, b float64) int {
 }
 
 func add(v *snapshot.Value, x float64) { v.V += x; v.OK = true }
+
+func minOf(v *snapshot.Value, x float64) {
+	if !v.OK || x < v.V {
+		v.V, v.OK = x, true
+	}
+}
 
 func maxOf(v *snapshot.Value, x float64) {
 	if !v.OK || x > v.V {

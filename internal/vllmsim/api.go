@@ -190,6 +190,11 @@ func (s *Sim) handleHealth(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(s.version.healthDead)
 		return
 	}
+	if s.stalledTooLong() {
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
 	w.Header().Set("Content-Length", "0")
 	w.WriteHeader(http.StatusOK)
 }

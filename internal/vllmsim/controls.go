@@ -495,3 +495,29 @@ func (s *Sim) SetHistogramBuckets(m map[string][]float64) error {
 	s.restartLocked()
 	return nil
 }
+
+// stalledTooLong is vLLM's HealthStateTracker.is_healthy, negated: requests
+// pending (waiting or running) and no engine progress for HealthStallTimeout.
+// Progress is any engine completing a step (DP: the tracker follows the
+// coordinator's aggregate). Engines that are not hung keep stepping in vLLM
+// even with nothing schedulable (the #53130 livelock) and a paused scheduler
+// is deliberate, so only the stalled scenario stops progress here.
+func (s *Sim) stalledTooLong() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cfg.HealthStallTimeout <= 0 || !s.scen.Stalled {
+		return false
+	}
+	if !s.cfg.VirtualClock {
+		s.advanceLocked(time.Now())
+	}
+	pending := false
+	var last time.Time
+	for _, e := range s.allEngines() {
+		pending = pending || len(e.waiting)+len(e.running) > 0
+		if e.lastStepAt.After(last) {
+			last = e.lastStepAt
+		}
+	}
+	return pending && s.now.Sub(last) >= s.cfg.HealthStallTimeout
+}

@@ -261,6 +261,8 @@ func TestSpecDecodeEmitsSeveralTokensPerStep(t *testing.T) {
 	}
 	// Throughput and per-token latency really change.
 	genOff := val(t, off, "vllm:generation_tokens_total")
+	t.Logf("16 long decodes, 30 s: %.0f tokens with spec decode (k=3, rate 0.7, mean acceptance length %.3f, %.3f tokens per ITL observation) vs %.0f without",
+		gen, meanLen, perStep, genOff)
 	if gen < 1.5*genOff {
 		t.Errorf("spec decode should raise decode throughput: %v vs %v tokens", gen, genOff)
 	}
@@ -269,6 +271,7 @@ func TestSpecDecodeEmitsSeveralTokensPerStep(t *testing.T) {
 	itl := func(f map[string]*dto.MetricFamily) float64 {
 		return histSum(t, f, "vllm:inter_token_latency_seconds") / val(t, f, "vllm:inter_token_latency_seconds")
 	}
+	t.Logf("mean ITL per step %.2f ms with spec decode (%.2f ms per token) vs %.2f ms", 1e3*itl(on), 1e3*itl(on)/perStep, 1e3*itl(off))
 	if perTok, offTok := itl(on)/perStep, itl(off); perTok > 0.7*offTok || itl(on) <= offTok {
 		t.Errorf("ITL %.4f per step (%.4f per token) with spec decode vs %.4f: want a longer step, a much shorter time per token", itl(on), perTok, offTok)
 	}
@@ -578,5 +581,58 @@ func TestLoadGenPriorities(t *testing.T) {
 		case policy == PolicyFCFS && (len(seen) != 1 || seen[0] < 50):
 			t.Errorf("FCFS: finished per priority %v, want only 0 and normal traffic", seen)
 		}
+	}
+}
+
+// TestStatsBasedHealthCheck: with the stall timeout, a hung engine with
+// pending requests fails /health after the timeout; the livelock and a
+// sleeping engine keep 200; without it /health stays 200 while wedged.
+func TestStatsBasedHealthCheck(t *testing.T) {
+	health := func(s *Sim) int { return serveSync(t, s, "GET", "/health", "").Code }
+	s := latestSim(t, Config{HealthStallTimeout: 60 * time.Second})
+	runFor(s, 10*time.Second)
+	if err := s.SetScenario("stalled"); err != nil {
+		t.Fatal(err)
+	}
+	runFor(s, 30*time.Second)
+	if c := health(s); c != 200 {
+		t.Errorf("30s into the stall: %d, want 200", c)
+	}
+	runFor(s, 40*time.Second)
+	if c := health(s); c != 503 {
+		t.Errorf("70s into the stall with requests pending: %d, want 503", c)
+	}
+	if err := s.SetScenario("healthy"); err != nil {
+		t.Fatal(err)
+	}
+	runFor(s, time.Second)
+	if c := health(s); c != 200 {
+		t.Errorf("after recovery: %d", c)
+	}
+	// Sleeping for longer than the timeout with requests queued: deliberate, 200.
+	if err := s.Sleep(1); err != nil {
+		t.Fatal(err)
+	}
+	runFor(s, 120*time.Second)
+	if c := health(s); c != 200 {
+		t.Errorf("asleep: %d, want 200", c)
+	}
+	// The #53130 livelock keeps stepping (nothing schedulable): 200 with the tracker too.
+	ll := latestSim(t, Config{HealthStallTimeout: 60 * time.Second, MaxNumSeqs: 16})
+	if err := ll.SetDefer(DeferSpec{Fraction: 0.95, Livelock: true}); err != nil {
+		t.Fatal(err)
+	}
+	runFor(ll, 150*time.Second)
+	if c := health(ll); c != 200 || ll.Engines()[0].Deferred < 100 {
+		t.Errorf("livelock with the tracker: /health %d, %d deferred", c, ll.Engines()[0].Deferred)
+	}
+	// Without the tracker (older servers, or the default here) a wedged engine answers 200.
+	old := latestSim(t, Config{Scenario: "stalled"})
+	runFor(old, 120*time.Second)
+	if c := health(old); c != 200 {
+		t.Errorf("no stall timeout: %d, want 200", c)
+	}
+	if _, err := New(Config{MetricsVersion: MetricsV1, HealthStallTimeout: time.Minute}); err == nil {
+		t.Error("stall timeout accepted on the 2026-08 layout")
 	}
 }

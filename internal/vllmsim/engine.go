@@ -84,7 +84,10 @@ type engine struct {
 	stepEnd time.Time
 	batch   []schedItem
 	stepDur time.Duration
-	blocked bool // nothing schedulable until something changes
+	// lastStepAt is when the engine last completed a step (or was built):
+	// the stats-based health check's last progress.
+	lastStepAt time.Time
+	blocked    bool // nothing schedulable until something changes
 }
 
 func (e *engine) hasWork() bool { return len(e.waiting)+len(e.running) > 0 }
@@ -385,6 +388,7 @@ func (e *engine) completeStep(t time.Time) {
 	}
 	e.stats.steps++
 	e.stats.stepSeconds += e.stepDur.Seconds()
+	e.lastStepAt = t
 	e.batch = nil
 }
 

@@ -111,6 +111,13 @@ type Config struct {
 	// EnableFaultTolerance renders vllm:engine_healthy (vLLM
 	// --enable-fault-tolerance; newest layout).
 	EnableFaultTolerance bool
+	// HealthStallTimeout > 0 turns on vLLM's stats-based health check
+	// (VLLM_HEALTH_CHECK_STALL_TIMEOUT, 60 s in vLLM; newest layout only):
+	// /health answers 503 once requests are pending and no engine has
+	// completed a step for that long. Only a hung engine (the stalled
+	// scenario) stops stepping: a livelocked scheduler keeps running empty
+	// steps and a sleeping one is paused on purpose, so both stay 200.
+	HealthStallTimeout time.Duration
 }
 
 // Scheduling policies (Config.SchedulingPolicy).
@@ -173,6 +180,9 @@ func (c *Config) setDefaults() error {
 	}
 	if err := c.SpecDecode.validate(); err != nil {
 		return fmt.Errorf("vllmsim: %w", err)
+	}
+	if c.HealthStallTimeout < 0 || (c.HealthStallTimeout > 0 && c.MetricsVersion != MetricsLatest) {
+		return fmt.Errorf("vllmsim: the stats-based health check (stall timeout %v) needs metrics version %s", c.HealthStallTimeout, MetricsLatest)
 	}
 	if len(c.CustomHistogramBuckets) > 0 {
 		if c.MetricsVersion != MetricsLatest {
@@ -300,7 +310,7 @@ func (s *Sim) resetLocked() {
 				sim: s, model: m, index: i,
 				pool: newBlockPool(s.cfg.NumGPUBlocks, s.cfg.BlockSize, !s.cfg.DisablePrefixCaching,
 					s.cfg.MetricsVersion != MetricsV0),
-				stats: newEngineStats(&s.buckets),
+				stats: newEngineStats(&s.buckets), lastStepAt: s.now,
 			})
 			s.models[m][i].stats.growSpec(s.specMaxK)
 		}

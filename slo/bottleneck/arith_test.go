@@ -140,6 +140,7 @@ func TestCollect(t *testing.T) {
 vllm_bottleneck{class="batch_too_small",model="llama-8b"} 0
 vllm_bottleneck{class="communication_bound",model="llama-8b"} 0
 vllm_bottleneck{class="decode_overhead",model="llama-8b"} 0
+vllm_bottleneck{class="deferred_livelock",model="llama-8b"} 0
 vllm_bottleneck{class="engine_stalled",model="llama-8b"} 0
 vllm_bottleneck{class="gpu_fault",model="llama-8b"} 0
 vllm_bottleneck{class="kv_cache_exhausted",model="llama-8b"} 1

@@ -207,13 +207,18 @@ func (st *modelState) noProgress(m *snapshot.Model, at time.Time) snapshot.Value
 }
 
 // recentHitRatio is the prefix-cache hit ratio since the previous tick
-// (absent when no prefix lookups happened or a counter reset).
+// (absent when no prefix lookups happened or a counter reset). Where the
+// server counts cached and computed prompt tokens (≈0.16+) it is the
+// cached share of prompt tokens instead (see reportsCachedTokens).
 func (st *modelState) recentHitRatio(m *snapshot.Model) snapshot.Value {
-	if !m.PrefixQueries.OK || !m.PrefixHits.OK {
+	q, h := m.PrefixQueries.V, m.PrefixHits.V
+	if reportsCachedTokens(m) {
+		h = m.PromptTokensCached.V
+		q = h + m.PromptTokensBySource["local_compute"]
+	} else if !m.PrefixQueries.OK || !m.PrefixHits.OK {
 		st.havePrefix = false
 		return snapshot.Value{}
 	}
-	q, h := m.PrefixQueries.V, m.PrefixHits.V
 	dq, dh := q-st.prevQueries, h-st.prevHits
 	ok := st.havePrefix && dq > 0 && dh >= 0 && dh <= dq
 	st.prevQueries, st.prevHits, st.havePrefix = q, h, true
@@ -232,8 +237,8 @@ func (st *modelState) references(now time.Time, th config.Bottleneck, w *snapsho
 	if v, ok := st.prefillRef.max(now, th.CapacityHorizon); ok {
 		prefill = snapshot.Some(v)
 	}
-	if w != nil && w.PrefixCacheHitRatio.OK {
-		st.hitRef.add(now, th.BaselineWindow, w.PrefixCacheHitRatio.V)
+	if v := HitRatio(w); v.OK {
+		st.hitRef.add(now, th.BaselineWindow, v.V)
 	}
 	if v := PrefillSpeed(w); v.OK {
 		st.prefillRef.add(now, th.CapacityHorizon, v.V)

@@ -1,0 +1,138 @@
+package vllm
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"runtime/debug"
+	"testing"
+	"time"
+)
+
+// streamTransport answers every request with a fresh body from newBody,
+// in-process, so that what a scrape allocates is the scraper's alone.
+type streamTransport func() (io.Reader, http.Header)
+
+func (f streamTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	b, h := f()
+	return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(b), Header: h, Request: r, ContentLength: -1}, nil
+}
+
+// repeatReader repeats line forever: an endless body.
+type repeatReader struct {
+	line []byte
+	off  int
+}
+
+func (r *repeatReader) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		c := copy(p[n:], r.line[r.off:])
+		n += c
+		r.off = (r.off + c) % len(r.line)
+	}
+	return n, nil
+}
+
+// allocatedBy returns the bytes f allocates, with the collector off so that
+// the figure is exact: an upper bound of the heap f can need at its peak.
+func allocatedBy(f func()) uint64 {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	runtime.GC()
+	var a, b runtime.MemStats
+	runtime.ReadMemStats(&a)
+	f()
+	runtime.ReadMemStats(&b)
+	return b.TotalAlloc - a.TotalAlloc
+}
+
+// neededLines is a well-formed body of n bytes, all lines of a family the
+// exporter parses (the worst case for the parser's memory).
+func neededLines(n int) []byte {
+	var b bytes.Buffer
+	b.WriteString("# TYPE vllm:num_requests_running gauge\n")
+	for i := 0; ; i++ {
+		line := fmt.Sprintf("vllm:num_requests_running{engine=\"%d\",model_name=\"m%d\"} 1\n", i%64, i/64)
+		if b.Len()+len(line) > n {
+			return b.Bytes()
+		}
+		b.WriteString(line)
+	}
+}
+
+// TestScrapeMemoryBounded: the body is streamed, never held whole, and
+// only the lines the exporter reads are kept for the parser (at most half
+// the limit). An endless body, a decompression bomb or a 10 MB label value
+// costs a fixed amount whatever the limit; a body at the limit costs a
+// bounded multiple of the part that is parsed; and the buffer of a failed
+// oversize scrape is not kept.
+func TestScrapeMemoryBounded(t *testing.T) {
+	const limit = 4 << 20
+	plain := http.Header{"Content-Type": {"text/plain; version=0.0.4"}}
+	gz := http.Header{"Content-Type": {"text/plain; version=0.0.4"}, "Content-Encoding": {"gzip"}}
+	junk := []byte("python_gc_objects_collected_total{generation=\"0\"} 382.0\n")
+	bomb := gzipped(t, bytes.Repeat(junk, 4*limit/len(junk))) // 16 MiB compressed to a few KB
+	huge := append(append([]byte("vllm:num_requests_running{model_name=\""), bytes.Repeat([]byte("x"), 10<<20)...), "\"} 1\n"...)
+	atLimit := neededLines(limit/keptShare - 1)
+	good := fixture(t, "vllm-main-2026-08-v1.txt")
+
+	type fault struct {
+		name   string
+		body   func() (io.Reader, http.Header)
+		up     bool
+		reason string
+		// most is the allocation allowed for one scrape.
+		most uint64
+	}
+	// Fixed costs: the line reader's 64 KiB buffer, the gzip state, the
+	// failed snapshot and /metrics rendering.
+	const fixed = 1 << 20
+	faults := []fault{
+		{"endless body of families not read", func() (io.Reader, http.Header) { return &repeatReader{line: junk}, plain }, false, ReasonBodyTooLarge, fixed},
+		{"gzip bomb", func() (io.Reader, http.Header) { return bytes.NewReader(bomb), gz }, false, ReasonBodyTooLarge, fixed},
+		{"10 MB label value", func() (io.Reader, http.Header) { return io.MultiReader(bytes.NewReader(huge), bytes.NewReader(good)), plain }, false, ReasonBodyTooLarge, fixed},
+		{"endless body of families read", func() (io.Reader, http.Header) {
+			return &repeatReader{line: []byte("vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 1\n")}, plain
+		}, false, ReasonBodyTooLarge, fixed + 2*limit/keptShare},
+		// Parsing costs about 18 bytes allocated per byte parsed, of which
+		// about 5 stay live until the body is normalized.
+		{"body at the limit, all parsed", func() (io.Reader, http.Header) { return bytes.NewReader(atLimit), plain }, true, "", fixed + 24*uint64(len(atLimit))},
+	}
+	for _, f := range faults {
+		t.Run(f.name, func(t *testing.T) {
+			s := New(Options{URL: "http://vllm.test", MaxBodyBytes: limit, Client: &http.Client{Transport: streamTransport(f.body)}}, nil)
+			s.ScrapeOnce(context.Background(), t0) // warm: first-use allocations
+			n := allocatedBy(func() { s.ScrapeOnce(context.Background(), t0.Add(5*time.Second)) })
+			l := s.Latest()
+			if l.Up != f.up || l.Error != f.reason {
+				t.Fatalf("up %v reason %q, want %v %q", l.Up, l.Error, f.up, f.reason)
+			}
+			t.Logf("allocated %d KiB in one scrape (allowed %d KiB)", n>>10, f.most>>10)
+			if n > f.most {
+				t.Fatalf("one scrape allocated %d bytes, more than %d", n, f.most)
+			}
+			if !f.up && s.buf.Cap() > 256<<10 {
+				t.Fatalf("a failed scrape keeps a %d-byte buffer", s.buf.Cap())
+			}
+		})
+	}
+
+	// The 10 MB label value within the limit: the line is skipped unread
+	// and counted, the rest of the body is served.
+	s := New(Options{URL: "http://vllm.test", MaxBodyBytes: 16 << 20, Client: &http.Client{Transport: streamTransport(func() (io.Reader, http.Header) {
+		return io.MultiReader(bytes.NewReader(huge), bytes.NewReader(good)), plain
+	})}}, nil)
+	n := allocatedBy(func() { s.ScrapeOnce(context.Background(), t0) })
+	if l := s.Latest(); !l.Up || l.Models["meta-llama/Llama-3.1-8B-Instruct"] == nil {
+		t.Fatalf("body with a 10 MB line: %+v", l)
+	}
+	if s.dropped[DropLineTooLong] != 1 {
+		t.Fatalf("line_too_long drops %v, want 1", s.dropped[DropLineTooLong])
+	}
+	if n > fixed+30*uint64(len(good)) {
+		t.Fatalf("a body with a 10 MB line allocated %d bytes", n)
+	}
+}
