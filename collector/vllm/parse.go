@@ -147,13 +147,28 @@ func isNeeded(name []byte) bool {
 	if needed[string(name)] {
 		return true
 	}
-	for _, suffix := range histogramSuffixes {
+	for i, suffix := range histogramSuffixes {
 		if base, found := bytes.CutSuffix(name, suffix); found && needed[string(base)] {
-			return true
+			// Token histograms are read for _sum and _count only.
+			return i != 0 || !sumCountOnly[string(base)]
 		}
 	}
 	return false
 }
+
+// sumCountOnly are the histogram families read for _sum and _count only
+// (kindTokenHistogram): their _bucket lines are skipped unparsed.
+var sumCountOnly = func() map[string]bool {
+	m := map[string]bool{}
+	for _, s := range sources {
+		if s.Kind == kindTokenHistogram {
+			for _, n := range s.Names {
+				m[n] = true
+			}
+		}
+	}
+	return m
+}()
 
 func isNameByte(c byte, first bool) bool {
 	return c == '_' || c == ':' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (!first && c >= '0' && c <= '9')
