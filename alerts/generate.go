@@ -45,6 +45,7 @@ type dashboardLink struct {
 // fails when an alert has no entry.
 var alertDashboards = map[string]dashboardLink{
 	"VLLMEngineStalled":              {OverviewDashboard, []string{"instance", "model"}},
+	"VLLMDeferredLivelock":           {OverviewDashboard, []string{"instance", "model"}},
 	"VLLMDown":                       {OverviewDashboard, []string{"instance"}},
 	"VLLMKVCacheNearFull":            {OverviewDashboard, []string{"instance", "model"}},
 	"VLLMQueueBuildup":               {OverviewDashboard, []string{"instance", "model"}},

@@ -136,10 +136,10 @@ type series struct {
 	lastSeen time.Time
 	// since is the first reading of the series: the period's budget covers
 	// only what was observed since (checkpointed).
-	since time.Time
-	fine     *ring
-	coarse   *ring
-	fast     *ring
+	since  time.Time
+	fine   *ring
+	coarse *ring
+	fast   *ring
 }
 
 // sloState is the watchdog's state for one configured SLO.
