@@ -221,6 +221,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if cmd != serve.FullCommand() {
 		if err := runners[cmd](ctx, logger); err != nil {
 			level.Error(logger).Log("msg", "command failed", "command", cmd, "err", err)
+			// A command may say which exit status its failure means (2: a
+			// usage error, as for unparsable flags).
+			var coded interface{ ExitCode() int }
+			if errors.As(err, &coded) {
+				return coded.ExitCode()
+			}
 			return 1
 		}
 		return 0

@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
@@ -308,12 +311,46 @@ func replay(t *testing.T, frames []frame, th config.Bottleneck, visible func(pre
 		}
 		sts := c.States()
 		if len(sts) == 1 {
+			checkOneShot(t, i, sts[0], c, th)
 			p.class, p.raw, p.evidence = sts[0].Class, sts[0].Raw, rawEvidence(sts[0])
 			p.ttftOver = sts[0].SLO.TTFT.OK && sts[0].SLO.TTFT.V > th.TTFTTargetSeconds
 		}
 		out = append(out, p)
 	}
 	return out
+}
+
+// checkOneShot: the report diagnose would print from this state never
+// states a class above evidence that does not hold, and when it states the
+// published class its evidence is what vllm_bottleneck_evidence exports.
+func checkOneShot(t *testing.T, frame int, st ModelState, c *Classifier, th config.Bottleneck) {
+	t.Helper()
+	mr := ModelReportFrom(st, th.Window, 0)
+	for _, e := range mr.Evidence {
+		if e.Op != "" && !e.Holds() {
+			t.Fatalf("frame %d: the report states %s above its own evidence %s %v %s %v, which does not hold", frame, mr.Class, e.Signal, e.Value, e.Op, e.Threshold)
+		}
+	}
+	if mr.Class != st.Class {
+		return
+	}
+	exported := map[string]float64{}
+	mfs, err := gatherOne(c, "vllm_bottleneck_evidence")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mfs {
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == "signal" {
+				exported[lp.GetValue()] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	for _, e := range mr.Evidence {
+		if v, ok := exported[e.Signal]; !ok || v != e.Value {
+			t.Fatalf("frame %d: report evidence %s = %v, exported %v (present %v)", frame, e.Signal, e.Value, v, ok)
+		}
+	}
 }
 
 type hookFunc func(time.Time)
@@ -422,4 +459,22 @@ func TestRegimeCorpus(t *testing.T) {
 		fmt.Fprintf(&b, "| %s | %.1f%% (%d/%d) | %d | %d |\n", s.name, 100*s.ratio(), s.right, s.steady, s.onset, s.flaps)
 	}
 	t.Log("regime corpus (5 s scrapes, window " + th.Window.String() + ", hold_ticks " + fmt.Sprint(th.HoldTicks) + "):\n" + b.String())
+}
+
+// gatherOne gathers one metric family from a collector.
+func gatherOne(c prometheus.Collector, name string) ([]*dto.Metric, error) {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(c); err != nil {
+		return nil, err
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		return nil, err
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric(), nil
+		}
+	}
+	return nil, nil
 }

@@ -46,7 +46,7 @@ var (
 		"Cost of one million output tokens at the sustained capacity: --cost.gpu-hour x GPUs / output tokens per hour x 1e6.",
 		[]string{"model"}, nil)
 	descGPUsNeeded = prometheus.NewDesc("vllm_capacity_gpus_needed",
-		"GPUs needed for bottleneck.daily_requests at the sustained per-GPU request capacity, with bottleneck.headroom applied.",
+		"GPUs needed for bottleneck.daily_requests at the per-GPU request capacity measured while saturated (requests waiting, KV full or preemptions) with the SLOs held, with bottleneck.headroom applied; absent until such a measurement exists.",
 		[]string{"model"}, nil)
 )
 

@@ -42,6 +42,9 @@ type Evidence struct {
 	Op        string  `json:"op,omitempty"` // ">", ">=", "<", "<=", "==" ; empty: context only
 	Threshold float64 `json:"threshold"`
 	Unit      string  `json:"unit,omitempty"`
+	// Bucket is set in reports when Value is a quantile interpolated inside
+	// a wide histogram bucket: [lower, upper] bound, the precision there is.
+	Bucket []float64 `json:"bucket,omitempty"`
 }
 
 // Holds reports whether the evidence meets its threshold.
