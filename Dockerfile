@@ -37,8 +37,15 @@ COPY --from=build /src/bin/vllm_exporter /usr/bin/vllm_exporter
 # NVML needs only the "utility" driver capability (no compute). "all" lets a
 # sidecar that requests no GPU of its own see the node's GPUs; on a shared
 # node set NVIDIA_VISIBLE_DEVICES to the GPUs of the vLLM container instead.
+#
+# GOMEMLIMIT: a soft heap limit for a 64 MiB container (the chart's default
+# memory limit); the Go runtime collects harder as it nears it instead of
+# letting the heap double. Measured peak RSS at defaults, 16 models x 8
+# engines and through the fault matrix: see docs/hardening.md (Memory
+# limit). With a different container limit set it to about 75% of it.
 ENV NVIDIA_VISIBLE_DEVICES=all \
-    NVIDIA_DRIVER_CAPABILITIES=utility
+    NVIDIA_DRIVER_CAPABILITIES=utility \
+    GOMEMLIMIT=48MiB
 USER 65532:65532
 EXPOSE 9470
 ENTRYPOINT ["/usr/bin/vllm_exporter"]
