@@ -35,8 +35,9 @@ RUN apt-get update \
  && useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin vllm_exporter
 COPY --from=build /src/bin/vllm_exporter /usr/bin/vllm_exporter
 # NVML needs only the "utility" driver capability (no compute). "all" lets a
-# sidecar that requests no GPU of its own see the node's GPUs; on a shared
-# node set NVIDIA_VISIBLE_DEVICES to the GPUs of the vLLM container instead.
+# sidecar that requests no GPU of its own see the node's GPUs, which are
+# vLLM's when its pod owns the node; on a node shared by vLLM pods run it with
+# --no-collector.gpu and one GPU exporter per node (docs/deploy.md).
 #
 # GOMEMLIMIT: a soft heap limit for a 64 MiB container (the chart's default
 # memory limit); the Go runtime collects harder as it nears it instead of

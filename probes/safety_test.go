@@ -14,7 +14,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
-
 )
 
 // TestProbeHistogramsExportDefaultBounds checks each probe histogram is

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,9 @@ func (b *bottleneckFlags) add(app *kingpin.Application) {
 	app.Flag("model.bytes-per-parameter", "Bytes per parameter (2 for FP16/BF16, 1 for FP8, 0.5 for INT4).").Float64Var(&b.spec.BytesPerParameter)
 	app.Flag("model.kv-cache-bytes", "KV-cache pool size in bytes; default: GPU memory x vLLM's gpu_memory_utilization - weights - 1.5 GB per GPU. Without weight flags it also lets the weights be read from vLLM's process GPU memory (minus this pool and 1.5 GB per GPU).").Float64Var(&b.spec.KVCacheBytes)
 	app.Flag("model.memory-bandwidth", "Effective memory bandwidth in bytes/s for the roofline when no GPU is visible (with a GPU: its peak x bottleneck.bandwidth_efficiency).").Float64Var(&b.spec.MemoryBandwidth)
+	app.Flag("model.kv-bytes-per-token", "KV-cache bytes one token occupies (2 x layers x KV heads x head dim x dtype bytes); with vLLM's stated kv_cache_size_tokens (≈0.24+) it sizes the KV pool for the roofline without memory arithmetic.").Float64Var(&b.spec.KVBytesPerToken)
+	app.Flag("gpu.peak-flops", "One GPU's peak dense FLOP/s in the serving dtype (e.g. 989e12 for H100 SXM BF16); enables vllm_model_flops_utilization_ratio from vLLM's --enable-mfu-metrics counters.").Float64Var(&b.spec.PeakFLOPS)
+	app.Flag("gpu.peak-memory-bandwidth", "One GPU's peak memory bandwidth in bytes/s for vllm_model_bandwidth_utilization_ratio (default: NVML's peak).").Float64Var(&b.spec.PeakMemoryBandwidth)
 	app.Flag("cost.gpu-hour", "Price of one GPU-hour; enables vllm_cost_per_million_output_tokens.").Float64Var(&b.cost.GPUHour)
 	app.Flag("cost.gpus", "GPUs serving this vLLM, for cost and capacity per GPU (default: the GPUs NVML sees, else 1).").IntVar(&b.cost.GPUs)
 }
@@ -178,7 +182,7 @@ func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, log.Logger) err
 	o := &diagnoseOpts{}
 	cmd.Flag("duration", "How long to watch.").Default("60s").DurationVar(&o.duration)
 	cmd.Flag("interval", "Scrape and classify every this long.").Default("5s").DurationVar(&o.interval)
-	cmd.Flag("window", "Window for rates and quantiles (must fit in --duration; overrides bottleneck.window).").Default("30s").DurationVar(&o.window)
+	cmd.Flag("window", "Window for rates and quantiles (overrides bottleneck.window; shortened to --duration when longer).").Default("30s").DurationVar(&o.window)
 	cmd.Flag("output", "Report format. One of: [text, json]").PlaceHolder("text|json").Default("text").EnumVar(&o.output, "text", "json")
 	cmd.Flag("probe-every", "Send the cold/warm probe pair every this many ticks (--no-probe.enabled: never).").Default("2").IntVar(&o.probeEvery)
 	o.probes = true
@@ -217,28 +221,53 @@ func fromAppFlags(o *diagnoseOpts, logger log.Logger) (done func(), err error) {
 	return g.Close, nil
 }
 
+// usageError is a command-line mistake: exit status 2, like a flag that
+// does not parse.
+type usageError struct{ error }
+
+func (usageError) ExitCode() int { return 2 }
+
+func (e usageError) Unwrap() error { return e.error }
+
+// errNotDiagnosed is returned (exit status 1) after the report when no
+// model could be diagnosed: every scrape failed or no model was served.
+var errNotDiagnosed = errors.New("could not diagnose: no model was seen in a successful scrape")
+
 // diagnoseThresholds is the config's bottleneck section with the window
-// shortened to fit the watch.
-func diagnoseThresholds(configFile string, o diagnoseOpts) (config.Bottleneck, error) {
+// fitted to the watch: a --window longer than --duration is shortened to
+// it (the note says so) rather than refused.
+func diagnoseThresholds(configFile string, o diagnoseOpts) (config.Bottleneck, []string, error) {
 	cfg, err := config.Load(configFile)
 	if err != nil {
-		return config.Bottleneck{}, err
+		return config.Bottleneck{}, nil, err
 	}
 	th := cfg.Bottleneck
+	var notes []string
 	switch {
-	case o.interval <= 0 || o.duration <= 0:
-		return th, errors.New("--interval and --duration must be positive")
-	case o.window < 2*o.interval || o.window >= o.duration:
-		return th, fmt.Errorf("--window (%v) must be at least 2 x --interval (%v) and shorter than --duration (%v)", o.window, o.interval, o.duration)
+	case o.interval <= 0 || o.duration <= 0 || o.window <= 0:
+		return th, nil, usageError{errors.New("--interval, --duration and --window must be positive")}
+	case o.duration < 2*o.interval:
+		return th, nil, usageError{fmt.Errorf("--duration (%v) must be at least 2 x --interval (%v): a rate needs two scrapes", o.duration, o.interval)}
 	}
-	th.Window = o.window
-	th.BaselineWindow = max(o.duration-o.interval, o.window+o.interval)
-	return th, nil
+	window := o.window
+	if window > o.duration {
+		window = o.duration
+		notes = append(notes, fmt.Sprintf("--window %v is longer than --duration; rates and quantiles use the whole %v watch", o.window, o.duration))
+	}
+	if window < 2*o.interval {
+		window = 2 * o.interval
+		notes = append(notes, fmt.Sprintf("--window %v is shorter than 2 x --interval; rates and quantiles use %v", o.window, window))
+	}
+	th.Window = window
+	th.BaselineWindow = max(o.duration, window+o.interval)
+	// One verdict per tick is what a one-shot report states (see
+	// bottleneck.OneShotClass); hysteresis is for a live exporter.
+	return th, notes, nil
 }
 
 // runDiagnose watches o.url and writes the report to w.
 func runDiagnose(ctx context.Context, o diagnoseOpts, w io.Writer, logger log.Logger) (bottleneck.Report, error) {
-	th, err := diagnoseThresholds(o.configFile, o)
+	th, notes, err := diagnoseThresholds(o.configFile, o)
 	if err != nil {
 		return bottleneck.Report{}, err
 	}
@@ -271,10 +300,18 @@ func runDiagnose(ctx context.Context, o diagnoseOpts, w io.Writer, logger log.Lo
 		Scrape: scrape, Probe: probe, ProbeEvery: o.probeEvery, Now: o.now, Sleep: o.sleep,
 		Window: th.Window, GPUHour: o.cost.GPUHour,
 	})
+	rep.Notes = append(notes, rep.Notes...)
+	render := bottleneck.RenderText
 	if o.output == "json" {
-		return rep, bottleneck.RenderJSON(w, rep)
+		render = bottleneck.RenderJSON
 	}
-	return rep, bottleneck.RenderText(w, rep)
+	if err := render(w, rep); err != nil {
+		return rep, err
+	}
+	if len(rep.Models) == 0 {
+		return rep, errNotDiagnosed
+	}
+	return rep, nil
 }
 
 // The cold/warm probe pair diagnose sends: identical lengths, the warm one
@@ -360,41 +397,79 @@ func setupCapacity(cmd *kingpin.CmdClause) func(context.Context, log.Logger) err
 	cmd.Flag("interval", "Scrape every this long when measuring.").Default("5s").DurationVar(&o.interval)
 	cmd.Flag("window", "Rate window when measuring.").Default("30s").DurationVar(&o.window)
 	return func(ctx context.Context, logger log.Logger) error {
+		basis := ""
 		if perGPU == 0 {
 			done, err := fromAppFlags(o, logger)
 			if err != nil {
 				return err
 			}
 			defer done()
-			if perGPU, err = measurePerGPU(ctx, *o, logger); err != nil {
+			m, err := measurePerGPU(ctx, *o, logger)
+			if err != nil {
 				return err
 			}
+			perGPU, basis = m.perGPU, m.basis
 		}
-		return runCapacity(os.Stdout, bnFlags.flagString("config.file"), daily, perGPU, headroom, bnFlags.cost.GPUHour)
+		return runCapacity(os.Stdout, bnFlags.flagString("config.file"), daily, perGPU, headroom, bnFlags.cost.GPUHour, basis)
 	}
+}
+
+// perGPUMeasure is a per-GPU request throughput and how it was obtained.
+type perGPUMeasure struct {
+	perGPU float64
+	// basis is "" for a figure the operator gave or one measured at
+	// saturation; otherwise it says how the extrapolation was made.
+	basis string
 }
 
 // measurePerGPU watches the server like diagnose and returns the highest
 // request throughput per GPU it sustained while the SLOs held (summed over
-// the models it serves).
-func measurePerGPU(ctx context.Context, o diagnoseOpts, logger log.Logger) (float64, error) {
+// the models it serves). When the server was not saturated that is only
+// its offered load: the figure becomes the KV-capacity extrapolation, and
+// basis says so.
+func measurePerGPU(ctx context.Context, o diagnoseOpts, logger log.Logger) (perGPUMeasure, error) {
 	rep, err := runDiagnose(ctx, o, io.Discard, logger)
-	if err != nil {
-		return 0, err
+	if err != nil && !errors.Is(err, errNotDiagnosed) {
+		return perGPUMeasure{}, err
 	}
-	var perGPU float64
-	for _, m := range rep.Models {
-		if c := m.Capacity; c.RequestsPerSecond != nil && c.GPUs > 0 {
-			perGPU += *c.RequestsPerSecond / float64(c.GPUs)
+	var m perGPUMeasure
+	var extrapolated, lower []string
+	for _, mr := range rep.Models {
+		c := mr.Capacity
+		if c.RequestsPerSecond == nil || c.GPUs <= 0 {
+			continue
+		}
+		g := float64(c.GPUs)
+		kv := "unknown"
+		if c.KVUsage != nil {
+			kv = fmt.Sprintf("%.1f%%", 100**c.KVUsage)
+		}
+		switch {
+		case c.Saturated:
+			m.perGPU += *c.RequestsPerSecond / g
+		case c.ExtrapolatedRequestsPerSecond != nil:
+			m.perGPU += *c.ExtrapolatedRequestsPerSecond / g
+			extrapolated = append(extrapolated, fmt.Sprintf("%s: %.3g req/s per GPU offered at KV usage %s", mr.Model, *c.RequestsPerSecond/g, kv))
+		default:
+			m.perGPU += *c.RequestsPerSecond / g
+			lower = append(lower, fmt.Sprintf("%s: %.3g req/s per GPU offered at KV usage %s", mr.Model, *c.RequestsPerSecond/g, kv))
 		}
 	}
-	if perGPU == 0 {
-		return 0, fmt.Errorf("no throughput was sustained within the SLOs while watching %s for %v (%d scrapes, %d failed); give --requests-per-second-per-gpu", o.url, o.duration, rep.Scrapes, rep.ScrapeErrors)
+	if m.perGPU == 0 {
+		return perGPUMeasure{}, fmt.Errorf("no throughput was sustained within the SLOs while watching %s for %v (%d scrapes, %d failed); give --requests-per-second-per-gpu", o.url, o.duration, rep.Scrapes, rep.ScrapeErrors)
 	}
-	return perGPU, nil
+	switch {
+	case len(lower) > 0:
+		m.basis = "LOWER BOUND, not a capacity: the server was not saturated (nothing waiting, no preemption) and too far from it to extrapolate (" +
+			strings.Join(append(lower, extrapolated...), "; ") + "); the offered load is used, so GPUs needed is an upper bound. Load-test (vllm bench serve) for a real figure"
+	case len(extrapolated) > 0:
+		m.basis = "EXTRAPOLATION, not a measurement: the server was not saturated (nothing waiting, no preemption) (" + strings.Join(extrapolated, "; ") +
+			"); the figure is offered load / KV usage, an upper estimate assuming throughput grows with KV-cache occupancy until the cache is full. Latency rises before that: load-test before sizing on it"
+	}
+	return m, nil
 }
 
-func runCapacity(w io.Writer, configFile string, daily, perGPU, headroom, gpuHour float64) error {
+func runCapacity(w io.Writer, configFile string, daily, perGPU, headroom, gpuHour float64, basis string) error {
 	if headroom == 0 {
 		cfg, err := config.Load(configFile)
 		if err != nil {
@@ -406,10 +481,21 @@ func runCapacity(w io.Writer, configFile string, daily, perGPU, headroom, gpuHou
 	if err != nil {
 		return err
 	}
+	if basis != "" {
+		fmt.Fprintf(w, "per-GPU throughput: %s\n", basis)
+	}
 	fmt.Fprintf(w, "daily requests:        %.0f\n", p.DailyRequests)
 	fmt.Fprintf(w, "required throughput:   %.2f req/s (daily / 86,400)\n", p.RequiredPerSecond)
-	fmt.Fprintf(w, "per-GPU throughput:    %.2f req/s\n", p.PerGPURequestsPerSecond)
-	fmt.Fprintf(w, "GPUs needed:           %d (ceil(required / per GPU))\n", p.GPUs)
+	label := "per-GPU throughput:  "
+	if basis != "" {
+		label = "per-GPU (" + strings.SplitN(basis, ",", 2)[0] + "):"
+	}
+	fmt.Fprintf(w, "%s %.3g req/s\n", label, p.PerGPURequestsPerSecond)
+	bound := ""
+	if strings.HasPrefix(basis, "LOWER BOUND") {
+		bound = ", at most"
+	}
+	fmt.Fprintf(w, "GPUs needed:           %d (ceil(required / per GPU)%s)\n", p.GPUs, bound)
 	fmt.Fprintf(w, "with %.1fx headroom:    %d GPUs\n", p.Headroom, p.GPUsWithHeadroom)
 	if gpuHour > 0 {
 		fmt.Fprintf(w, "cost:                  %.2f per day at %.2f per GPU-hour\n", float64(p.GPUsWithHeadroom)*24*gpuHour, gpuHour)

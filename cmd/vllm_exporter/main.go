@@ -136,6 +136,7 @@ type flags struct {
 	proxyFromEnv bool
 
 	enableLifecycle bool
+	perPriority     bool
 
 	configFile  string
 	configCheck bool
@@ -164,6 +165,7 @@ func newApp() (*kingpin.Application, *flags, *kingpin.CmdClause) {
 	app.Flag("vllm.basic-auth-password-file", "File holding the basic-auth password for --vllm.basic-auth-username.").StringVar(&f.basicPWFile)
 	app.Flag("vllm.proxy-from-environment", "Reach vLLM (scrapes and probes alike) through the proxy named by HTTP_PROXY/HTTPS_PROXY/NO_PROXY. Off by default: connections are direct, so no proxy sees the credentials.").BoolVar(&f.proxyFromEnv)
 	app.Flag("web.enable-lifecycle", "Enable configuration reload over HTTP (POST /-/reload). Off by default; SIGHUP always reloads.").BoolVar(&f.enableLifecycle)
+	app.Flag("vllm.per-priority", "Also export TTFT and e2e histograms per request priority (vLLM --scheduling-policy priority; at most 8 priority values).").BoolVar(&f.perPriority)
 	app.Flag("config.file", "YAML configuration file (probes, SLOs, bottleneck thresholds); empty = shipped defaults.").StringVar(&f.configFile)
 	app.Flag("config.check", "Validate --config.file (and --web.config.file), print the result and exit.").BoolVar(&f.configCheck)
 	app.Flag("demo", "Start a simulated vLLM in-process and export it (no vLLM needed).").BoolVar(&f.demo)
@@ -219,6 +221,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if cmd != serve.FullCommand() {
 		if err := runners[cmd](ctx, logger); err != nil {
 			level.Error(logger).Log("msg", "command failed", "command", cmd, "err", err)
+			// A command may say which exit status its failure means (2: a
+			// usage error, as for unparsable flags).
+			var coded interface{ ExitCode() int }
+			if errors.As(err, &coded) {
+				return coded.ExitCode()
+			}
 			return 1
 		}
 		return 0
@@ -377,6 +385,7 @@ func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.L
 		Access:       access,
 		Models:       x.models,
 		Health:       x.health,
+		PerPriority:  f.perPriority,
 		// The classifier compares the prefix-cache hit ratio with a longer
 		// baseline window; keep enough thinned history to answer it.
 		Retention: holder.Get().Bottleneck.BaselineWindow,

@@ -84,6 +84,7 @@ func derive(window time.Duration, span []*snapshot.VLLM) map[string]*snapshot.De
 				dv.PreemptionsPerRequest = snapshot.Some(preemptions.V / finished)
 			}
 		}
+		deriveNewer(dv, chain, rate)
 		queries := increase(chain, func(m *snapshot.Model) snapshot.Value { return m.PrefixQueries })
 		hits := increase(chain, func(m *snapshot.Model) snapshot.Value { return m.PrefixHits })
 		if queries.OK && hits.OK && queries.V > 0 {
@@ -101,6 +102,67 @@ func derive(window time.Duration, span []*snapshot.VLLM) map[string]*snapshot.De
 		out[name] = dv
 	}
 	return out
+}
+
+// deriveNewer fills the windowed values of the families of newer vLLM
+// versions (spec decode, prompt tokens by source, MFU estimates).
+func deriveNewer(dv *snapshot.Derived, chain []*snapshot.Model, rate func(snapshot.Value) snapshot.Value) {
+	inc := func(get func(*snapshot.Model) snapshot.Value) snapshot.Value { return increase(chain, get) }
+	drafts := inc(func(m *snapshot.Model) snapshot.Value { return m.SpecDrafts })
+	draftTokens := inc(func(m *snapshot.Model) snapshot.Value { return m.SpecDraftTokens })
+	accepted := inc(func(m *snapshot.Model) snapshot.Value { return m.SpecAcceptedTokens })
+	if accepted.OK && draftTokens.OK && draftTokens.V > 0 {
+		dv.SpecAcceptanceRatio = snapshot.Some(accepted.V / draftTokens.V)
+	}
+	if accepted.OK && drafts.OK && drafts.V > 0 {
+		dv.SpecMeanAcceptanceLength = snapshot.Some(1 + accepted.V/drafts.V)
+	}
+
+	source := func(name string) func(*snapshot.Model) snapshot.Value {
+		return func(m *snapshot.Model) snapshot.Value {
+			if m.PromptTokensBySource == nil {
+				return snapshot.Value{}
+			}
+			return snapshot.Some(m.PromptTokensBySource[name])
+		}
+	}
+	// Computed: the local_compute source; else all prompt tokens minus the
+	// cached ones; else the per-request computed-KV histogram's sum (counted
+	// when requests finish, so it lags).
+	computed := inc(source("local_compute"))
+	if !computed.OK {
+		computed = inc(func(m *snapshot.Model) snapshot.Value {
+			if !m.PromptTokens.OK || !m.PromptTokensCached.OK {
+				return snapshot.Value{}
+			}
+			return snapshot.Some(m.PromptTokens.V - m.PromptTokensCached.V)
+		})
+	}
+	if !computed.OK {
+		computed = inc(func(m *snapshot.Model) snapshot.Value { return m.PrefillKVComputedSum })
+	}
+	dv.PromptTokensComputedPerSecond = rate(computed)
+	cached := inc(func(m *snapshot.Model) snapshot.Value { return m.PromptTokensCached })
+	if !cached.OK {
+		cached = inc(func(m *snapshot.Model) snapshot.Value {
+			hit, ext := source("local_cache_hit")(m), source("external_kv_transfer")(m)
+			if !hit.OK {
+				return hit
+			}
+			return snapshot.Some(hit.V + ext.V)
+		})
+	}
+	dv.PromptTokensCachedPerSecond = rate(cached)
+
+	// The estimates stay 0 without --enable-mfu-metrics: no increase, no value.
+	if f := inc(func(m *snapshot.Model) snapshot.Value { return m.EstimatedFlops }); f.OK && f.V > 0 {
+		dv.EstimatedFlopsPerSecond = rate(f)
+	}
+	rd := inc(func(m *snapshot.Model) snapshot.Value { return m.EstimatedReadBytes })
+	wr := inc(func(m *snapshot.Model) snapshot.Value { return m.EstimatedWriteBytes })
+	if rd.OK && wr.OK && rd.V+wr.V > 0 {
+		dv.EstimatedBytesPerSecond = rate(snapshot.Some(rd.V + wr.V))
+	}
 }
 
 // increase sums a counter's increases along chain, a decrease counting as

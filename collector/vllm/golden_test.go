@@ -40,6 +40,13 @@ var goldenScalarNames = []string{
 	"vllm_exporter_expected_metric_missing",
 	// Windowed series need two scrapes; after one they must be absent.
 	"vllm_preemptions_per_second", "vllm_prefix_cache_hit_ratio", "vllm_time_to_first_token_window_seconds",
+	// Families of newer versions present in the 2026-08 body.
+	"vllm_requests_waiting_by_reason", "vllm_engine_awake", "vllm_engine_sleep_level",
+	"vllm_estimated_flops_per_gpu_total", "vllm_estimated_read_bytes_per_gpu_total", "vllm_estimated_write_bytes_per_gpu_total",
+	"vllm_kv_cache_size_tokens", "vllm_kv_cache_max_concurrency", "vllm_prompt_tokens_by_source_total",
+	"vllm_prompt_tokens_cached_total", "vllm_requests_refused_total",
+	"vllm_spec_decode_drafts_total", "vllm_engine_healthy", "vllm_exporter_vllm_unexpected_label_values",
+	"vllm_prompt_tokens_computed_per_second",
 }
 
 var goldenHistogramNames = []string{
@@ -136,6 +143,37 @@ vllm_exporter_expected_metric_missing{metric="vllm:request_queue_time_seconds"} 
 vllm_exporter_expected_metric_missing{metric="vllm:request_success_total"} 0
 vllm_exporter_expected_metric_missing{metric="vllm:request_time_per_output_token_seconds"} 0
 vllm_exporter_expected_metric_missing{metric="vllm:time_to_first_token_seconds"} 0
+# num_requests_waiting_by_reason: capacity 2.0, deferred 0.0
+# TYPE vllm_requests_waiting_by_reason gauge
+vllm_requests_waiting_by_reason{model="meta-llama/Llama-3.1-8B-Instruct",reason="capacity"} 2
+vllm_requests_waiting_by_reason{model="meta-llama/Llama-3.1-8B-Instruct",reason="deferred"} 0
+# engine_sleep_state: awake 1, weights_offloaded 0, discard_all 0
+# TYPE vllm_engine_awake gauge
+vllm_engine_awake{model="meta-llama/Llama-3.1-8B-Instruct"} 1
+# TYPE vllm_engine_sleep_level gauge
+vllm_engine_sleep_level{model="meta-llama/Llama-3.1-8B-Instruct"} 0
+# MFU counters registered unconditionally, 0 without --enable-mfu-metrics
+# TYPE vllm_estimated_flops_per_gpu_total counter
+vllm_estimated_flops_per_gpu_total{model="meta-llama/Llama-3.1-8B-Instruct"} 0
+# TYPE vllm_estimated_read_bytes_per_gpu_total counter
+vllm_estimated_read_bytes_per_gpu_total{model="meta-llama/Llama-3.1-8B-Instruct"} 0
+# TYPE vllm_estimated_write_bytes_per_gpu_total counter
+vllm_estimated_write_bytes_per_gpu_total{model="meta-llama/Llama-3.1-8B-Instruct"} 0
+# cache_config_info kv_cache_size_tokens="438592", kv_cache_max_concurrency="53.54"
+# TYPE vllm_kv_cache_size_tokens gauge
+vllm_kv_cache_size_tokens{model="meta-llama/Llama-3.1-8B-Instruct"} 438592
+# TYPE vllm_kv_cache_max_concurrency gauge
+vllm_kv_cache_max_concurrency{model="meta-llama/Llama-3.1-8B-Instruct"} 53.54
+# prompt_tokens_by_source_total: local_compute 574345, local_cache_hit 260320, external 0; cached 260320
+# TYPE vllm_prompt_tokens_by_source_total counter
+vllm_prompt_tokens_by_source_total{model="meta-llama/Llama-3.1-8B-Instruct",source="external_kv_transfer"} 0
+vllm_prompt_tokens_by_source_total{model="meta-llama/Llama-3.1-8B-Instruct",source="local_cache_hit"} 260320
+vllm_prompt_tokens_by_source_total{model="meta-llama/Llama-3.1-8B-Instruct",source="local_compute"} 574345
+# TYPE vllm_prompt_tokens_cached_total counter
+vllm_prompt_tokens_cached_total{model="meta-llama/Llama-3.1-8B-Instruct"} 260320
+# http_requests_total: no 5xx line in the body, only 2xx and 4xx: 0 refused
+# TYPE vllm_requests_refused_total counter
+vllm_requests_refused_total{model="meta-llama/Llama-3.1-8B-Instruct"} 0
 `, goldenScalarNames...)
 
 	// The eight latency histograms, bucket for bucket: testdata/golden-v1-histograms.prom

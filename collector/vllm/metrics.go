@@ -20,7 +20,15 @@ type descs struct {
 	preemptions, promptTokens, genTokens, prefixQueries, prefixHits, finished        *prometheus.Desc
 	preemptRate, preemptPerReq, prefixHitRatio, promptRate, genRate, finishedRate    *prometheus.Desc
 	cacheConfig                                                                      *prometheus.Desc
-	hist, windowQuantile                                                             map[snapshot.HistogramName]*prometheus.Desc
+
+	// Families of newer vLLM versions (docs/vllm-versions.md).
+	waitingByReason, awake, sleepLevel, sleepResource, engineHealthy          *prometheus.Desc
+	specDrafts, specDraftTokens, specAccepted, specAcceptRatio, specAcceptLen *prometheus.Desc
+	promptBySource, promptCached, promptComputedRate, promptCachedRate        *prometheus.Desc
+	kvSizeTokens, kvMaxConcurrency, flops, readBytes, writeBytes              *prometheus.Desc
+	flopsRate, bytesRate, refused, unexpected                                 *prometheus.Desc
+	byPriority                                                                map[snapshot.HistogramName]*prometheus.Desc
+	hist, windowQuantile                                                      map[snapshot.HistogramName]*prometheus.Desc
 
 	scrapes, scrapeErrors, scrapeDuration, lastSuccess, schema, missing *prometheus.Desc
 	samplesDropped                                                      *prometheus.Desc
@@ -58,6 +66,34 @@ func newDescs() *descs {
 		finishedRate:   g("vllm_requests_finished_per_second", "Finished requests per second over the window by finish reason; derived from vllm:request_success_total.", "model", "window", "finished_reason"),
 
 		cacheConfig: g("vllm_cache_config_info", "vLLM's KV-cache configuration as labels, value 1; from vllm:cache_config_info.", append([]string{"model"}, cacheConfigLabels...)...),
+
+		waitingByReason:    g("vllm_requests_waiting_by_reason", "Waiting requests by reason (capacity: waiting for scheduling capacity; deferred: held by a transient constraint such as LoRA budget or KV transfer), summed over engines; from vllm:num_requests_waiting_by_reason.", "model", "reason"),
+		awake:              g("vllm_engine_awake", "1 if every engine of the model is awake, 0 while one is deliberately asleep (sleep mode); from vllm:engine_sleep_state and vllm:engine_fully_awake / engine_sleep_resource_state.", m...),
+		sleepLevel:         g("vllm_engine_sleep_level", "Deepest sleep level of the model's engines: 0 awake, 1 weights offloaded, 2 weights discarded; from vllm:engine_sleep_state.", m...),
+		sleepResource:      g("vllm_engine_sleep_resource_state", "1 for each engine resource's current sleep state (least awake over engines); from vllm:engine_sleep_resource_state.", "model", "resource", "state"),
+		engineHealthy:      g("vllm_engine_healthy", "1 if every engine reports a healthy cached state, else 0 (vLLM --enable-fault-tolerance only); from vllm:engine_healthy.", m...),
+		specDrafts:         g("vllm_spec_decode_drafts_total", "Speculative-decoding drafts, summed over engines; from vllm:spec_decode_num_drafts_total.", m...),
+		specDraftTokens:    g("vllm_spec_decode_draft_tokens_total", "Speculative-decoding draft tokens proposed, summed over engines; from vllm:spec_decode_num_draft_tokens_total.", m...),
+		specAccepted:       g("vllm_spec_decode_accepted_tokens_total", "Speculative-decoding draft tokens accepted, summed over engines; from vllm:spec_decode_num_accepted_tokens_total.", m...),
+		specAcceptRatio:    g("vllm_spec_decode_acceptance_ratio", "Accepted / proposed draft tokens over the window, absent without drafts; from vllm:spec_decode_num_accepted_tokens_total and vllm:spec_decode_num_draft_tokens_total.", mw...),
+		specAcceptLen:      g("vllm_spec_decode_mean_acceptance_length", "Mean tokens a stream gains per decode step over the window, 1 + accepted / drafts (the factor between per-step inter-token latency and per-token time); from vllm:spec_decode_num_accepted_tokens_total and vllm:spec_decode_num_drafts_total.", mw...),
+		promptBySource:     g("vllm_prompt_tokens_by_source_total", "Prompt tokens by source (local_compute, local_cache_hit, external_kv_transfer), summed over engines; from vllm:prompt_tokens_by_source_total.", "model", "source"),
+		promptCached:       g("vllm_prompt_tokens_cached_total", "Prompt tokens served from the local or external prefix cache, summed over engines; from vllm:prompt_tokens_cached_total.", m...),
+		promptComputedRate: g("vllm_prompt_tokens_computed_per_second", "Prompt tokens per second actually computed in prefill (cache and KV-transfer hits excluded) over the window; from vllm:prompt_tokens_by_source_total{source=\"local_compute\"}, else vllm:prompt_tokens_total minus vllm:prompt_tokens_cached_total, else vllm:request_prefill_kv_computed_tokens_sum.", mw...),
+		promptCachedRate:   g("vllm_prompt_tokens_cached_per_second", "Prompt tokens per second served from a prefix cache over the window; from vllm:prompt_tokens_cached_total, else vllm:prompt_tokens_by_source_total (cache hit + KV transfer).", mw...),
+		kvSizeTokens:       g("vllm_kv_cache_size_tokens", "Tokens the KV-cache pool holds, as vLLM states it; from vllm:cache_config_info's kv_cache_size_tokens label.", m...),
+		kvMaxConcurrency:   g("vllm_kv_cache_max_concurrency", "Requests of max_model_len tokens the KV-cache pool holds at once, as vLLM states it; from vllm:cache_config_info's kv_cache_max_concurrency label.", m...),
+		flops:              g("vllm_estimated_flops_per_gpu_total", "vLLM's estimate of floating-point operations per GPU (mean over engines), 0 without --enable-mfu-metrics; from vllm:estimated_flops_per_gpu_total.", m...),
+		readBytes:          g("vllm_estimated_read_bytes_per_gpu_total", "vLLM's estimate of bytes read from GPU memory per GPU (mean over engines); from vllm:estimated_read_bytes_per_gpu_total.", m...),
+		writeBytes:         g("vllm_estimated_write_bytes_per_gpu_total", "vLLM's estimate of bytes written to GPU memory per GPU (mean over engines); from vllm:estimated_write_bytes_per_gpu_total.", m...),
+		flopsRate:          g("vllm_estimated_flops_per_second_per_gpu", "vLLM's estimated floating-point operations per second per GPU over the window, absent while the counter does not move; from vllm:estimated_flops_per_gpu_total.", mw...),
+		bytesRate:          g("vllm_estimated_memory_bytes_per_second_per_gpu", "vLLM's estimated GPU-memory bytes read plus written per second per GPU over the window, absent while the counters do not move; from vllm:estimated_read_bytes_per_gpu_total and vllm:estimated_write_bytes_per_gpu_total.", mw...),
+		refused:            g("vllm_requests_refused_total", "Requests the vLLM server answered with a 5xx (or 429 where status codes are not grouped) before or instead of the engine, summed over handlers and counted for every model of the server; from http_requests_total (vLLM's HTTP instrumentator).", m...),
+		unexpected:         g("vllm_exporter_vllm_unexpected_label_values", "Distinct label values in the last vLLM scrape that the exporter did not understand or had to drop past a bound (an unknown sleep state, more priorities than allowed); their samples are ignored.", "metric", "label"),
+		byPriority: map[snapshot.HistogramName]*prometheus.Desc{
+			snapshot.TTFT: g("vllm_time_to_first_token_by_priority_seconds", "Time from request arrival to the first output token in seconds per request priority (--vllm.per-priority; vLLM --scheduling-policy priority); from vllm:time_to_first_token_seconds.", "model", "priority"),
+			snapshot.E2E:  g("vllm_e2e_request_latency_by_priority_seconds", "End-to-end request latency in seconds per request priority (--vllm.per-priority); from vllm:e2e_request_latency_seconds.", "model", "priority"),
+		},
 
 		hist:           map[snapshot.HistogramName]*prometheus.Desc{},
 		windowQuantile: map[snapshot.HistogramName]*prometheus.Desc{},
@@ -106,7 +142,12 @@ func (d *descs) all() []*prometheus.Desc {
 	out := []*prometheus.Desc{d.up, d.running, d.waiting, d.swapped, d.kv, d.engineKV, d.engineRunning, d.engineWaiting, d.cpuKV,
 		d.preemptions, d.promptTokens, d.genTokens, d.prefixQueries, d.prefixHits, d.finished,
 		d.preemptRate, d.preemptPerReq, d.prefixHitRatio, d.promptRate, d.genRate, d.finishedRate, d.cacheConfig,
-		d.scrapes, d.scrapeErrors, d.scrapeDuration, d.lastSuccess, d.schema, d.missing, d.samplesDropped}
+		d.scrapes, d.scrapeErrors, d.scrapeDuration, d.lastSuccess, d.schema, d.missing, d.samplesDropped,
+		d.waitingByReason, d.awake, d.sleepLevel, d.sleepResource, d.engineHealthy,
+		d.specDrafts, d.specDraftTokens, d.specAccepted, d.specAcceptRatio, d.specAcceptLen,
+		d.promptBySource, d.promptCached, d.promptComputedRate, d.promptCachedRate,
+		d.kvSizeTokens, d.kvMaxConcurrency, d.flops, d.readBytes, d.writeBytes,
+		d.flopsRate, d.bytesRate, d.refused, d.unexpected, d.byPriority[snapshot.TTFT], d.byPriority[snapshot.E2E]}
 	for _, h := range snapshot.LatencyHistograms {
 		out = append(out, d.hist[h], d.windowQuantile[h])
 	}
@@ -181,6 +222,10 @@ func (s *Scraper) render(snap *snapshot.VLLM, res *result, windows map[time.Dura
 	for _, e := range res.expected {
 		emit(d.missing, prometheus.GaugeValue, b2f(missing[e]), e)
 	}
+	for k, n := range res.unexpected {
+		emit(d.unexpected, prometheus.GaugeValue, float64(n), k.Metric, k.Label)
+	}
+	refused, haveRefused := snap.Refused()
 
 	for _, name := range sortedKeys(snap.Models) {
 		m := snap.Models[name]
@@ -219,6 +264,10 @@ func (s *Scraper) render(snap *snapshot.VLLM, res *result, windows map[time.Dura
 				out = append(out, m)
 			}
 		}
+		d.renderNewer(emit, value, func(c prometheus.Metric) { out = append(out, c) }, m)
+		if haveRefused {
+			emit(d.refused, prometheus.CounterValue, refused, name)
+		}
 	}
 
 	for _, w := range s.opts.Windows {
@@ -234,6 +283,12 @@ func (s *Scraper) render(snap *snapshot.VLLM, res *result, windows map[time.Dura
 			for _, r := range sortedKeys(dv.FinishedPerSecondByReason) {
 				emit(d.finishedRate, prometheus.GaugeValue, dv.FinishedPerSecondByReason[r], name, wl, r)
 			}
+			value(d.specAcceptRatio, prometheus.GaugeValue, dv.SpecAcceptanceRatio, name, wl)
+			value(d.specAcceptLen, prometheus.GaugeValue, dv.SpecMeanAcceptanceLength, name, wl)
+			value(d.promptComputedRate, prometheus.GaugeValue, dv.PromptTokensComputedPerSecond, name, wl)
+			value(d.promptCachedRate, prometheus.GaugeValue, dv.PromptTokensCachedPerSecond, name, wl)
+			value(d.flopsRate, prometheus.GaugeValue, dv.EstimatedFlopsPerSecond, name, wl)
+			value(d.bytesRate, prometheus.GaugeValue, dv.EstimatedBytesPerSecond, name, wl)
 			for _, hn := range snapshot.LatencyHistograms {
 				qs, ok := dv.Quantiles[hn]
 				cum, ok2 := snap.Models[name].Histograms[hn]
@@ -247,6 +302,45 @@ func (s *Scraper) render(snap *snapshot.VLLM, res *result, windows map[time.Dura
 		}
 	}
 	s.rendered.Store(&out)
+}
+
+// renderNewer appends the series of the families newer vLLM versions add
+// (absent families export nothing).
+func (d *descs) renderNewer(emit func(*prometheus.Desc, prometheus.ValueType, float64, ...string),
+	value func(*prometheus.Desc, prometheus.ValueType, snapshot.Value, ...string), push func(prometheus.Metric), m *snapshot.Model) {
+	name := m.Name
+	for _, r := range sortedKeys(m.WaitingByReason) {
+		emit(d.waitingByReason, prometheus.GaugeValue, m.WaitingByReason[r], name, r)
+	}
+	if m.Sleep.Known {
+		emit(d.awake, prometheus.GaugeValue, b2f(m.Sleep.Awake), name)
+		value(d.sleepLevel, prometheus.GaugeValue, m.Sleep.Level, name)
+		for _, r := range sortedKeys(m.Sleep.Resources) {
+			emit(d.sleepResource, prometheus.GaugeValue, 1, name, r, m.Sleep.Resources[r])
+		}
+	}
+	value(d.engineHealthy, prometheus.GaugeValue, m.EngineHealthy, name)
+	value(d.specDrafts, prometheus.CounterValue, m.SpecDrafts, name)
+	value(d.specDraftTokens, prometheus.CounterValue, m.SpecDraftTokens, name)
+	value(d.specAccepted, prometheus.CounterValue, m.SpecAcceptedTokens, name)
+	for _, src := range sortedKeys(m.PromptTokensBySource) {
+		emit(d.promptBySource, prometheus.CounterValue, m.PromptTokensBySource[src], name, src)
+	}
+	value(d.promptCached, prometheus.CounterValue, m.PromptTokensCached, name)
+	value(d.kvSizeTokens, prometheus.GaugeValue, m.KVCacheSizeTokens, name)
+	value(d.kvMaxConcurrency, prometheus.GaugeValue, m.KVCacheMaxConcurrency, name)
+	value(d.flops, prometheus.CounterValue, m.EstimatedFlops, name)
+	value(d.readBytes, prometheus.CounterValue, m.EstimatedReadBytes, name)
+	value(d.writeBytes, prometheus.CounterValue, m.EstimatedWriteBytes, name)
+	for _, p := range sortedKeys(m.ByPriority) {
+		for _, hn := range []snapshot.HistogramName{snapshot.TTFT, snapshot.E2E} {
+			if h, ok := m.ByPriority[p][hn]; ok {
+				if c, err := constHistogram(d.byPriority[hn], h, name, p); err == nil {
+					push(c)
+				}
+			}
+		}
+	}
 }
 
 // windowSummary exports windowed quantiles as a summary: the quantile label

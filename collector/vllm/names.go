@@ -11,15 +11,22 @@ import (
 type kind int
 
 const (
-	kindGauge     kind = iota // summed over engines
-	kindGaugeMax              // max over engines (a ratio of one engine's pool)
-	kindCounter               // summed over engines
-	kindHistogram             // bucket-wise sum over engines
-	kindInfo                  // labels only
+	kindGauge          kind = iota // summed over engines
+	kindGaugeMax                   // max over engines (a ratio of one engine's pool)
+	kindCounter                    // summed over engines
+	kindHistogram                  // bucket-wise sum over engines
+	kindInfo                       // labels only
+	kindStateSet                   // one sample per state, value 1 for the current one
+	kindGaugeMin                   // min over engines (a health or awake flag)
+	kindCounterMean                // mean over engines (a per-GPU counter of each engine's GPUs)
+	kindTokenHistogram             // a token-count histogram: only _sum and _count are read, summed over engines
+	kindServer                     // no model_name label: the whole server
 )
 
 func (k kind) String() string {
-	return [...]string{"gauge (sum over engines)", "gauge (max over engines)", "counter (sum over engines)", "histogram (sum over engines)", "info"}[k]
+	return [...]string{"gauge (sum over engines)", "gauge (max over engines)", "counter (sum over engines)", "histogram (sum over engines)", "info",
+		"state set (least awake over engines)", "gauge (min over engines)", "counter (mean over engines)",
+		"token histogram (_sum/_count, sum over engines)", "server-wide (no model_name; counted for every model)"}[k]
 }
 
 // field identifies what a source family fills in a snapshot.Model.
@@ -39,6 +46,22 @@ const (
 	fFinished
 	fCacheConfig
 	fHistogram // Hist says which
+	fWaitingByReason
+	fSleepState
+	fFullyAwake
+	fSleepResource
+	fEngineHealthy
+	fSpecDrafts
+	fSpecDraftTokens
+	fSpecAccepted
+	fPromptBySource
+	fPromptCached
+	fPrefillKVComputed
+	fFlops
+	fReadBytes
+	fWriteBytes
+	fHTTPRequests
+	fFromCacheConfig // read from vllm:cache_config_info's labels (documentation row only)
 )
 
 // source is one row of the name-normalization table: a stable exported
@@ -106,6 +129,40 @@ var sources = []source{
 		Versions: "all versions, label `finished_reason` (V1 pre-creates stop/length/abort/error/repetition; V0 only after first use)"},
 	{Exported: "vllm_cache_config_info", Names: []string{"vllm:cache_config_info"}, Kind: kindInfo, Field: fCacheConfig, Expected: always,
 		Versions: "all versions; label set changes every release (five are re-exported)"},
+	{Exported: "vllm_kv_cache_size_tokens", Names: []string{"vllm:cache_config_info"}, Kind: kindInfo, Field: fFromCacheConfig, Expected: neverExp,
+		Versions: "label `kv_cache_size_tokens` ≈0.24+ (#42206, 2026-06); preferred over memory arithmetic in the roofline"},
+	{Exported: "vllm_kv_cache_max_concurrency", Names: []string{"vllm:cache_config_info"}, Kind: kindInfo, Field: fFromCacheConfig, Expected: neverExp,
+		Versions: "label `kv_cache_max_concurrency` ≈0.24+ (#42206)"},
+	{Exported: "vllm_requests_waiting_by_reason", Names: []string{"vllm:num_requests_waiting_by_reason"}, Kind: kindGauge, Field: fWaitingByReason, Expected: neverExp,
+		Versions: "≈0.20+ (#38435), label `reason` (`capacity`, `deferred`); queueing uses `capacity`"},
+	{Exported: "vllm_engine_awake", Names: []string{"vllm:engine_sleep_state"}, Kind: kindStateSet, Field: fSleepState, Expected: neverExp,
+		Versions: "≈0.11.1/0.12+, label `sleep_state` (`awake`, `weights_offloaded` = level 1, `discard_all` = level 2); also `vllm_engine_sleep_level`"},
+	{Exported: "vllm_engine_awake", Names: []string{"vllm:engine_fully_awake"}, Kind: kindGaugeMin, Field: fFullyAwake, Expected: neverExp,
+		Versions: "late 2026 (per-resource sleep model): 0 while any resource sleeps"},
+	{Exported: "vllm_engine_sleep_resource_state", Names: []string{"vllm:engine_sleep_resource_state"}, Kind: kindStateSet, Field: fSleepResource, Expected: neverExp,
+		Versions: "late 2026, labels `resource` (`scheduler`, `weights`, `kv_cache`), `state`"},
+	{Exported: "vllm_engine_healthy", Names: []string{"vllm:engine_healthy"}, Kind: kindGaugeMin, Field: fEngineHealthy, Expected: neverExp,
+		Versions: "late 2026, only with `--enable-fault-tolerance`"},
+	{Exported: "vllm_spec_decode_drafts_total", Names: []string{"vllm:spec_decode_num_drafts_total"}, Kind: kindCounter, Field: fSpecDrafts, Expected: neverExp,
+		Versions: "V1 0.8.5+, only with speculative decoding"},
+	{Exported: "vllm_spec_decode_draft_tokens_total", Names: []string{"vllm:spec_decode_num_draft_tokens_total"}, Kind: kindCounter, Field: fSpecDraftTokens, Expected: neverExp,
+		Versions: "V1 0.8.3+, only with speculative decoding"},
+	{Exported: "vllm_spec_decode_accepted_tokens_total", Names: []string{"vllm:spec_decode_num_accepted_tokens_total"}, Kind: kindCounter, Field: fSpecAccepted, Expected: neverExp,
+		Versions: "V1 0.8.3+, only with speculative decoding"},
+	{Exported: "vllm_prompt_tokens_by_source_total", Names: []string{"vllm:prompt_tokens_by_source_total"}, Kind: kindCounter, Field: fPromptBySource, Expected: neverExp,
+		Versions: "≈0.16+ (#33290), label `source` (`local_compute`, `local_cache_hit`, `external_kv_transfer`)"},
+	{Exported: "vllm_prompt_tokens_cached_total", Names: []string{"vllm:prompt_tokens_cached_total"}, Kind: kindCounter, Field: fPromptCached, Expected: neverExp,
+		Versions: "≈0.16+ (#33290)"},
+	{Exported: "vllm_prompt_tokens_computed_per_second", Names: []string{"vllm:request_prefill_kv_computed_tokens"}, Kind: kindTokenHistogram, Field: fPrefillKVComputed, Expected: neverExp,
+		Versions: "≈0.13+ (#30189); the computed-token rate's fallback when `prompt_tokens_by_source` is absent"},
+	{Exported: "vllm_estimated_flops_per_gpu_total", Names: []string{"vllm:estimated_flops_per_gpu_total"}, Kind: kindCounterMean, Field: fFlops, Expected: neverExp,
+		Versions: "≈0.17+ (#30950); 0 unless `--enable-mfu-metrics`"},
+	{Exported: "vllm_estimated_read_bytes_per_gpu_total", Names: []string{"vllm:estimated_read_bytes_per_gpu_total"}, Kind: kindCounterMean, Field: fReadBytes, Expected: neverExp,
+		Versions: "≈0.17+; 0 unless `--enable-mfu-metrics`"},
+	{Exported: "vllm_estimated_write_bytes_per_gpu_total", Names: []string{"vllm:estimated_write_bytes_per_gpu_total"}, Kind: kindCounterMean, Field: fWriteBytes, Expected: neverExp,
+		Versions: "≈0.17+; 0 unless `--enable-mfu-metrics`"},
+	{Exported: "vllm_requests_refused_total", Names: []string{"http_requests_total"}, Kind: kindServer, Field: fHTTPRequests, Expected: neverExp,
+		Versions: "0.8.3+ (HTTP instrumentator); `status` 5xx (and 429 when codes are not grouped) summed over handlers"},
 	{Exported: "vllm_time_to_first_token_seconds", Names: []string{"vllm:time_to_first_token_seconds"}, Kind: kindHistogram, Field: fHistogram, Hist: snapshot.TTFT, Expected: always,
 		Versions: "all versions; buckets extended to 2560 s in 0.8.4"},
 	{Exported: "vllm_inter_token_latency_seconds", Names: []string{"vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"}, Kind: kindHistogram, Field: fHistogram, Hist: snapshot.InterTokenLatency, Expected: always,

@@ -147,13 +147,28 @@ func isNeeded(name []byte) bool {
 	if needed[string(name)] {
 		return true
 	}
-	for _, suffix := range histogramSuffixes {
+	for i, suffix := range histogramSuffixes {
 		if base, found := bytes.CutSuffix(name, suffix); found && needed[string(base)] {
-			return true
+			// Token histograms are read for _sum and _count only.
+			return i != 0 || !sumCountOnly[string(base)]
 		}
 	}
 	return false
 }
+
+// sumCountOnly are the histogram families read for _sum and _count only
+// (kindTokenHistogram): their _bucket lines are skipped unparsed.
+var sumCountOnly = func() map[string]bool {
+	m := map[string]bool{}
+	for _, s := range sources {
+		if s.Kind == kindTokenHistogram {
+			for _, n := range s.Names {
+				m[n] = true
+			}
+		}
+	}
+	return m
+}()
 
 func isNameByte(c byte, first bool) bool {
 	return c == '_' || c == ':' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (!first && c >= '0' && c <= '9')
@@ -264,6 +279,12 @@ const (
 	MaxModels          = modelset.DefaultMax
 	MaxEngines         = 64
 	MaxFinishedReasons = 16
+	// MaxPriorities bounds the per-priority view: vLLM buckets priorities
+	// into five values (<-1, -1, 0, 1, >1); anything past eight is not vLLM.
+	MaxPriorities = 8
+	// maxMapLabels bounds the other label-keyed maps (waiting reasons,
+	// prompt-token sources, HTTP statuses, sleep resources).
+	maxMapLabels = 16
 	// MaxLabelValueBytes: a sample with a longer label value is dropped
 	// (Prometheus's label_value_length_limit would otherwise fail the whole
 	// scrape of the exporter).
@@ -300,6 +321,8 @@ func longLabel(labels map[string]string) string {
 // snapshot in the history shares one bounds slice per family.
 type normalizer struct {
 	bounds map[string][]float64
+	// perPriority keeps TTFT and e2e per `priority` label value.
+	perPriority bool
 	// admit decides whether a model_name not yet in this scrape may be
 	// kept (the scraper's modelset); nil keeps the first MaxModels.
 	admit func(name string) bool
@@ -307,12 +330,32 @@ type normalizer struct {
 
 func newNormalizer() *normalizer { return &normalizer{bounds: map[string][]float64{}} }
 
+// Label values vLLM documents. A value outside these sets is not guessed at:
+// the sample is ignored, counted in vllm_exporter_vllm_unexpected_label_values
+// and logged once.
+var (
+	knownSleepStates    = map[string]bool{"awake": true, "weights_offloaded": true, "discard_all": true}
+	knownResourceStates = map[string]bool{"running": true, "paused": true, "resident": true, "offloaded": true, "discarded": true, "released": true, "unknown": true}
+	// resourceAwake: the resource states of an engine that serves.
+	resourceAwake = map[string]bool{"running": true, "resident": true}
+)
+
+// unexpectedKey names a (vLLM family, label) pair whose values were not
+// understood, the labels of vllm_exporter_vllm_unexpected_label_values.
+type unexpectedKey struct{ Metric, Label string }
+
 // result is one normalized scrape.
 type result struct {
 	schema   string
 	models   map[string]*snapshot.Model
 	expected []string // vLLM names expected for schema, sorted
 	missing  []string // subset of expected that was absent, sorted
+	http     map[string]float64
+	// unexpected counts, per family and label, the distinct values that
+	// were not understood (unknown sleep state, priority past the bound);
+	// unexpectedValues holds them for the log.
+	unexpected       map[unexpectedKey]int
+	unexpectedValues []string
 	// dropped counts the samples dropped by reason; detail is the first
 	// drop of each reason, for the (rate-limited) log.
 	dropped map[string]float64
@@ -333,9 +376,38 @@ func (r *result) drop(reason, what string) {
 func (n *normalizer) normalize(e exposition) *result {
 	fams := e.fams
 	has := func(name string) bool { _, ok := fams[name]; return ok }
-	r := &result{schema: detectSchema(e), models: map[string]*snapshot.Model{}}
+	r := &result{schema: detectSchema(e), models: map[string]*snapshot.Model{}, unexpected: map[unexpectedKey]int{}}
 	engines := map[string]map[string]*snapshot.EngineGauges{} // model -> engine -> gauges
 	var cacheConfig map[string]string
+	var httpByStatus map[string]float64
+	sleeping := map[string]bool{} // model -> some engine reports asleep
+	// per-model, per-field engine counts for kindCounterMean.
+	meanN := map[string]map[field]int{}
+	seenUnexpected := map[string]bool{}
+	unexpected := func(family, label, value string) {
+		k := family + "\x00" + label + "\x00" + value
+		if seenUnexpected[k] {
+			return
+		}
+		seenUnexpected[k] = true
+		r.unexpected[unexpectedKey{family, label}]++
+		if len(r.unexpectedValues) < maxMapLabels {
+			r.unexpectedValues = append(r.unexpectedValues, fmt.Sprintf("%s{%s=%q}", family, label, value))
+		}
+	}
+	// putBounded sets m[k] += v unless that would add a key past
+	// maxMapLabels.
+	putBounded := func(family, label string, m map[string]float64, k string, v float64) map[string]float64 {
+		if m == nil {
+			m = map[string]float64{}
+		}
+		if _, seen := m[k]; !seen && len(m) >= maxMapLabels {
+			unexpected(family, label, k)
+			return m
+		}
+		m[k] += v
+		return m
+	}
 
 	refused := map[string]bool{} // asked once per scrape
 	modelFor := func(name string) *snapshot.Model {
@@ -369,6 +441,9 @@ func (n *normalizer) normalize(e exposition) *result {
 
 	for i := range sources {
 		s := &sources[i]
+		if s.Field == fFromCacheConfig {
+			continue // a documentation row: read from cache_config_info below
+		}
 		var mf *dto.MetricFamily
 		for _, name := range s.Names {
 			if mf = fams[name]; mf != nil {
@@ -398,12 +473,25 @@ func (n *normalizer) normalize(e exposition) *result {
 				}
 				continue
 			}
+			if s.Field == fHTTPRequests {
+				if v, ok := scalar(m); ok {
+					httpByStatus = putBounded(mf.GetName(), "status", httpByStatus, labels["status"], v)
+				}
+				continue
+			}
 			modelName, ok := labels["model_name"]
 			if !ok {
 				continue // every engine metric carries model_name; anything else is not ours
 			}
 			mod := modelFor(modelName)
 			if mod == nil {
+				continue
+			}
+			if s.Field == fPrefillKVComputed {
+				if dh := m.GetHistogram(); dh != nil {
+					add(&mod.PrefillKVComputedSum, dh.GetSampleSum())
+					add(&mod.PrefillKVComputedCount, count(dh.SampleCountFloat, dh.GetSampleCount()))
+				}
 				continue
 			}
 			if s.Kind == kindHistogram {
@@ -421,6 +509,9 @@ func (n *normalizer) normalize(e exposition) *result {
 					h = sum
 				}
 				mod.Histograms[s.Hist] = h
+				if p, ok := labels["priority"]; ok && n.perPriority && (s.Hist == snapshot.TTFT || s.Hist == snapshot.E2E) {
+					n.addPriority(mod, p, s.Hist, mf.GetName(), m, unexpected)
+				}
 				continue
 			}
 			v, ok := scalar(m)
@@ -458,20 +549,153 @@ func (n *normalizer) normalize(e exposition) *result {
 					continue
 				}
 				mod.FinishedByReason[reason] += v
+			case fWaitingByReason:
+				mod.WaitingByReason = putBounded(mf.GetName(), "reason", mod.WaitingByReason, labels["reason"], v)
+			case fSleepState:
+				st := labels["sleep_state"]
+				if !knownSleepStates[st] {
+					if v != 0 {
+						unexpected(mf.GetName(), "sleep_state", st)
+					}
+					continue
+				}
+				mod.Sleep.Known = true
+				switch {
+				case st == "awake" && v == 0:
+					sleeping[modelName] = true
+				case st == "weights_offloaded" && v == 1:
+					maxOf(&mod.Sleep.Level, 1)
+				case st == "discard_all" && v == 1:
+					maxOf(&mod.Sleep.Level, 2)
+				}
+			case fFullyAwake:
+				mod.Sleep.Known = true
+				if v == 0 {
+					sleeping[modelName] = true
+				}
+			case fSleepResource:
+				res, st := labels["resource"], labels["state"]
+				if v != 1 {
+					continue
+				}
+				if !knownResourceStates[st] {
+					unexpected(mf.GetName(), "state", st)
+					continue
+				}
+				if mod.Sleep.Resources == nil {
+					mod.Sleep.Resources = map[string]string{}
+				}
+				if _, seen := mod.Sleep.Resources[res]; !seen && len(mod.Sleep.Resources) >= maxMapLabels {
+					unexpected(mf.GetName(), "resource", res)
+					continue
+				}
+				// With several engines the least awake state wins.
+				if old, seen := mod.Sleep.Resources[res]; !seen || resourceAwake[old] {
+					mod.Sleep.Resources[res] = st
+				}
+			case fEngineHealthy:
+				minOf(&mod.EngineHealthy, v)
+			case fSpecDrafts:
+				add(&mod.SpecDrafts, v)
+			case fSpecDraftTokens:
+				add(&mod.SpecDraftTokens, v)
+			case fSpecAccepted:
+				add(&mod.SpecAcceptedTokens, v)
+			case fPromptBySource:
+				mod.PromptTokensBySource = putBounded(mf.GetName(), "source", mod.PromptTokensBySource, labels["source"], v)
+			case fPromptCached:
+				add(&mod.PromptTokensCached, v)
+			case fFlops, fReadBytes, fWriteBytes:
+				add(perGPUField(mod, s.Field), v)
+				if meanN[modelName] == nil {
+					meanN[modelName] = map[field]int{}
+				}
+				meanN[modelName][s.Field]++
 			}
 		}
 	}
 	for name, m := range r.models {
-		// vLLM serves one model per process, so its cache config applies to
-		// every model_name in the scrape.
+		// vLLM serves one model per process, so its cache config and its
+		// HTTP counters apply to every model_name in the scrape.
 		m.CacheConfig = cacheConfig
+		m.KVCacheSizeTokens = cacheConfigNumber(cacheConfig, "kv_cache_size_tokens")
+		m.KVCacheMaxConcurrency = cacheConfigNumber(cacheConfig, "kv_cache_max_concurrency")
+		if m.Sleep.Known {
+			m.Sleep.Awake = !sleeping[name]
+			for _, st := range m.Sleep.Resources {
+				if !resourceAwake[st] {
+					m.Sleep.Awake = false
+				}
+			}
+			if m.Sleep.Awake {
+				m.Sleep.Level = snapshot.Some(0)
+			}
+		}
+		for f, n := range meanN[name] {
+			if v := perGPUField(m, f); n > 1 {
+				v.V /= float64(n)
+			}
+		}
 		if e := engines[name]; len(e) > 1 {
 			m.PerEngine = e
 		}
 	}
 	sort.Strings(r.expected)
 	sort.Strings(r.missing)
+	r.http = httpByStatus
 	return r
+}
+
+// perGPUField is the Model field a per-GPU estimate counter fills.
+func perGPUField(m *snapshot.Model, f field) *snapshot.Value {
+	switch f {
+	case fFlops:
+		return &m.EstimatedFlops
+	case fReadBytes:
+		return &m.EstimatedReadBytes
+	}
+	return &m.EstimatedWriteBytes
+}
+
+// cacheConfigNumber reads a numeric vllm:cache_config_info label; "None",
+// empty, negative or non-finite values are absent.
+func cacheConfigNumber(cc map[string]string, key string) snapshot.Value {
+	s, ok := cc[key]
+	if !ok {
+		return snapshot.Value{}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(f > 0) || math.IsInf(f, 0) {
+		return snapshot.Value{}
+	}
+	return snapshot.Some(f)
+}
+
+// addPriority adds one child of a TTFT or e2e family to the model's
+// per-priority view, bounded by MaxPriorities.
+func (n *normalizer) addPriority(mod *snapshot.Model, p string, hn snapshot.HistogramName, family string, m *dto.Metric, unexpected func(family, label, value string)) {
+	if mod.ByPriority == nil {
+		mod.ByPriority = map[string]map[snapshot.HistogramName]snapshot.Histogram{}
+	}
+	byName := mod.ByPriority[p]
+	if byName == nil {
+		if len(mod.ByPriority) >= MaxPriorities {
+			unexpected(family, "priority", p)
+			return
+		}
+		byName = map[snapshot.HistogramName]snapshot.Histogram{}
+		mod.ByPriority[p] = byName
+	}
+	h, err := n.histogram(family, m)
+	if err != nil {
+		return
+	}
+	if old, seen := byName[hn]; seen {
+		if sum, ok := old.Add(h); ok {
+			h = sum
+		}
+	}
+	byName[hn] = h
 }
 
 // admitModel decides on a model_name new to this scrape, which already
@@ -610,6 +834,12 @@ func cmpFloat(a, b float64) int {
 }
 
 func add(v *snapshot.Value, x float64) { v.V += x; v.OK = true }
+
+func minOf(v *snapshot.Value, x float64) {
+	if !v.OK || x < v.V {
+		v.V, v.OK = x, true
+	}
+}
 
 func maxOf(v *snapshot.Value, x float64) {
 	if !v.OK || x > v.V {

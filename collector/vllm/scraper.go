@@ -91,6 +91,9 @@ type Options struct {
 	Client *http.Client
 	// Health receives each scrape's outcome; optional.
 	Health collector.Reporter
+	// PerPriority keeps a per-`priority` view of TTFT and e2e (vLLM's
+	// --scheduling-policy priority), at most MaxPriorities values.
+	PerPriority bool
 	// Models bounds the model names kept (--vllm.max-models) and evicts
 	// those not seen for its idle timeout (--vllm.model-idle-timeout); the
 	// zero value means the defaults.
@@ -120,10 +123,13 @@ type Scraper struct {
 	lastOK     time.Time
 	lastReason string // for logging state changes only
 	lastSchema string // for logging state changes only
-	models     *modelset.Set
-	scrapeNow  time.Time // the current scrape's time, for models.Admit
-	dropped    map[string]float64
-	dropLog    *ratelog.Limiter
+	// loggedUnexpected: unexpected label values already logged at warn
+	// level (bounded: past maxLoggedUnexpected they go to debug).
+	loggedUnexpected map[string]bool
+	models           *modelset.Set
+	scrapeNow        time.Time // the current scrape's time, for models.Admit
+	dropped          map[string]float64
+	dropLog          *ratelog.Limiter
 
 	histMu    sync.RWMutex
 	history   []*snapshot.VLLM // oldest first, bounded by prune
@@ -187,8 +193,11 @@ func New(opts Options, logger log.Logger) *Scraper {
 		models:     opts.Models.NewSet(CollectorName),
 		dropped:    map[string]float64{},
 		dropLog:    ratelog.New(dropLogEvery),
+
+		loggedUnexpected: map[string]bool{},
 	}
 	s.norm.admit = func(name string) bool { return s.models.Admit(name, s.scrapeNow) }
+	s.norm.perPriority = opts.PerPriority
 	s.render(nil, nil, nil, 0)
 	return s
 }
@@ -269,6 +278,10 @@ func (s *Scraper) Retain(d time.Duration) {
 	defer s.histMu.Unlock()
 	s.retention = max(s.retention, d)
 }
+
+// maxLoggedUnexpected bounds the set of unexpected label values logged at
+// warn level once each.
+const maxLoggedUnexpected = 64
 
 // coarseSnapshots bounds the thinned part of the history: the default 15m
 // baseline window is kept at one snapshot per 15 s (tolerance 20 s), 3 days
@@ -381,7 +394,7 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct string, pre *stre
 			}
 			s.scrapeNow = now
 			res = s.norm.normalize(e)
-			snap.Up, snap.Schema, snap.Models, snap.Missing = true, res.schema, res.models, res.missing
+			snap.Up, snap.Schema, snap.Models, snap.Missing, snap.HTTPRequests = true, res.schema, res.models, res.missing, res.http
 		}
 	}
 	took := time.Since(began)
@@ -410,6 +423,14 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct string, pre *stre
 			res.dropped[DropLineTooLong] += float64(pre.long - 1)
 		}
 		s.logDrops(now, res)
+		for _, u := range res.unexpectedValues {
+			lvl := level.Debug
+			if !s.loggedUnexpected[u] && len(s.loggedUnexpected) < maxLoggedUnexpected {
+				s.loggedUnexpected[u] = true
+				lvl = level.Warn
+			}
+			lvl(s.logger).Log("msg", "vLLM label value not understood; sample ignored (see vllm_exporter_vllm_unexpected_label_values)", "sample", u)
+		}
 	}
 	s.lastReason = reason
 

@@ -1,6 +1,6 @@
 module github.com/vllm-exporter/vllm_exporter/deploy/validate
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/compose-spec/compose-go/v2 v2.16.2

@@ -10,7 +10,7 @@ import (
 )
 
 // parentTemplate is the vLLM Deployment of a chart that uses vllm-exporter
-// as a dependency in sidecar mode, as docs/deployment.md shows it.
+// as a dependency in sidecar mode, as docs/deploy.md shows it.
 const parentTemplate = `apiVersion: apps/v1
 kind: Deployment
 metadata:

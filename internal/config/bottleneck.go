@@ -87,8 +87,9 @@ type Bottleneck struct {
 	// GPUUtilizationLow: GPU utilisation below this with nothing waiting is
 	// "batch too small" (0.5, the seed's 50%).
 	GPUUtilizationLow float64 `yaml:"gpu_utilization_low"`
-	// BatchSmallMaxRunning is the no-GPU stand-in: at most this many running
-	// requests with nothing waiting (2).
+	// BatchSmallMaxRunning is the no-GPU stand-in: at most this many
+	// requests in flight on average over the window (else the running
+	// gauge) with nothing waiting (2).
 	BatchSmallMaxRunning float64 `yaml:"batch_small_max_running"`
 	// PowerCapSMClockRatioMax: an active software power cap counts as
 	// throttling only with SM clocks below this fraction of their maximum
@@ -100,6 +101,20 @@ type Bottleneck struct {
 	// StallAfter: requests present and the prompt+generation token counters
 	// unchanged for this long (scrape time) is a stalled engine (10s).
 	StallAfter time.Duration `yaml:"stall_after"`
+
+	// The deferred livelock (vllm #53130): the scheduler stops admitting
+	// once running + deferred requests reach max_num_seqs, so deferred
+	// requests pile up while few wait for capacity, the KV cache is mostly
+	// free and generation all but stops (/health stays 200). It holds with
+	// at least DeferredLivelockMinDeferred deferred requests (50), at least
+	// DeferredLivelockDeferredOverCapacity times as many deferred as
+	// capacity-waiting ones (4), KV usage below DeferredLivelockKVMax (0.5)
+	// and generation at most DeferredLivelockMaxGenerationTokensPerSecond
+	// (5 tokens/s for the whole model).
+	DeferredLivelockMinDeferred                  float64 `yaml:"deferred_livelock_min_deferred"`
+	DeferredLivelockDeferredOverCapacity         float64 `yaml:"deferred_livelock_deferred_over_capacity"`
+	DeferredLivelockKVMax                        float64 `yaml:"deferred_livelock_kv_max"`
+	DeferredLivelockMaxGenerationTokensPerSecond float64 `yaml:"deferred_livelock_max_generation_tokens_per_second"`
 
 	// CapacityHorizon is how far back the sustained-throughput-while-SLOs-
 	// hold maximum looks (24h).
@@ -142,7 +157,12 @@ func DefaultBottleneck() Bottleneck {
 		XidLookback:               10 * time.Minute,
 		StallAfter:                10 * time.Second,
 		CapacityHorizon:           24 * time.Hour,
-		Headroom:                  2,
+
+		DeferredLivelockMinDeferred:                  50,
+		DeferredLivelockDeferredOverCapacity:         4,
+		DeferredLivelockKVMax:                        0.5,
+		DeferredLivelockMaxGenerationTokensPerSecond: 5,
+		Headroom: 2,
 	}
 }
 
@@ -193,6 +213,10 @@ func (b *Bottleneck) Validate() error {
 		ratio("gpu_utilization_low", b.GPUUtilizationLow),
 		pos("batch_small_max_running", b.BatchSmallMaxRunning),
 		ratio("power_cap_sm_clock_ratio_max", b.PowerCapSMClockRatioMax),
+		pos("deferred_livelock_min_deferred", b.DeferredLivelockMinDeferred),
+		pos("deferred_livelock_deferred_over_capacity", b.DeferredLivelockDeferredOverCapacity),
+		ratio("deferred_livelock_kv_max", b.DeferredLivelockKVMax),
+		pos("deferred_livelock_max_generation_tokens_per_second", b.DeferredLivelockMaxGenerationTokensPerSecond),
 	}
 	for _, err := range checks {
 		if err != nil {

@@ -59,6 +59,30 @@ type VLLM struct {
 	Models map[string]*Model
 	// Missing lists vLLM metrics the exporter expected for Schema but did not find.
 	Missing []string
+	// HTTPRequests is http_requests_total (prometheus-fastapi-instrumentator,
+	// 0.8.3+) summed over handlers and methods by its status label ("2xx",
+	// "4xx", "5xx", or exact codes when ungrouped). It has no model_name:
+	// it covers the whole server, including requests refused before the
+	// engine. Nil when the server does not expose it.
+	HTTPRequests map[string]float64
+}
+
+// Refused is the number of requests the server answered with an overload or
+// server error before (or instead of) the engine: 5xx and 429 answers.
+// The instrumentator groups codes by default ("5xx"); 429 is only visible
+// when grouping is off (it is then inside "4xx" otherwise, with the
+// client's own errors, and not counted).
+func (v *VLLM) Refused() (float64, bool) {
+	if v == nil || v.HTTPRequests == nil {
+		return 0, false
+	}
+	n := 0.0
+	for status, c := range v.HTTPRequests {
+		if status == "429" || (len(status) == 3 && status[0] == '5') {
+			n += c
+		}
+	}
+	return n, true
 }
 
 // Model is everything the exporter keeps about one served model, summed over
@@ -89,6 +113,91 @@ type Model struct {
 
 	// CacheConfig is vllm:cache_config_info's labels (an open set).
 	CacheConfig map[string]string
+
+	// Fields below come from families of vLLM >= 0.12 (see
+	// docs/vllm-versions.md); each is absent (nil or !OK) on servers that do
+	// not emit it.
+
+	// WaitingByReason is vllm:num_requests_waiting_by_reason (≈0.20+) by
+	// reason: "capacity" waits for scheduling capacity, "deferred" for a
+	// transient constraint (LoRA budget, KV transfer, blocked status).
+	WaitingByReason map[string]float64
+
+	// Sleep is the engine's sleep state (vllm:engine_sleep_state and
+	// friends); Sleep.Known is false on servers that do not report it.
+	Sleep Sleep
+	// EngineHealthy is vllm:engine_healthy (--enable-fault-tolerance), min
+	// over engines: 1 = every engine's cached state is healthy.
+	EngineHealthy Value
+
+	// Speculative decoding counters (vllm:spec_decode_*), present only
+	// with speculative decoding.
+	SpecDrafts, SpecDraftTokens, SpecAcceptedTokens Value
+
+	// PromptTokensBySource is vllm:prompt_tokens_by_source_total (≈0.16+):
+	// local_compute, local_cache_hit, external_kv_transfer.
+	PromptTokensBySource map[string]float64
+	// PromptTokensCached is vllm:prompt_tokens_cached_total (local + external hits).
+	PromptTokensCached Value
+	// PrefillKVComputedTokens is the sum and count of
+	// vllm:request_prefill_kv_computed_tokens (≈0.13+): new KV tokens computed
+	// in prefill per finished request, cached tokens excluded.
+	PrefillKVComputedSum, PrefillKVComputedCount Value
+
+	// KVCacheSizeTokens and KVCacheMaxConcurrency are vLLM's own statement
+	// of its KV pool (vllm:cache_config_info labels, ≈0.24+ #42206).
+	KVCacheSizeTokens, KVCacheMaxConcurrency Value
+
+	// vLLM's model-FLOPs/bandwidth estimates per GPU (counters, ≈0.17+,
+	// non-zero only with --enable-mfu-metrics).
+	EstimatedFlops, EstimatedReadBytes, EstimatedWriteBytes Value
+
+	// ByPriority keeps the TTFT and e2e histograms per `priority` label
+	// value, only when the scraper's per-priority view is enabled (bounded).
+	ByPriority map[string]map[HistogramName]Histogram
+}
+
+// Sleep is a model's engine sleep state, combined over data-parallel engines.
+type Sleep struct {
+	Known bool // the server reports vllm:engine_sleep_state or engine_fully_awake
+	// Awake is true only when every engine reports awake (and, where
+	// vllm:engine_fully_awake exists, every resource is awake).
+	Awake bool
+	// Level is the deepest sleep level of any engine: 0 awake, 1 weights
+	// offloaded, 2 weights discarded; absent when only an unknown state is set.
+	Level Value
+	// Resources is vllm:engine_sleep_resource_state: resource -> state
+	// (scheduler, weights, kv_cache -> running, paused, resident, offloaded,
+	// discarded, released, unknown).
+	Resources map[string]string
+}
+
+// Asleep reports whether the model's engine says it is deliberately asleep.
+func (m *Model) Asleep() bool { return m != nil && m.Sleep.Known && !m.Sleep.Awake }
+
+// WaitingForCapacity is the number of requests waiting for scheduling
+// capacity: vllm:num_requests_waiting_by_reason{reason="capacity"} where the
+// server splits the queue (≈0.20+, whose num_requests_waiting also counts
+// deferred requests), else vllm:num_requests_waiting.
+func (m *Model) WaitingForCapacity() Value {
+	if m == nil {
+		return Value{}
+	}
+	if v, ok := m.WaitingByReason["capacity"]; ok {
+		return Some(v)
+	}
+	return m.Waiting
+}
+
+// WaitingDeferred is the deferred part of the queue (absent before ≈0.20).
+func (m *Model) WaitingDeferred() Value {
+	if m == nil {
+		return Value{}
+	}
+	if v, ok := m.WaitingByReason["deferred"]; ok {
+		return Some(v)
+	}
+	return Value{}
 }
 
 // EngineGauges are the per-engine gauges kept for data-parallel servers.
@@ -110,6 +219,17 @@ type Derived struct {
 	GenerationTokensPerSecond Value
 	RequestsPerSecond         Value
 	FinishedPerSecondByReason map[string]float64
+
+	// Speculative decoding over the window: accepted / draft tokens, and
+	// the mean tokens a stream gains per decode step (1 + accepted /
+	// drafts). Absent without spec decode or without drafts in the window.
+	SpecAcceptanceRatio, SpecMeanAcceptanceLength Value
+	// Prompt tokens per second actually computed (prefix-cache and
+	// KV-transfer hits excluded) and served from a cache.
+	PromptTokensComputedPerSecond, PromptTokensCachedPerSecond Value
+	// vLLM's estimated FLOPs and bytes (read + written) per GPU per second
+	// (--enable-mfu-metrics); absent while the counters stay 0.
+	EstimatedFlopsPerSecond, EstimatedBytesPerSecond Value
 
 	// Quantiles[name][q] in seconds, q in {0.5, 0.9, 0.95, 0.99}.
 	Quantiles map[HistogramName]map[float64]Value

@@ -140,6 +140,7 @@ func TestCollect(t *testing.T) {
 vllm_bottleneck{class="batch_too_small",model="llama-8b"} 0
 vllm_bottleneck{class="communication_bound",model="llama-8b"} 0
 vllm_bottleneck{class="decode_overhead",model="llama-8b"} 0
+vllm_bottleneck{class="deferred_livelock",model="llama-8b"} 0
 vllm_bottleneck{class="engine_stalled",model="llama-8b"} 0
 vllm_bottleneck{class="gpu_fault",model="llama-8b"} 0
 vllm_bottleneck{class="kv_cache_exhausted",model="llama-8b"} 1
@@ -183,8 +184,9 @@ vllm_bottleneck_evidence{class="kv_cache_exhausted",model="llama-8b",signal="req
 	}
 }
 
-// With bottleneck.daily_requests set, the plan uses the measured per-GPU
-// capacity and vllm_capacity_gpus_needed is exported.
+// With bottleneck.daily_requests set, the plan uses the per-GPU capacity
+// measured at saturation (a request waiting) and vllm_capacity_gpus_needed
+// is exported.
 func TestGPUsNeededSeries(t *testing.T) {
 	th := defaultTh()
 	th.DailyRequests = 5e6
@@ -192,7 +194,7 @@ func TestGPUsNeededSeries(t *testing.T) {
 	c := New(Options{Model: testSpec, Thresholds: &th}, nil, Sources{VLLM: f, GPU: fakeGPU{f}}, nil)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	r := healthy()
-	r.rps = 35
+	r.rps, r.waiting = 35, 1
 	r.apply(f, now, newRand(2), th)
 	c.Tick(now)
 	st, _ := c.State(model)
@@ -201,7 +203,7 @@ func TestGPUsNeededSeries(t *testing.T) {
 		t.Fatalf("plan = %+v, capacity %+v", p, st.Capacity)
 	}
 	want := fmt.Sprintf(`
-# HELP vllm_capacity_gpus_needed GPUs needed for bottleneck.daily_requests at the sustained per-GPU request capacity, with bottleneck.headroom applied.
+# HELP vllm_capacity_gpus_needed GPUs needed for bottleneck.daily_requests at the per-GPU request capacity measured while saturated (requests waiting, KV full or preemptions) with the SLOs held, with bottleneck.headroom applied; absent until such a measurement exists.
 # TYPE vllm_capacity_gpus_needed gauge
 vllm_capacity_gpus_needed{model="llama-8b"} %d
 `, p.GPUsWithHeadroom)

@@ -13,6 +13,9 @@ type Class string
 //
 //   - gpu_fault, engine_stalled: when the hardware or the engine is broken
 //     every other signal is a symptom (or stale), and no knob helps.
+//   - deferred_livelock right after them: the engine still steps, but the
+//     scheduler admits nothing (vllm #53130); only a restart helps, and the
+//     queueing and batch signals it produces are symptoms.
 //   - throttled: a power/thermal clock cap is outside vLLM; it slows every
 //     step, so the queueing and KV pressure it causes downstream must not be
 //     blamed on scheduler knobs. It needs an active reason AND degraded TPOT,
@@ -41,6 +44,7 @@ const (
 	GPUFault           Class = "gpu_fault"
 	ServerUnavailable  Class = "unavailable"
 	EngineStalled      Class = "engine_stalled"
+	DeferredLivelock   Class = "deferred_livelock"
 	Throttled          Class = "throttled"
 	TooManySequences   Class = "too_many_sequences"
 	KVCacheExhausted   Class = "kv_cache_exhausted"
@@ -56,7 +60,7 @@ const (
 
 // Classes lists every class in priority order (the state set's label values).
 var Classes = []Class{
-	GPUFault, ServerUnavailable, EngineStalled, Throttled, KVCacheExhausted, TooManySequences,
+	GPUFault, ServerUnavailable, EngineStalled, DeferredLivelock, Throttled, KVCacheExhausted, TooManySequences,
 	Queueing, PrefixCacheMiss, PrefillBound, CommunicationBound,
 	MemoryBoundDecode, DecodeOverhead, BatchTooSmall, NearOptimal,
 }
@@ -79,6 +83,10 @@ var advice = map[Class]Advice{
 	EngineStalled: {
 		"requests are in flight but the engine produces no tokens",
 		"check the vLLM engine log for a hang or crash loop and restart the engine; no tuning knob applies",
+	},
+	DeferredLivelock: {
+		"deferred requests pile up while few wait for capacity, the KV cache is mostly free and generation has all but stopped: the scheduler no longer admits (vllm #53130); /health still answers 200",
+		"restart the vLLM engine (only a restart recovers) and upgrade to a vLLM with the fix for #53130; until then keep --max-num-seqs well above the expected deferred backlog (LoRA: raise --max-loras so requests are not deferred on the LoRA budget)",
 	},
 	Throttled: {
 		"power or thermal clock limits are active while TPOT degrades",

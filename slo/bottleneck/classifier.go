@@ -168,7 +168,12 @@ type Capacity struct {
 	OutputTokensPerSecond snapshot.Value
 	GPUs                  int
 	CostPerMillionOutput  snapshot.Value
-	Plan                  *GPUPlan // when daily_requests is configured
+	// Saturated: the request-rate maximum was measured while the server
+	// was at capacity (requests waiting, KV full or preemptions); else it
+	// is offered load. KVUsage is the KV usage then.
+	Saturated bool
+	KVUsage   snapshot.Value
+	Plan      *GPUPlan // daily_requests configured and Saturated
 }
 
 type modelState struct {
@@ -207,13 +212,18 @@ func (st *modelState) noProgress(m *snapshot.Model, at time.Time) snapshot.Value
 }
 
 // recentHitRatio is the prefix-cache hit ratio since the previous tick
-// (absent when no prefix lookups happened or a counter reset).
+// (absent when no prefix lookups happened or a counter reset). Where the
+// server counts cached and computed prompt tokens (≈0.16+) it is the
+// cached share of prompt tokens instead (see reportsCachedTokens).
 func (st *modelState) recentHitRatio(m *snapshot.Model) snapshot.Value {
-	if !m.PrefixQueries.OK || !m.PrefixHits.OK {
+	q, h := m.PrefixQueries.V, m.PrefixHits.V
+	if reportsCachedTokens(m) {
+		h = m.PromptTokensCached.V
+		q = h + m.PromptTokensBySource["local_compute"]
+	} else if !m.PrefixQueries.OK || !m.PrefixHits.OK {
 		st.havePrefix = false
 		return snapshot.Value{}
 	}
-	q, h := m.PrefixQueries.V, m.PrefixHits.V
 	dq, dh := q-st.prevQueries, h-st.prevHits
 	ok := st.havePrefix && dq > 0 && dh >= 0 && dh <= dq
 	st.prevQueries, st.prevHits, st.havePrefix = q, h, true
@@ -232,8 +242,8 @@ func (st *modelState) references(now time.Time, th config.Bottleneck, w *snapsho
 	if v, ok := st.prefillRef.max(now, th.CapacityHorizon); ok {
 		prefill = snapshot.Some(v)
 	}
-	if w != nil && w.PrefixCacheHitRatio.OK {
-		st.hitRef.add(now, th.BaselineWindow, w.PrefixCacheHitRatio.V)
+	if v := HitRatio(w); v.OK {
+		st.hitRef.add(now, th.BaselineWindow, v.V)
 	}
 	if v := PrefillSpeed(w); v.OK {
 		st.prefillRef.add(now, th.CapacityHorizon, v.V)
@@ -264,6 +274,7 @@ func (st *modelState) sustainedKV(v snapshot.Value, n int) snapshot.Value {
 type capSample struct {
 	bucket   time.Time
 	rps, tps float64
+	load     capLoad // at the rps maximum
 }
 
 // New returns a Classifier. holder may be nil (shipped defaults).
@@ -348,7 +359,7 @@ func (c *Classifier) Tick(now time.Time) {
 		st.Findings, st.Roofline, st.Window, st.Latest = findings, in.Roofline, in.Window, m
 		st.Unavailable = Unavailable(len(upDevices(gpu)) > 0, in.Roofline.Predicted.OK, rules{in: in}.dram().OK)
 		st.SLO = c.sloCheck(name, in, th, now)
-		st.trackCapacity(now, th, in.Window, c.gpuCount(gpu), c.opts.Cost.GPUHour)
+		st.trackCapacity(now, th, in.Window, saturation(m, in.Window, in.KVUsage, th), c.gpuCount(gpu), c.opts.Cost.GPUHour)
 	}
 }
 
@@ -468,22 +479,46 @@ func (c *Classifier) gpuCount(g *snapshot.GPU) int {
 // capacityBuckets bounds the samples kept over the capacity horizon.
 const capacityBuckets = 1440
 
+// saturation reports whether the server is at its capacity on this tick
+// (requests waiting, the KV cache full, or preemptions), and the KV usage:
+// throughput measured on an unsaturated server is its offered load, not
+// what it can serve.
+func saturation(m *snapshot.Model, w *snapshot.Derived, kv snapshot.Value, th config.Bottleneck) capLoad {
+	l := capLoad{kv: kv}
+	switch {
+	case m != nil && m.Waiting.OK && m.Waiting.V >= th.QueueingMinWaiting,
+		kv.OK && kv.V > th.KVCacheUsageHigh,
+		w != nil && w.PreemptionsPerSecond.OK && w.PreemptionsPerSecond.V > 0:
+		l.saturated = true
+	}
+	return l
+}
+
+type capLoad struct {
+	saturated bool
+	kv        snapshot.Value
+}
+
 // trackCapacity records the window's throughput while the SLOs hold and
 // keeps the maximum over the horizon: the highest throughput observed that
-// still met the latency contract (a lower bound on true capacity).
-func (st *modelState) trackCapacity(now time.Time, th config.Bottleneck, w *snapshot.Derived, gpus int, gpuHour float64) {
+// still met the latency contract (a lower bound on true capacity), and
+// whether the server was saturated when it was measured.
+func (st *modelState) trackCapacity(now time.Time, th config.Bottleneck, w *snapshot.Derived, load capLoad, gpus int, gpuHour float64) {
 	bucketLen := th.CapacityHorizon / capacityBuckets
 	if bucketLen <= 0 {
 		bucketLen = time.Second
 	}
 	if st.SLO.Known && st.SLO.Holds && w != nil && w.RequestsPerSecond.OK && w.GenerationTokensPerSecond.OK {
 		b := now.Truncate(bucketLen)
+		cur := capSample{bucket: b, rps: w.RequestsPerSecond.V, tps: w.GenerationTokensPerSecond.V, load: load}
 		if n := len(st.samples); n > 0 && st.samples[n-1].bucket.Equal(b) {
 			last := &st.samples[n-1]
-			last.rps = max(last.rps, w.RequestsPerSecond.V)
-			last.tps = max(last.tps, w.GenerationTokensPerSecond.V)
+			if cur.rps > last.rps {
+				last.rps, last.load = cur.rps, cur.load
+			}
+			last.tps = max(last.tps, cur.tps)
 		} else {
-			st.samples = append(st.samples, capSample{bucket: b, rps: w.RequestsPerSecond.V, tps: w.GenerationTokensPerSecond.V})
+			st.samples = append(st.samples, cur)
 		}
 	}
 	cut := now.Add(-th.CapacityHorizon)
@@ -497,6 +532,7 @@ func (st *modelState) trackCapacity(now time.Time, th config.Bottleneck, w *snap
 	for _, s := range st.samples {
 		if !capy.RequestsPerSecond.OK || s.rps > capy.RequestsPerSecond.V {
 			capy.RequestsPerSecond = snapshot.Some(s.rps)
+			capy.Saturated, capy.KVUsage = s.load.saturated, s.load.kv
 		}
 		if !capy.OutputTokensPerSecond.OK || s.tps > capy.OutputTokensPerSecond.V {
 			capy.OutputTokensPerSecond = snapshot.Some(s.tps)
@@ -507,12 +543,30 @@ func (st *modelState) trackCapacity(now time.Time, th config.Bottleneck, w *snap
 			capy.CostPerMillionOutput = snapshot.Some(v)
 		}
 	}
-	if th.DailyRequests > 0 && capy.RequestsPerSecond.OK {
+	// A plan from an unsaturated server would size the fleet for the load
+	// it happened to get: only a saturated measurement plans.
+	if th.DailyRequests > 0 && capy.RequestsPerSecond.OK && capy.Saturated {
 		if p, err := PlanGPUs(th.DailyRequests, capy.RequestsPerSecond.V/float64(gpus), th.Headroom); err == nil {
 			capy.Plan = &p
 		}
 	}
 	st.Capacity = capy
+}
+
+// maxExtrapolation bounds how far a measurement is extrapolated: beyond
+// 10x the offered load the guess says more about the model than the server.
+const maxExtrapolation = 10
+
+// KVExtrapolation is the request rate at which the KV cache would be full
+// if throughput grew in proportion to KV occupancy from a measurement at
+// kvUsage (the KV-capacity bound); absent below 10% usage (more than 10x
+// out). Latency rises before the cache fills, so it is an upper estimate,
+// to be confirmed under load.
+func KVExtrapolation(rps float64, kvUsage snapshot.Value) snapshot.Value {
+	if !kvUsage.OK || kvUsage.V < 1.0/maxExtrapolation || kvUsage.V > 1 || !(rps > 0) {
+		return snapshot.Value{}
+	}
+	return snapshot.Some(rps / kvUsage.V)
 }
 
 // States returns a copy of every model's state, sorted by model.

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
 
 // While vLLM cannot be scraped the class becomes unavailable after
@@ -58,5 +60,46 @@ func TestDownServerIsUnavailableAndDerivedSeriesDisappear(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(c, "vllm_capacity_requests_per_second"); n != 1 {
 		t.Fatalf("back up: %d capacity series, want 1", n)
+	}
+}
+
+// Capacity is a measured figure (and plans GPUs) only when the server was
+// saturated while the SLOs held; otherwise it is offered load, extrapolated
+// by KV usage when that is within 10x, and plans nothing.
+func TestCapacityOnlyFromASaturatedMeasurement(t *testing.T) {
+	th := defaultTh()
+	th.DailyRequests = 1e6
+	for _, c := range []struct {
+		name      string
+		waiting   float64
+		saturated bool
+	}{{"busy, requests waiting, SLOs held", 2, true}, {"underused", 0, false}} {
+		f := &fakeSources{}
+		cl := New(Options{Model: testSpec, Thresholds: &th}, nil, Sources{VLLM: f, GPU: fakeGPU{f}, Probes: fakeProbes{f}}, nil)
+		rng := newRand(5)
+		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		for i := 0; i < 10; i++ {
+			now = now.Add(15 * time.Second)
+			r := healthy()
+			r.waiting = c.waiting
+			r.apply(f, now, rng, th)
+			cl.Tick(now)
+		}
+		st, _ := cl.State(model)
+		capy := st.Capacity
+		if !capy.RequestsPerSecond.OK || capy.Saturated != c.saturated || (capy.Plan != nil) != c.saturated {
+			t.Fatalf("%s: capacity %+v", c.name, capy)
+		}
+		mr := ModelReportFrom(st, th.Window, 0)
+		ex := mr.Capacity.ExtrapolatedRequestsPerSecond
+		if c.saturated != (ex == nil) {
+			t.Fatalf("%s: extrapolation %v", c.name, ex)
+		}
+		if ex != nil && (*ex < capy.RequestsPerSecond.V*1.5 || *ex > capy.RequestsPerSecond.V/capy.KVUsage.V*1.0001) {
+			t.Fatalf("%s: extrapolated %v from %v at KV %v", c.name, *ex, capy.RequestsPerSecond.V, capy.KVUsage.V)
+		}
+	}
+	if v := KVExtrapolation(2, snapshot.Some(0.016)); v.OK {
+		t.Errorf("extrapolated 60x from 1.6%% KV usage: %v", v.V)
 	}
 }

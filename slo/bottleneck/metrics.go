@@ -2,6 +2,8 @@ package bottleneck
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
 
 var _ prometheus.Collector = (*Classifier)(nil)
@@ -25,6 +27,15 @@ var (
 	descEfficiency = prometheus.NewDesc("vllm_decode_efficiency_ratio",
 		"Measured / predicted per-stream decode tokens per second (decode roofline efficiency; above 1 when the weight, KV or bandwidth inputs overstate the bytes or understate the bandwidth).",
 		[]string{"model"}, nil)
+	descMFU = prometheus.NewDesc("vllm_model_flops_utilization_ratio",
+		"vLLM's estimated FLOP/s per GPU over the classifier window / one GPU's peak FLOP/s (--gpu.peak-flops); from vllm:estimated_flops_per_gpu_total (non-zero with vLLM --enable-mfu-metrics).",
+		[]string{"model"}, nil)
+	descMBU = prometheus.NewDesc("vllm_model_bandwidth_utilization_ratio",
+		"vLLM's estimated GPU-memory bytes read and written per second per GPU over the classifier window / one GPU's peak memory bandwidth (--gpu.peak-memory-bandwidth, else NVML); from vllm:estimated_read_bytes_per_gpu_total and vllm:estimated_write_bytes_per_gpu_total.",
+		[]string{"model"}, nil)
+	descAcceptLen = prometheus.NewDesc("vllm_decode_spec_acceptance_length",
+		"Speculative-decoding mean acceptance length the decode roofline and measured rate were scaled by (tokens per stream per decode step), absent without spec decode; from vllm:spec_decode_num_accepted_tokens_total and vllm:spec_decode_num_drafts_total.",
+		[]string{"model"}, nil)
 	descCapTokens = prometheus.NewDesc("vllm_capacity_output_tokens_per_second",
 		"Highest windowed output-token throughput observed while the latency SLOs held, over the capacity horizon.",
 		[]string{"model"}, nil)
@@ -35,14 +46,14 @@ var (
 		"Cost of one million output tokens at the sustained capacity: --cost.gpu-hour x GPUs / output tokens per hour x 1e6.",
 		[]string{"model"}, nil)
 	descGPUsNeeded = prometheus.NewDesc("vllm_capacity_gpus_needed",
-		"GPUs needed for bottleneck.daily_requests at the sustained per-GPU request capacity, with bottleneck.headroom applied.",
+		"GPUs needed for bottleneck.daily_requests at the per-GPU request capacity measured while saturated (requests waiting, KV full or preemptions) with the SLOs held, with bottleneck.headroom applied; absent until such a measurement exists.",
 		[]string{"model"}, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (c *Classifier) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descClass, descEvidence, descUnavailable, descRoofline,
-		descMeasured, descEfficiency, descCapTokens, descCapRequests, descCost, descGPUsNeeded} {
+		descMeasured, descEfficiency, descMFU, descMBU, descAcceptLen, descCapTokens, descCapRequests, descCost, descGPUsNeeded} {
 		ch <- d
 	}
 }
@@ -86,6 +97,11 @@ func (c *Classifier) Collect(ch chan<- prometheus.Metric) {
 		}
 		if r.Efficiency.OK {
 			gauge(descEfficiency, r.Efficiency.V, m)
+		}
+		for d, v := range map[*prometheus.Desc]snapshot.Value{descMFU: r.MFU, descMBU: r.MBU, descAcceptLen: r.AcceptanceLength} {
+			if v.OK {
+				gauge(d, v.V, m)
+			}
 		}
 		capy := st.Capacity
 		if capy.OutputTokensPerSecond.OK {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"sort"
 	"strings"
 	"time"
@@ -25,6 +24,9 @@ type Report struct {
 	GPUs         []string      `json:"gpus"` // "0: NVIDIA H100 80GB HBM3" ; empty: no GPU input
 	Probes       []ProbeLine   `json:"probes,omitempty"`
 	Models       []ModelReport `json:"models"`
+	// Notes are adjustments made to the request (a window fitted to the
+	// watch), printed first.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // ProbeLine summarises one probe profile over the watch.
@@ -38,14 +40,16 @@ type ProbeLine struct {
 
 // ModelReport is one model's diagnosis.
 type ModelReport struct {
-	Model          string             `json:"model"`
-	Class          Class              `json:"class"`
-	Summary        string             `json:"summary"`
-	Recommendation string             `json:"recommendation"`
-	Evidence       []Evidence         `json:"evidence"`
-	AlsoHeld       []Class            `json:"also_held,omitempty"` // lower-priority rules that held on the last tick
-	Candidate      Class              `json:"candidate,omitempty"`
-	Unavailable    []UnavailableClass `json:"unavailable,omitempty"`
+	Model          string     `json:"model"`
+	Class          Class      `json:"class"`
+	Summary        string     `json:"summary"`
+	Recommendation string     `json:"recommendation"`
+	Evidence       []Evidence `json:"evidence"`
+	AlsoHeld       []Class    `json:"also_held,omitempty"` // lower-priority rules that held on the last tick
+	// CannotRuleOut names the causes the inputs could not exclude that
+	// would make the recommendation the wrong knob (no GPU readings).
+	CannotRuleOut []string           `json:"cannot_rule_out,omitempty"`
+	Unavailable   []UnavailableClass `json:"unavailable,omitempty"`
 
 	SLO        SLOReport      `json:"slo"`
 	Roofline   RooflineReport `json:"roofline"`
@@ -67,6 +71,10 @@ type SLOReport struct {
 	TPOT       *float64 `json:"tpot_seconds"`
 	TPOTTarget float64  `json:"tpot_target_seconds"`
 	Holds      *bool    `json:"holds"` // nil: not measurable
+	// TTFTBucket / TPOTBucket: the bucket bounds when the quantile was
+	// interpolated inside a wide bucket (see BucketAround).
+	TTFTBucket []float64 `json:"ttft_bucket,omitempty"`
+	TPOTBucket []float64 `json:"tpot_bucket,omitempty"`
 }
 
 // RooflineReport is the decode roofline comparison.
@@ -101,6 +109,12 @@ type CapacityReport struct {
 	GPUHour               float64  `json:"gpu_hour,omitempty"`
 	CostPerMillionOutput  *float64 `json:"cost_per_million_output_tokens,omitempty"`
 	Plan                  *GPUPlan `json:"plan,omitempty"`
+	// Saturated: measured at capacity; otherwise RequestsPerSecond is the
+	// offered load and ExtrapolatedRequestsPerSecond the KV-capacity
+	// extrapolation (see KVExtrapolation), at KVUsage.
+	Saturated                     bool     `json:"saturated"`
+	KVUsage                       *float64 `json:"kv_cache_usage_ratio,omitempty"`
+	ExtrapolatedRequestsPerSecond *float64 `json:"extrapolated_requests_per_second,omitempty"`
 }
 
 func ptr(v snapshot.Value) *float64 {
@@ -111,15 +125,40 @@ func ptr(v snapshot.Value) *float64 {
 	return &x
 }
 
-// ModelReportFrom turns a classifier state into its report section.
+// OneShotClass is the verdict a one-shot report states: the last tick's own
+// verdict, the first rule in priority order that holds on the evidence the
+// report prints. Hysteresis keeps a live exporter's published class steady
+// across ticks (it equals this one except while a change is pending); a
+// report printed once must never state a class its own evidence refutes,
+// nor one ranked below a rule that held.
+func OneShotClass(st ModelState) Class {
+	if st.Raw != "" {
+		return st.Raw
+	}
+	return st.Class
+}
+
+// findingOf returns the evidence of class c in the last tick's findings.
+func findingOf(st ModelState, c Class) []Evidence {
+	for _, f := range st.Findings {
+		if f.Class == c {
+			return f.Evidence
+		}
+	}
+	return nil
+}
+
+// ModelReportFrom turns a classifier state into its report section (see
+// OneShotClass for the verdict it states).
 func ModelReportFrom(st ModelState, window time.Duration, gpuHour float64) ModelReport {
-	a := AdviceFor(st.Class)
+	class := OneShotClass(st)
+	a := AdviceFor(class)
 	mr := ModelReport{
-		Model: st.Model, Class: st.Class, Summary: a.Summary, Recommendation: a.Recommendation,
-		Evidence: st.Evidence(), Candidate: st.Candidate,
+		Model: st.Model, Class: class, Summary: a.Summary, Recommendation: a.Recommendation,
+		Evidence: withBuckets(findingOf(st, class), st.Window), CannotRuleOut: CannotRuleOut(class, st.Unavailable),
 	}
 	for _, f := range st.Findings {
-		if f.Holds && f.Class != st.Class && f.Class != NearOptimal {
+		if f.Holds && f.Class != class && f.Class != NearOptimal {
 			mr.AlsoHeld = append(mr.AlsoHeld, f.Class)
 		}
 	}
@@ -133,6 +172,13 @@ func ModelReportFrom(st ModelState, window time.Duration, gpuHour float64) Model
 	if s.Known {
 		h := s.Holds
 		mr.SLO.Holds = &h
+	}
+	for _, e := range withBuckets([]Evidence{{Signal: "ttft_seconds", Value: s.TTFT.V}, {Signal: "tpot_seconds", Value: s.TPOT.V}}, st.Window) {
+		if e.Signal == "ttft_seconds" && s.TTFT.OK {
+			mr.SLO.TTFTBucket = e.Bucket
+		} else if e.Signal == "tpot_seconds" && s.TPOT.OK {
+			mr.SLO.TPOTBucket = e.Bucket
+		}
 	}
 	r := st.Roofline
 	mr.Roofline = RooflineReport{WeightBytes: r.WeightBytes, WeightSource: r.WeightSource, KVBytes: r.KVBytes, KVSource: r.KVSource,
@@ -149,7 +195,11 @@ func ModelReportFrom(st ModelState, window time.Duration, gpuHour float64) Model
 	}
 	c := st.Capacity
 	mr.Capacity = CapacityReport{RequestsPerSecond: ptr(c.RequestsPerSecond), OutputTokensPerSecond: ptr(c.OutputTokensPerSecond),
-		GPUs: c.GPUs, GPUHour: gpuHour, CostPerMillionOutput: ptr(c.CostPerMillionOutput), Plan: c.Plan}
+		GPUs: c.GPUs, GPUHour: gpuHour, CostPerMillionOutput: ptr(c.CostPerMillionOutput), Plan: c.Plan,
+		Saturated: c.Saturated, KVUsage: ptr(c.KVUsage)}
+	if !c.Saturated && c.RequestsPerSecond.OK {
+		mr.Capacity.ExtrapolatedRequestsPerSecond = ptr(KVExtrapolation(c.RequestsPerSecond.V, c.KVUsage))
+	}
 	return mr
 }
 
@@ -204,6 +254,9 @@ func RenderText(w io.Writer, r Report) error {
 	if r.LastError != "" {
 		p("  last scrape error: %s", r.LastError)
 	}
+	for _, n := range r.Notes {
+		p("  note: %s", n)
+	}
 	if len(r.GPUs) == 0 {
 		p("  GPUs: none visible (no NVML): gpu_fault, throttled and communication_bound cannot be diagnosed;")
 		p("    a throttled or NVLink-bound GPU reads as a decode class or near_optimal, a lost GPU as engine_stalled or failed scrapes")
@@ -229,12 +282,12 @@ func RenderText(w io.Writer, r Report) error {
 		if len(m.AlsoHeld) > 0 {
 			p("Also held (lower priority): %s", joinClasses(m.AlsoHeld))
 		}
-		if m.Candidate != "" {
-			p("Emerging (not yet held for hold_ticks): %s", m.Candidate)
+		for _, c := range m.CannotRuleOut {
+			p("CANNOT RULE OUT: %s", c)
 		}
 		p("SLO at p%s over the window:", qlabel(m.SLO.Quantile))
-		p("  TTFT %s  target %s  %s", secs(m.SLO.TTFT), secs(&m.SLO.TTFTTarget), verdict(m.SLO.TTFT, m.SLO.TTFTTarget))
-		p("  TPOT %s  target %s  %s", secs(m.SLO.TPOT), secs(&m.SLO.TPOTTarget), verdict(m.SLO.TPOT, m.SLO.TPOTTarget))
+		p("  TTFT %s  target %s  %s", secsIn(m.SLO.TTFT, m.SLO.TTFTBucket), secs(&m.SLO.TTFTTarget), verdict(m.SLO.TTFT, m.SLO.TTFTTarget))
+		p("  TPOT %s  target %s  %s", secsIn(m.SLO.TPOT, m.SLO.TPOTBucket), secs(&m.SLO.TPOTTarget), verdict(m.SLO.TPOT, m.SLO.TPOTTarget))
 		rf := m.Roofline
 		p("Decode roofline (per stream):")
 		switch {
@@ -260,9 +313,17 @@ func RenderText(w io.Writer, r Report) error {
 			t.Window, num(t.RequestsPerSecond), num(t.OutputTokensPerSecond), num(t.PromptTokensPerSecond),
 			num(t.Running), num(t.Waiting), pct(t.KVCacheUsage))
 		c := m.Capacity
-		if c.OutputTokensPerSecond != nil {
-			p("Capacity while SLOs held: %s req/s, %s output tok/s on %d GPU(s)", num(c.RequestsPerSecond), num(c.OutputTokensPerSecond), c.GPUs)
-		} else {
+		switch {
+		case c.OutputTokensPerSecond != nil && c.Saturated:
+			p("Capacity while SLOs held (measured at saturation): %s req/s, %s output tok/s on %d GPU(s)", num(c.RequestsPerSecond), num(c.OutputTokensPerSecond), c.GPUs)
+		case c.OutputTokensPerSecond != nil:
+			p("Capacity: NOT MEASURED: the server was not saturated (nothing waiting, no preemption, KV cache %s); %s req/s, %s output tok/s is the offered load, a lower bound",
+				pct(c.KVUsage), num(c.RequestsPerSecond), num(c.OutputTokensPerSecond))
+			if c.ExtrapolatedRequestsPerSecond != nil {
+				p("  extrapolation: about %s req/s on %d GPU(s) if throughput grew with KV-cache occupancy until the cache is full (%s req/s / KV usage %s); latency rises before that, so load-test before sizing on it",
+					num(c.ExtrapolatedRequestsPerSecond), c.GPUs, num(c.RequestsPerSecond), pct(c.KVUsage))
+			}
+		default:
 			p("Capacity while SLOs held: unknown (the SLOs did not hold, or were not measurable, during the watch)")
 		}
 		if c.CostPerMillionOutput != nil {
@@ -291,7 +352,11 @@ func RenderText(w io.Writer, r Report) error {
 }
 
 func evidenceLine(e Evidence) string {
-	s := fmt.Sprintf("%-36s %12s", e.Signal, value(e.Value, e.Unit))
+	v := value(e.Value, e.Unit)
+	if len(e.Bucket) == 2 {
+		v = bucketRange(e.Bucket[0], e.Bucket[1])
+	}
+	s := fmt.Sprintf("%-36s %12s", e.Signal, v)
 	if e.Op == "" {
 		return s
 	}
@@ -302,18 +367,34 @@ func evidenceLine(e Evidence) string {
 	return fmt.Sprintf("%s  %-2s %-12s %s", s, e.Op, value(e.Threshold, e.Unit), mark)
 }
 
+// bucketRange prints a histogram bucket's bounds in seconds: where a
+// quantile lies inside one wide bucket that range is all the data says.
+func bucketRange(lo, hi float64) string {
+	if hi < 1 {
+		return sigFig(lo*1000) + "-" + sigFig(hi*1000) + " ms"
+	}
+	return sigFig(lo) + "-" + sigFig(hi) + " s"
+}
+
+// secsIn is secs, or the bucket's range when the value was interpolated
+// inside a wide bucket.
+func secsIn(v *float64, bucket []float64) string {
+	if v != nil && len(bucket) == 2 {
+		return bucketRange(bucket[0], bucket[1]) + " (one bucket)"
+	}
+	return secs(v)
+}
+
 func value(v float64, unit string) string {
 	switch unit {
 	case "seconds":
 		return secs(&v)
-	case "ratio":
-		return fmt.Sprintf("%.3f", v)
 	case "bytes/s":
 		return bytesRate(v)
 	case "tokens/s":
-		return fmt.Sprintf("%.1f tok/s", v)
+		return sigFig(v) + " tok/s"
 	}
-	return trimFloat(v)
+	return sigFig(v)
 }
 
 func schemaNote(s string) string {
@@ -372,26 +453,26 @@ func secs(v *float64) string {
 		return "n/a"
 	}
 	if *v < 1 {
-		return fmt.Sprintf("%.1f ms", *v*1000)
+		return sigFig(*v*1000) + " ms"
 	}
-	return fmt.Sprintf("%.2f s", *v)
+	return sigFig(*v) + " s"
 }
 
 func num(v *float64) string {
 	if v == nil {
 		return "n/a"
 	}
-	return trimFloat(math.Round(*v*100) / 100)
+	return sigFig(*v)
 }
 
 func pct(v *float64) string {
 	if v == nil {
 		return "n/a"
 	}
-	return fmt.Sprintf("%.1f%%", *v*100)
+	return sigFig(*v*100) + "%"
 }
 
-func tokRate(v *float64) string { return fmt.Sprintf("%.1f tok/s", *v) }
+func tokRate(v *float64) string { return sigFig(*v) + " tok/s" }
 
 func trimFloat(v float64) string { return fmt.Sprintf("%g", v) }
 

@@ -8,8 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -62,8 +65,8 @@ func TestRenderGolden(t *testing.T) {
 	if len(rep.Models) != 1 || rep.Models[0].Class != KVCacheExhausted || rep.Models[0].Recommendation == "" {
 		t.Fatalf("report = %+v", rep.Models)
 	}
-	if rep.Scrapes != 12 || rep.Duration != 55*time.Second {
-		t.Errorf("scrapes %d over %v, want 12 over 55s", rep.Scrapes, rep.Duration)
+	if rep.Scrapes != 13 || rep.Duration != time.Minute {
+		t.Errorf("scrapes %d over %v, want 13 over the 1m asked for", rep.Scrapes, rep.Duration)
 	}
 	var txt bytes.Buffer
 	if err := RenderText(&txt, rep); err != nil {
@@ -105,5 +108,47 @@ func TestRenderEmpty(t *testing.T) {
 	}
 	if !bytes.Contains(b.Bytes(), []byte("NO DIAGNOSIS")) || !bytes.Contains(b.Bytes(), []byte("last scrape error: connect")) {
 		t.Fatalf("empty report:\n%s", b.String())
+	}
+}
+
+// A quantile interpolated inside one wide bucket is printed as the bucket's
+// range (616 s inside vLLM's 160-640 s TTFT bucket is "160-640 s"), a
+// quantile in a fine bucket as a point rounded to 3 significant digits.
+func TestReportRoundsToWhatTheBucketsSupport(t *testing.T) {
+	w := &snapshot.Derived{Deltas: map[snapshot.HistogramName]snapshot.Histogram{
+		snapshot.TTFT:              {Bounds: []float64{0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560}},
+		snapshot.InterTokenLatency: {Bounds: []float64{0.010, 0.0105, 0.011}},
+	}}
+	ev := withBuckets([]Evidence{
+		{Signal: "ttft_seconds", Value: 616, Op: ">", Threshold: 1, Unit: "seconds"},
+		{Signal: "tpot_seconds", Value: 0.01049, Op: ">", Threshold: 0.04, Unit: "seconds"},
+		{Signal: "preemptions_per_second", Value: 0.09985833001192906, Unit: "1/s"},
+	}, w)
+	for i, want := range []string{"160-640 s", "10.5 ms", "0.0999"} {
+		if got := evidenceLine(ev[i]); !strings.Contains(got, want) {
+			t.Errorf("%s: %q lacks %q", ev[i].Signal, got, want)
+		}
+	}
+	if strings.Contains(evidenceLine(ev[0]), "616") || strings.Contains(evidenceLine(ev[2]), "0.09985") {
+		t.Errorf("false precision: %q, %q", evidenceLine(ev[0]), evidenceLine(ev[2]))
+	}
+}
+
+// Without GPU readings a verdict whose knob a slow GPU would make wrong
+// says what it cannot rule out; with them it does not.
+func TestNoGPUVerdictSaysWhatItCannotRuleOut(t *testing.T) {
+	kv := healthy()
+	kv.kv, kv.waiting, kv.ttft99 = 0.985, 12, 3
+	for _, gpus := range []int{0, 1} {
+		kv.gpus = gpus
+		rep := synthWatch(t, kv, testSpec, CostSpec{})
+		var txt bytes.Buffer
+		if err := RenderText(&txt, rep); err != nil {
+			t.Fatal(err)
+		}
+		has := strings.Contains(txt.String(), "CANNOT RULE OUT: a throttled, degraded or slower-than-expected GPU")
+		if rep.Models[0].Class != KVCacheExhausted || has != (gpus == 0) {
+			t.Errorf("%d GPUs: class %s, caveat printed %v\n%s", gpus, rep.Models[0].Class, has, txt.String())
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
@@ -22,6 +23,16 @@ type ModelSpec struct {
 	// MemoryBandwidth is the effective memory bandwidth in bytes/s used when
 	// no GPU snapshot gives a peak (already effective: not scaled again).
 	MemoryBandwidth float64
+	// KVBytesPerToken is the KV-cache bytes one token occupies (2 x layers
+	// x KV heads x head dim x dtype bytes); with vLLM's stated pool size in
+	// tokens (cache_config_info kv_cache_size_tokens) it gives the pool in
+	// bytes without memory arithmetic.
+	KVBytesPerToken float64
+	// PeakFLOPS and PeakMemoryBandwidth are one GPU's theoretical peaks
+	// (dense FLOP/s of the serving dtype; bytes/s), the denominators of
+	// vLLM's own MFU/MBU estimates. PeakMemoryBandwidth defaults to NVML's
+	// peak; PeakFLOPS has no NVML source.
+	PeakFLOPS, PeakMemoryBandwidth float64
 }
 
 // Weights returns the weight bytes the spec implies, or 0 when unknown.
@@ -40,7 +51,8 @@ func (m ModelSpec) Validate() error {
 	for name, v := range map[string]float64{
 		"--model.weight-bytes": m.WeightBytes, "--model.parameters": m.Parameters,
 		"--model.bytes-per-parameter": m.BytesPerParameter, "--model.kv-cache-bytes": m.KVCacheBytes,
-		"--model.memory-bandwidth": m.MemoryBandwidth,
+		"--model.memory-bandwidth": m.MemoryBandwidth, "--model.kv-bytes-per-token": m.KVBytesPerToken,
+		"--gpu.peak-flops": m.PeakFLOPS, "--gpu.peak-memory-bandwidth": m.PeakMemoryBandwidth,
 	} {
 		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 			return fmt.Errorf("%s: must be a finite number >= 0, got %v", name, v)
@@ -75,7 +87,7 @@ type Roofline struct {
 	// processes' GPU memory minus the KV pool and overhead) or "" (unknown).
 	WeightSource    string
 	KVBytes         float64 // KV read per step: usage × pool size (0 when unknown)
-	KVSource        string  // "flag", "gpu_memory" or "none"
+	KVSource        string  // "flag", "cache_config", "gpu_memory" or "none"
 	Bandwidth       float64 // effective bytes/s
 	BandwidthSource string  // "gpu" or "flag"
 	// Predicted per-stream decode tokens/s; absent when weights or
@@ -86,6 +98,16 @@ type Roofline struct {
 	Measured snapshot.Value
 	// Efficiency = Measured / Predicted.
 	Efficiency snapshot.Value
+	// AcceptanceLength is the speculative-decoding mean acceptance length
+	// over the window (1 + accepted / drafts) that Predicted and Measured
+	// were scaled by: one decode step (one weight read, one inter-token
+	// latency observation) then yields that many tokens per stream. Absent
+	// without spec decode.
+	AcceptanceLength snapshot.Value
+	// MFU and MBU are vLLM's own FLOPs and bytes estimates per GPU per
+	// second over the window divided by one GPU's peak (--enable-mfu-metrics
+	// on the server; absent while its counters stay 0 or without a peak).
+	MFU, MBU snapshot.Value
 }
 
 // kvOverheadBytesPerGPU is what vLLM's memory budget loses to the CUDA
@@ -130,6 +152,9 @@ func ComputeRoofline(spec ModelSpec, m *snapshot.Model, w *snapshot.Derived, gpu
 		pool := spec.KVCacheBytes
 		if pool > 0 {
 			r.KVSource = "flag"
+		} else if b, ok := statedPoolBytes(m, spec.KVBytesPerToken); ok {
+			// vLLM states its pool (≈0.24+): no memory arithmetic.
+			pool, r.KVSource = b, "cache_config"
 		} else if gmu, ok := cacheConfigFloat(m, "gpu_memory_utilization"); ok && memTotal > 0 && r.WeightBytes > 0 {
 			pool = memTotal*gmu - r.WeightBytes - kvOverheadBytesPerGPU*float64(len(devs))
 			r.KVSource = "gpu_memory"
@@ -146,10 +171,85 @@ func ComputeRoofline(spec ModelSpec, m *snapshot.Model, w *snapshot.Derived, gpu
 	if step := MeanDecodeStepSeconds(w); step.OK && step.V > 0 {
 		r.Measured = snapshot.Some(1 / step.V)
 	}
+	// Speculative decoding: one step streams the weights once and yields
+	// L tokens per stream, and vLLM observes one inter-token latency per
+	// step, so both sides of the comparison gain the factor L.
+	if l := acceptanceLength(w); l.OK {
+		r.AcceptanceLength = l
+		if r.Predicted.OK {
+			r.Predicted.V *= l.V
+		}
+		if r.Measured.OK && stepFromITL(w) {
+			r.Measured.V *= l.V
+		}
+	}
 	if r.Predicted.OK && r.Measured.OK {
 		r.Efficiency = snapshot.Some(r.Measured.V / r.Predicted.V)
 	}
+	r.MFU, r.MBU = utilization(spec, w, devs)
 	return r
+}
+
+// statedPoolBytes is the KV pool vLLM states in tokens
+// (cache_config_info kv_cache_size_tokens, or its kv_cache_memory_bytes
+// when the operator fixed the pool) in bytes.
+func statedPoolBytes(m *snapshot.Model, bytesPerToken float64) (float64, bool) {
+	if b, err := strconv.ParseFloat(m.CacheConfig["kv_cache_memory_bytes"], 64); err == nil && b > 0 && !math.IsInf(b, 0) {
+		return b, true
+	}
+	if m.KVCacheSizeTokens.OK && bytesPerToken > 0 {
+		return m.KVCacheSizeTokens.V * bytesPerToken, true
+	}
+	return 0, false
+}
+
+// acceptanceLength is the window's spec-decode mean acceptance length when
+// spec decode is on (> 1).
+func acceptanceLength(w *snapshot.Derived) snapshot.Value {
+	if w == nil || !w.SpecMeanAcceptanceLength.OK || !(w.SpecMeanAcceptanceLength.V > 1) || math.IsInf(w.SpecMeanAcceptanceLength.V, 0) {
+		return snapshot.Value{}
+	}
+	return w.SpecMeanAcceptanceLength
+}
+
+// stepFromITL reports whether MeanDecodeStepSeconds took the mean of the
+// inter-token-latency histogram (one observation per step, not yet scaled)
+// rather than the per-request TPOT histogram (already per token) or the
+// median fallback (decodeStepSeconds, already scaled).
+func stepFromITL(w *snapshot.Derived) bool {
+	if w == nil {
+		return false
+	}
+	d, ok := w.Deltas[snapshot.InterTokenLatency]
+	return ok && d.Count > 0 && d.Sum > 0
+}
+
+// utilization divides vLLM's per-GPU FLOPs and bytes rates by one GPU's
+// peak: the flag, else (bandwidth only) the mean NVML peak of the GPUs.
+func utilization(spec ModelSpec, w *snapshot.Derived, devs []snapshot.GPUDevice) (mfu, mbu snapshot.Value) {
+	if w == nil {
+		return
+	}
+	if w.EstimatedFlopsPerSecond.OK && spec.PeakFLOPS > 0 {
+		mfu = snapshot.Some(w.EstimatedFlopsPerSecond.V / spec.PeakFLOPS)
+	}
+	bw := spec.PeakMemoryBandwidth
+	if bw <= 0 {
+		n := 0.0
+		for _, d := range devs {
+			if d.PeakMemBandwidthBytesPerSecond.OK {
+				bw += d.PeakMemBandwidthBytesPerSecond.V
+				n++
+			}
+		}
+		if n > 0 {
+			bw /= n
+		}
+	}
+	if w.EstimatedBytesPerSecond.OK && bw > 0 {
+		mbu = snapshot.Some(w.EstimatedBytesPerSecond.V / bw)
+	}
+	return mfu, mbu
 }
 
 // MeanDecodeStepSeconds is the mean time between tokens of a stream over the
@@ -173,9 +273,14 @@ func MeanDecodeStepSeconds(w *snapshot.Derived) snapshot.Value {
 // decodeStepSeconds is the time per output token at quantile q over the
 // window: from vLLM's inter-token-latency histogram, observed per token as it
 // is generated (so it moves within a tick of a regime change), else from the
-// per-request TPOT histogram, observed only when a request finishes.
+// per-request TPOT histogram, observed only when a request finishes. With
+// speculative decoding one ITL observation covers a whole step of several
+// tokens, so the ITL value is divided by the mean acceptance length.
 func decodeStepSeconds(w *snapshot.Derived, q float64) snapshot.Value {
 	if v := quantile(w, snapshot.InterTokenLatency, q); v.OK {
+		if l := acceptanceLength(w); l.OK {
+			v.V /= l.V
+		}
 		return v
 	}
 	return quantile(w, snapshot.RequestTPOT, q)

@@ -42,6 +42,9 @@ type Evidence struct {
 	Op        string  `json:"op,omitempty"` // ">", ">=", "<", "<=", "==" ; empty: context only
 	Threshold float64 `json:"threshold"`
 	Unit      string  `json:"unit,omitempty"`
+	// Bucket is set in reports when Value is a quantile interpolated inside
+	// a wide histogram bucket: [lower, upper] bound, the precision there is.
+	Bucket []float64 `json:"bucket,omitempty"`
 }
 
 // Holds reports whether the evidence meets its threshold.
@@ -72,7 +75,7 @@ type Finding struct {
 // several hold on one tick the earliest wins. A new class adds its rule here
 // and its name to Classes at the same position.
 var ruleOrder = []func(rules) Finding{
-	rules.gpuFault, rules.engineStalled, rules.throttled, rules.kvExhausted,
+	rules.gpuFault, rules.engineStalled, rules.deferredLivelock, rules.throttled, rules.kvExhausted,
 	rules.tooManySequences, rules.queueing, rules.prefixCacheMiss, rules.prefillBound,
 	rules.communicationBound, rules.memoryBoundDecode, rules.decodeOverhead,
 	rules.batchTooSmall,
@@ -166,6 +169,10 @@ func (r rules) gpuFault() Finding {
 }
 
 func (r rules) engineStalled() Finding {
+	if r.in.Model.Asleep() {
+		// A deliberately sleeping engine makes no tokens on purpose.
+		return Finding{Class: EngineStalled, Evidence: []Evidence{note("engine_asleep", 1, "")}}
+	}
 	if p := r.in.Probes; p != nil && p.EngineStalled {
 		return all(EngineStalled, gate("probe_engine_stalled", 1, "==", 1, ""))
 	}
@@ -186,6 +193,23 @@ func (r rules) engineStalled() Finding {
 	return all(EngineStalled, present,
 		gate("generation_tokens_per_second", w.GenerationTokensPerSecond.V, "==", 0, "tokens/s"),
 		gate("prompt_tokens_per_second", w.PromptTokensPerSecond.V, "==", 0, "tokens/s"))
+}
+
+// deferredLivelock is vllm #53130: deferred requests pile up, few wait for
+// capacity, the KV cache has room and generation all but stopped. Only a
+// server that splits its queue by reason (≈0.20+) can show it.
+func (r rules) deferredLivelock() Finding {
+	m, w := r.in.Model, r.in.Window
+	deferred, capacity, kv := m.WaitingDeferred(), m.WaitingForCapacity(), r.kv()
+	if !deferred.OK || !capacity.OK || !kv.OK || w == nil || !w.GenerationTokensPerSecond.OK || m.Asleep() {
+		return Finding{Class: DeferredLivelock}
+	}
+	return all(DeferredLivelock,
+		gate("requests_waiting_deferred", deferred.V, ">=", r.th.DeferredLivelockMinDeferred, "requests"),
+		gate("deferred_over_capacity_waiting_ratio", deferred.V/math.Max(capacity.V, 1), ">=", r.th.DeferredLivelockDeferredOverCapacity, "ratio"),
+		gate("kv_cache_usage_ratio", kv.V, "<", r.th.DeferredLivelockKVMax, "ratio"),
+		gate("generation_tokens_per_second", w.GenerationTokensPerSecond.V, "<=", r.th.DeferredLivelockMaxGenerationTokensPerSecond, "tokens/s"),
+		note("requests_waiting_capacity", capacity.V, "requests"))
 }
 
 // capped reports whether a GPU's clocks are held down enough to slow decode:
@@ -271,20 +295,22 @@ func (r rules) kvExhausted() Finding {
 		return Finding{Class: KVCacheExhausted}
 	}
 	ev := []Evidence{gate("kv_cache_usage_ratio", kv.V, ">", r.th.KVCacheUsageHigh, "ratio")}
-	if m.Waiting.OK {
-		ev = append(ev, note("requests_waiting", m.Waiting.V, "requests"))
+	if wc := m.WaitingForCapacity(); wc.OK {
+		ev = append(ev, note("requests_waiting", wc.V, "requests"))
 	}
 	return all(KVCacheExhausted, ev...)
 }
 
 func (r rules) queueing() Finding {
+	// Only requests waiting for capacity are a queue the knobs act on:
+	// deferred ones wait on LoRA budget or KV transfer (≈0.20+ splits them).
 	m := r.in.Model
-	ttft := r.slo(snapshot.TTFT, 0.99)
-	if m == nil || !m.Waiting.OK || !ttft.OK {
+	ttft, waiting := r.slo(snapshot.TTFT, 0.99), m.WaitingForCapacity()
+	if m == nil || !waiting.OK || !ttft.OK {
 		return Finding{Class: Queueing}
 	}
 	ev := []Evidence{
-		gate("requests_waiting", m.Waiting.V, ">=", r.th.QueueingMinWaiting, "requests"),
+		gate("requests_waiting", waiting.V, ">=", r.th.QueueingMinWaiting, "requests"),
 		gate("ttft_p99_seconds", ttft.V, ">", r.th.TTFTTargetSeconds, "seconds"),
 	}
 	if pf := r.slo(snapshot.PrefillTime, 0.99); pf.OK && pf.V > 0 {
@@ -310,8 +336,8 @@ func (r rules) prefixCacheMiss() Finding {
 	// Scrape side: the hit ratio since the last tick (else over the
 	// window) collapsed against the best this server showed recently.
 	cur := r.in.RecentHitRatio
-	if !cur.OK && r.in.Window != nil {
-		cur = r.in.Window.PrefixCacheHitRatio
+	if !cur.OK {
+		cur = HitRatio(r.in.Window)
 	}
 	ref := r.in.HitRatioReference
 	if !cur.OK || !ref.OK {
@@ -320,6 +346,32 @@ func (r rules) prefixCacheMiss() Finding {
 	return all(PrefixCacheMiss,
 		gate("prefix_cache_hit_ratio_reference", ref.V, ">=", r.th.PrefixHitRatioBaselineMin, "ratio"),
 		gate("prefix_cache_hit_ratio", cur.V, "<", r.th.PrefixHitRatioCollapse*ref.V, "ratio"))
+}
+
+// reportsCachedTokens: the server counts cached and computed prompt tokens
+// (vllm:prompt_tokens_cached_total and prompt_tokens_by_source_total, ≈0.16+).
+func reportsCachedTokens(m *snapshot.Model) bool {
+	if m == nil || !m.PromptTokensCached.OK {
+		return false
+	}
+	_, ok := m.PromptTokensBySource["local_compute"]
+	return ok
+}
+
+// HitRatio is the share of prompt tokens a prefix cache served over a
+// window: cached / (cached + computed) where vLLM reports both (≈0.16+:
+// local and external hits, what prefill was spared), else the prefix
+// cache's hits / queries.
+func HitRatio(w *snapshot.Derived) snapshot.Value {
+	if w == nil {
+		return snapshot.Value{}
+	}
+	if w.PromptTokensCachedPerSecond.OK && w.PromptTokensComputedPerSecond.OK {
+		if total := w.PromptTokensCachedPerSecond.V + w.PromptTokensComputedPerSecond.V; total > 0 {
+			return snapshot.Some(w.PromptTokensCachedPerSecond.V / total)
+		}
+	}
+	return w.PrefixCacheHitRatio
 }
 
 // minProbeSamples is how many probes each side of the cold/warm pair needs
@@ -369,7 +421,12 @@ func PrefillSpeed(w *snapshot.Derived) snapshot.Value {
 		return snapshot.Value{}
 	}
 	computed := w.PromptTokensPerSecond.V * span
-	if w.PrefixCacheHitRatio.OK {
+	switch {
+	case w.PromptTokensComputedPerSecond.OK:
+		// vLLM counts the computed tokens itself (≈0.16+; local and
+		// external cache hits excluded).
+		computed = w.PromptTokensComputedPerSecond.V * span
+	case w.PrefixCacheHitRatio.OK:
 		computed *= 1 - w.PrefixCacheHitRatio.V
 	}
 	if !(computed > 0) {
@@ -444,9 +501,14 @@ func deviceMean(g *snapshot.GPU, field func(d *snapshot.GPUDevice) snapshot.Valu
 	return snapshot.Some(sum / float64(n))
 }
 
-// dram is the mean GPM DRAM-bandwidth utilisation over the GPUs reporting it.
+// dram is the mean GPM DRAM-bandwidth utilisation over the GPUs reporting
+// it; on hosts without GPM, vLLM's own bandwidth estimate against the peak
+// (MBU, --enable-mfu-metrics) stands in.
 func (r rules) dram() snapshot.Value {
-	return deviceMean(r.in.GPU, func(d *snapshot.GPUDevice) snapshot.Value { return d.DRAMBandwidthUtil })
+	if v := deviceMean(r.in.GPU, func(d *snapshot.GPUDevice) snapshot.Value { return d.DRAMBandwidthUtil }); v.OK {
+		return v
+	}
+	return r.in.Roofline.MBU
 }
 
 // decodeClass is memory_bound_decode (near=true) or decode_overhead: TPOT
@@ -487,15 +549,38 @@ func (r rules) decodeOverhead() Finding    { return r.decodeClass(DecodeOverhead
 
 func (r rules) batchTooSmall() Finding {
 	m := r.in.Model
-	if m == nil || !m.Waiting.OK {
+	wc := m.WaitingForCapacity()
+	if m == nil || !wc.OK {
 		return Finding{Class: BatchTooSmall}
 	}
-	waiting := gate("requests_waiting", m.Waiting.V, "<", r.th.QueueingMinWaiting, "requests")
+	waiting := gate("requests_waiting", wc.V, "<", r.th.QueueingMinWaiting, "requests")
 	if util := deviceMean(r.in.GPU, func(d *snapshot.GPUDevice) snapshot.Value { return d.UtilGPU }); util.OK {
 		return all(BatchTooSmall, waiting, gate("gpu_utilization_ratio", util.V, "<", r.th.GPUUtilizationLow, "ratio"))
+	}
+	// Without a GPU: the mean number of requests in flight over the window
+	// (Little's law: the end-to-end seconds of the requests that finished
+	// in it, per second), which a momentary running count would flip
+	// around the threshold from scrape to scrape.
+	if c := meanConcurrency(r.in.Window); c.OK {
+		return all(BatchTooSmall, waiting, gate("requests_in_flight_mean", c.V, "<=", r.th.BatchSmallMaxRunning, "requests"))
 	}
 	if !m.Running.OK {
 		return Finding{Class: BatchTooSmall}
 	}
 	return all(BatchTooSmall, waiting, gate("requests_running", m.Running.V, "<=", r.th.BatchSmallMaxRunning, "requests"))
+}
+
+// meanConcurrency is the mean number of requests in flight over the
+// window: the summed end-to-end latency of the requests that finished in
+// it over its span.
+func meanConcurrency(w *snapshot.Derived) snapshot.Value {
+	if w == nil {
+		return snapshot.Value{}
+	}
+	d, ok := w.Deltas[snapshot.E2E]
+	span := w.End.Sub(w.Start).Seconds()
+	if !ok || d.Count < 1 || !(span > 0) || d.Sum < 0 {
+		return snapshot.Value{}
+	}
+	return snapshot.Some(d.Sum / span)
 }

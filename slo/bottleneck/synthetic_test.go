@@ -46,6 +46,9 @@ type regime struct {
 	xidAgo                                             time.Duration
 	probeCold, probeWarm                               float64
 	smClock                                            float64 // SM clock / max
+	// deferred is vllm:num_requests_waiting_by_reason{reason="deferred"};
+	// waiting is then the capacity part (a ≈0.20+ server splits them).
+	deferred float64
 }
 
 const h100MaxSMClock = 1.98e9
@@ -62,8 +65,15 @@ func healthy() regime {
 }
 
 var regimes = map[Class]func(r *regime){
-	GPUFault:          func(r *regime) { r.xidAgo = 20 * time.Second },
-	EngineStalled:     func(r *regime) { r.stalledProbe = true },
+	GPUFault:      func(r *regime) { r.xidAgo = 20 * time.Second },
+	EngineStalled: func(r *regime) { r.stalledProbe = true },
+	// vllm #53130 as reported: deferred ≈ 473, capacity ≈ 19, KV ≈ 20%,
+	// generation ≈ 0.5 tokens/s, TTFT unbounded.
+	DeferredLivelock: func(r *regime) {
+		r.deferred, r.waiting, r.kv, r.running = 473, 19, 0.2, 2
+		r.rps, r.tokensPerReq = 0.01, 50
+		r.ttft95, r.ttft99, r.queue99, r.util = 60, 120, 110, 0.05
+	},
 	Throttled:         func(r *regime) { r.throttle = true; r.smClock = 0.45; r.tpot95 = 0.08; r.tpot50 = 0.05 },
 	TooManySequences:  func(r *regime) { r.preemptPerReq = 0.06; r.kv = 0.86; r.waiting = 6; r.tpot50 = 0.027 },
 	ServerUnavailable: func(r *regime) { r.down = true },
@@ -80,6 +90,14 @@ var regimes = map[Class]func(r *regime){
 	DecodeOverhead:    func(r *regime) { r.tpot50 = 0.12; r.tpot95 = 0.2; r.dram = 0.15; r.util = 0.3 },
 	BatchTooSmall:     func(r *regime) { r.util = 0.2; r.running = 1; r.rps = 0.3 },
 	NearOptimal:       func(r *regime) {},
+}
+
+// legacySeed keeps each regime's noise seed as it was tuned with (the seeds
+// were list positions before unavailable and deferred_livelock were added).
+var legacySeed = map[Class]int64{
+	GPUFault: 0, ServerUnavailable: 0, EngineStalled: 1, Throttled: 2, KVCacheExhausted: 3, TooManySequences: 4,
+	Queueing: 5, PrefixCacheMiss: 6, PrefillBound: 7, CommunicationBound: 8, MemoryBoundDecode: 9,
+	DecodeOverhead: 10, BatchTooSmall: 11, NearOptimal: 12, DeferredLivelock: 13,
 }
 
 var testSpec = ModelSpec{Parameters: 8e9, BytesPerParameter: 2}
@@ -101,9 +119,10 @@ func (r regime) apply(f *fakeSources, now time.Time, rng *rand.Rand, th config.B
 		running = 5
 	}
 	m := &snapshot.Model{
-		Name: model, Running: snapshot.Some(running), Waiting: snapshot.Some(waiting),
-		KVUsage:     snapshot.Some(min(r.kv+0.04*rng.Float64()-0.03, 1)),
-		CacheConfig: map[string]string{"gpu_memory_utilization": "0.9", "enable_prefix_caching": "True"},
+		Name: model, Running: snapshot.Some(running), Waiting: snapshot.Some(waiting + r.deferred),
+		WaitingByReason: map[string]float64{"capacity": waiting, "deferred": r.deferred},
+		KVUsage:         snapshot.Some(min(r.kv+0.04*rng.Float64()-0.03, 1)),
+		CacheConfig:     map[string]string{"gpu_memory_utilization": "0.9", "enable_prefix_caching": "True"},
 	}
 	f.vllm = &snapshot.VLLM{Time: now, Up: true, Models: map[string]*snapshot.Model{model: m}}
 	if r.down {
@@ -196,10 +215,13 @@ func TestScenarioSuite(t *testing.T) {
 	for ci, want := range Classes {
 		f := &fakeSources{}
 		c := newTestClassifier(f, testSpec)
-		rng := rand.New(rand.NewSource(int64(ci)))
-		if ci > 0 {
-			rng = rand.New(rand.NewSource(int64(ci - 1))) // the seeds from before unavailable was added
+		// Seeded per class (legacySeed), not by list position, so adding or
+		// reordering classes leaves every other regime's noise as it was.
+		seed := int64(ci)
+		if old, ok := legacySeed[want]; ok {
+			seed = old
 		}
+		rng := rand.New(rand.NewSource(seed))
 		now := start
 		tick := func(r regime) Class {
 			now = now.Add(15 * time.Second)
@@ -575,6 +597,7 @@ func TestAdviceNamesTheSeedKnobs(t *testing.T) {
 		DecodeOverhead:     {"CUDA graphs", "--async-scheduling", "sampling"},
 		BatchTooSmall:      {"send more load", "consolidate"},
 		NearOptimal:        {"baseline"},
+		DeferredLivelock:   {"restart the vLLM engine", "#53130", "--max-num-seqs"},
 	}
 	for _, c := range Classes {
 		a := AdviceFor(c)

@@ -54,6 +54,8 @@ func Watch(ctx context.Context, c *Classifier, o WatchOptions) Report {
 	}
 	rep := Report{Target: o.Target, Started: o.Now()}
 	end := rep.Started.Add(o.Duration)
+	// Scrape at the start and every interval up to and including the end,
+	// so --duration=60s watches 60 s (13 scrapes at 5 s), not 55.
 	for tick := 0; ; tick++ {
 		now := o.Now()
 		if o.Probe != nil && (o.ProbeEvery <= 1 || tick%o.ProbeEvery == 0) {
@@ -73,7 +75,7 @@ func Watch(ctx context.Context, c *Classifier, o WatchOptions) Report {
 			}
 		}
 		c.Tick(now)
-		if !now.Add(o.Interval).Before(end) || ctx.Err() != nil {
+		if now.Add(o.Interval).After(end) || ctx.Err() != nil {
 			break
 		}
 		if o.Sleep(ctx, o.Interval) != nil {
