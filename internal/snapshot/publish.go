@@ -52,7 +52,9 @@ type Subscriber interface {
 	Subscribe() (<-chan struct{}, func())
 }
 
-// Follow calls eval on every notification of src, at the time at() returns
+// Follow subscribes to src, evaluates once at the wall clock (after
+// subscribing, so no snapshot published from then on is missed), then calls
+// eval on every notification of src, at the time at() returns
 // (the new snapshot's own timestamp, so an evaluation is stamped with the
 // scrape it reads), and at the wall clock when no notification came for
 // fallback: time-based windows and "no data" verdicts must still advance
@@ -65,9 +67,12 @@ func Follow(ctx context.Context, src Subscriber, at func() time.Time, fallback t
 		defer cancel()
 		updates = ch
 	}
+	eval(time.Now())
+	// The start-up evaluation is not part of the monotonic guard below: a
+	// source stamping snapshots on its own clock (a replay) may be behind.
+	var last time.Time
 	timer := time.NewTimer(fallback)
 	defer timer.Stop()
-	var last time.Time
 	for {
 		var now time.Time
 		select {
