@@ -36,17 +36,17 @@ func newHistogram(name, help string, buckets []float64) *prometheus.HistogramVec
 	}, []string{"profile"})
 }
 
-func newMetrics() *metrics {
+func newMetrics(b Bounds) *metrics {
 	p := []string{"profile"}
 	return &metrics{
 		ttft: newHistogram("vllm_probe_time_to_first_token_seconds",
-			"Probe time to first token in seconds: request sent to first stream chunk with non-empty choices, measured by the exporter.", DefaultBounds.TTFT),
+			"Probe time to first token in seconds: request sent to first stream chunk with non-empty choices, measured by the exporter.", b.TTFT),
 		tpot: newHistogram("vllm_probe_time_per_output_token_seconds",
-			"Probe time per output token in seconds: (e2e - ttft) / (usage.completion_tokens - 1), measured by the exporter.", DefaultBounds.TPOT),
+			"Probe time per output token in seconds: (e2e - ttft) / (usage.completion_tokens - 1), measured by the exporter.", b.TPOT),
 		itl: newHistogram("vllm_probe_inter_token_latency_seconds",
-			"Probe inter-chunk latency in seconds: each gap between successive stream chunks with non-empty choices, measured by the exporter.", DefaultBounds.ITL),
+			"Probe inter-chunk latency in seconds: each gap between successive stream chunks with non-empty choices, measured by the exporter.", b.ITL),
 		e2e: newHistogram("vllm_probe_e2e_latency_seconds",
-			"Probe end-to-end latency in seconds: request sent to the last content chunk, measured by the exporter.", DefaultBounds.E2E),
+			"Probe end-to-end latency in seconds: request sent to the last content chunk, measured by the exporter.", b.E2E),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm_probe_requests_total",
 			Help: "Synthetic probe requests sent to vLLM."}, p),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm_probe_failures_total",

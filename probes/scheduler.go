@@ -89,6 +89,7 @@ type Scheduler struct {
 	clock   Clock
 	logger  log.Logger
 	m       *metrics
+	bounds  Bounds // classic histogram bounds (BoundsFor the config at start)
 	latest  atomic.Pointer[snapshot.Probes]
 	model   atomic.Pointer[string] // effective model, for Model()
 	wake    chan struct{}
@@ -152,11 +153,17 @@ func New(opts Options, holder *config.Holder, logger log.Logger) *Scheduler {
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
+	var f *config.File
+	if holder != nil {
+		f = holder.Get()
+	}
+	bounds := BoundsFor(f)
 	s := &Scheduler{
 		opts:     opts,
 		clock:    opts.Clock,
 		logger:   logger,
-		m:        newMetrics(),
+		m:        newMetrics(bounds),
+		bounds:   bounds,
 		wake:     make(chan struct{}, 1),
 		profiles: map[string]*profileState{},
 		rng:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
@@ -198,8 +205,8 @@ func (s *Scheduler) apply(cfg config.Probes) {
 		if !ok {
 			st = &profileState{
 				failures: map[string]float64{},
-				ttft:     newClassic(DefaultBounds.TTFT), tpot: newClassic(DefaultBounds.TPOT),
-				itl: newClassic(DefaultBounds.ITL), e2e: newClassic(DefaultBounds.E2E),
+				ttft:     newClassic(s.bounds.TTFT), tpot: newClassic(s.bounds.TPOT),
+				itl: newClassic(s.bounds.ITL), e2e: newClassic(s.bounds.E2E),
 			}
 			s.profiles[pc.Name] = st
 			s.m.create(pc.Name)
