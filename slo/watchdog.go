@@ -212,14 +212,16 @@ func (w *Watchdog) AddHook(h Hook) {
 	w.hooks = append(w.hooks, h)
 }
 
-// Run evaluates once at start, then on every new vLLM snapshot (stamped with the scrape's own
+// Run evaluates on every new vLLM snapshot (stamped with the scrape's own
 // time, so a verdict's onset is in the interval of the scrape that shows
 // it) and, when no snapshot arrives for Interval, on the wall clock, so
 // time-based windows still advance while the scraper is stuck. A vLLM source
 // that does not publish (a test fake) is evaluated every Interval. On ctx
 // done it writes a final checkpoint.
 func (w *Watchdog) Run(ctx context.Context) {
-	snapshot.FollowVLLM(ctx, w.src.VLLM, w.opts.Interval, w.Tick)
+	// The start-up evaluation runs once Follow has subscribed, so a scrape
+	// landing during it is evaluated too.
+	snapshot.FollowVLLM(ctx, w.src.VLLM, w.opts.Interval, func() { w.Tick(time.Now()) }, w.Tick)
 	if err := w.SaveState(); err != nil {
 		level.Error(w.logger).Log("msg", "final SLO state checkpoint failed", "err", err)
 	}

@@ -309,7 +309,7 @@ func (c *Classifier) thresholds() config.Bottleneck {
 // the wall clock when none arrives for interval, until ctx ends. The
 // exporter uses it when the classifier is not wired as an SLO-watchdog hook.
 func (c *Classifier) Run(ctx context.Context, interval time.Duration) {
-	snapshot.FollowVLLM(ctx, c.src.VLLM, interval, c.Tick)
+	snapshot.FollowVLLM(ctx, c.src.VLLM, interval, nil, c.Tick)
 }
 
 // Tick evaluates every model in the latest scrape. While vLLM is down or not
