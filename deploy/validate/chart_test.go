@@ -488,3 +488,15 @@ func checkDashboards(t *testing.T, r rendered) {
 		}
 	}
 }
+
+// The chart refuses clusters older than 1.29, where a native sidecar would
+// be an init container that never finishes and vLLM would never start.
+func TestChartRefusesClustersWithoutNativeSidecars(t *testing.T) {
+	inst := action.NewInstall(&action.Configuration{})
+	inst.ClientOnly, inst.DryRun, inst.Replace, inst.ReleaseName = true, true, true, "x"
+	kv, _ := chartutil.ParseKubeVersion("v1.28.9")
+	inst.KubeVersion = kv
+	if _, err := inst.Run(loadChart(t, chartDir), map[string]any{}); err == nil || !strings.Contains(err.Error(), "kubeVersion") {
+		t.Errorf("rendered for Kubernetes 1.28 (err %v)", err)
+	}
+}
