@@ -133,7 +133,18 @@ type rendered struct {
 
 func renderObjects(t *testing.T, ch *chart.Chart, vals map[string]any) rendered {
 	t.Helper()
-	manifest, _ := render(t, ch, vals)
+	manifest, notes := render(t, ch, vals)
+	// NOTES.txt tells the user the next step: the port-forward, or how to
+	// merge the sidecar into their pod.
+	if ch.IsRoot() && ch.Name() == "vllm-exporter" {
+		want := "port-forward"
+		if vals["mode"] == "sidecar" {
+			want = `include "vllm-exporter.sidecar" (index .Subcharts "vllm-exporter")`
+		}
+		if !strings.Contains(notes, want) {
+			t.Errorf("NOTES.txt lacks %q:\n%s", want, notes)
+		}
+	}
 	objs, err := SplitYAML([]byte(manifest))
 	if err != nil {
 		t.Fatalf("rendered manifest does not parse: %v", err)
