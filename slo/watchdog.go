@@ -219,8 +219,9 @@ func (w *Watchdog) AddHook(h Hook) {
 // that does not publish (a test fake) is evaluated every Interval. On ctx
 // done it writes a final checkpoint.
 func (w *Watchdog) Run(ctx context.Context) {
-	w.Tick(time.Now())
-	snapshot.FollowVLLM(ctx, w.src.VLLM, w.opts.Interval, w.Tick)
+	// The start-up evaluation runs once Follow has subscribed, so a scrape
+	// landing during it is evaluated too.
+	snapshot.FollowVLLM(ctx, w.src.VLLM, w.opts.Interval, func() { w.Tick(time.Now()) }, w.Tick)
 	if err := w.SaveState(); err != nil {
 		level.Error(w.logger).Log("msg", "final SLO state checkpoint failed", "err", err)
 	}
