@@ -1,6 +1,11 @@
 package probes
 
-import "math"
+import (
+	"math"
+	"slices"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/config"
+)
 
 // Bounds are the classic bucket upper bounds of the probe histograms.
 type Bounds struct {
@@ -49,4 +54,54 @@ func LogBounds(lo, hi, factor float64) []float64 {
 		}
 		out = append(out, b)
 	}
+}
+
+// BoundsFor is DefaultBounds plus the threshold of every probe latency
+// SLO of f for the same metric, so that a probe SLO is measurable whatever
+// threshold the configuration validated (it is a bound of vLLM's default
+// or custom buckets, histogram_buckets, which the fine default bounds need
+// not contain). The probe histograms take their bounds when the scheduler
+// starts: a probe SLO threshold added by a reload applies after a restart
+// (until then the watchdog reports the SLO unmeasurable).
+func BoundsFor(f *config.File) Bounds {
+	b := DefaultBounds
+	if f == nil {
+		return b
+	}
+	extra := map[string][]float64{}
+	for _, s := range f.SLOs {
+		if s.Source == config.SourceProbe && s.Kind == config.KindLatency && s.Threshold > 0 {
+			extra[s.Metric] = append(extra[s.Metric], s.Threshold)
+		}
+	}
+	return Bounds{
+		TTFT: mergeBounds(b.TTFT, extra["ttft"]),
+		TPOT: mergeBounds(b.TPOT, extra["tpot"]),
+		ITL:  mergeBounds(b.ITL, extra["itl"]),
+		E2E:  mergeBounds(b.E2E, extra["e2e"]),
+	}
+}
+
+// mergeBounds is the sorted union of a and b. A bound of b within 1e-9
+// (relative) of one of a replaces it, so the threshold is exported exactly
+// as configured (le="0.25", not le="0.25000000000000017").
+func mergeBounds(a, b []float64) []float64 {
+	if len(b) == 0 {
+		return a
+	}
+	out := slices.Clone(a)
+	for _, x := range b {
+		dup := false
+		for i, y := range out {
+			if math.Abs(x-y) <= 1e-9*math.Max(math.Abs(x), math.Abs(y)) {
+				out[i], dup = x, true
+				break
+			}
+		}
+		if !dup {
+			out = append(out, x)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

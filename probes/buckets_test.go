@@ -18,7 +18,7 @@ import (
 // matches PromQL's).
 func exportedQuantile(t *testing.T, pick func(*metrics) *prometheus.HistogramVec, xs []float64, qs ...float64) []float64 {
 	t.Helper()
-	hv := pick(newMetrics())
+	hv := pick(newMetrics(DefaultBounds))
 	for _, x := range xs {
 		hv.WithLabelValues("p").Observe(x)
 	}

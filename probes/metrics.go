@@ -12,6 +12,9 @@ import (
 // Skip reasons (vllm_probe_skipped_total{reason}).
 const (
 	SkipBudget = "budget" // a request- or token-budget would have been exceeded
+	// SkipAsleep: vLLM reports its engine deliberately asleep (sleep mode):
+	// a probe could only fail, and a failure would page for nothing.
+	SkipAsleep = "asleep"
 )
 
 type metrics struct {
@@ -36,17 +39,17 @@ func newHistogram(name, help string, buckets []float64) *prometheus.HistogramVec
 	}, []string{"profile"})
 }
 
-func newMetrics() *metrics {
+func newMetrics(b Bounds) *metrics {
 	p := []string{"profile"}
 	return &metrics{
 		ttft: newHistogram("vllm_probe_time_to_first_token_seconds",
-			"Probe time to first token in seconds: request sent to first stream chunk with non-empty choices, measured by the exporter.", DefaultBounds.TTFT),
+			"Probe time to first token in seconds: request sent to first stream chunk with non-empty choices, measured by the exporter.", b.TTFT),
 		tpot: newHistogram("vllm_probe_time_per_output_token_seconds",
-			"Probe time per output token in seconds: (e2e - ttft) / (usage.completion_tokens - 1), measured by the exporter.", DefaultBounds.TPOT),
+			"Probe time per output token in seconds: (e2e - ttft) / (usage.completion_tokens - 1), measured by the exporter.", b.TPOT),
 		itl: newHistogram("vllm_probe_inter_token_latency_seconds",
-			"Probe inter-chunk latency in seconds: each gap between successive stream chunks with non-empty choices, measured by the exporter.", DefaultBounds.ITL),
+			"Probe inter-chunk latency in seconds: each gap between successive stream chunks with non-empty choices, measured by the exporter.", b.ITL),
 		e2e: newHistogram("vllm_probe_e2e_latency_seconds",
-			"Probe end-to-end latency in seconds: request sent to the last content chunk, measured by the exporter.", DefaultBounds.E2E),
+			"Probe end-to-end latency in seconds: request sent to the last content chunk, measured by the exporter.", b.E2E),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm_probe_requests_total",
 			Help: "Synthetic probe requests sent to vLLM."}, p),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm_probe_failures_total",
@@ -56,7 +59,7 @@ func newMetrics() *metrics {
 		chunks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm_probe_chunks_total",
 			Help: "Stream chunks with non-empty choices received by probes (fewer than tokens when chunks carry several tokens)."}, p),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm_probe_skipped_total",
-			Help: "Scheduled probes not sent, by reason (budget: the request or token budget was exhausted)."}, []string{"profile", "reason"}),
+			Help: "Scheduled probes not sent, by reason (budget: the request or token budget was exhausted; asleep: vLLM reports its engine deliberately asleep)."}, []string{"profile", "reason"}),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm_probe_last_success",
 			Help: "1 if the profile's most recent probe succeeded, else 0."}, p),
 		lastTS: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm_probe_last_timestamp_seconds",
@@ -87,6 +90,7 @@ func (m *metrics) create(profile string) {
 		m.failures.WithLabelValues(profile, r)
 	}
 	m.skipped.WithLabelValues(profile, SkipBudget)
+	m.skipped.WithLabelValues(profile, SkipAsleep)
 }
 
 // remove deletes every series of a profile that left the configuration.

@@ -89,11 +89,13 @@ type Scheduler struct {
 	clock   Clock
 	logger  log.Logger
 	m       *metrics
+	bounds  Bounds // classic histogram bounds (BoundsFor the config at start)
 	latest  atomic.Pointer[snapshot.Probes]
 	model   atomic.Pointer[string] // effective model, for Model()
 	wake    chan struct{}
 
 	mu         sync.Mutex
+	asleep     bool // the latest scrape says the engine sleeps on purpose
 	cfg        config.Probes
 	profiles   map[string]*profileState
 	rng        *rand.Rand
@@ -152,11 +154,17 @@ func New(opts Options, holder *config.Holder, logger log.Logger) *Scheduler {
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
+	var f *config.File
+	if holder != nil {
+		f = holder.Get()
+	}
+	bounds := BoundsFor(f)
 	s := &Scheduler{
 		opts:     opts,
 		clock:    opts.Clock,
 		logger:   logger,
-		m:        newMetrics(),
+		m:        newMetrics(bounds),
+		bounds:   bounds,
 		wake:     make(chan struct{}, 1),
 		profiles: map[string]*profileState{},
 		rng:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
@@ -198,8 +206,8 @@ func (s *Scheduler) apply(cfg config.Probes) {
 		if !ok {
 			st = &profileState{
 				failures: map[string]float64{},
-				ttft:     newClassic(DefaultBounds.TTFT), tpot: newClassic(DefaultBounds.TPOT),
-				itl: newClassic(DefaultBounds.ITL), e2e: newClassic(DefaultBounds.E2E),
+				ttft:     newClassic(s.bounds.TTFT), tpot: newClassic(s.bounds.TPOT),
+				itl: newClassic(s.bounds.ITL), e2e: newClassic(s.bounds.E2E),
 			}
 			s.profiles[pc.Name] = st
 			s.m.create(pc.Name)
@@ -307,12 +315,19 @@ func (s *Scheduler) dueJobs(now time.Time) []*job {
 	sort.Strings(names)
 	var jobs []*job
 	skipped := false
+	asleep := s.asleep
 	for _, n := range names {
 		st := s.profiles[n]
 		if st.inFlight || now.Before(st.next) {
 			continue
 		}
 		st.next = now.Add(s.gapAfter(&st.cfg))
+		if asleep {
+			// Probes pause while the engine sleeps on purpose: they
+			// would only fail, and their failures would page.
+			s.m.skipped.WithLabelValues(st.cfg.Name, SkipAsleep).Inc()
+			continue
+		}
 		if j, ok := s.admitLocked(st, now); ok {
 			jobs = append(jobs, j)
 		} else {
@@ -323,6 +338,20 @@ func (s *Scheduler) dueJobs(now time.Time) []*job {
 		s.publishLocked(now)
 	}
 	return jobs
+}
+
+// anyAsleep reports whether the latest successful scrape says an engine is
+// deliberately asleep (vllm:engine_sleep_state and friends).
+func anyAsleep(v *snapshot.VLLM) bool {
+	if v == nil || !v.Up {
+		return false
+	}
+	for _, m := range v.Models {
+		if m.Asleep() {
+			return true
+		}
+	}
+	return false
 }
 
 // nextWake is how long Run may sleep before some profile is due.
@@ -597,7 +626,13 @@ func (s *Scheduler) observe() {
 		model = s.discovered
 	}
 	wasStalled := s.stall.stalled
-	s.stall.observe(v, model)
+	s.asleep = anyAsleep(v)
+	if s.asleep {
+		// A sleeping engine makes no tokens on purpose: not a stall.
+		s.stall.stalled = false
+	} else {
+		s.stall.observe(v, model)
+	}
 	if wasStalled && !s.stall.stalled {
 		s.m.stalled.Set(0)
 		s.publishLocked(s.clock.Now())

@@ -42,48 +42,33 @@ base=$((20000 + RANDOM % 20000))
 SIM_ADDR=127.0.0.1:$base
 EXP_ADDR=127.0.0.1:$((base + 1))
 NODE_ADDR=127.0.0.1:$((base + 2))
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+SCRIPT=footprint
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+# The exporter runs as the image runs it.
+GOMEMLIMIT=${GOMEMLIMIT:-$(image_gomemlimit)}
 
 # shellcheck disable=SC2086
 bin/vllm-sim --web.listen-address="$SIM_ADDR" --log.level=warn ${SIM_ARGS:-} >"$work/sim.log" 2>&1 &
 pids+=($!)
 # shellcheck disable=SC2086
-bin/vllm_exporter --web.listen-address="$EXP_ADDR" --vllm.url="http://$SIM_ADDR" ${EXPORTER_ARGS:-} >"$work/exporter.log" 2>&1 &
+GOMEMLIMIT="$GOMEMLIMIT" bin/vllm_exporter --web.listen-address="$EXP_ADDR" --vllm.url="http://$SIM_ADDR" ${EXPORTER_ARGS:-} >"$work/exporter.log" 2>&1 &
 exp_pid=$!
 pids+=($exp_pid)
 "$NODE_EXPORTER" --web.listen-address="$NODE_ADDR" >"$work/node.log" 2>&1 &
 node_pid=$!
 pids+=($node_pid)
 
-wait_up() {
-  for _ in $(seq 1 100); do
-    curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
-    sleep 0.2
-  done
-  echo "footprint: $1 never came up" >&2
-  tail -20 "$work"/*.log >&2
-  exit 1
-}
 wait_up "http://$SIM_ADDR/metrics"
 wait_up "http://$EXP_ADDR/metrics"
 wait_up "http://$NODE_ADDR/metrics"
 # Let the exporter fill its windows a little and both settle.
 sleep 10
 
-clk=$(getconf CLK_TCK)
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
-now() { date +%s.%N; }
 
 echo "phase 1: ${DURATION}s steady state, both scraped every ${SCRAPE_INTERVAL}s" >&2
 e_cpu0=$(cpu_ticks $exp_pid); n_cpu0=$(cpu_ticks $node_pid); t0=$(now)
+e_gr0=$(metric go_goroutines "http://$EXP_ADDR/metrics"); n_gr0=$(metric go_goroutines "http://$NODE_ADDR/metrics")
 e_rss_sum=0; n_rss_sum=0; e_rss_max=0; n_rss_max=0; samples=0; next_scrape=0
 for ((s = 0; s < DURATION; s++)); do
   if [ "$s" -ge "$next_scrape" ]; then
@@ -98,6 +83,7 @@ for ((s = 0; s < DURATION; s++)); do
   sleep 1
 done
 e_cpu1=$(cpu_ticks $exp_pid); n_cpu1=$(cpu_ticks $node_pid); t1=$(now)
+e_gr1=$(metric go_goroutines "http://$EXP_ADDR/metrics"); n_gr1=$(metric go_goroutines "http://$NODE_ADDR/metrics")
 
 exp_series=$(curl -fsS "http://$EXP_ADDR/metrics" | grep -vc '^#')
 node_series=$(curl -fsS "http://$NODE_ADDR/metrics" | grep -vc '^#')
@@ -146,12 +132,14 @@ awk -v d="$DURATION" -v wall="$(echo "$t1 - $t0" | bc)" -v clk="$clk" \
   -v nlp99="$([ -f "$work/wrk-node-low.txt" ] && p99_ms "$work/wrk-node-low.txt" || echo 0)" \
   -v elrps="$([ -f "$work/wrk-exp-low.txt" ] && rps "$work/wrk-exp-low.txt" || echo 0)" \
   -v nlrps="$([ -f "$work/wrk-node-low.txt" ] && rps "$work/wrk-node-low.txt" || echo 0)" \
+  -v eg0="$e_gr0" -v eg1="$e_gr1" -v ng0="$n_gr0" -v ng1="$n_gr1" -v gml="${GOMEMLIMIT:-unset}" \
   -v ewr="$e_wrk_rss" -v nwr="$n_wrk_rss" -v conns="$WRK_CONNECTIONS" -v si="$SCRAPE_INTERVAL" 'BEGIN {
   ecpu = (ec1 - ec0) / clk / wall; ncpu = (nc1 - nc0) / clk / wall
-  printf "footprint over %.0fs wall, both scraped every %ss (vllm_exporter defaults, vllm-sim load generator)\n\n", wall, si
+  printf "footprint over %.0fs wall, both scraped every %ss (vllm_exporter defaults with the image'"'"'s GOMEMLIMIT=%s, vllm-sim load generator)\n\n", wall, si, gml
   printf "%-38s %16s %16s %10s\n", "", "vllm_exporter", "node_exporter", "ratio"
   printf "%-38s %16.1f %16.1f %10.2f\n", "RSS average (MiB)", ers / n / 1024, nrs / n / 1024, (ers / n) / (nrs / n)
   printf "%-38s %16.1f %16.1f %10.2f\n", "RSS max (MiB)", erm / 1024, nrm / 1024, erm / nrm
+  printf "%-38s %16s %16s %10s\n", "goroutines at start -> end of phase 1", eg0 " -> " eg1, ng0 " -> " ng1, "-"
   printf "%-38s %16.5f %16.5f %10.2f\n", "CPU seconds per wall second", ecpu, ncpu, (ncpu > 0 ? ecpu / ncpu : 0)
   printf "%-38s %16d %16d %10.2f\n", "/metrics samples", es, ns, es / ns
   printf "%-38s %16d %16d %10.2f\n", "/metrics bytes", eb, nb, eb / nb

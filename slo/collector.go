@@ -37,6 +37,8 @@ var (
 		"Unix time of the last successful SLO state checkpoint write.", nil, nil)
 	descStateRestored = prometheus.NewDesc("vllm_exporter_slo_state_restored",
 		"1 if the SLO window state was restored from the state file at start, else 0.", nil, nil)
+	descUnmeasurable = prometheus.NewDesc("vllm_slo_unmeasurable",
+		"1 while the SLO's last evaluation could not measure it for some model, by reason: no_bucket_bound (the scrape's histogram has no bucket bound at the threshold, e.g. vLLM --custom-histogram-buckets without it) or series_missing; the SLO counts no events for that model until it is measurable.", []string{"slo", "reason"}, nil)
 	descEvalErrors = prometheus.NewDesc("vllm_exporter_slo_evaluation_errors_total",
 		"SLO watchdog ticks on which an SLO could not be measured for some model (its histogram or bucket boundary missing from the vLLM scrape).", []string{"slo"}, nil)
 )
@@ -79,7 +81,7 @@ func newSelfMetrics() selfMetrics { return selfMetrics{} }
 // Describe implements prometheus.Collector.
 func (w *Watchdog) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descObjective, descErrorRatio, descBurnRate, descBudget, descAlert,
-		descLastEval, descEvents, descStateErrors, descStateSaved, descStateRestored, descEvalErrors} {
+		descLastEval, descEvents, descStateErrors, descStateSaved, descStateRestored, descEvalErrors, descUnmeasurable} {
 		ch <- d
 	}
 }
@@ -114,6 +116,12 @@ func (w *Watchdog) Collect(ch chan<- prometheus.Metric) {
 		gauge(descStateSaved, float64(ns)/1e9)
 	}
 	gauge(descStateRestored, b2f(w.self.restored.Load()))
+	um := w.Unmeasurable()
+	for _, name := range slices.Sorted(maps.Keys(um)) {
+		for _, reason := range um[name] {
+			gauge(descUnmeasurable, 1, name, reason)
+		}
+	}
 	ev := w.self.evalErrors.snapshot()
 	for _, k := range slices.Sorted(maps.Keys(ev)) {
 		ch <- prometheus.MustNewConstMetric(descEvalErrors, prometheus.CounterValue, ev[k], k)

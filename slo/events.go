@@ -73,10 +73,31 @@ func countAtOrBelow(h snapshot.Histogram, bound float64) (float64, bool) {
 	return 0, false
 }
 
+// Reasons an SLO cannot be measured (the `reason` label of
+// vllm_slo_unmeasurable).
+const (
+	// UnmeasurableNoBound: the histogram in the scrape has no bucket bound
+	// at the threshold (vLLM --custom-histogram-buckets without it, or an
+	// old vLLM's shorter default list). Until a scrape shows the bound the
+	// SLO counts nothing.
+	UnmeasurableNoBound = "no_bucket_bound"
+	// UnmeasurableNoSeries: the histogram or counter is not in the scrape.
+	UnmeasurableNoSeries = "series_missing"
+)
+
+// unmeasurable is an error that says why an SLO was not measured.
+type unmeasurable struct {
+	reason string
+	err    error
+}
+
+func (u unmeasurable) Error() string { return u.err.Error() }
+func (u unmeasurable) Unwrap() error { return u.err }
+
 func latencyEvents(h snapshot.Histogram, threshold float64, series string) (cumulative, error) {
 	good, ok := countAtOrBelow(h, threshold)
 	if !ok {
-		return cumulative{}, fmt.Errorf("%s has no bucket boundary %v (boundaries: %v)", series, threshold, h.Bounds)
+		return cumulative{}, unmeasurable{UnmeasurableNoBound, fmt.Errorf("%s has no bucket boundary %v (boundaries: %v); the SLO counts nothing until a scrape shows that bound (vLLM --custom-histogram-buckets must include it)", series, threshold, h.Bounds)}
 	}
 	bad := h.Count - good
 	if bad < 0 {
@@ -119,7 +140,7 @@ func serverEvents(s *config.SLO, v *snapshot.VLLM) (out map[string]cumulative, e
 		case config.KindLatency:
 			hn, ok := serverHistogram(m, s.Metric)
 			if !ok {
-				errs = append(errs, fmt.Errorf("model %q: histogram vllm_%s_seconds not exposed", name, hn))
+				errs = append(errs, unmeasurable{UnmeasurableNoSeries, fmt.Errorf("model %q: histogram vllm_%s_seconds not exposed", name, hn)})
 				continue
 			}
 			c, err := latencyEvents(m.Histograms[hn], s.Threshold, "vllm_"+string(hn)+"_seconds")
@@ -130,13 +151,23 @@ func serverEvents(s *config.SLO, v *snapshot.VLLM) (out map[string]cumulative, e
 			out[name] = c
 		case config.KindPreemption:
 			if !m.Preemptions.OK {
-				errs = append(errs, fmt.Errorf("model %q: preemption counter not exposed", name))
+				errs = append(errs, unmeasurable{UnmeasurableNoSeries, fmt.Errorf("model %q: preemption counter not exposed", name)})
 				continue
 			}
 			out[name] = cumulative{Bad: m.Preemptions.V, Total: sumReasons(m.FinishedByReason), Series: "preemptions/finished"}
 		case config.KindAvailability:
-			out[name] = cumulative{Bad: sumReasons(m.FinishedByReason, badFinishReasons...),
+			c := cumulative{Bad: sumReasons(m.FinishedByReason, badFinishReasons...),
 				Total: sumReasons(m.FinishedByReason), Series: "finished"}
+			// Requests the server refused before the engine (5xx, 429)
+			// never reach request_success_total: they are failed events
+			// too. vLLM serves one model per process, so the server-wide
+			// count belongs to it.
+			if refused, ok := v.Refused(); ok {
+				c.Bad += refused
+				c.Total += refused
+				c.Series = "finished+refused"
+			}
+			out[name] = c
 		}
 	}
 	return out, errs

@@ -226,10 +226,27 @@ func buildSLI(s *config.SLO, selector string) sli {
 		badOf := func(fn, w string) string {
 			return fmt.Sprintf("(\n  %s\n  or\n  0 * %s\n)", sumBy(fn, failed, failSel, w), sumBy(fn, total, sel, w))
 		}
+		if s.Source == config.SourceProbe {
+			return sli{
+				ratio:  func(w string) string { return badOf("rate", w) + "\n/\n" + sumBy("rate", total, sel, w) },
+				events: func(w string) string { return sumBy("increase", total, sel, w) },
+				bad:    func(w string) string { return badOf("increase", w) },
+			}
+		}
+		// Server: requests refused before the engine (5xx, 429;
+		// vllm_requests_refused_total) are failed events too, except those
+		// of a replica whose engine sleeps on purpose; absent before vLLM
+		// 0.8.3 (counted as zero).
+		refusedOf := func(fn, w string) string {
+			return fmt.Sprintf("(\n  sum by (model) (%s(vllm_requests_refused_total%s[%s]) unless on (job, instance, model) (vllm_engine_awake%s == 0))\n  or\n  0 * %s\n)",
+				fn, sel, w, sel, sumBy(fn, total, sel, w))
+		}
 		return sli{
-			ratio:  func(w string) string { return badOf("rate", w) + "\n/\n" + sumBy("rate", total, sel, w) },
-			events: func(w string) string { return sumBy("increase", total, sel, w) },
-			bad:    func(w string) string { return badOf("increase", w) },
+			ratio: func(w string) string {
+				return "(\n" + indent(badOf("rate", w)+"\n+\n"+refusedOf("rate", w)) + "\n)\n/\n(\n" + indent(sumBy("rate", total, sel, w)+"\n+\n"+refusedOf("rate", w)) + "\n)"
+			},
+			events: func(w string) string { return sumBy("increase", total, sel, w) + "\n+\n" + refusedOf("increase", w) },
+			bad:    func(w string) string { return badOf("increase", w) + "\n+\n" + refusedOf("increase", w) },
 		}
 	}
 }
@@ -313,12 +330,15 @@ func sloGroup(s *config.SLO, opts RuleOptions) ruleGroup {
 	onModel := "{{ with $labels.model }} on model {{ . }}{{ end }}"
 	common := fmt.Sprintf("SLO %s (%s; objective %s over %s, min %s events per window)",
 		s.Name, escapeTemplate(strings.TrimSuffix(what, ".")), fmtFloat(s.Objective), period, fmtFloat(min))
+	// A deliberately sleeping engine adds no bad events: it finishes no
+	// requests, its probes pause, its refusals are left out.
+	const sleeping = " An engine put to sleep on purpose (vllm_engine_awake 0) adds no events."
 	add(rule{Alert: PageAlert, Expr: pairs(PagePairs),
 		Labels: map[string]string{"severity": "critical", "slo": s.Name},
 		Annotations: map[string]string{
 			"summary": "SLO " + s.Name + " is burning its error budget fast" + onModel,
 			"description": common + onModel + " burns its error budget at {{ printf \"%.1f\" $value }}x over the long window (page: " +
-				explain(PagePairs) + "). At 14.4x a " + period + " budget is gone in " + WindowName(time.Duration(float64(s.PeriodDuration())/14.4).Round(time.Minute)) + ".",
+				explain(PagePairs) + "). At 14.4x a " + period + " budget is gone in " + WindowName(time.Duration(float64(s.PeriodDuration())/14.4).Round(time.Minute)) + "." + sleeping,
 			"runbook_url": opts.RunbookURL + "#" + strings.ToLower(PageAlert),
 		}})
 	add(rule{Alert: TicketAlert, Expr: pairs(TicketPairs),
@@ -326,7 +346,7 @@ func sloGroup(s *config.SLO, opts RuleOptions) ruleGroup {
 		Annotations: map[string]string{
 			"summary": "SLO " + s.Name + " is burning its error budget" + onModel,
 			"description": common + onModel + " burns its error budget at {{ printf \"%.1f\" $value }}x over the long window (ticket: " +
-				explain(TicketPairs) + "); it will be spent before the " + period + " period ends.",
+				explain(TicketPairs) + "); it will be spent before the " + period + " period ends." + sleeping,
 			"runbook_url": opts.RunbookURL + "#" + strings.ToLower(TicketAlert),
 		}})
 	return g

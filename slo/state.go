@@ -66,7 +66,7 @@ func encodeRing(r *ring) stateRing {
 	for i := r.head - n + 1; i <= r.head; i++ {
 		s := r.slot(i)
 		if r.bad[s] != 0 || r.total[s] != 0 {
-			sr.Buckets = append(sr.Buckets, [3]float64{float64(i), r.bad[s], r.total[s]})
+			sr.Buckets = append(sr.Buckets, [3]float64{float64(i), float64(r.bad[s]), float64(r.total[s])})
 		}
 	}
 	return sr
@@ -91,7 +91,7 @@ func decodeRing(sr stateRing, r *ring) error {
 			return fmt.Errorf("bucket %d outside ring or negative", i)
 		}
 		s := r.slot(i)
-		r.bad[s], r.total[s] = b[1], b[2]
+		r.bad[s], r.total[s] = float32(b[1]), float32(b[2])
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ package slo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -136,6 +137,9 @@ type sloState struct {
 	windows []time.Duration
 	series  map[string]*series
 	lastErr string
+	// unmeasurable holds the reasons the last tick could not measure the
+	// SLO for some model (vllm_slo_unmeasurable).
+	unmeasurable map[string]bool
 }
 
 func newSLOState(c config.SLO) *sloState {
@@ -167,8 +171,9 @@ type Watchdog struct {
 	// the same answer and a refusal is counted once per tick.
 	admitted map[string]bool
 
-	status atomic.Pointer[[]Result]
-	self   selfMetrics
+	status       atomic.Pointer[[]Result]
+	unmeasurable atomic.Pointer[map[string][]string]
+	self         selfMetrics
 }
 
 // New creates a Watchdog and restores its window state from
@@ -214,8 +219,9 @@ func (w *Watchdog) AddHook(h Hook) {
 // that does not publish (a test fake) is evaluated every Interval. On ctx
 // done it writes a final checkpoint.
 func (w *Watchdog) Run(ctx context.Context) {
-	w.Tick(time.Now())
-	snapshot.FollowVLLM(ctx, w.src.VLLM, w.opts.Interval, w.Tick)
+	// The start-up evaluation runs once Follow has subscribed, so a scrape
+	// landing during it is evaluated too.
+	snapshot.FollowVLLM(ctx, w.src.VLLM, w.opts.Interval, func() { w.Tick(time.Now()) }, w.Tick)
 	if err := w.SaveState(); err != nil {
 		level.Error(w.logger).Log("msg", "final SLO state checkpoint failed", "err", err)
 	}
@@ -279,6 +285,7 @@ func (w *Watchdog) Tick(now time.Time) {
 		results = []Result{}
 	}
 	w.status.Store(&results)
+	w.publishUnmeasurable()
 	w.ticks++
 	if w.opts.StateFile != "" && w.ticks%w.opts.SaveEvery == 0 {
 		if err := w.saveLocked(now); err != nil {
@@ -307,6 +314,17 @@ func (w *Watchdog) observe(st *sloState, vl *snapshot.VLLM, pr *snapshot.Probes,
 		msg = errs[0].Error()
 		w.self.evalErrors.add(st.cfg.Name)
 	}
+	st.unmeasurable = nil
+	for _, err := range errs {
+		var u unmeasurable
+		if errors.As(err, &u) {
+			if st.unmeasurable == nil {
+				st.unmeasurable = map[string]bool{}
+			}
+			st.unmeasurable[u.reason] = true
+		}
+	}
+	asleep := sleepingModels(vl)
 	if msg != st.lastErr {
 		if msg != "" {
 			level.Warn(w.logger).Log("msg", "SLO cannot be measured", "slo", st.cfg.Name, "err", msg, "errors", len(errs))
@@ -325,7 +343,12 @@ func (w *Watchdog) observe(st *sloState, vl *snapshot.VLLM, pr *snapshot.Probes,
 			st.series[model] = s
 		}
 		s.lastSeen = now
-		if !s.hasLast || s.last.Series != c.Series {
+		// A deliberately sleeping engine (vllm_engine_awake 0) serves
+		// nothing on purpose: what its counters or the probes record
+		// meanwhile (refusals, probe failures) is a new baseline, never
+		// bad events. Probe SLOs have no model: any sleeping model counts.
+		sleeping := asleep[model] || (model == probeModel && len(asleep) > 0)
+		if !s.hasLast || s.last.Series != c.Series || sleeping {
 			// First reading (or a different underlying series): a baseline,
 			// not events; otherwise a server's whole history would land in
 			// the current window.
@@ -384,6 +407,44 @@ func (w *Watchdog) evictIdle(vl *snapshot.VLLM, now time.Time) {
 		}
 		level.Info(w.logger).Log("msg", "model not seen for --vllm.model-idle-timeout; its SLO series and state are dropped", "model", gone)
 	}
+}
+
+// sleepingModels are the models of the latest scrape whose engine says it
+// is asleep.
+func sleepingModels(v *snapshot.VLLM) map[string]bool {
+	if v == nil || !v.Up {
+		return nil
+	}
+	var out map[string]bool
+	for name, m := range v.Models {
+		if m.Asleep() {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// Unmeasurable returns, per SLO name, the reasons the last tick could not
+// measure it (for some model). The map is shared: do not modify it.
+func (w *Watchdog) Unmeasurable() map[string][]string {
+	if p := w.unmeasurable.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// publishUnmeasurable stores the reasons of the tick. Called with w.mu held.
+func (w *Watchdog) publishUnmeasurable() {
+	out := map[string][]string{}
+	for name, st := range w.states {
+		if len(st.unmeasurable) > 0 {
+			out[name] = slices.Sorted(maps.Keys(st.unmeasurable))
+		}
+	}
+	w.unmeasurable.Store(&out)
 }
 
 // windowResult turns event sums into ratios for one window.

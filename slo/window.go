@@ -84,17 +84,21 @@ func coarseWidth(period time.Duration) time.Duration {
 
 // ring is a fixed array of time buckets holding bad and total event counts;
 // bucket i (an absolute index, unix time / width) lives at i mod len.
+// Counts are float32: a bucket holds whole events (exact below 2^24 = 16.7
+// million per bucket, i.e. 560 k requests/s in a 30 s bucket), sums are
+// taken in float64, and a 3-day ring per SLO and model is 69 KB instead of
+// 138 KB (16 models x 4 SLOs: 4.4 MB less).
 type ring struct {
 	width time.Duration
-	bad   []float64
-	total []float64
+	bad   []float32
+	total []float32
 	head  int64 // absolute index of the newest bucket
 	init  bool
 }
 
 func newRing(width, span time.Duration) *ring {
 	n := int((span+width-1)/width) + 1
-	return &ring{width: width, bad: make([]float64, n), total: make([]float64, n)}
+	return &ring{width: width, bad: make([]float32, n), total: make([]float32, n)}
 }
 
 func (r *ring) index(t time.Time) int64 {
@@ -145,8 +149,8 @@ func (r *ring) add(t time.Time, bad, total float64) {
 		return
 	}
 	s := r.slot(i)
-	r.bad[s] += bad
-	r.total[s] += total
+	r.bad[s] = float32(float64(r.bad[s]) + bad)
+	r.total[s] = float32(float64(r.total[s]) + total)
 }
 
 // sums returns, for each span in spans (ascending), the events in the
@@ -171,8 +175,8 @@ func (r *ring) sums(now time.Time, spans []time.Duration) (bad, total []float64)
 		for ; k < cnt; k++ {
 			i := end - k
 			if i <= r.head && i > r.head-n {
-				b += r.bad[slot]
-				t += r.total[slot]
+				b += float64(r.bad[slot])
+				t += float64(r.total[slot])
 			}
 			slot--
 			if slot < 0 {

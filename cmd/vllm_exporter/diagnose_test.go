@@ -472,3 +472,29 @@ func TestCapacityMeasured(t *testing.T) {
 		t.Fatalf("queueing preset: err = %v", err)
 	}
 }
+
+// A GPU 20x slower than it should be, with no NVML to see it: the server
+// queues and its KV cache fills, and the verdict (whichever scheduler-side
+// class it is) must say it cannot rule out a slow GPU rather than send the
+// operator to a scheduler knob alone.
+func TestDiagnoseSlowGPUWithoutNVMLSaysWhatItCannotRuleOut(t *testing.T) {
+	s := startSim(t, "healthy", 3)
+	sc, _ := vllmsim.ScenarioPreset("healthy")
+	sc.Name, sc.StepFactor = "slow_gpu", 20
+	if err := s.ApplyScenario(sc); err != nil {
+		t.Fatal(err)
+	}
+	s.Advance(2 * time.Minute)
+	var out bytes.Buffer
+	rep, err := runDiagnose(context.Background(), diagnoseOpts{url: s.URL(), timeout: 5 * time.Second, duration: time.Minute,
+		interval: 5 * time.Second, window: 30 * time.Second, output: "text", now: s.Now,
+		sleep: func(_ context.Context, d time.Duration) error { s.Advance(d); return nil }}, &out, log.NewNopLogger())
+	if err != nil || len(rep.Models) != 1 {
+		t.Fatalf("err %v, models %d", err, len(rep.Models))
+	}
+	m := rep.Models[0]
+	if m.Class == bottleneck.NearOptimal || len(m.CannotRuleOut) == 0 || !strings.Contains(out.String(), "CANNOT RULE OUT: a throttled, degraded or slower-than-expected GPU") {
+		t.Fatalf("slow GPU without NVML: class %s, cannot rule out %v\n%s", m.Class, m.CannotRuleOut, out.String())
+	}
+	t.Logf("20x slower GPU, no NVML: %s; cannot rule out: %v", m.Class, m.CannotRuleOut)
+}

@@ -90,7 +90,7 @@ type sloFlags struct {
 
 func addSLOFlags(app *kingpin.Application) *sloFlags {
 	return &sloFlags{
-		interval: app.Flag("slo.interval", "SLO watchdog evaluation interval.").
+		interval: app.Flag("slo.interval", "Longest the SLO watchdog waits for a new vLLM scrape before it evaluates anyway (it evaluates every scrape as it lands).").
 			Default(slo.DefaultInterval.String()).Duration(),
 		stateFile: app.Flag("slo.state-file",
 			"File where the SLO watchdog checkpoints its window state every tick and on shutdown, restored at start (empty: no checkpoint; budgets restart with the process).").

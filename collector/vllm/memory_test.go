@@ -10,6 +10,8 @@ import (
 	"runtime/debug"
 	"testing"
 	"time"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
 )
 
 // streamTransport answers every request with a fresh body from newBody,
@@ -134,5 +136,49 @@ func TestScrapeMemoryBounded(t *testing.T) {
 	}
 	if n > fixed+30*uint64(len(good)) {
 		t.Fatalf("a body with a 10 MB line allocated %d bytes", n)
+	}
+}
+
+// TestHistoryKeepsWhatWindowsNeed: the history levels off (full resolution
+// over the largest window, at most coarseSnapshots beyond it, back to the
+// retention), and only the newest snapshot keeps per-engine gauges and the
+// cache config; the windows are unchanged by the slimming.
+func TestHistoryKeepsWhatWindowsNeed(t *testing.T) {
+	sim, err := vllmsim.New(vllmsim.Config{DataParallelSize: 2, VirtualClock: true, Seed: 1, LoadGen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim.Advance(time.Minute)
+	body := sim.Metrics()
+	s := New(Options{URL: "http://vllm.test", Interval: 5 * time.Second, Retention: time.Hour,
+		Client: &http.Client{Transport: streamTransport(func() (io.Reader, http.Header) {
+			return bytes.NewReader(body), http.Header{"Content-Type": {"text/plain"}}
+		})}}, nil)
+	fine := int((5*time.Minute+10*time.Second)/(5*time.Second)) + 1
+	most := 0
+	for i := range int(2 * time.Hour / (5 * time.Second)) {
+		s.ScrapeOnce(context.Background(), t0.Add(time.Duration(i)*5*time.Second))
+		s.histMu.RLock()
+		n := len(s.history)
+		for j, h := range s.history[:n-1] {
+			for name, m := range h.Models {
+				if m.PerEngine != nil || m.CacheConfig != nil {
+					t.Fatalf("scrape %d: history[%d] model %s keeps per-engine gauges or cache config", i, j, name)
+				}
+			}
+		}
+		s.histMu.RUnlock()
+		most = max(most, n)
+	}
+	if l := s.Latest(); l.Models["meta-llama/Llama-3.1-8B-Instruct"] == nil || l.Models["meta-llama/Llama-3.1-8B-Instruct"].PerEngine == nil {
+		t.Fatalf("the newest snapshot lost its per-engine gauges: %+v", l)
+	}
+	if most > fine+coarseSnapshots+2 {
+		t.Fatalf("history reached %d snapshots, want at most %d full-resolution + %d coarse", most, fine, coarseSnapshots)
+	}
+	for _, d := range []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, time.Hour} {
+		if w := s.Window(d); w == nil {
+			t.Fatalf("no %v window after 2h", d)
+		}
 	}
 }

@@ -283,9 +283,34 @@ func (s *Scraper) Retain(d time.Duration) {
 // warn level once each.
 const maxLoggedUnexpected = 64
 
-// coarseSnapshots bounds the thinned part of the history: 720 snapshots
-// cover 3 days at one per 6 minutes.
-const coarseSnapshots = 720
+// coarseSnapshots bounds the thinned part of the history: the default 15m
+// baseline window is kept at one snapshot per 15 s (tolerance 20 s), 3 days
+// at one per 72 minutes. The full-resolution part covers the configured
+// windows; beyond them only a start point is needed, not every scrape.
+const coarseSnapshots = 60
+
+// slimmed is snap as the history keeps it once it is no longer the newest:
+// without what only the newest snapshot is read for (per-engine gauges, the
+// cache config labels), since derive reads counters and histograms only.
+// Per-engine gauges are a quarter of a snapshot with 8 engines. A copy, not
+// an edit: readers may still hold snap.
+func slimmed(snap *snapshot.VLLM) *snapshot.VLLM {
+	if !snap.Up || len(snap.Models) == 0 {
+		return snap
+	}
+	cp := *snap
+	cp.Models = make(map[string]*snapshot.Model, len(snap.Models))
+	for name, m := range snap.Models {
+		if m.PerEngine == nil && m.CacheConfig == nil {
+			cp.Models[name] = m
+			continue
+		}
+		mc := *m
+		mc.PerEngine, mc.CacheConfig = nil, nil
+		cp.Models[name] = &mc
+	}
+	return &cp
+}
 
 // fineSpan is the recent history kept at full resolution; coarseStep the
 // spacing of the thinned history before it. Called with histMu held.
@@ -410,6 +435,9 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct string, pre *stre
 	s.lastReason = reason
 
 	s.histMu.Lock()
+	if n := len(s.history); n > 0 {
+		s.history[n-1] = slimmed(s.history[n-1])
+	}
 	s.history = append(s.history, snap)
 	s.prune()
 	windows := make(map[time.Duration]map[string]*snapshot.Derived, len(s.opts.Windows))

@@ -165,3 +165,33 @@ func TestDeployedArgsAcceptedByExporter(t *testing.T) {
 		checkArgs(t, "compose "+profile, exp.Command, configs)
 	}
 }
+
+// The Kustomize manifests are valid Kubernetes 1.29 and Prometheus
+// Operator objects, like the chart's.
+func TestKustomizeManifestsValid(t *testing.T) {
+	v := validator(t)
+	paths, _ := filepath.Glob(filepath.Join(repoRoot, "deploy/kubernetes/*.yaml"))
+	n := 0
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := SplitYAML(b)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		for _, o := range objs {
+			if o.Kind == "Kustomization" {
+				continue // kustomize's own file, not an API object
+			}
+			if err := v.Validate(o); err != nil {
+				t.Errorf("%s: %v", filepath.Base(p), err)
+			}
+			n++
+		}
+	}
+	if n < 5 {
+		t.Fatalf("validated %d objects in deploy/kubernetes", n)
+	}
+}

@@ -133,7 +133,18 @@ type rendered struct {
 
 func renderObjects(t *testing.T, ch *chart.Chart, vals map[string]any) rendered {
 	t.Helper()
-	manifest, _ := render(t, ch, vals)
+	manifest, notes := render(t, ch, vals)
+	// NOTES.txt tells the user the next step: the port-forward, or how to
+	// merge the sidecar into their pod.
+	if ch.IsRoot() && ch.Name() == "vllm-exporter" {
+		want := "port-forward"
+		if vals["mode"] == "sidecar" {
+			want = `include "vllm-exporter.sidecar" (index .Subcharts "vllm-exporter")`
+		}
+		if !strings.Contains(notes, want) {
+			t.Errorf("NOTES.txt lacks %q:\n%s", want, notes)
+		}
+	}
 	objs, err := SplitYAML([]byte(manifest))
 	if err != nil {
 		t.Fatalf("rendered manifest does not parse: %v", err)
@@ -486,5 +497,17 @@ func checkDashboards(t *testing.T, r rendered) {
 		if strings.TrimRight(got[name], "\n") != strings.TrimRight(body, "\n") {
 			t.Errorf("dashboard %s differs from dashboards/%s; run go test ./deploy -update", name, name)
 		}
+	}
+}
+
+// The chart refuses clusters older than 1.29, where a native sidecar would
+// be an init container that never finishes and vLLM would never start.
+func TestChartRefusesClustersWithoutNativeSidecars(t *testing.T) {
+	inst := action.NewInstall(&action.Configuration{})
+	inst.ClientOnly, inst.DryRun, inst.Replace, inst.ReleaseName = true, true, true, "x"
+	kv, _ := chartutil.ParseKubeVersion("v1.28.9")
+	inst.KubeVersion = kv
+	if _, err := inst.Run(loadChart(t, chartDir), map[string]any{}); err == nil || !strings.Contains(err.Error(), "kubeVersion") {
+		t.Errorf("rendered for Kubernetes 1.28 (err %v)", err)
 	}
 }

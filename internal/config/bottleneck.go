@@ -87,8 +87,9 @@ type Bottleneck struct {
 	// GPUUtilizationLow: GPU utilisation below this with nothing waiting is
 	// "batch too small" (0.5, the seed's 50%).
 	GPUUtilizationLow float64 `yaml:"gpu_utilization_low"`
-	// BatchSmallMaxRunning is the no-GPU stand-in: at most this many running
-	// requests with nothing waiting (2).
+	// BatchSmallMaxRunning is the no-GPU stand-in: at most this many
+	// requests in flight on average over the window (else the running
+	// gauge) with nothing waiting (2).
 	BatchSmallMaxRunning float64 `yaml:"batch_small_max_running"`
 	// PowerCapSMClockRatioMax: an active software power cap counts as
 	// throttling only with SM clocks below this fraction of their maximum

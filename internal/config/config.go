@@ -30,6 +30,13 @@ type File struct {
 	Probes     Probes     `yaml:"probes"`
 	SLOs       []SLO      `yaml:"slos"`
 	Bottleneck Bottleneck `yaml:"bottleneck"`
+	// HistogramBuckets are the `le` bounds of vLLM's latency histograms
+	// when vLLM runs with --custom-histogram-buckets, by SLO metric (ttft,
+	// tpot, itl, e2e, queue); a metric left out keeps vLLM's default
+	// bounds. Latency SLO thresholds are validated against them,
+	// `vllm_exporter rules` generates from them, and the probe histograms
+	// include them so probe and server SLOs compare on the same bounds.
+	HistogramBuckets map[string][]float64 `yaml:"histogram_buckets,omitempty"`
 
 	// Source names where this came from (a path, or "default").
 	Source string `yaml:"-"`
@@ -129,10 +136,13 @@ func (f *File) Validate() error {
 	if err := f.Probes.Validate(); err != nil {
 		return fmt.Errorf("probes: %w", err)
 	}
+	if err := validateBuckets(f.HistogramBuckets); err != nil {
+		return fmt.Errorf("histogram_buckets: %w", err)
+	}
 	seen := map[string]bool{}
 	for i := range f.SLOs {
 		s := &f.SLOs[i]
-		if err := s.Validate(); err != nil {
+		if err := s.ValidateWith(f.Buckets); err != nil {
 			return fmt.Errorf("slos[%d] (%s): %w", i, s.Name, err)
 		}
 		if seen[s.Name] {

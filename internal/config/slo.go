@@ -140,8 +140,13 @@ func (s *SLO) PeriodDuration() time.Duration {
 // the watchdog and in generated rules alike.
 func (s *SLO) ErrorBudget() float64 { return math.Round((1-s.Objective)*1e12) / 1e12 }
 
-// Validate applies defaults and checks one SLO. Errors name the field.
-func (s *SLO) Validate() error {
+// Validate applies defaults and checks one SLO against vLLM's default
+// bucket bounds. Errors name the field.
+func (s *SLO) Validate() error { return s.ValidateWith(MetricBuckets) }
+
+// ValidateWith is Validate with the bucket bounds of each latency metric
+// given (File.Buckets: histogram_buckets, else vLLM's defaults).
+func (s *SLO) ValidateWith(buckets func(metric string) []float64) error {
 	s.ApplyDefaults()
 	if s.Name == "" {
 		return errors.New("name: required")
@@ -174,18 +179,18 @@ func (s *SLO) Validate() error {
 	}
 	switch s.Kind {
 	case KindLatency:
-		b := MetricBuckets(s.Metric)
+		b := buckets(s.Metric)
 		if s.Metric == "" {
 			return fmt.Errorf("metric: required for kind latency (one of %s)", strings.Join(LatencyMetrics, ", "))
 		}
-		if b == nil {
+		if MetricBuckets(s.Metric) == nil {
 			return fmt.Errorf("metric: %q is not one of %s", s.Metric, strings.Join(LatencyMetrics, ", "))
 		}
 		if s.Source == SourceProbe && s.Metric == "queue" {
 			return errors.New("metric: queue is only measured by the server (source: server)")
 		}
 		if !isBoundary(b, s.Threshold) {
-			return fmt.Errorf("threshold: %v is not a bucket boundary of the %s histogram; boundaries are %s",
+			return fmt.Errorf("threshold: %v is not a bucket boundary of the %s histogram; boundaries are %s (vLLM run with --custom-histogram-buckets: list its bounds under histogram_buckets)",
 				s.Threshold, s.Metric, formatBounds(b))
 		}
 	case KindPreemption:
@@ -229,6 +234,40 @@ func (s *SLO) Fingerprint() string {
 	return strings.Join([]string{s.Source, s.Kind, s.Metric,
 		strconv.FormatFloat(s.Threshold, 'g', -1, 64),
 		s.PeriodDuration().String(), strings.Join(pr, ",")}, "|")
+}
+
+// MaxBucketBounds bounds one histogram_buckets list (vLLM's longest
+// default has 22 bounds).
+const MaxBucketBounds = 64
+
+// Buckets returns the bucket bounds of a latency metric: histogram_buckets
+// when it lists the metric, else vLLM's default bounds (nil for an unknown
+// metric).
+func (f *File) Buckets(metric string) []float64 {
+	if b, ok := f.HistogramBuckets[metric]; ok {
+		return b
+	}
+	return MetricBuckets(metric)
+}
+
+func validateBuckets(m map[string][]float64) error {
+	for metric, b := range m {
+		if MetricBuckets(metric) == nil {
+			return fmt.Errorf("%q is not one of %s", metric, strings.Join(LatencyMetrics, ", "))
+		}
+		if len(b) == 0 || len(b) > MaxBucketBounds {
+			return fmt.Errorf("%s: between 1 and %d bounds, got %d", metric, MaxBucketBounds, len(b))
+		}
+		for i, x := range b {
+			if !(x > 0) || math.IsInf(x, 0) {
+				return fmt.Errorf("%s: bound %v must be a finite number > 0 (+Inf is implied)", metric, x)
+			}
+			if i > 0 && !(x > b[i-1]) {
+				return fmt.Errorf("%s: bounds must be strictly ascending (%v after %v)", metric, x, b[i-1])
+			}
+		}
+	}
+	return nil
 }
 
 func isBoundary(b []float64, v float64) bool {

@@ -503,22 +503,36 @@ func TestDockerignore(t *testing.T) {
 	}
 }
 
-// TestFootprintScriptParses: scripts/footprint.sh (the README's footprint
-// figures) is valid bash and builds what it measures with `make build`, the
-// same build as the image. Running it needs wrk and node_exporter and takes
-// minutes, so CI only checks that it parses.
+// TestFootprintScriptParses: the benchmark scripts (scripts/*.sh: the
+// footprint, growth and rotation figures in docs/hardening.md) are valid
+// bash, and the ones that measure the binaries build them with `make
+// build`, the same build as the image. Running them needs node_exporter,
+// wrk or minutes, so CI only checks that they parse.
 func TestFootprintScriptParses(t *testing.T) {
-	script := filepath.Join(repoRoot(t), "scripts", "footprint.sh")
-	b, err := os.ReadFile(script)
-	if err != nil {
-		t.Fatal(err)
+	scripts, err := filepath.Glob(filepath.Join(repoRoot(t), "scripts", "*.sh"))
+	if err != nil || len(scripts) == 0 {
+		t.Fatalf("no scripts: %v", err)
 	}
-	if out, err := exec.Command("bash", "-n", script).CombinedOutput(); err != nil {
-		t.Fatalf("bash -n %s: %v\n%s", script, err, out)
+	for _, script := range scripts {
+		if out, err := exec.Command("bash", "-n", script).CombinedOutput(); err != nil {
+			t.Fatalf("bash -n %s: %v\n%s", script, err, out)
+		}
 	}
-	for _, want := range []string{"make build", "bin/vllm_exporter", "bin/vllm-sim"} {
-		if !strings.Contains(string(b), want) {
-			t.Fatalf("footprint.sh no longer uses %q", want)
+	for _, c := range []struct {
+		name string
+		want []string
+	}{
+		{"footprint.sh", []string{"make build", "bin/vllm_exporter", "bin/vllm-sim", "scripts/lib.sh"}},
+		{"growth.sh", []string{"make build", "bin/vllm_exporter", "bin/vllm-sim", "scripts/lib.sh"}},
+	} {
+		b, err := os.ReadFile(filepath.Join(repoRoot(t), "scripts", c.name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range c.want {
+			if !strings.Contains(string(b), want) {
+				t.Fatalf("%s no longer uses %q", c.name, want)
+			}
 		}
 	}
 }

@@ -57,13 +57,20 @@ type Subscriber interface {
 // scrape it reads), and at the wall clock when no notification came for
 // fallback: time-based windows and "no data" verdicts must still advance
 // while a source is stuck. src may be nil (then only the fallback ticks).
-// Follow returns when ctx ends.
-func Follow(ctx context.Context, src Subscriber, at func() time.Time, fallback time.Duration, eval func(now time.Time)) {
+// start, if set, runs once when the subscription is in place, before the
+// first wait: a start-up evaluation there cannot miss a snapshot published
+// while it runs (one run before subscribing could, and then nothing would
+// be evaluated until the next publish or the fallback). Follow returns
+// when ctx ends.
+func Follow(ctx context.Context, src Subscriber, at func() time.Time, fallback time.Duration, start func(), eval func(now time.Time)) {
 	var updates <-chan struct{}
 	if src != nil {
 		ch, cancel := src.Subscribe()
 		defer cancel()
 		updates = ch
+	}
+	if start != nil {
+		start()
 	}
 	timer := time.NewTimer(fallback)
 	defer timer.Stop()
@@ -93,8 +100,8 @@ func Follow(ctx context.Context, src Subscriber, at func() time.Time, fallback t
 
 // FollowVLLM is Follow on a vLLM source: it evaluates at each new
 // snapshot's scrape time when src publishes (see Subscriber), else every
-// fallback. src may be nil.
-func FollowVLLM(ctx context.Context, src interface{ Latest() *VLLM }, fallback time.Duration, eval func(now time.Time)) {
+// fallback. src and start may be nil.
+func FollowVLLM(ctx context.Context, src interface{ Latest() *VLLM }, fallback time.Duration, start func(), eval func(now time.Time)) {
 	var pub Subscriber
 	at := func() time.Time { return time.Time{} }
 	if src != nil {
@@ -106,5 +113,5 @@ func FollowVLLM(ctx context.Context, src interface{ Latest() *VLLM }, fallback t
 			return time.Time{}
 		}
 	}
-	Follow(ctx, pub, at, fallback, eval)
+	Follow(ctx, pub, at, fallback, start, eval)
 }

@@ -53,10 +53,14 @@ type corpusRegime struct {
 	down            bool              // the server refuses connections during the regime
 	restart         bool              // the server restarts at the switch (counters reset)
 	gpu             func(d *snapshot.GPUDevice)
+	noGPU           bool // no NVML at all (no GPU source)
 	// visible reports whether a scrape shows the regime's signal (prev is
 	// the previous successful scrape's model): the onset is measured from
 	// the first regime scrape where it does. nil: from the switch.
 	visible func(prev, cur *snapshot.Model) bool
+	// windowVisible replaces visible for a regime whose signal is a mean
+	// over the classifier's window.
+	windowVisible func(w *snapshot.Derived) bool
 	// longTTFT: the regime must keep TTFT over its target (healthy long
 	// prompts: the workload the old prompt-length rule misread).
 	longTTFT bool
@@ -106,9 +110,19 @@ func corpusRegimes() []corpusRegime {
 		StepFactor: 1, Load: vllmsim.LoadProfile{Rate: 1.2, Burstiness: 1,
 			Prompt: vllmsim.Dist{Mean: 800, CV: 0.3, Min: 100, Max: 2000}, Output: vllmsim.Dist{Mean: 2000, CV: 0.2, Min: 800, Max: 3000},
 			MaxTokens: 3000, IgnoreEOS: true}}
+	trickle := vllmsim.Scenario{Name: "trickle", Description: "a trickle of requests: the GPU mostly idle",
+		StepFactor: 1, Load: func() vllmsim.LoadProfile { l := mustPreset("healthy").Load; l.Rate = 0.3; return l }()}
 	tpotOver := meanOver(snapshot.InterTokenLatency, th.TPOTTargetSeconds)
 	return []corpusRegime{
 		{name: "healthy", label: NearOptimal, preset: "healthy"},
+		{name: "healthy_no_gpu", label: NearOptimal, preset: "healthy", noGPU: true},
+		{name: "batch_too_small_no_gpu", label: BatchTooSmall, custom: &trickle, noGPU: true,
+			// "Underused" is itself a mean over time: the signal shows
+			// once the window's mean concurrency (Little's law) is <= 2.
+			windowVisible: func(w *snapshot.Derived) bool {
+				c := meanConcurrency(w)
+				return c.OK && c.V <= th.BatchSmallMaxRunning
+			}},
 		{name: "healthy_long_prompts", label: NearOptimal, preset: "prefill_heavy", longTTFT: true},
 		{name: "kv_exhausted", label: KVCacheExhausted, preset: "kv_exhausted",
 			visible: func(_, cur *snapshot.Model) bool { return cur.KVUsage.V >= th.KVCacheUsageHigh }},
@@ -137,6 +151,7 @@ func corpusRegimes() []corpusRegime {
 		{name: "unavailable", label: ServerUnavailable, preset: "healthy", down: true, runFor: 2 * time.Minute},
 		{name: "restart", label: NearOptimal, preset: "healthy", restart: true},
 		{name: "healthy_hour", label: NearOptimal, preset: "healthy", leadFor: time.Minute, runFor: time.Hour},
+		{name: "healthy_hour_no_gpu", label: NearOptimal, preset: "healthy", leadFor: time.Minute, runFor: time.Hour, noGPU: true},
 	}
 }
 
@@ -178,6 +193,9 @@ func (r corpusRegime) generate(t *testing.T) []frame {
 	}
 	var frames []frame
 	gpuAt := func(at time.Time, mut func(d *snapshot.GPUDevice)) *snapshot.GPU {
+		if r.noGPU {
+			return nil
+		}
 		d := h100(0, 1)
 		if mut != nil {
 			mut(&d)
@@ -257,7 +275,7 @@ type published struct {
 
 // replay feeds frames through scraper -> watchdog -> classifier and
 // returns the published class after each.
-func replay(t *testing.T, frames []frame, th config.Bottleneck, visible func(prev, cur *snapshot.Model) bool, down bool) []published {
+func replay(t *testing.T, frames []frame, th config.Bottleneck, r corpusRegime) []published {
 	t.Helper()
 	rt := &replayTransport{}
 	scraper := vllm.New(vllm.Options{URL: "http://vllm.invalid:8000", Interval: corpusScrapeEvery, Timeout: 4 * time.Second,
@@ -299,12 +317,16 @@ func replay(t *testing.T, frames []frame, th config.Bottleneck, visible func(pre
 		}
 		switch {
 		case !f.regime:
-		case down:
+		case r.down:
 			p.visible = f.body == nil
-		case visible == nil:
+		case r.windowVisible != nil:
+			for _, w := range scraper.Window(th.Window) {
+				p.visible = r.windowVisible(w)
+			}
+		case r.visible == nil:
 			p.visible = true
 		case cur != nil:
-			p.visible = visible(prev, cur)
+			p.visible = r.visible(prev, cur)
 		}
 		if cur != nil {
 			prev = cur
@@ -435,17 +457,21 @@ func TestRegimeCorpus(t *testing.T) {
 	var rows []regimeScore
 	for _, r := range corpusRegimes() {
 		frames := r.generate(t)
-		ps := replay(t, frames, th, r.visible, r.down)
+		ps := replay(t, frames, th, r)
 		s := score(r, ps, th)
 		rows = append(rows, s)
 		if r.longTTFT && s.ttftOver < s.steady*9/10 {
 			t.Errorf("%s: TTFT over target on only %d of %d steady snapshots: the regime does not exercise long prefills", r.name, s.ttftOver, s.steady)
 		}
-		bad := s.ratio() < 0.95 || s.onset < 0 || s.onset > maxOnset || s.leadWrong > 0 || (r.name == "healthy_hour" && s.flaps > 0)
-		if bad || testing.Verbose() {
+		bad := s.ratio() < 0.95 || s.onset < 0 || s.onset > maxOnset || s.leadWrong > 0 || (strings.HasPrefix(r.name, "healthy_hour") && s.flaps > 0)
+		// CORPUS_TIMELINE=<regime> logs that regime's timeline.
+		if show := os.Getenv("CORPUS_TIMELINE") == r.name; bad || show {
 			var b strings.Builder
 			for i, p := range ps {
 				fmt.Fprintf(&b, "  %3d regime=%v visible=%v class=%s raw=%s %v\n", i, p.regime, p.visible, p.class, p.raw, p.evidence)
+			}
+			if show {
+				t.Logf("%s timeline:\n%s", r.name, b.String())
 			}
 			if bad {
 				t.Errorf("%s: %.1f%% of %d steady snapshots right, onset %d intervals, %d flaps, %d lead-in snapshots misread; timeline:\n%s",

@@ -14,7 +14,7 @@ type Inputs struct {
 	Now   time.Time
 	Model *snapshot.Model // latest scrape for this model
 	// KVUsage is the sustained KV-cache usage (the classifier passes the
-	// larger of the latest and the mean of the last hold_ticks readings);
+	// larger of the latest and the mean of the readings over the window);
 	// absent: Model.KVUsage is used.
 	KVUsage snapshot.Value
 	// NoProgress is how long (scrape time) the prompt+generation token
@@ -557,8 +557,30 @@ func (r rules) batchTooSmall() Finding {
 	if util := deviceMean(r.in.GPU, func(d *snapshot.GPUDevice) snapshot.Value { return d.UtilGPU }); util.OK {
 		return all(BatchTooSmall, waiting, gate("gpu_utilization_ratio", util.V, "<", r.th.GPUUtilizationLow, "ratio"))
 	}
+	// Without a GPU: the mean number of requests in flight over the window
+	// (Little's law: the end-to-end seconds of the requests that finished
+	// in it, per second), which a momentary running count would flip
+	// around the threshold from scrape to scrape.
+	if c := meanConcurrency(r.in.Window); c.OK {
+		return all(BatchTooSmall, waiting, gate("requests_in_flight_mean", c.V, "<=", r.th.BatchSmallMaxRunning, "requests"))
+	}
 	if !m.Running.OK {
 		return Finding{Class: BatchTooSmall}
 	}
 	return all(BatchTooSmall, waiting, gate("requests_running", m.Running.V, "<=", r.th.BatchSmallMaxRunning, "requests"))
+}
+
+// meanConcurrency is the mean number of requests in flight over the
+// window: the summed end-to-end latency of the requests that finished in
+// it over its span.
+func meanConcurrency(w *snapshot.Derived) snapshot.Value {
+	if w == nil {
+		return snapshot.Value{}
+	}
+	d, ok := w.Deltas[snapshot.E2E]
+	span := w.End.Sub(w.Start).Seconds()
+	if !ok || d.Count < 1 || !(span > 0) || d.Sum < 0 {
+		return snapshot.Value{}
+	}
+	return snapshot.Some(d.Sum / span)
 }

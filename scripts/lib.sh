@@ -1,0 +1,36 @@
+# Shared helpers of the benchmark scripts (sourced, not run). The caller
+# sets SCRIPT (its name, for messages); lib.sh creates $work (removed on
+# exit) and kills every pid the caller appends to the pids array.
+# shellcheck shell=bash
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+clk=$(getconf CLK_TCK)
+rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+hwm_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+now() { date +%s.%N; }
+
+# wait_up URL: poll until URL answers 2xx (30 s at most).
+wait_up() {
+  for _ in $(seq 1 150); do
+    curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
+    sleep 0.2
+  done
+  echo "$SCRIPT: $1 never came up" >&2
+  tail -20 "$work"/*.log >&2
+  exit 1
+}
+
+# metric NAME URL: the first sample of NAME in URL's exposition.
+metric() { curl -fsS "$2" 2>/dev/null | awk -v n="$1" '$1 == n {print $2; exit}'; }
+
+# image_gomemlimit: the GOMEMLIMIT the Dockerfile ships.
+image_gomemlimit() { sed -n 's/.*GOMEMLIMIT=\([0-9A-Za-z]*\).*/\1/p' Dockerfile | head -1; }
