@@ -37,6 +37,7 @@ var seriesFor = map[string][]string{
 		`vllm_requests_finished_total{finished_reason="abort",model="a"} 0+1x40`,
 		`vllm_requests_finished_total{finished_reason="error",model="a"} 0+1x40`,
 		`vllm_requests_finished_total{finished_reason="length",model="b"} 0+30x40`,
+		`vllm_requests_refused_total{model="b"} 0+2x40`,
 		`vllm_preemptions_total{model="a"} 0+3x40`,
 		`vllm_preemptions_total{model="b"} 0+0x40`,
 	},

@@ -184,8 +184,9 @@ func TestPyrraCRDSchemaRejectsABrokenDocument(t *testing.T) {
 
 // pyrraGaps are the models, per fixture and SLO, whose events Pyrra's
 // selectors cannot see (docs/slo.md, "SLO interop"): a model on a vLLM
-// without the per-request TPOT histogram, and ratio SLOs of a model that
-// has no failure series yet.
+// without the per-request TPOT histogram, and an availability SLO of a model
+// that has no failure series yet (Pyrra's ratio also leaves out refused
+// requests, which count as failures in the exporter's rules).
 var pyrraGaps = map[string]map[string][]string{
 	"default": {"tpot-p99": {"b"}, "availability": {"b"}},
 	"custom":  {"probe-availability": {"b"}},
