@@ -202,6 +202,9 @@ func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test takes minutes")
 	}
+	// beside TestTimeToPage and TestHeartbeatEveryMinute, which mostly
+	// wait: the package stays well inside the 20m test timeout
+	t.Parallel()
 	promBin := RequireTool(t, "prometheus")
 	amBin := RequireTool(t, "prometheus-alertmanager")
 	testStart := time.Now()
