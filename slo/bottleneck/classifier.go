@@ -312,8 +312,9 @@ func (c *Classifier) Run(ctx context.Context, interval time.Duration) {
 	snapshot.FollowVLLM(ctx, c.src.VLLM, interval, nil, c.Tick)
 }
 
-// Tick evaluates every model in the latest scrape. While vLLM is down or not
-// yet scraped the previous state is kept (its series stay as they were).
+// Tick evaluates every model in the latest scrape. Before the first scrape
+// it does nothing; while vLLM cannot be scraped every known model's verdict
+// is unavailable and its scrape-derived state is withdrawn (tickDown).
 // Models that disappear from a successful scrape are dropped.
 func (c *Classifier) Tick(now time.Time) {
 	if c.src.VLLM == nil {
