@@ -154,7 +154,7 @@ func (r *rulesCommand) run(configFile string, stdout io.Writer) error {
 		return err
 	}
 	files, err := alerts.Generate(alerts.Options{SLOs: f.SLOs, SLOSource: configFile, RunbookURL: *r.runbook,
-		DashboardURL: *r.dashboard, Selector: *r.selector})
+		DashboardURL: *r.dashboard, Selector: *r.selector, Buckets: f.Buckets})
 	if err != nil {
 		return err
 	}
