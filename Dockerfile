@@ -46,7 +46,7 @@ COPY --from=build /src/bin/vllm_exporter /usr/bin/vllm_exporter
 # limit). With a different container limit set it to about 75% of it.
 ENV NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=utility \
-    GOMEMLIMIT=48MiB
+    GOMEMLIMIT=40MiB
 USER 65532:65532
 EXPOSE 9470
 ENTRYPOINT ["/usr/bin/vllm_exporter"]

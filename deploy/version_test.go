@@ -72,3 +72,32 @@ func TestManifestsDeployTheRelease(t *testing.T) {
 		}
 	}
 }
+
+// Every deployment sets the image's GOMEMLIMIT (docs/hardening.md measures
+// it for a 64 MiB limit), so a change of the default reaches all of them.
+func TestDeploymentsUseTheImagesMemoryLimit(t *testing.T) {
+	b, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`GOMEMLIMIT=(\S+)`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("the Dockerfile sets no GOMEMLIMIT")
+	}
+	want := string(m[1])
+	for file, re := range map[string]string{
+		chartDir + "/values.yaml":           `(?m)^  goMemLimit: (\S+)$`,
+		"kubernetes/vllm-deployment.yaml":   `name: GOMEMLIMIT\s+value: (\S+)`,
+		"../examples/compose.yaml":          `GOMEMLIMIT: (\S+)`,
+		"../examples/vllm_exporter.service": `Environment=GOMEMLIMIT=(\S+)`,
+	} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := regexp.MustCompile(re).FindSubmatch(b)
+		if got == nil || string(got[1]) != want {
+			t.Errorf("%s sets GOMEMLIMIT %q, the image %q", file, got, want)
+		}
+	}
+}

@@ -12,6 +12,9 @@ import (
 // Skip reasons (vllm_probe_skipped_total{reason}).
 const (
 	SkipBudget = "budget" // a request- or token-budget would have been exceeded
+	// SkipAsleep: vLLM reports its engine deliberately asleep (sleep mode):
+	// a probe could only fail, and a failure would page for nothing.
+	SkipAsleep = "asleep"
 )
 
 type metrics struct {
@@ -56,7 +59,7 @@ func newMetrics(b Bounds) *metrics {
 		chunks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm_probe_chunks_total",
 			Help: "Stream chunks with non-empty choices received by probes (fewer than tokens when chunks carry several tokens)."}, p),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm_probe_skipped_total",
-			Help: "Scheduled probes not sent, by reason (budget: the request or token budget was exhausted)."}, []string{"profile", "reason"}),
+			Help: "Scheduled probes not sent, by reason (budget: the request or token budget was exhausted; asleep: vLLM reports its engine deliberately asleep)."}, []string{"profile", "reason"}),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm_probe_last_success",
 			Help: "1 if the profile's most recent probe succeeded, else 0."}, p),
 		lastTS: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm_probe_last_timestamp_seconds",
@@ -87,6 +90,7 @@ func (m *metrics) create(profile string) {
 		m.failures.WithLabelValues(profile, r)
 	}
 	m.skipped.WithLabelValues(profile, SkipBudget)
+	m.skipped.WithLabelValues(profile, SkipAsleep)
 }
 
 // remove deletes every series of a profile that left the configuration.

@@ -95,6 +95,7 @@ type Scheduler struct {
 	wake    chan struct{}
 
 	mu         sync.Mutex
+	asleep     bool // the latest scrape says the engine sleeps on purpose
 	cfg        config.Probes
 	profiles   map[string]*profileState
 	rng        *rand.Rand
@@ -314,12 +315,19 @@ func (s *Scheduler) dueJobs(now time.Time) []*job {
 	sort.Strings(names)
 	var jobs []*job
 	skipped := false
+	asleep := s.asleep
 	for _, n := range names {
 		st := s.profiles[n]
 		if st.inFlight || now.Before(st.next) {
 			continue
 		}
 		st.next = now.Add(s.gapAfter(&st.cfg))
+		if asleep {
+			// Probes pause while the engine sleeps on purpose: they
+			// would only fail, and their failures would page.
+			s.m.skipped.WithLabelValues(st.cfg.Name, SkipAsleep).Inc()
+			continue
+		}
 		if j, ok := s.admitLocked(st, now); ok {
 			jobs = append(jobs, j)
 		} else {
@@ -330,6 +338,20 @@ func (s *Scheduler) dueJobs(now time.Time) []*job {
 		s.publishLocked(now)
 	}
 	return jobs
+}
+
+// anyAsleep reports whether the latest successful scrape says an engine is
+// deliberately asleep (vllm:engine_sleep_state and friends).
+func anyAsleep(v *snapshot.VLLM) bool {
+	if v == nil || !v.Up {
+		return false
+	}
+	for _, m := range v.Models {
+		if m.Asleep() {
+			return true
+		}
+	}
+	return false
 }
 
 // nextWake is how long Run may sleep before some profile is due.
@@ -604,7 +626,13 @@ func (s *Scheduler) observe() {
 		model = s.discovered
 	}
 	wasStalled := s.stall.stalled
-	s.stall.observe(v, model)
+	s.asleep = anyAsleep(v)
+	if s.asleep {
+		// A sleeping engine makes no tokens on purpose: not a stall.
+		s.stall.stalled = false
+	} else {
+		s.stall.observe(v, model)
+	}
 	if wasStalled && !s.stall.stalled {
 		s.m.stalled.Set(0)
 		s.publishLocked(s.clock.Now())

@@ -3,6 +3,7 @@ package vllm
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -439,6 +440,7 @@ func (n *normalizer) normalize(e exposition) *result {
 		return e
 	}
 
+	var labels map[string]string
 	for i := range sources {
 		s := &sources[i]
 		if s.Field == fFromCacheConfig {
@@ -461,15 +463,17 @@ func (n *normalizer) normalize(e exposition) *result {
 			r.expected = append(r.expected, mf.GetName())
 		}
 		for _, m := range mf.GetMetric() {
-			labels := labelMap(m)
+			// One map reused for every sample: a map per sample was half of
+			// what a large body's normalization allocated.
+			labels = fillLabels(labels, m)
 			if l := longLabel(labels); l != "" {
 				r.drop(DropLabelTooLong, fmt.Sprintf("%s sample dropped: its %s label value is longer than %d bytes", mf.GetName(), l, MaxLabelValueBytes))
 				continue
 			}
 			if s.Field == fCacheConfig {
 				if cacheConfig == nil {
-					delete(labels, "engine")
-					cacheConfig = labels
+					cacheConfig = maps.Clone(labels) // labels is reused
+					delete(cacheConfig, "engine")
 				}
 				continue
 			}
@@ -745,8 +749,12 @@ func hasLabel(m *dto.Metric, name string) bool {
 	return false
 }
 
-func labelMap(m *dto.Metric) map[string]string {
-	l := make(map[string]string, len(m.GetLabel()))
+// fillLabels empties l (allocating it when nil) and fills it with m's labels.
+func fillLabels(l map[string]string, m *dto.Metric) map[string]string {
+	if l == nil {
+		l = make(map[string]string, len(m.GetLabel()))
+	}
+	clear(l)
 	for _, p := range m.GetLabel() {
 		l[p.GetName()] = p.GetValue()
 	}

@@ -35,8 +35,8 @@ import (
 
 // Defaults for Options fields left zero.
 const (
-	DefaultInterval     = 5 * time.Second
-	DefaultTimeout      = 4 * time.Second
+	DefaultInterval = 5 * time.Second
+	DefaultTimeout  = 4 * time.Second
 	// DefaultMaxBodyBytes bounds a decompressed /metrics body: real vLLM
 	// bodies are 30-140 KB, the simulator's 16 models x 8 engines 4.1 MB
 	// (3.9 MiB); 8 MiB leaves twice that. See keptShare for the part of it
@@ -368,6 +368,7 @@ func (s *Scraper) ScrapeOnce(ctx context.Context, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	began := time.Now()
+	s.scrapeNow = now
 	ct, st, reason, err := s.fetch(ctx)
 	s.ingest(now, began, s.buf.Bytes(), ct, &st, reason, err)
 	// Keep the buffer for the next scrape only while it fits what a good
@@ -392,7 +393,6 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct string, pre *stre
 			for _, gone := range s.models.Expire(now) {
 				level.Info(s.logger).Log("msg", "model not seen for --vllm.model-idle-timeout; its state is dropped", "model", gone, "idle_timeout", s.models.IdleTimeout())
 			}
-			s.scrapeNow = now
 			res = s.norm.normalize(e)
 			snap.Up, snap.Schema, snap.Models, snap.Missing, snap.HTTPRequests = true, res.schema, res.models, res.missing, res.http
 		}
@@ -417,6 +417,10 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct string, pre *stre
 			level.Info(s.logger).Log("msg", "vLLM metric schema detected", "schema", res.schema,
 				"models", len(res.models), "missing", strings.Join(res.missing, ","))
 			s.lastSchema = res.schema
+		}
+		if pre != nil && pre.refused > 0 {
+			res.drop(DropModelLimit, "samples of model names beyond --vllm.max-models dropped while reading the body")
+			res.dropped[DropModelLimit] += float64(pre.refused - 1)
 		}
 		if pre != nil && pre.long > 0 {
 			res.drop(DropLineTooLong, fmt.Sprintf("%d lines of families the exporter reads were longer than %d bytes", pre.long, maxLineBytes))
@@ -556,7 +560,7 @@ func (s *Scraper) fetch(ctx context.Context) (contentType string, st streamed, r
 		body = gz
 	}
 	s.buf.Reset()
-	st, err = readNeeded(s.br, body, s.opts.MaxBodyBytes, &s.buf)
+	st, err = readNeeded(s.br, body, s.opts.MaxBodyBytes, &s.buf, &modelFilter{admit: s.norm.admit, decided: map[string]bool{}})
 	s.br.Reset(nil) // do not keep the response body reachable
 	switch {
 	case errors.Is(err, errBodyTooLarge), errors.Is(err, errKeptTooLarge):

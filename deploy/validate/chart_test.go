@@ -51,9 +51,9 @@ func ciValues(t *testing.T) map[string]map[string]any {
 	return out
 }
 
-// render is `helm template` for a Kubernetes 1.29 cluster with the
-// Prometheus Operator's API.
-func render(t *testing.T, ch *chart.Chart, vals map[string]any) (manifest, notes string) {
+// templateAction is `helm template` (release llama in namespace inference)
+// for a Kubernetes 1.29 cluster with the Prometheus Operator's API.
+func templateAction(t *testing.T) *action.Install {
 	t.Helper()
 	inst := action.NewInstall(&action.Configuration{})
 	inst.ClientOnly = true
@@ -67,7 +67,13 @@ func render(t *testing.T, ch *chart.Chart, vals map[string]any) (manifest, notes
 	}
 	inst.KubeVersion = kv
 	inst.APIVersions = chartutil.VersionSet{"monitoring.coreos.com/v1"}
-	rel, err := inst.Run(ch, vals)
+	return inst
+}
+
+// render renders the chart with vals like `helm template`.
+func render(t *testing.T, ch *chart.Chart, vals map[string]any) (manifest, notes string) {
+	t.Helper()
+	rel, err := templateAction(t).Run(ch, vals)
 	if err != nil {
 		t.Fatalf("helm template: %v", err)
 	}
@@ -118,9 +124,7 @@ func TestChartValuesSchemaRejects(t *testing.T) {
 		"bad goMemLimit":   {"exporter": map[string]any{"goMemLimit": "100M"}},
 		"bad image digest": {"image": map[string]any{"digest": "latest"}},
 	} {
-		inst := action.NewInstall(&action.Configuration{})
-		inst.ClientOnly, inst.DryRun, inst.Replace, inst.ReleaseName = true, true, true, "x"
-		if _, err := inst.Run(ch, vals); err == nil || !strings.Contains(err.Error(), "schema") {
+		if _, err := templateAction(t).Run(ch, vals); err == nil || !strings.Contains(err.Error(), "schema") {
 			t.Errorf("%s: rendered without a schema error (err %v)", name, err)
 		}
 	}
@@ -133,7 +137,18 @@ type rendered struct {
 
 func renderObjects(t *testing.T, ch *chart.Chart, vals map[string]any) rendered {
 	t.Helper()
-	manifest, _ := render(t, ch, vals)
+	manifest, notes := render(t, ch, vals)
+	// NOTES.txt tells the user the next step: the port-forward, or how to
+	// merge the sidecar into their pod.
+	if ch.IsRoot() && ch.Name() == "vllm-exporter" {
+		want := "port-forward"
+		if vals["mode"] == "sidecar" {
+			want = `include "vllm-exporter.sidecar" (index .Subcharts "vllm-exporter")`
+		}
+		if !strings.Contains(notes, want) {
+			t.Errorf("NOTES.txt lacks %q:\n%s", want, notes)
+		}
+	}
 	objs, err := SplitYAML([]byte(manifest))
 	if err != nil {
 		t.Fatalf("rendered manifest does not parse: %v", err)
@@ -486,5 +501,31 @@ func checkDashboards(t *testing.T, r rendered) {
 		if strings.TrimRight(got[name], "\n") != strings.TrimRight(body, "\n") {
 			t.Errorf("dashboard %s differs from dashboards/%s; run go test ./deploy -update", name, name)
 		}
+	}
+}
+
+// The chart refuses clusters older than 1.29, where a native sidecar would
+// be an init container that never finishes and vLLM would never start.
+func TestChartRefusesClustersWithoutNativeSidecars(t *testing.T) {
+	inst := templateAction(t)
+	kv, _ := chartutil.ParseKubeVersion("v1.28.9")
+	inst.KubeVersion = kv
+	if _, err := inst.Run(loadChart(t, chartDir), map[string]any{}); err == nil || !strings.Contains(err.Error(), "kubeVersion") {
+		t.Errorf("rendered for Kubernetes 1.28 (err %v)", err)
+	}
+}
+
+// Own SLOs with the shipped SLO rules would page on objectives nobody set:
+// the chart refuses the combination and says what to do.
+func TestChartRefusesOwnSLOsWithShippedSLORules(t *testing.T) {
+	inst := templateAction(t)
+	vals := map[string]any{"config": map[string]any{"slos": []any{map[string]any{
+		"name": "ttft", "kind": "latency", "metric": "ttft", "threshold": 2.5, "objective": 0.95}}}}
+	if _, err := inst.Run(loadChart(t, chartDir), vals); err == nil || !strings.Contains(err.Error(), "vllm_exporter rules") {
+		t.Errorf("rendered own SLOs with the shipped SLO rules (err %v)", err)
+	}
+	vals["prometheusRule"] = map[string]any{"sloRules": false}
+	if _, err := inst.Run(loadChart(t, chartDir), vals); err != nil {
+		t.Errorf("own SLOs without the shipped SLO rules: %v", err)
 	}
 }

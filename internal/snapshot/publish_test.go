@@ -55,3 +55,33 @@ func TestFollowFallback(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// Each published snapshot is evaluated at its own time, and time never
+// steps back (a scrape stamped when it began may land after a later one).
+func TestFollowStampsEachSnapshotAndNeverStepsBack(t *testing.T) {
+	var p Publisher
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	evals := make(chan time.Time, 8)
+	stamp := make(chan time.Time, 8)
+	started := make(chan struct{})
+	go Follow(ctx, &p, func() time.Time { return <-stamp }, time.Hour, func() { close(started) }, func(now time.Time) { evals <- now })
+	<-started
+	t0 := time.Date(2026, 8, 10, 6, 0, 0, 0, time.UTC)
+	for i, at := range []time.Time{t0, t0.Add(5 * time.Second), t0.Add(2 * time.Second)} {
+		stamp <- at
+		p.Publish()
+		want := at
+		if i == 2 {
+			want = t0.Add(5 * time.Second)
+		}
+		select {
+		case got := <-evals:
+			if !got.Equal(want) {
+				t.Fatalf("snapshot %d stamped %v evaluated at %v, want %v", i, at, got, want)
+			}
+		case <-time.After(time.Minute): // bounds a broken run only
+			t.Fatalf("snapshot %d not evaluated", i)
+		}
+	}
+}

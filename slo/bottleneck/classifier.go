@@ -180,7 +180,7 @@ type modelState struct {
 	ModelState
 	samples []capSample // per-bucket maxima while SLOs held, oldest first
 	pending []Class     // raw verdicts since the last one that agreed with Class
-	kv      []float64   // the last hold_ticks KV usage readings
+	kv      []kvReading // KV usage readings over the window, oldest first
 
 	// progress: the token counters' last value and the scrape time it
 	// was first seen; prefix: the prefix counters at the previous tick.
@@ -251,22 +251,32 @@ func (st *modelState) references(now time.Time, th config.Bottleneck, w *snapsho
 	return hit, prefill
 }
 
+// kvReading is one KV-usage reading and its tick time.
+type kvReading struct {
+	at time.Time
+	v  float64
+}
+
 // sustainedKV records a KV-usage reading and returns the larger of it and
-// the mean of the last n readings: a rise shows at once (the class switch
-// still waits hold_ticks), and one dip of a noisy gauge below the threshold
-// does not drop a cache that is full on average.
-func (st *modelState) sustainedKV(v snapshot.Value, n int) snapshot.Value {
+// the mean of the readings over the window: a rise shows at once (the class
+// switch still waits hold_ticks), and the dips of a cache that preempts to
+// make room (each preemption frees a request's blocks for a moment) do not
+// drop a cache that is full on average, nor flip the verdict to the
+// preemptions that are its symptom.
+func (st *modelState) sustainedKV(v snapshot.Value, now time.Time, window time.Duration) snapshot.Value {
 	if !v.OK {
 		st.kv = nil
 		return v
 	}
-	st.kv = append(st.kv, v.V)
-	if len(st.kv) > n {
-		st.kv = st.kv[len(st.kv)-n:]
+	st.kv = append(st.kv, kvReading{at: now, v: v.V})
+	i := 0
+	for i < len(st.kv)-1 && now.Sub(st.kv[i].at) >= window {
+		i++
 	}
+	st.kv = st.kv[i:]
 	sum := 0.0
 	for _, x := range st.kv {
-		sum += x
+		sum += x.v
 	}
 	return snapshot.Some(max(v.V, sum/float64(len(st.kv))))
 }
@@ -302,8 +312,9 @@ func (c *Classifier) Run(ctx context.Context, interval time.Duration) {
 	snapshot.FollowVLLM(ctx, c.src.VLLM, interval, nil, c.Tick)
 }
 
-// Tick evaluates every model in the latest scrape. While vLLM is down or not
-// yet scraped the previous state is kept (its series stay as they were).
+// Tick evaluates every model in the latest scrape. Before the first scrape
+// it does nothing; while vLLM cannot be scraped every known model's verdict
+// is unavailable and its scrape-derived state is withdrawn (tickDown).
 // Models that disappear from a successful scrape are dropped.
 func (c *Classifier) Tick(now time.Time) {
 	if c.src.VLLM == nil {
@@ -346,7 +357,7 @@ func (c *Classifier) Tick(now time.Time) {
 			c.models[name] = st
 		}
 		in := Inputs{Now: now, Model: m, Window: win[name], GPU: gpu, Probes: probes,
-			KVUsage: st.sustainedKV(m.KVUsage, th.HoldTicks), NoProgress: st.noProgress(m, latest.Time),
+			KVUsage: st.sustainedKV(m.KVUsage, now, th.Window), NoProgress: st.noProgress(m, latest.Time),
 			RecentHitRatio: st.recentHitRatio(m)}
 		in.HitRatioReference, in.PrefillSpeedReference = st.references(now, th, in.Window)
 		in.Roofline = ComputeRoofline(c.opts.Model, m, in.Window, gpu, th.BandwidthEfficiency)
@@ -480,13 +491,15 @@ func (c *Classifier) gpuCount(g *snapshot.GPU) int {
 const capacityBuckets = 1440
 
 // saturation reports whether the server is at its capacity on this tick
-// (requests waiting, the KV cache full, or preemptions), and the KV usage:
-// throughput measured on an unsaturated server is its offered load, not
-// what it can serve.
+// (requests waiting for capacity, the KV cache full, or preemptions), and
+// the KV usage: throughput measured on an unsaturated server is its offered
+// load, not what it can serve. Deferred requests (≈0.20+: LoRA budget, KV
+// transfer) wait on something other than capacity and do not count.
 func saturation(m *snapshot.Model, w *snapshot.Derived, kv snapshot.Value, th config.Bottleneck) capLoad {
 	l := capLoad{kv: kv}
+	waiting := m.WaitingForCapacity()
 	switch {
-	case m != nil && m.Waiting.OK && m.Waiting.V >= th.QueueingMinWaiting,
+	case waiting.OK && waiting.V >= th.QueueingMinWaiting,
 		kv.OK && kv.V > th.KVCacheUsageHigh,
 		w != nil && w.PreemptionsPerSecond.OK && w.PreemptionsPerSecond.V > 0:
 		l.saturated = true

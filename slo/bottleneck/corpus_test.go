@@ -464,10 +464,14 @@ func TestRegimeCorpus(t *testing.T) {
 			t.Errorf("%s: TTFT over target on only %d of %d steady snapshots: the regime does not exercise long prefills", r.name, s.ttftOver, s.steady)
 		}
 		bad := s.ratio() < 0.95 || s.onset < 0 || s.onset > maxOnset || s.leadWrong > 0 || (strings.HasPrefix(r.name, "healthy_hour") && s.flaps > 0)
-		if bad || testing.Verbose() {
+		// CORPUS_TIMELINE=<regime> logs that regime's timeline.
+		if show := os.Getenv("CORPUS_TIMELINE") == r.name; bad || show {
 			var b strings.Builder
 			for i, p := range ps {
 				fmt.Fprintf(&b, "  %3d regime=%v visible=%v class=%s raw=%s %v\n", i, p.regime, p.visible, p.class, p.raw, p.evidence)
+			}
+			if show {
+				t.Logf("%s timeline:\n%s", r.name, b.String())
 			}
 			if bad {
 				t.Errorf("%s: %.1f%% of %d steady snapshots right, onset %d intervals, %d flaps, %d lead-in snapshots misread; timeline:\n%s",

@@ -14,7 +14,7 @@ type Inputs struct {
 	Now   time.Time
 	Model *snapshot.Model // latest scrape for this model
 	// KVUsage is the sustained KV-cache usage (the classifier passes the
-	// larger of the latest and the mean of the last hold_ticks readings);
+	// larger of the latest and the mean of the readings over the window);
 	// absent: Model.KVUsage is used.
 	KVUsage snapshot.Value
 	// NoProgress is how long (scrape time) the prompt+generation token

@@ -519,22 +519,35 @@ func TestThrottledNeedsDegradedTPOT(t *testing.T) {
 	}
 }
 
-// "Sustained" KV usage is the larger of the latest reading and the recent
-// mean, so one dip of the gauge below the threshold does not clear a cache
-// that is full on average.
-func TestSustainedKVRidesOutOneDip(t *testing.T) {
+// "Sustained" KV usage is the larger of the latest reading and the mean
+// over the window, so the dips of a cache that preempts to make room do not
+// clear a cache that is full on average; readings older than the window
+// are forgotten.
+func TestSustainedKVRidesOutDips(t *testing.T) {
 	st := &modelState{}
-	for _, v := range []float64{0.99, 0.99} {
-		st.sustainedKV(snapshot.Some(v), 3)
+	at := syntheticStart
+	read := func(v float64) snapshot.Value {
+		at = at.Add(5 * time.Second)
+		return st.sustainedKV(snapshot.Some(v), at, time.Minute)
 	}
-	if got := st.sustainedKV(snapshot.Some(0.92), 3); !(got.OK && got.V > 0.95) {
-		t.Fatalf("after 0.99, 0.99, 0.92: sustained %+v, want the mean 0.967", got)
+	for _, v := range []float64{0.99, 0.99, 0.99, 0.99} {
+		read(v)
+	}
+	if got := read(0.92); !(got.OK && got.V > 0.95) {
+		t.Fatalf("after four 0.99 and a 0.92: sustained %+v, want the mean 0.976", got)
 	}
 	// A reading that rises shows at once.
 	st = &modelState{}
-	st.sustainedKV(snapshot.Some(0.5), 3)
-	if got := st.sustainedKV(snapshot.Some(0.97), 3); got.V != 0.97 {
+	read(0.5)
+	if got := read(0.97); got.V != 0.97 {
 		t.Fatalf("rise: sustained %+v, want 0.97", got)
+	}
+	// A minute of 0.5 later, the 0.97 has left the window.
+	for i := 0; i < 12; i++ {
+		read(0.5)
+	}
+	if got := read(0.5); got.V != 0.5 {
+		t.Fatalf("after a minute at 0.5: sustained %+v", got)
 	}
 }
 
