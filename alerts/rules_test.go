@@ -74,6 +74,7 @@ func TestPromtoolCheckRules(t *testing.T) {
 }
 
 func TestPromtoolTestRules(t *testing.T) {
+	t.Parallel()
 	promtool := e2e.RequireTool(t, "promtool")
 	tests, _ := filepath.Glob("tests/*.yml")
 	if len(tests) == 0 {

@@ -5,6 +5,8 @@
 package collector
 
 import (
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -19,10 +21,11 @@ type Reporter interface {
 
 // Health remembers the last outcome of every loop that reported.
 type Health struct {
-	mu   sync.Mutex
-	last map[string]outcome
+	mu     sync.Mutex
+	last   map[string]outcome
+	absent map[string]string // collector -> why it is not running
 
-	up, duration *prometheus.Desc
+	up, duration, absentDesc *prometheus.Desc
 }
 
 type outcome struct {
@@ -33,7 +36,11 @@ type outcome struct {
 // NewHealth returns an empty Health. Register it once.
 func NewHealth() *Health {
 	return &Health{
-		last: map[string]outcome{},
+		last:   map[string]outcome{},
+		absent: map[string]string{},
+		absentDesc: prometheus.NewDesc("vllm_exporter_collector_absent",
+			"1 for a collector that is enabled in auto mode but found nothing to collect on this host (reason: what is missing); it exports no up series, so nothing alerts on it.",
+			[]string{"collector", "reason"}, nil),
 		up: prometheus.NewDesc("vllm_exporter_collector_up",
 			"1 if the collector's last run succeeded, 0 if it failed.", []string{"collector"}, nil),
 		duration: prometheus.NewDesc("vllm_exporter_collector_duration_seconds",
@@ -49,6 +56,20 @@ func (h *Health) Report(collector string, took time.Duration, err error) {
 	}
 	h.mu.Lock()
 	h.last[collector] = outcome{took: took, ok: err == nil}
+	delete(h.absent, collector)
+	h.mu.Unlock()
+}
+
+// Absent records that a collector does not run on this host and why
+// (a short, fixed reason such as "no_gpu"): it then exports
+// vllm_exporter_collector_absent instead of an up series.
+func (h *Health) Absent(collector, reason string) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	delete(h.last, collector)
+	h.absent[collector] = reason
 	h.mu.Unlock()
 }
 
@@ -56,6 +77,7 @@ func (h *Health) Report(collector string, took time.Duration, err error) {
 func (h *Health) Describe(ch chan<- *prometheus.Desc) {
 	ch <- h.up
 	ch <- h.duration
+	ch <- h.absentDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -70,7 +92,14 @@ func (h *Health) Collect(ch chan<- prometheus.Metric) {
 	for i, n := range names {
 		results[i] = h.last[n]
 	}
+	absent := make(map[string]string, len(h.absent))
+	for k, v := range h.absent {
+		absent[k] = v
+	}
 	h.mu.Unlock()
+	for _, n := range slices.Sorted(maps.Keys(absent)) {
+		ch <- prometheus.MustNewConstMetric(h.absentDesc, prometheus.GaugeValue, 1, n, absent[n])
+	}
 	for i, n := range names {
 		up := 0.0
 		if results[i].ok {

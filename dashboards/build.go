@@ -44,6 +44,9 @@ type panel struct {
 	W, H    int
 	Max     *float64
 	Stack   bool
+	// NoValue is what the panel says instead of "No data": why it can be
+	// empty and what to do about it (a missing flag, nothing failed yet).
+	NoValue string
 }
 
 type row struct {
@@ -113,6 +116,9 @@ func (p panel) json(id, x, y int) map[string]any {
 	case "bargauge", "gauge":
 		options = map[string]any{"reduceOptions": map[string]any{"calcs": []string{"lastNotNull"}, "fields": "", "values": false},
 			"orientation": "horizontal", "showThresholdLabels": false, "showThresholdMarkers": true}
+	}
+	if p.NoValue != "" {
+		defaults["noValue"] = p.NoValue
 	}
 	defaults["custom"] = custom
 	defaults["thresholds"] = map[string]any{"mode": "absolute", "steps": []any{map[string]any{"color": "green", "value": nil}}}

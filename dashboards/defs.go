@@ -10,6 +10,21 @@ var (
 	gpuVar      = variable{Name: "gpu", Label: "GPU", Metric: "vllm_gpu_info", LabelName: "gpu"}
 )
 
+// rooflineNoValue names the flags the decode roofline needs.
+const rooflineNoValue = "No roofline: start the exporter with --model.weight-bytes (and --model.memory-bandwidth on a host without an NVIDIA GPU); vllm_bottleneck_class_unavailable says which input is missing"
+
+// budgetDesc explains the budget panels' young-period view.
+const budgetDesc = "Fraction of each SLO's error budget left over its period (exporter watchdog). While the watchdog has observed less than a tenth of the period, the panel shows how much of the period it has covered instead: a budget computed over 45 minutes of a 30-day period reads -2000% after one bad burst. Probe SLOs (model=\"\") stay visible whatever the Model variable selects."
+
+// budgetTargets: the budget where at least a tenth of the period is
+// covered, the coverage where less is (one query, so the panel always has
+// a value; the legend says which).
+func budgetTargets(sel string) []target {
+	cov := `min by (slo, model) (vllm_slo_period_covered_ratio{` + sel + `})`
+	return []target{q(`label_replace(min by (slo, model) (vllm_slo_error_budget_remaining_ratio{`+sel+`}) and on (slo, model) (`+cov+` >= 0.1), "shown", "budget left", "", "")`+
+		` or label_replace(`+cov+` < 0.1, "shown", "young period: share covered", "", "")`, "{{slo}} {{model}} {{shown}}")}
+}
+
 func all() []dashboard { return []dashboard{overview(), slos(), gpu(), probes()} }
 
 // serverVsProbe plots p50 and p99 of a server histogram (vLLM's, re-exported
@@ -33,8 +48,9 @@ func overview() dashboard {
 		Rows: []row{
 			{Title: "Status", Panels: []panel{
 				{Title: "SLO error budget remaining", Type: "stat", Unit: "percentunit", W: 6, H: 6,
-					Desc:    "Fraction of each SLO's error budget left over its period (exporter watchdog). Probe SLOs (model=\"\") stay visible whatever the Model variable selects.",
-					Targets: []target{q(`min by (slo, model) (vllm_slo_error_budget_remaining_ratio{`+sloModel+`,`+inst+`})`, "{{slo}} {{model}}")}},
+					Desc:    budgetDesc,
+					NoValue: "no SLO evaluated yet",
+					Targets: budgetTargets(sloModel + "," + inst)},
 				{Title: "SLO alert state", Type: "state-timeline", W: 6, H: 6,
 					Desc:    "Page (critical) and ticket (warning) state of each SLO from the watchdog's multi-window burn rates.",
 					Targets: []target{q(`max by (slo, model, severity) (vllm_slo_alert_state{`+sloModel+`,`+inst+`})`, "{{slo}} {{model}} {{severity}}")}},
@@ -104,15 +120,19 @@ func overview() dashboard {
 			}},
 			{Title: "Bottleneck evidence, decode efficiency and capacity", Panels: []panel{
 				{Title: "Bottleneck evidence", Type: "table", W: 8,
-					Desc:    "The signals behind the current class: each measured value (signal) and the threshold it was compared with (signal_threshold).",
-					Targets: []target{q(`max by (model, class, signal) (vllm_bottleneck_evidence{`+mi+`})`, "")}},
+					Desc:    "The signals behind the current class: each measured value (signal) and the threshold it was compared with (signal_threshold). A model classed near_optimal has no bottleneck and so no evidence: its row says so.",
+					NoValue: "no classification yet (the classifier runs on the SLO watchdog's tick)",
+					Targets: []target{q(`max by (model, class, signal) (vllm_bottleneck_evidence{`+mi+`})`+
+						` or label_replace(max by (model, class) (vllm_bottleneck{class="near_optimal",`+mi+`}) == 1, "signal", "no bottleneck", "", "")`, "")}},
 				{Title: "Decode: measured vs roofline", Type: "timeseries", Unit: "short", W: 8,
-					Desc: "Per-stream decode tokens/s measured (1 / mean time per output token) vs the memory-bandwidth roofline prediction (classifier; needs --model.weight-bytes, and a GPU or --model.memory-bandwidth).",
+					Desc:    "Per-stream decode tokens/s measured (1 / mean time per output token) vs the memory-bandwidth roofline prediction (classifier; needs --model.weight-bytes, and a GPU or --model.memory-bandwidth).",
+					NoValue: rooflineNoValue,
 					Targets: []target{
 						q(`max by (model) (vllm_decode_measured_tokens_per_second{`+mi+`})`, "measured {{model}}"),
 						q(`max by (model) (vllm_decode_roofline_tokens_per_second{`+mi+`})`, "roofline {{model}}"),
 					}},
 				{Title: "Decode efficiency (measured / roofline)", Type: "timeseries", Unit: "percentunit", W: 8,
+					NoValue: rooflineNoValue,
 					Targets: []target{q(`max by (model) (vllm_decode_efficiency_ratio{`+mi+`})`, "{{model}}")}},
 				{Title: "Request phases (mean per request)", Type: "timeseries", Unit: "s", W: 12,
 					Desc: "Where a request's time goes: queue, prefill, decode (vLLM's request phase histograms).",
@@ -145,13 +165,18 @@ func slos() dashboard {
 		Rows: []row{
 			{Title: "Budget", Panels: []panel{
 				{Title: "Error budget remaining", Type: "bargauge", Unit: "percentunit", W: 8, Max: one(),
-					Targets: []target{q(`min by (slo, model) (vllm_slo_error_budget_remaining_ratio{`+f+`})`, "{{slo}} {{model}}")}},
+					Desc: budgetDesc, NoValue: "no SLO evaluated yet",
+					Targets: budgetTargets(f)},
 				{Title: "Objective", Type: "stat", Unit: "percentunit", W: 8,
 					Targets: []target{q(`max by (slo, model) (vllm_slo_objective_ratio{`+f+`})`, "{{slo}} {{model}}")}},
 				{Title: "Page / ticket state", Type: "state-timeline", W: 8,
 					Targets: []target{q(`max by (slo, model, severity) (vllm_slo_alert_state{`+f+`})`, "{{slo}} {{model}} {{severity}}")}},
 				{Title: "Error budget remaining over time", Type: "timeseries", Unit: "percentunit", W: 24, Max: one(),
-					Targets: []target{q(`min by (slo, model) (vllm_slo_error_budget_remaining_ratio{`+f+`})`, "{{slo}} {{model}}")}},
+					Desc: "Budget left, and the share of the period the watchdog has observed: until that reaches 100% the budget rests on a part of the period, and one bad burst can show it overspent many times over.",
+					Targets: []target{
+						q(`min by (slo, model) (vllm_slo_error_budget_remaining_ratio{`+f+`})`, "{{slo}} {{model}}"),
+						q(`min by (slo, model) (vllm_slo_period_covered_ratio{`+f+`}) < 1`, "period covered so far {{slo}} {{model}}"),
+					}},
 			}},
 			{Title: "Burn rates", Panels: []panel{
 				{Title: "Burn rate by window", Type: "timeseries", Unit: "short",
@@ -279,11 +304,16 @@ func probes() dashboard {
 					Desc:    "Empty while every probe succeeds.",
 					Targets: []target{q(`sum by (profile, reason) (rate(vllm_probe_failures_total{`+p+`}`+ri+`))`, "{{profile}} {{reason}}")}},
 				{Title: "Last probe succeeded", Type: "stat", W: 8,
+					Desc:    "1 when the last probe of the profile succeeded (the reasons of failing probes are in \"Last probe TTFT and age\" and \"Probe failures by reason\").",
+					NoValue: "no probe yet",
 					Targets: []target{q(`min by (profile) (vllm_probe_last_success{`+p+`})`, "{{profile}}")}},
 				{Title: "Last probe TTFT and age", Type: "timeseries", Unit: "s", W: 12,
+					Desc:    "TTFT of the last successful probe and the age of the last probe. While probes fail there is no new TTFT: the failures of the last 5 minutes show by reason instead (their value: failures in 5m).",
+					NoValue: "no probe yet (probes need --probe.enabled and a profile in the config)",
 					Targets: []target{
-						q(`max by (profile) (vllm_probe_last_ttft_seconds{`+p+`})`, "TTFT {{profile}}"),
+						q(`max by (profile) (vllm_probe_last_ttft_seconds{`+p+`}) and on (profile) (min by (profile) (vllm_probe_last_success{`+p+`}) == 1)`, "TTFT {{profile}}"),
 						q(`time() - max by (profile) (vllm_probe_last_timestamp_seconds{`+p+`})`, "age {{profile}}"),
+						q(`sum by (profile, reason) (increase(vllm_probe_failures_total{`+p+`}[5m])) > 0`, "failing: {{reason}} {{profile}}"),
 					}},
 				{Title: "Probe TTFT minus server TTFT (median)", Type: "timeseries", Unit: "s", W: 12,
 					Desc:    "Time the client waits that vLLM's own TTFT does not see: network, proxy, API server, tokenization.",

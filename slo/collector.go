@@ -25,6 +25,8 @@ var (
 	descAlert = prometheus.NewDesc("vllm_slo_alert_state",
 		"1 while the SLO watchdog's multi-window multi-burn-rate condition holds (severity critical = page, warning = ticket), else 0.",
 		append(sloLabels, "severity"), nil)
+	descCovered = prometheus.NewDesc("vllm_slo_period_covered_ratio",
+		"Share of the SLO period the exporter's SLO watchdog has observed (0..1, checkpointed with --slo.state-file): below 1 the error budget rests on less than a full period of traffic.", sloLabels, nil)
 	descLastEval = prometheus.NewDesc("vllm_slo_last_evaluation_timestamp_seconds",
 		"Unix time of the SLO watchdog's last evaluation of this SLO.", sloLabels, nil)
 	descEvents = prometheus.NewDesc("vllm_slo_events",
@@ -80,7 +82,7 @@ func newSelfMetrics() selfMetrics { return selfMetrics{} }
 
 // Describe implements prometheus.Collector.
 func (w *Watchdog) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descObjective, descErrorRatio, descBurnRate, descBudget, descAlert,
+	for _, d := range []*prometheus.Desc{descObjective, descErrorRatio, descBurnRate, descBudget, descCovered, descAlert,
 		descLastEval, descEvents, descStateErrors, descStateSaved, descStateRestored, descEvalErrors, descUnmeasurable} {
 		ch <- d
 	}
@@ -94,7 +96,14 @@ func (w *Watchdog) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, r := range w.Status() {
 		gauge(descObjective, r.Objective, r.SLO, r.Model)
-		for _, wr := range append(append([]WindowResult(nil), r.Windows...), r.PeriodWindow) {
+		ws := append(append([]WindowResult(nil), r.Windows...), r.PeriodWindow)
+		for _, f := range r.Fast {
+			// the fast tier's windows not already exported (1m for 30d)
+			if _, dup := r.Window(f.Name); !dup {
+				ws = append(ws, f)
+			}
+		}
+		for _, wr := range ws {
 			gauge(descEvents, wr.Total, r.SLO, r.Model, wr.Name)
 			if wr.ErrorRatio.OK {
 				gauge(descErrorRatio, wr.ErrorRatio.V, r.SLO, r.Model, wr.Name)
@@ -104,6 +113,7 @@ func (w *Watchdog) Collect(ch chan<- prometheus.Metric) {
 		if r.BudgetRemaining.OK {
 			gauge(descBudget, r.BudgetRemaining.V, r.SLO, r.Model)
 		}
+		gauge(descCovered, r.PeriodCovered, r.SLO, r.Model)
 		gauge(descAlert, b2f(r.Page), r.SLO, r.Model, "critical")
 		gauge(descAlert, b2f(r.Ticket), r.SLO, r.Model, "warning")
 		gauge(descLastEval, float64(r.Time.UnixNano())/1e9, r.SLO, r.Model)

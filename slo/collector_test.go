@@ -43,11 +43,12 @@ vllm_slo_last_evaluation_timestamp_seconds{model="m",slo="ttft"} 1.77232326e+09
 		"vllm_slo_objective_ratio", "vllm_slo_last_evaluation_timestamp_seconds"); err != nil {
 		t.Fatal(err)
 	}
-	// Every window plus the period: 5m 30m 1h 2h 6h 1d 3d 30d.
-	if n := testutil.CollectAndCount(w, "vllm_slo_error_ratio"); n != 8 {
+	// Every window plus the period: 5m 30m 1h 2h 6h 1d 3d 30d, and the
+	// fast tier's 1m (its 5m is the workbook's).
+	if n := testutil.CollectAndCount(w, "vllm_slo_error_ratio"); n != 9 {
 		t.Fatalf("error ratio series: %d", n)
 	}
-	if n := testutil.CollectAndCount(w, "vllm_slo_burn_rate"); n != 8 {
+	if n := testutil.CollectAndCount(w, "vllm_slo_burn_rate"); n != 9 {
 		t.Fatalf("burn rate series: %d", n)
 	}
 	reg := prometheus.NewPedanticRegistry()

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +26,9 @@ type RuleOptions struct {
 	Selector string
 	// Header is a comment written at the top of the file (without "# ").
 	Header string
+	// DashboardURL is the dashboard the alerts link to (annotation
+	// dashboard_url; empty: none); "var-slo=<name>" is appended to its query.
+	DashboardURL string
 }
 
 // DefaultRunbookURL is where alerts/runbooks.md lives in the repository.
@@ -278,6 +283,13 @@ func sloGroup(s *config.SLO, opts RuleOptions) ruleGroup {
 		add(rule{Record: errorRatioRecord(w), Expr: x.ratio(w), Labels: lbl})
 		add(rule{Record: eventsRecord(w), Expr: x.events(w), Labels: lbl})
 	}
+	fastNames := []string{WindowName(FastWindows[0]), WindowName(FastWindows[1])}
+	for _, w := range fastNames {
+		if !slices.Contains(names, w) {
+			add(rule{Record: errorRatioRecord(w), Expr: x.ratio(w), Labels: lbl})
+			add(rule{Record: eventsRecord(w), Expr: x.events(w), Labels: lbl})
+		}
+	}
 	sel := fmt.Sprintf(`{slo=%q}`, s.Name)
 	add(rule{Record: badRecord(names[0]), Expr: x.bad(names[0]), Labels: lbl})
 	// The period's ratio from the shortest window's increases: every event
@@ -316,6 +328,22 @@ func sloGroup(s *config.SLO, opts RuleOptions) ruleGroup {
 		}
 		return strings.Join(out, "\nor\n")
 	}
+	fastF := fmtFloat(FastFactor(budget))
+	fast := fmt.Sprintf("(\n  (%s%s / %s > %s and %s%s >= %s)\n  and\n  %s\n)",
+		errorRatioRecord(fastNames[0]), sel, fmtFloat(budget), fastF, eventsRecord(fastNames[0]), sel, fmtFloat(FastMin(min)),
+		fmt.Sprintf("(%s%s / %s > %s and %s%s %s)", errorRatioRecord(fastNames[1]), sel, fmtFloat(budget), fastF, eventsRecord(fastNames[1]), sel, enough))
+	if s.Kind == config.KindPreemption {
+		// While a queue recovers, its backlog is admitted at once and
+		// preemptions come in a burst: page on them only if they persist.
+		fast = fmt.Sprintf("%s\nunless on (model)\n(\n%s\n  unless on (model)\n  min_over_time(%s%s[%s]) / %s > %s\n)", fast,
+			indent(queueRecovering(opts.Selector)), errorRatioRecord(fastNames[1]), sel, WindowName(PreemptionPersist), fmtFloat(budget), fastF)
+	}
+	// A stalled engine pages on its own (VLLMEngineStalled). While it
+	// stalls and for StallAftermath after, the SLO pages it causes (the
+	// latency histograms observe the hung requests only once tokens flow
+	// again, the backlog is admitted at once) are the same incident.
+	pageExpr := pairs(PagePairs) + "\nor\n" + fast
+	pageExpr = "(\n" + indent(pageExpr) + "\n)\nunless on (model)\n" + recentStall(s.Source, opts.Selector)
 	explain := func(ps []AlertPair) string {
 		var out []string
 		for _, p := range ps {
@@ -333,14 +361,16 @@ func sloGroup(s *config.SLO, opts RuleOptions) ruleGroup {
 	// A deliberately sleeping engine adds no bad events: it finishes no
 	// requests, its probes pause, its refusals are left out.
 	const sleeping = " An engine put to sleep on purpose (vllm_engine_awake 0) adds no events."
-	add(rule{Alert: PageAlert, Expr: pairs(PagePairs),
+	add(rule{Alert: PageAlert, Expr: pageExpr,
 		Labels: map[string]string{"severity": "critical", "slo": s.Name},
 		Annotations: map[string]string{
 			"summary": "SLO " + s.Name + " is burning its error budget fast" + onModel,
 			"description": common + onModel + " burns its error budget at {{ printf \"%.1f\" $value }}x over the long window (page: " +
-				explain(PagePairs) + "). At 14.4x a " + period + " budget is gone in " + WindowName(time.Duration(float64(s.PeriodDuration())/14.4).Round(time.Minute)) + "." + sleeping,
+				explain(PagePairs) + ", or " + fastF + "x over " + fastNames[0] + " and " + fastNames[1] + " with at least " + fmtFloat(FastMin(min)) + " events: a hard breach" + preemptionNote(s) +
+				"; not within " + WindowName(StallAftermath) + " of an engine stall, which pages on its own). At 14.4x a " + period + " budget is gone in " + WindowName(time.Duration(float64(s.PeriodDuration())/14.4).Round(time.Minute)) + "." + sleeping,
 			"runbook_url": opts.RunbookURL + "#" + strings.ToLower(PageAlert),
 		}})
+	g.Rules[len(g.Rules)-1].Annotations = withDashboard(g.Rules[len(g.Rules)-1].Annotations, opts.DashboardURL, s.Name)
 	add(rule{Alert: TicketAlert, Expr: pairs(TicketPairs),
 		Labels: map[string]string{"severity": "warning", "slo": s.Name},
 		Annotations: map[string]string{
@@ -349,7 +379,48 @@ func sloGroup(s *config.SLO, opts RuleOptions) ruleGroup {
 				explain(TicketPairs) + "); it will be spent before the " + period + " period ends." + sleeping,
 			"runbook_url": opts.RunbookURL + "#" + strings.ToLower(TicketAlert),
 		}})
+	g.Rules[len(g.Rules)-1].Annotations = withDashboard(g.Rules[len(g.Rules)-1].Annotations, opts.DashboardURL, s.Name)
 	return g
+}
+
+func preemptionNote(s *config.SLO) string {
+	if s.Kind != config.KindPreemption {
+		return ""
+	}
+	return ", which while the queue recovers needs " + WindowName(PreemptionPersist) + " of burning"
+}
+
+// recentStall selects the models (for probe SLOs, model "": any model) a
+// replica of which reported an engine stall within the last StallAftermath.
+// vllm_engine_stalled is per exporter; vllm_requests_running gives the
+// models each exporter's vLLM serves.
+func recentStall(source, selector string) string {
+	sel := matchers(selector)
+	stalled := fmt.Sprintf(`max_over_time(vllm_engine_stalled%s[%s])`, sel, WindowName(StallAftermath))
+	if source == config.SourceProbe {
+		return fmt.Sprintf("(\n  label_replace(max(%s) == 1, \"model\", \"\", \"\", \"\")\n)", stalled)
+	}
+	return fmt.Sprintf("(\n  max by (model) (\n    %s\n    * on (job, instance) group_right ()\n    (max by (job, instance, model) (vllm_requests_running%s) * 0 + 1)\n  ) == 1\n)", stalled, sel)
+}
+
+// queueRecovering selects the models whose waiting queue (summed across
+// replicas) is under half of its peak within RecoveryWindow.
+func queueRecovering(selector string) string {
+	sum := fmt.Sprintf("sum by (model) (vllm_requests_waiting%s)", matchers(selector))
+	return fmt.Sprintf("%s\n< 0.5 * max_over_time(%s[%s:30s])", sum, sum, WindowName(RecoveryWindow))
+}
+
+// withDashboard adds the dashboard_url annotation, opened on this SLO.
+func withDashboard(ann map[string]string, dashboard, slo string) map[string]string {
+	if dashboard == "" {
+		return ann
+	}
+	sep := "?"
+	if strings.Contains(dashboard, "?") {
+		sep = "&"
+	}
+	ann["dashboard_url"] = dashboard + sep + "var-slo=" + url.QueryEscape(slo)
+	return ann
 }
 
 // describe is the default SLO description.
@@ -369,6 +440,6 @@ func describe(s *config.SLO) string {
 	}
 }
 
-// DefaultRulesHeader heads alerts/slo-rules.yml.
-const DefaultRulesHeader = "Code generated by `vllm_exporter rules` from the shipped default SLOs; DO NOT EDIT.\n" +
-	"Regenerate: vllm_exporter rules > alerts/slo-rules.yml (a test fails when this file drifts)."
+// DefaultRulesHeader heads the SLO rules of the shipped default SLOs (the
+// alerts package, which writes alerts/slo-rules.yml, adds its own).
+const DefaultRulesHeader = "Code generated by `vllm_exporter rules` from the shipped default SLOs; DO NOT EDIT."

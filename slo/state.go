@@ -46,6 +46,11 @@ type stateSeries struct {
 	LastSeen time.Time  `json:"last_seen"`
 	Fine     stateRing  `json:"fine"`
 	Coarse   stateRing  `json:"coarse"`
+	// Fast is absent in checkpoints written before the fast tier existed.
+	Fast *stateRing `json:"fast,omitempty"`
+	// Since (first reading) is absent in older checkpoints: the oldest
+	// bucket holding events stands in for it.
+	Since *time.Time `json:"since,omitempty"`
 }
 
 // stateRing holds a ring sparsely: [absolute bucket index, bad, total].
@@ -114,7 +119,7 @@ func (w *Watchdog) saveLocked(now time.Time) error {
 		for _, m := range slices.Sorted(maps.Keys(st.series)) {
 			s := st.series[m]
 			ss.Series = append(ss.Series, stateSeries{Model: m, HasLast: s.hasLast, Last: s.last, LastSeen: s.lastSeen.UTC(),
-				Fine: encodeRing(s.fine), Coarse: encodeRing(s.coarse)})
+				Fine: encodeRing(s.fine), Coarse: encodeRing(s.coarse), Fast: ptr(encodeRing(s.fast)), Since: ptr(s.since.UTC())})
 		}
 		sf.SLOs = append(sf.SLOs, ss)
 	}
@@ -130,6 +135,8 @@ func (w *Watchdog) saveLocked(now time.Time) error {
 	w.self.lastSave.Store(time.Now().UnixNano())
 	return nil
 }
+
+func ptr[T any](v T) *T { return &v }
 
 func writeAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
@@ -265,7 +272,17 @@ func (w *Watchdog) apply(sf *stateFile) error {
 			if err := decodeRing(se.Coarse, s.coarse); err != nil {
 				return &stateError{"corrupt", fmt.Errorf("slo %s model %q coarse ring: %w", ss.Name, se.Model, err)}
 			}
+			if se.Fast != nil {
+				if err := decodeRing(*se.Fast, s.fast); err != nil {
+					return &stateError{"corrupt", fmt.Errorf("slo %s model %q fast ring: %w", ss.Name, se.Model, err)}
+				}
+			}
 			s.hasLast, s.last, s.lastSeen = se.HasLast, se.Last, se.LastSeen
+			if se.Since != nil {
+				s.since = *se.Since
+			} else if len(se.Coarse.Buckets) > 0 {
+				s.since = time.Unix(0, int64(se.Coarse.Buckets[0][0])*se.Coarse.WidthNS)
+			}
 			st.series[se.Model] = s
 		}
 	}

@@ -87,8 +87,10 @@ func TestRestartContinuesFromCheckpoint(t *testing.T) {
 	tick(b, srcA, now)
 	tick(ref, srcRef, now)
 	// The events of the three missed ticks land in b's current bucket
-	// instead of their own; all windows cover it, so sums are identical.
-	if got, want := stripTime(b.Status()), stripTime(ref.Status()); !reflect.DeepEqual(got, want) {
+	// instead of their own; all windows cover it, so sums are identical
+	// (but the fast tier's 1m window, shorter than the outage: it holds
+	// them all at once until they age out).
+	if got, want := stripFast(stripTime(b.Status())), stripFast(stripTime(ref.Status())); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after restart:\n got %v\nwant %v", got, want)
 	}
 	// Continue for an hour of recovery: still identical.
@@ -115,6 +117,13 @@ func only2(t *testing.T, w *Watchdog, slo string) Result {
 	}
 	t.Fatalf("no result for %s", slo)
 	return Result{}
+}
+
+func stripFast(rs []Result) []Result {
+	for i := range rs {
+		rs[i].Fast, rs[i].FastPage = nil, false
+	}
+	return rs
 }
 
 func stripTime(rs []Result) []Result {

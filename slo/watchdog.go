@@ -101,6 +101,15 @@ type Result struct {
 	// BudgetRemaining is 1 - (period error ratio / error budget): 1 with no
 	// errors, 0 when the budget is spent, negative when overspent.
 	BudgetRemaining snapshot.Value
+	// PeriodCovered is the share of the period the watchdog has observed
+	// (0..1): a young period's budget rests on little traffic, so a short
+	// burst can show it overspent many times over.
+	PeriodCovered float64
+	// Fast are the fast tier's windows (FastWindows: 5m, 1m), read from a
+	// finer ring than Windows.
+	Fast []WindowResult
+	// FastPage reports the fast tier's burn condition (part of Page).
+	FastPage bool
 	// Page and Ticket are the multi-window multi-burn-rate alert states.
 	Page, Ticket bool
 	// Time is when this result was computed.
@@ -126,8 +135,12 @@ type series struct {
 	last     cumulative
 	hasLast  bool
 	lastSeen time.Time
-	fine     *ring
-	coarse   *ring
+	// since is the first reading of the series: the period's budget covers
+	// only what was observed since (checkpointed).
+	since  time.Time
+	fine   *ring
+	coarse *ring
+	fast   *ring
 }
 
 // sloState is the watchdog's state for one configured SLO.
@@ -152,6 +165,7 @@ func (st *sloState) newSeries(model string) *series {
 		model:  model,
 		fine:   newRing(fineWidth(p), st.windows[len(st.windows)-1]),
 		coarse: newRing(coarseWidth(p), p),
+		fast:   newRing(fastWidth, FastWindows[0]),
 	}
 }
 
@@ -343,6 +357,9 @@ func (w *Watchdog) observe(st *sloState, vl *snapshot.VLLM, pr *snapshot.Probes,
 			st.series[model] = s
 		}
 		s.lastSeen = now
+		if s.since.IsZero() {
+			s.since = now
+		}
 		// A deliberately sleeping engine (vllm_engine_awake 0) serves
 		// nothing on purpose: what its counters or the probes record
 		// meanwhile (refusals, probe failures) is a new baseline, never
@@ -355,12 +372,14 @@ func (w *Watchdog) observe(st *sloState, vl *snapshot.VLLM, pr *snapshot.Probes,
 			s.last, s.hasLast = c, true
 			s.fine.advance(s.fine.index(now))
 			s.coarse.advance(s.coarse.index(now))
+			s.fast.advance(s.fast.index(now))
 			continue
 		}
 		bad, total, _ := increment(s.last, c)
 		s.last = c
 		s.fine.add(now, bad, total)
 		s.coarse.add(now, bad, total)
+		s.fast.add(now, bad, total)
 	}
 	// Forget models gone for longer than the period with no events left.
 	for model, s := range st.series {
@@ -491,7 +510,23 @@ func evaluate(st *sloState, s *series, now time.Time) Result {
 	} else {
 		res.BudgetRemaining = snapshot.Some(1) // no events: nothing spent
 	}
-	res.Page = alerting(res.Windows, PagePairs)
+	// sums wants ascending spans; FastWindows is long, short
+	fb, ft := s.fast.sums(now, []time.Duration{FastWindows[1], FastWindows[0]})
+	fb[0], fb[1], ft[0], ft[1] = fb[1], fb[0], ft[1], ft[0]
+	fastF := FastFactor(budget)
+	res.Fast = make([]WindowResult, len(FastWindows))
+	for i, d := range FastWindows {
+		res.Fast[i] = windowResult(WindowName(d), d, fb[i], ft[i], budget, minEv)
+	}
+	long := windowResult(res.Fast[0].Name, FastWindows[0], fb[0], ft[0], budget, FastMin(minEv))
+	// The burn condition only: the shipped rules also hold SLO pages
+	// back after an engine stall and during a queue's recovery, context
+	// the watchdog does not see.
+	res.FastPage = burning(long, fastF) && burning(res.Fast[1], fastF)
+	if !s.since.IsZero() {
+		res.PeriodCovered = min(1, max(0, now.Sub(s.since).Seconds()/c.PeriodDuration().Seconds()))
+	}
+	res.Page = alerting(res.Windows, PagePairs) || res.FastPage
 	res.Ticket = alerting(res.Windows, TicketPairs)
 	return res
 }

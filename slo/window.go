@@ -42,6 +42,53 @@ var (
 	TicketPairs = []AlertPair{{w1d, w2h, 3}, {w3d, w6h, 1}}
 )
 
+// The fast tier pages on a hard breach within minutes, where the workbook's
+// 1h/5m pair needs about 9 minutes of total failure (the 1h window must
+// reach 14.4x). Its windows do not scale with the period: they are set by
+// the pipeline (15s scrapes and 30s evaluations need a 1m window to see a
+// rate at all), not by the budget. It fires when the burn rate over both
+// FastWindows exceeds FastFactor(budget) (at least FastErrorRatio of the
+// events bad, and never below the workbook's slowest page factor), and the
+// long fast window holds at least FastMinEvents (or min_events, when
+// larger) events: a handful of slow requests at night is not a breach.
+var FastWindows = []time.Duration{5 * time.Minute, time.Minute}
+
+const (
+	// FastErrorRatio is the bad fraction over both fast windows that pages.
+	FastErrorRatio = 0.1
+	// FastMinEvents is the fast tier's event guard on its long window.
+	FastMinEvents = 30
+	// fastFloorFactor: the fast tier never pages below the burn rate of
+	// the workbook's slowest page pair.
+	fastFloorFactor = 6
+)
+
+// FastFactor is the fast tier's burn-rate threshold for an error budget
+// (rounded to 9 decimals: 0.1/0.001 is 100, not 100.00000000000001).
+func FastFactor(budget float64) float64 {
+	return math.Round(math.Max(FastErrorRatio/budget, fastFloorFactor)*1e9) / 1e9
+}
+
+// A queue recovering (its length now under half of its peak within
+// RecoveryWindow) admits its backlog at once, and preemptions come in a
+// burst: while it recovers, a preemption SLO's fast tier pages only when
+// its short window has burned for PreemptionPersist. A storm with a
+// standing queue is not a recovery and pages at once.
+const (
+	RecoveryWindow    = 10 * time.Minute
+	PreemptionPersist = 5 * time.Minute
+)
+
+// StallAftermath bounds how long after an engine stall the SLO pages stay
+// suppressed (the stall pages by itself); a breach that outlasts it pages.
+const StallAftermath = 10 * time.Minute
+
+// fastWidth resolves the fast tier's short window in 10 buckets.
+var fastWidth = FastWindows[1] / fineBucketsPerShortWindow
+
+// FastMin is the fast tier's event guard for an SLO's min_events.
+func FastMin(minEvents float64) float64 { return math.Max(FastMinEvents, minEvents) }
+
 // Windows returns the alert windows for an SLO period, shortest first.
 func Windows(period time.Duration) []time.Duration {
 	out := make([]time.Duration, len(baseWindows))

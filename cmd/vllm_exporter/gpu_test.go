@@ -32,8 +32,11 @@ func parseGPUFlags(t *testing.T, args ...string) *gpuFlags {
 
 func TestGPUFlags(t *testing.T) {
 	f := parseGPUFlags(t)
-	if !*f.enabled || *f.interval != 5*time.Second {
-		t.Fatalf("defaults: enabled=%v interval=%v", *f.enabled, *f.interval)
+	if !*f.enabled || f.forced || *f.interval != 5*time.Second {
+		t.Fatalf("defaults: enabled=%v forced=%v interval=%v", *f.enabled, f.forced, *f.interval)
+	}
+	if f = parseGPUFlags(t, "--collector.gpu"); !*f.enabled || !f.forced {
+		t.Fatalf("--collector.gpu: enabled=%v forced=%v", *f.enabled, f.forced)
 	}
 	f = parseGPUFlags(t, "--no-collector.gpu", "--collector.gpu.interval=2s")
 	if *f.enabled || *f.interval != 2*time.Second {
@@ -49,55 +52,85 @@ func TestGPUFlags(t *testing.T) {
 	}
 }
 
-// TestSetupGPUHere runs setupGPU with the real library on this machine. In
-// a build without NVML there is no collector; with NVML and no driver the
-// collector is registered and reports itself down; on a GPU host it is up.
+// TestSetupGPUHere runs setupGPU with the real library on this machine,
+// in auto mode and forced on. On a host where NVML sees no GPU (no driver,
+// or a build without NVML) auto mode registers nothing and reports the
+// collector absent with the reason, and forced on reports it down; on a
+// GPU host both are up.
 func TestSetupGPUHere(t *testing.T) {
-	reg := prometheus.NewPedanticRegistry()
-	health := collector.NewHealth()
-	reg.MustRegister(health)
-	s, err := setupGPU(parseGPUFlags(t), reg, health, log.NewNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !gpu.Available {
-		if s != nil {
-			t.Fatal("sampler in a build without NVML")
+	for _, forced := range []bool{false, true} {
+		reg := prometheus.NewPedanticRegistry()
+		health := collector.NewHealth()
+		reg.MustRegister(health)
+		args := []string{}
+		if forced {
+			args = append(args, "--collector.gpu")
 		}
-		return
+		s, err := setupGPU(parseGPUFlags(t, args...), reg, health, log.NewNopLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		up := false
+		if s != nil {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			s.Run(ctx)
+			if s.Latest() == nil {
+				s.SampleOnce(time.Now())
+			}
+			up = s.Up()
+		}
+		var exp string
+		switch {
+		case up:
+			exp = "# HELP vllm_exporter_collector_up 1 if the collector's last run succeeded, 0 if it failed.\n# TYPE vllm_exporter_collector_up gauge\nvllm_exporter_collector_up{collector=\"gpu\"} 1\n"
+		case forced:
+			exp = "# HELP vllm_exporter_collector_up 1 if the collector's last run succeeded, 0 if it failed.\n# TYPE vllm_exporter_collector_up gauge\nvllm_exporter_collector_up{collector=\"gpu\"} 0\n"
+		default:
+			if s != nil {
+				t.Fatal("auto mode kept a sampler that found no GPU")
+			}
+			if n := promtestutil.CollectAndCount(health, "vllm_exporter_collector_up"); n != 0 {
+				t.Fatalf("auto mode without a GPU exports %d up series, want none", n)
+			}
+			if n := promtestutil.CollectAndCount(health, "vllm_exporter_collector_absent"); n != 1 {
+				t.Fatalf("auto mode without a GPU: %d absent series, want 1", n)
+			}
+			t.Logf("auto mode here: collector absent")
+			continue
+		}
+		if err := promtestutil.GatherAndCompare(reg, strings.NewReader(exp), "vllm_exporter_collector_up"); err != nil {
+			t.Fatalf("forced=%v: %v", forced, err)
+		}
 	}
-	if s == nil {
-		t.Fatal("no sampler in an NVML build")
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	s.Run(ctx)
-	if s.Latest() == nil {
-		s.SampleOnce(time.Now())
-	}
-	want := "0"
-	if s.Up() {
-		want = "1"
-	}
-	exp := `
-# HELP vllm_exporter_collector_up 1 if the collector's last run succeeded, 0 if it failed.
-# TYPE vllm_exporter_collector_up gauge
-vllm_exporter_collector_up{collector="gpu"} ` + want + "\n"
-	if err := promtestutil.GatherAndCompare(reg, strings.NewReader(exp), "vllm_exporter_collector_up"); err != nil {
-		t.Fatal(err)
+}
+
+// The absent reasons are a fixed set, one per way NVML can be missing.
+func TestGPUAbsentReason(t *testing.T) {
+	for err, want := range map[string]string{
+		"nvml init: ERROR_LIBRARY_NOT_FOUND": "nvml_library_not_found",
+		"nvml init: ERROR_DRIVER_NOT_LOADED": "driver_not_loaded",
+		"nvml init: ERROR_NO_PERMISSION":     "no_permission",
+		"nvml init: ERROR_UNKNOWN":           "nvml_init_failed",
+		"no GPU visible to NVML":             "no_gpu",
+	} {
+		if got := gpuAbsentReason(err); got != want {
+			t.Errorf("%q: %s, want %s", err, got, want)
+		}
 	}
 }
 
 // TestBinaryWithoutNVIDIADriver builds the real vllm_exporter binary twice
-// and starts each beside a simulated vLLM on this machine, which has no
-// NVIDIA driver:
-//   - the NVML build, GPU collector on (the default): it serves the vLLM
-//     series, says the GPU collector is down, logs one NVML warning and
-//     keeps running through many sampler intervals;
-//   - the -tags nonvml build (no cgo needed): it has no GPU collector at all
-//     (no collector="gpu" series) and serves the same vLLM series.
+// (NVML, and -tags nonvml) and starts each beside a simulated vLLM on this
+// machine, which has no NVIDIA driver, with the GPU collector in auto mode
+// (the default) and forced on (--collector.gpu):
+//   - auto: it serves the vLLM series, reports the GPU collector absent
+//     with the reason (vllm_exporter_collector_absent{collector="gpu"}) and
+//     no up series for it, so VLLMExporterCollectorDown cannot fire;
+//   - forced: the collector is down (vllm_exporter_collector_up 0), which
+//     tickets, and one warning says why.
 //
-// Neither exports a vllm_gpu_* series, and both exit cleanly on SIGTERM.
+// None exports a vllm_gpu_* series, and all exit cleanly on SIGTERM.
 // Skipped with -short, and where NVML initialises (a driver is installed).
 func TestBinaryWithoutNVIDIADriver(t *testing.T) {
 	if testing.Short() {
@@ -125,16 +158,21 @@ func TestBinaryWithoutNVIDIADriver(t *testing.T) {
 	defer sim.Close()
 
 	for _, b := range []struct {
-		name    string
-		tags    []string
-		gpuUp   float64 // vllm_exporter_collector_up{collector="gpu"}; -1: absent
+		name   string
+		tags   []string
+		forced bool
+		gpuUp  float64 // vllm_exporter_collector_up{collector="gpu"}; -1: absent
+		// vllm_exporter_collector_absent{collector="gpu",reason=...} 1, or ""
+		absent  string
 		wantLog string
 	}{
-		{"nvml", nil, 0, "NVML is unavailable"},
-		{"nonvml", []string{"-tags", "nonvml"}, -1, "no GPU collector in this build"},
+		{"nvml", nil, false, -1, "nvml_library_not_found", "no GPU collector on this host"},
+		{"nvml-forced", nil, true, 0, "", "NVML is unavailable"},
+		{"nonvml", []string{"-tags", "nonvml"}, false, -1, "built_without_nvml", "no GPU collector on this host"},
+		{"nonvml-forced", []string{"-tags", "nonvml"}, true, 0, "", "this build has no NVML"},
 	} {
 		t.Run(b.name, func(t *testing.T) {
-			if b.name == "nvml" && !gpu.Available {
+			if strings.HasPrefix(b.name, "nvml") && !gpu.Available {
 				t.Skip("this toolchain builds without cgo")
 			}
 			bin := testutil.ExporterBinary(t) // the shared build: cgo, NVML
@@ -146,8 +184,12 @@ func TestBinaryWithoutNVIDIADriver(t *testing.T) {
 				}
 			}
 			addr := testutil.FreeAddr(t)
-			cmd := exec.Command(bin, "--vllm.url="+sim.URL(), "--vllm.scrape-interval=200ms",
-				"--collector.gpu.interval=50ms", "--web.listen-address="+addr)
+			args := []string{"--vllm.url=" + sim.URL(), "--vllm.scrape-interval=200ms",
+				"--collector.gpu.interval=50ms", "--web.listen-address=" + addr}
+			if b.forced {
+				args = append(args, "--collector.gpu")
+			}
+			cmd := exec.Command(bin, args...)
 			var stderr testutil.SyncBuffer
 			cmd.Stderr = &stderr
 			if err := cmd.Start(); err != nil {
@@ -182,7 +224,9 @@ func TestBinaryWithoutNVIDIADriver(t *testing.T) {
 				return testutil.ScrapeValue(addr, "vllm_up ") == 1 &&
 					testutil.ScrapeValue(addr, `vllm_exporter_collector_up{collector="vllm"} `) == 1 &&
 					testutil.ScrapeValue(addr, "vllm_requests_running{") >= 0 &&
-					testutil.ScrapeValue(addr, `vllm_exporter_collector_up{collector="gpu"} `) == b.gpuUp
+					testutil.ScrapeValue(addr, `vllm_exporter_collector_up{collector="gpu"} `) == b.gpuUp &&
+					(b.absent == "" && testutil.ScrapeValue(addr, `vllm_exporter_collector_absent{`) == -1 ||
+						b.absent != "" && testutil.ScrapeValue(addr, `vllm_exporter_collector_absent{collector="gpu",reason="`+b.absent+`"} `) == 1)
 			}
 			waitFor("vLLM series and the GPU collector's state", serving)
 			// Many GPU sampler intervals later it still serves and says the same.

@@ -91,3 +91,49 @@ func TestSetupSLO(t *testing.T) {
 		t.Fatal("zero interval accepted")
 	}
 }
+
+// `vllm_exporter rules` renders every shipped copy: --rules.output-dir the
+// rule files of alerts/, --format=prometheusrule the Kubernetes manifest;
+// --rules.dashboard-url and --rules.runbook-url change the links.
+func TestRulesCommandRendersEveryShippedCopy(t *testing.T) {
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"rules", "--rules.output-dir=" + dir}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	shipped, _ := filepath.Glob("../../alerts/*.yml")
+	if len(shipped) < 3 {
+		t.Fatalf("shipped rule files: %v", shipped)
+	}
+	for _, p := range shipped {
+		want, _ := os.ReadFile(p)
+		got, err := os.ReadFile(filepath.Join(dir, filepath.Base(p)))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("--rules.output-dir %s differs from alerts/%s (%v)", filepath.Base(p), filepath.Base(p), err)
+		}
+	}
+	out := filepath.Join(dir, "pr.yaml")
+	if code := run([]string{"rules", "--format=prometheusrule", "--rules.output=" + out}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	got, _ := os.ReadFile(out)
+	want, _ := os.ReadFile("../../deploy/kubernetes/prometheusrule.yaml")
+	if !bytes.Equal(got, want) {
+		t.Error("--format=prometheusrule differs from deploy/kubernetes/prometheusrule.yaml")
+	}
+	if code := run([]string{"rules", "--format=prometheusrule", "--rules.output=" + out, "--rules.dashboard-url=https://grafana.example.com", "--rules.runbook-url=https://wiki.example.com/rb"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	got, _ = os.ReadFile(out)
+	for _, s := range []string{"https://grafana.example.com/d/vllm-exporter-slos?var-model=", "https://wiki.example.com/rb#vllmenginestalled", "https://grafana.example.com/d/vllm-exporter-gpu"} {
+		if !strings.Contains(string(got), s) {
+			t.Errorf("custom links: output lacks %s", s)
+		}
+	}
+	if strings.Contains(string(got), "localhost:3000") || strings.Contains(string(got), "github.com/vllm-exporter/vllm_exporter/blob") {
+		t.Error("custom links: a default link is left")
+	}
+	if code := run([]string{"rules", "--rules.dashboard-url=grafana"}, &stdout, &stderr); code != 1 {
+		t.Errorf("bad dashboard URL: exit %d", code)
+	}
+}

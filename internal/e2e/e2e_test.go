@@ -98,6 +98,13 @@ func (w *webhook) summary() string {
 // (routes by severity, inhibitions) with the receivers pointed at the test's
 // webhook and the waits shortened from minutes to a second.
 func alertmanagerConfig(t *testing.T, webhookURL string) []byte {
+	return shippedAlertmanagerConfig(t, webhookURL, true)
+}
+
+// shippedAlertmanagerConfig is deploy/alertmanager/alertmanager.yml with the
+// receivers pointed at webhookURL (same paths); fast shortens group_wait
+// and group_interval to a second, otherwise the timing is as shipped.
+func shippedAlertmanagerConfig(t *testing.T, webhookURL string, fast bool) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(testutil.ModuleRoot(t), "deploy", "alertmanager", "alertmanager.yml"))
 	if err != nil {
@@ -107,8 +114,8 @@ func alertmanagerConfig(t *testing.T, webhookURL string) []byte {
 	if err := yaml.Unmarshal(b, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	var fast func(r map[string]any)
-	fast = func(r map[string]any) {
+	var shorten func(r map[string]any)
+	shorten = func(r map[string]any) {
 		for _, k := range []string{"group_wait", "group_interval"} {
 			if _, ok := r[k]; ok || r["receiver"] != nil {
 				r[k] = "1s"
@@ -116,11 +123,13 @@ func alertmanagerConfig(t *testing.T, webhookURL string) []byte {
 		}
 		if subs, ok := r["routes"].([]any); ok {
 			for _, s := range subs {
-				fast(s.(map[string]any))
+				shorten(s.(map[string]any))
 			}
 		}
 	}
-	fast(cfg["route"].(map[string]any))
+	if fast {
+		shorten(cfg["route"].(map[string]any))
+	}
 	for _, rc := range cfg["receivers"].([]any) {
 		for _, wc := range rc.(map[string]any)["webhook_configs"].([]any) {
 			m := wc.(map[string]any)

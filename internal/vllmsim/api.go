@@ -322,6 +322,7 @@ func (s *Sim) handleAdminScenario(w http.ResponseWriter, r *http.Request) {
 		// PrefillFactor slows prefill tokens only (see Scenario).
 		PrefillFactor *float64 `json:"prefill_factor"`
 		Stalled       *bool    `json:"stalled"`
+		AbortFraction *float64 `json:"abort_fraction"`
 	}
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
@@ -350,6 +351,9 @@ func (s *Sim) handleAdminScenario(w http.ResponseWriter, r *http.Request) {
 	}
 	if body.Stalled != nil {
 		sc.Stalled = *body.Stalled
+	}
+	if body.AbortFraction != nil {
+		sc.AbortFraction = *body.AbortFraction
 	}
 	if err := s.ApplyScenario(sc); err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})

@@ -445,6 +445,10 @@ func (e *engine) emitTokens(r *req, t time.Time, n int) int {
 			r.finish = FinishLength
 		}
 	}
+	if first && r.finish == "" && e.sim.scen.AbortFraction > 0 &&
+		float64(splitmix(&r.rng)>>11)/(1<<53) < e.sim.scen.AbortFraction {
+		r.finish = FinishAbort // engine-side abort: counted as finished
+	}
 	if first {
 		r.firstTok = t
 		r.computedNew = r.promptLen - r.cachedTokens

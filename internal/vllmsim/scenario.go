@@ -54,6 +54,10 @@ type Scenario struct {
 	// Stalled engines accept requests but never finish a step (no tokens,
 	// /health still 200).
 	Stalled bool `json:"stalled"`
+	// AbortFraction of requests are aborted by the engine right after their
+	// first token (an engine-side failure, counted by vLLM as
+	// finished_reason="abort", unlike a client disconnect).
+	AbortFraction float64 `json:"abort_fraction,omitempty"`
 }
 
 var healthyLoad = LoadProfile{
@@ -121,8 +125,8 @@ func (s *Sim) SetScenario(name string) error {
 
 // ApplyScenario switches to a custom scenario.
 func (s *Sim) ApplyScenario(sc Scenario) error {
-	if sc.StepFactor < 0 || sc.PrefillFactor < 0 || sc.Load.Rate < 0 || sc.Load.SharedPrefixFraction < 0 || sc.Load.SharedPrefixFraction > 1 {
-		return fmt.Errorf("invalid scenario %q: negative factor/rate or prefix fraction outside [0,1]", sc.Name)
+	if sc.StepFactor < 0 || sc.PrefillFactor < 0 || sc.Load.Rate < 0 || sc.Load.SharedPrefixFraction < 0 || sc.Load.SharedPrefixFraction > 1 || sc.AbortFraction < 0 || sc.AbortFraction > 1 {
+		return fmt.Errorf("invalid scenario %q: negative factor/rate or prefix/abort fraction outside [0,1]", sc.Name)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -242,3 +242,25 @@ func TestVirtualClockScrapedOverHTTP(t *testing.T) {
 		}
 	}
 }
+
+// abort_fraction aborts that share of requests in the engine after their
+// first token; vLLM counts them as finished with finished_reason="abort".
+func TestScenarioAbortFraction(t *testing.T) {
+	s := newVirtual(t, Config{Seed: 3, LoadGen: true, Scenario: "healthy"})
+	sc, _ := ScenarioPreset("healthy")
+	sc.AbortFraction = 0.6
+	if err := s.ApplyScenario(sc); err != nil {
+		t.Fatal(err)
+	}
+	runFor(s, 120*time.Second)
+	fams := parseMetrics(t, s.Metrics())
+	abort := sumValue(t, fams, "vllm:request_success_total", map[string]string{"finished_reason": "abort"})
+	all := sumValue(t, fams, "vllm:request_success_total", nil)
+	if all < 100 || abort/all < 0.45 || abort/all > 0.75 {
+		t.Fatalf("aborted %v of %v finished requests, want about 60%%", abort, all)
+	}
+	sc.AbortFraction = 1.5
+	if err := s.ApplyScenario(sc); err == nil {
+		t.Fatal("abort_fraction 1.5 accepted")
+	}
+}

@@ -1,0 +1,214 @@
+package alerts
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/e2e"
+)
+
+// dayReplica is one vLLM replica's cumulative counters, one sample a minute.
+type dayReplica struct {
+	model, instance string
+	// per family, per minute: cumulative value, or NaN where the replica
+	// was not scraped (restarting)
+	series map[string][]float64
+}
+
+// healthyDay simulates 24 hours of a fleet at one sample a minute:
+// model "llama" on three replicas with a diurnal load (about 1 to 3
+// requests/s in all), model "qwen" on one replica at 0.05 to 0.3 requests/s
+// (the low-traffic guard's case). Every SLO sees binomial noise at a
+// fraction of its budget, and the day holds what a healthy fleet goes
+// through: one-minute latency spikes (a burst of long prompts: 8% to 33%
+// slow), a two-minute preemption flurry under a traffic peak, and a
+// rolling restart of the llama replicas at 14:00 (each gone for 3
+// minutes, its counters restarting from zero, its in-flight requests
+// aborted, its first minute slow on cold caches). breachAt > 0 adds a hard
+// breach: half of llama's TTFT events bad for 10 minutes from that minute.
+func healthyDay(minutes, breachAt int) []dayReplica {
+	rng := rand.New(rand.NewSource(14))
+	binom := func(n int, p float64) float64 {
+		// normal approximation, clamped: cheap and deterministic
+		mu, sd := float64(n)*p, math.Sqrt(float64(n)*p*(1-p))
+		return math.Max(0, math.Min(float64(n), math.Round(mu+sd*rng.NormFloat64())))
+	}
+	load := func(m int) float64 { // 0.3 at night .. 1 at 15:00
+		return 0.65 - 0.35*math.Cos(2*math.Pi*float64(m-180)/1440)
+	}
+	spikes := map[int]float64{200: 0.33, 430: 0.08, 615: 0.2, 890: 0.25, 1110: 0.15, 1300: 0.3}
+	type rep struct {
+		dayReplica
+		cum       map[string]float64
+		restartAt int // minute the replica goes away for 3 minutes
+	}
+	families := []string{"ttft", "ttft_good", "tpot", "tpot_good", "e2e", "e2e_good", "stop", "abort", "preempt"}
+	var reps []*rep
+	for i, spec := range []struct {
+		model, inst string
+		restart     int
+	}{{"llama", "a:9470", 840}, {"llama", "b:9470", 846}, {"llama", "c:9470", 852}, {"qwen", "d:9470", -1}} {
+		r := &rep{dayReplica: dayReplica{model: spec.model, instance: spec.inst, series: map[string][]float64{}}, cum: map[string]float64{}, restartAt: spec.restart}
+		_ = i
+		reps = append(reps, r)
+	}
+	for m := 0; m <= minutes; m++ {
+		var up []*rep
+		for _, r := range reps {
+			if r.restartAt >= 0 && m >= r.restartAt && m < r.restartAt+3 {
+				for _, f := range families {
+					r.series[f] = append(r.series[f], math.NaN())
+				}
+				if m == r.restartAt {
+					for _, f := range families {
+						r.cum[f] = 0 // the new process starts from zero
+					}
+				}
+				continue
+			}
+			up = append(up, r)
+		}
+		nLlama := 0
+		for _, r := range up {
+			if r.model == "llama" {
+				nLlama++
+			}
+		}
+		for _, r := range up {
+			rate := 3 * load(m) / float64(nLlama) // requests/s per replica
+			if r.model == "qwen" {
+				rate = 0.3 * load(m)
+			}
+			n := int(math.Round(rate * 60))
+			slowTTFT := 0.003
+			if p, ok := spikes[m]; ok && r.model == "llama" {
+				slowTTFT = p
+			}
+			if r.restartAt >= 0 && m == r.restartAt+3 {
+				slowTTFT = 0.03 // cold prefix cache, first minute back
+			}
+			if breachAt > 0 && r.model == "llama" && m > breachAt && m <= breachAt+10 {
+				slowTTFT = 0.5
+			}
+			preempt := 0.002
+			if r.model == "llama" && m >= 900 && m < 902 {
+				preempt = 0.03
+			}
+			aborts := binom(n, 0.0002)
+			if r.restartAt >= 0 && m == r.restartAt-1 {
+				aborts += 4 // in flight when the pod was told to stop
+			}
+			inc := map[string]float64{"ttft": float64(n), "tpot": float64(n), "e2e": float64(n)}
+			inc["ttft_good"] = float64(n) - binom(n, slowTTFT)
+			inc["tpot_good"] = float64(n) - binom(n, 0.003)
+			inc["e2e_good"] = float64(n) - binom(n, 0.002)
+			inc["abort"] = aborts
+			inc["stop"] = math.Max(0, float64(n)-aborts)
+			inc["preempt"] = binom(n, preempt)
+			for _, f := range families {
+				r.cum[f] += inc[f]
+				r.series[f] = append(r.series[f], r.cum[f])
+			}
+		}
+	}
+	out := make([]dayReplica, len(reps))
+	for i, r := range reps {
+		out[i] = r.dayReplica
+	}
+	return out
+}
+
+// promtoolSeries renders the replicas as promtool input_series.
+func promtoolSeries(reps []dayReplica) string {
+	var b strings.Builder
+	values := func(v []float64) string {
+		s := make([]string, len(v))
+		for i, x := range v {
+			if math.IsNaN(x) {
+				s[i] = "_"
+			} else {
+				s[i] = strconv.FormatFloat(x, 'f', -1, 64)
+			}
+		}
+		return strings.Join(s, " ")
+	}
+	for _, r := range reps {
+		base := fmt.Sprintf(`job="vllm",instance=%q,model=%q`, r.instance, r.model)
+		for _, s := range []struct{ name, labels, fam string }{
+			{"vllm_time_to_first_token_seconds_count", "", "ttft"},
+			{"vllm_time_to_first_token_seconds_bucket", `,le="1.0"`, "ttft_good"},
+			{"vllm_request_time_per_output_token_seconds_count", "", "tpot"},
+			{"vllm_request_time_per_output_token_seconds_bucket", `,le="0.1"`, "tpot_good"},
+			{"vllm_e2e_request_latency_seconds_count", "", "e2e"},
+			{"vllm_e2e_request_latency_seconds_bucket", `,le="60.0"`, "e2e_good"},
+			{"vllm_requests_finished_total", `,finished_reason="stop"`, "stop"},
+			{"vllm_requests_finished_total", `,finished_reason="abort"`, "abort"},
+			{"vllm_preemptions_total", "", "preempt"},
+		} {
+			fmt.Fprintf(&b, "      - series: '%s{%s%s}'\n        values: '%s'\n", s.name, base, s.labels, values(r.series[s.fam]))
+		}
+	}
+	return b.String()
+}
+
+// A simulated healthy day (see healthyDay) pages 0 times with the shipped
+// SLO rules; the same day with a 10-minute hard breach pages (so the check
+// can fail). Evaluated by promtool at one sample and one evaluation a minute
+// (15s/30s would take minutes of promtool time for a day; the 1m rate
+// window still holds two samples).
+func TestHealthyDayPagesZeroTimes(t *testing.T) {
+	t.Parallel()
+	promtool := e2e.RequireTool(t, "promtool")
+	dir := t.TempDir()
+	rules, err := filepath.Abs("slo-rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const day = 24 * 60
+	test := fmt.Sprintf(`rule_files: [%q]
+evaluation_interval: 1m
+tests:
+  - name: a healthy day pages 0 times
+    interval: 1m
+    input_series:
+%s    promql_expr_test:
+      - expr: count_over_time(ALERTS{severity="critical"}[1d])
+        eval_time: 1d
+        exp_samples: []
+  - name: the same fleet pages on a 10-minute hard TTFT breach
+    interval: 1m
+    input_series:
+%s    promql_expr_test:
+      - expr: max_over_time(ALERTS{severity="critical",alertstate="firing"}[4h])
+        eval_time: 4h
+        exp_samples:
+          - labels: '{alertname="VLLMSLOBurnRatePage",alertstate="firing",severity="critical",slo="ttft-p99",model="llama"}'
+            value: 1
+`, rules, promtoolSeries(healthyDay(day, 0)), promtoolSeries(healthyDay(240, 150)))
+	p := filepath.Join(dir, "healthy-day_test.yml")
+	if err := os.WriteFile(p, []byte(test), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	out, err := exec.Command(promtool, "test", "rules", p).CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, lastLines(string(out), 40))
+	}
+	t.Logf("healthy day (24h, 4 replicas, spikes, a rolling restart): 0 pages; the 10-minute hard breach paged (promtool %v)", time.Since(start).Round(time.Second))
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(s, "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
+}
