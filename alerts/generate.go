@@ -76,6 +76,9 @@ type Options struct {
 	DashboardURL string
 	// Selector is extra label matchers for the SLO rules' raw selectors.
 	Selector string
+	// Buckets validates latency thresholds (config.File.Buckets); nil:
+	// vLLM's default bounds.
+	Buckets func(metric string) []float64
 }
 
 // File is one generated rule file.
@@ -131,6 +134,7 @@ func Generate(opts Options) ([]File, error) {
 		DashboardURL: DashboardLink(opts.DashboardURL, SLODashboard, "model"),
 		Selector:     opts.Selector,
 		Header:       fmt.Sprintf(generatedHeader, src),
+		Buckets:      opts.Buckets,
 	})
 	if err != nil {
 		return nil, err

@@ -80,7 +80,6 @@ func readPage(path string) (page, error) {
 	return p, nil
 }
 
-
 // markdownFiles lists the repository's own Markdown: everything but .git,
 // testdata (fixtures quote other projects) and hidden folders.
 func markdownFiles(t *testing.T, root string) []string {

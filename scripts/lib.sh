@@ -30,7 +30,7 @@ wait_up() {
 }
 
 # metric NAME URL: the first sample of NAME in URL's exposition.
-metric() { curl -fsS "$2" 2>/dev/null | awk -v n="$1" '$1 == n {print $2; exit}'; }
+metric() { curl -fsS "$2" 2>/dev/null | awk -v n="$1" '$1 == n && !done {print $2; done = 1}'; }
 
 # image_gomemlimit: the GOMEMLIMIT the Dockerfile ships.
 image_gomemlimit() { sed -n 's/.*GOMEMLIMIT=\([0-9A-Za-z]*\).*/\1/p' Dockerfile | head -1; }

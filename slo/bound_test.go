@@ -38,7 +38,7 @@ func newRotatingVLLM(t *testing.T) *rotatingVLLM {
 	v.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		v.mu.Lock()
 		v.served += 10
-		body := rotatingBody(v.models, v.served)
+		body := testutil.ModelsBody(v.models, v.served)
 		v.mu.Unlock()
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		w.Write(body)
@@ -51,40 +51,6 @@ func (v *rotatingVLLM) serve(models ...string) {
 	v.mu.Lock()
 	v.models = models
 	v.mu.Unlock()
-}
-
-// rotatingBody writes the families the shipped SLOs read, one series set
-// per model: a TTFT histogram (one request in ten over 1 s) and finished
-// requests (one in a hundred aborted).
-func rotatingBody(models []string, n float64) []byte {
-	var b strings.Builder
-	family := func(name, typ string, line func(m string)) {
-		fmt.Fprintf(&b, "# TYPE %s %s\n", name, typ)
-		for _, m := range models {
-			line(m)
-		}
-	}
-	family("vllm:num_requests_running", "gauge", func(m string) {
-		fmt.Fprintf(&b, "vllm:num_requests_running{engine=\"0\",model_name=%q} 3\n", m)
-	})
-	family("vllm:kv_cache_usage_perc", "gauge", func(m string) {
-		fmt.Fprintf(&b, "vllm:kv_cache_usage_perc{engine=\"0\",model_name=%q} 0.25\n", m)
-	})
-	family("vllm:request_success_total", "counter", func(m string) {
-		fmt.Fprintf(&b, "vllm:request_success_total{engine=\"0\",finished_reason=\"stop\",model_name=%q} %g\n", m, n*0.99)
-		fmt.Fprintf(&b, "vllm:request_success_total{engine=\"0\",finished_reason=\"abort\",model_name=%q} %g\n", m, n*0.01)
-	})
-	family("vllm:time_to_first_token_seconds", "histogram", func(m string) {
-		for _, le := range []struct {
-			le   string
-			frac float64
-		}{{"0.25", 0.5}, {"1.0", 0.9}, {"2.5", 1}, {"+Inf", 1}} {
-			fmt.Fprintf(&b, "vllm:time_to_first_token_seconds_bucket{engine=\"0\",le=%q,model_name=%q} %g\n", le.le, m, n*le.frac)
-		}
-		fmt.Fprintf(&b, "vllm:time_to_first_token_seconds_count{engine=\"0\",model_name=%q} %g\n", m, n)
-		fmt.Fprintf(&b, "vllm:time_to_first_token_seconds_sum{engine=\"0\",model_name=%q} %g\n", m, n*0.4)
-	})
-	return []byte(b.String())
 }
 
 // seriesOf gathers reg and returns the number of series and the distinct

@@ -2,18 +2,16 @@ package slo
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 
 	vllmcol "github.com/vllm-exporter/vllm_exporter/collector/vllm"
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 // lateServer serves testdata/vllm-late-2026-dp2-priority-spec.txt (a vLLM
@@ -22,8 +20,7 @@ import (
 type lateServer struct {
 	t    *testing.T
 	base string
-	mu   sync.Mutex
-	body string
+	srv  *testutil.BodyServer
 	s    *vllmcol.Scraper
 }
 
@@ -32,35 +29,15 @@ func newLateServer(t *testing.T) *lateServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &lateServer{t: t, base: string(raw), body: string(raw)}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		w.Write([]byte(l.body))
-	}))
-	t.Cleanup(srv.Close)
-	l.s = vllmcol.New(vllmcol.Options{URL: srv.URL, Interval: 10 * time.Second}, nil)
+	l := &lateServer{t: t, base: string(raw), srv: testutil.NewBodyServer(t, string(raw))}
+	l.s = vllmcol.New(vllmcol.Options{URL: l.srv.URL, Interval: 10 * time.Second}, nil)
 	return l
 }
 
 // scrape serves the base body with values replaced and scrapes it at now.
 func (l *lateServer) scrape(now time.Time, values map[string]string) {
 	l.t.Helper()
-	lines := strings.Split(l.base, "\n")
-	for series, v := range values {
-		found := false
-		for i, line := range lines {
-			if strings.HasPrefix(line, series+" ") {
-				lines[i], found = series+" "+v, true
-			}
-		}
-		if !found {
-			l.t.Fatalf("series %s not in the fixture", series)
-		}
-	}
-	l.mu.Lock()
-	l.body = strings.Join(lines, "\n")
-	l.mu.Unlock()
+	l.srv.Set(testutil.WithValues(l.t, l.base, values))
 	l.s.ScrapeOnce(context.Background(), now)
 }
 
@@ -174,7 +151,7 @@ slos:
 	if um := stale.Unmeasurable(); len(um["ttft-default"]) != 1 || um["ttft-default"][0] != UnmeasurableNoBound {
 		t.Errorf("threshold missing from the scrape: unmeasurable = %v, want ttft-default: no_bucket_bound", um)
 	}
-	if err := testutil.CollectAndCompare(stale, strings.NewReader(`
+	if err := promtestutil.CollectAndCompare(stale, strings.NewReader(`
 # HELP vllm_slo_unmeasurable 1 while the SLO's last evaluation could not measure it for some model, by reason: no_bucket_bound (the scrape's histogram has no bucket bound at the threshold, e.g. vLLM --custom-histogram-buckets without it) or series_missing; the SLO counts no events for that model until it is measurable.
 # TYPE vllm_slo_unmeasurable gauge
 vllm_slo_unmeasurable{reason="no_bucket_bound",slo="ttft-default"} 1

@@ -29,6 +29,10 @@ type RuleOptions struct {
 	// DashboardURL is the dashboard the alerts link to (annotation
 	// dashboard_url; empty: none); "var-slo=<name>" is appended to its query.
 	DashboardURL string
+	// Buckets gives the bucket bounds latency thresholds are validated
+	// against (config.File.Buckets: histogram_buckets, for vLLM's
+	// --custom-histogram-buckets); nil: vLLM's default bounds.
+	Buckets func(metric string) []float64
 }
 
 // DefaultRunbookURL is where alerts/runbooks.md lives in the repository.
@@ -85,7 +89,11 @@ func GenerateRules(slos []config.SLO, opts RuleOptions) ([]byte, error) {
 	f := ruleFile{Groups: []ruleGroup{}}
 	for i := range slos {
 		s := slos[i]
-		if err := s.Validate(); err != nil {
+		buckets := opts.Buckets
+		if buckets == nil {
+			buckets = config.MetricBuckets
+		}
+		if err := s.ValidateWith(buckets); err != nil {
 			return nil, fmt.Errorf("slos[%d] (%s): %w", i, s.Name, err)
 		}
 		f.Groups = append(f.Groups, sloGroup(&s, opts))

@@ -66,9 +66,18 @@ func TestFaultMatrix(t *testing.T) {
 			scrapes, _ := page.Value("vllm_exporter_scrapes_total")
 			page = h.waitMetric("more failed scrapes", hardAll(hardAtLeast("vllm_exporter_scrapes_total", scrapes+5), hardIs("vllm_up", 0)))
 			hardCheckServingDuringFault(t, h, page, true)
+			// The health verdict a liveness probe reads says down.
+			h.waitMetric("health verdict down", hardIs("vllm_health_verdict", 1, "state", "down"))
+			if code, body := h.get("/-/vllm/healthy"); code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "down: ") {
+				t.Fatalf("/-/vllm/healthy = %d %q during a vLLM fault, want 503 down", code, body)
+			}
 
 			sim.ClearFault(c.fault.Kind)
 			h.waitMetric("recovery", hardAll(hardIs("vllm_up", 1), hardIs("vllm_exporter_collector_up", 1, "collector", "vllm"), hardPresent("vllm_requests_running")))
+			h.waitMetric("health verdict serving", hardIs("vllm_health_verdict", 1, "state", "serving"))
+			if code, body := h.get("/-/vllm/ready"); code != http.StatusOK || !strings.HasPrefix(body, "serving: ") {
+				t.Fatalf("/-/vllm/ready = %d %q after recovery, want 200 serving", code, body)
+			}
 			h.stop()
 			sim.Close()
 			hardCheckLeaks(t, before, 32<<20)

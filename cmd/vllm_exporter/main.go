@@ -557,16 +557,20 @@ func (x *exporter) routes(f *flags) (http.Handler, error) {
 		if _, ok := x.handlers["GET /debug/pprof/"]; ok {
 			profiling = "true"
 		}
+		links := []web.LandingLinks{
+			{Address: f.telemetryPath, Text: "Metrics"},
+			{Address: "/-/healthy", Text: "Health"},
+			{Address: "/-/ready", Text: "Readiness"},
+		}
+		if _, ok := x.handlers["GET /-/vllm/healthy"]; ok {
+			links = append(links, web.LandingLinks{Address: "/-/vllm/healthy", Text: "vLLM health verdict"})
+		}
 		landing, err := web.NewLandingPage(web.LandingConfig{
 			Profiling:   profiling,
 			Name:        "vLLM Exporter",
 			Description: "Prometheus exporter for vLLM (scraping " + vllm.RedactedURL(x.vllmURL) + ")",
 			Version:     version.Info(),
-			Links: []web.LandingLinks{
-				{Address: f.telemetryPath, Text: "Metrics"},
-				{Address: "/-/healthy", Text: "Health"},
-				{Address: "/-/ready", Text: "Readiness"},
-			},
+			Links:       links,
 		})
 		if err != nil {
 			return nil, err

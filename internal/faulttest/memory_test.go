@@ -24,7 +24,7 @@ const containerLimit = 64 << 20
 
 // imageGOMEMLIMIT reads the GOMEMLIMIT the Dockerfile ships, so that the
 // test runs the binary as the image does.
-func imageGOMEMLIMIT(t *testing.T) string {
+func imageGOMEMLIMIT(t testing.TB) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(repoRoot(t), "Dockerfile"))
 	if err != nil {
@@ -40,7 +40,7 @@ func imageGOMEMLIMIT(t *testing.T) string {
 }
 
 // statusKiB reads a field (VmHWM, VmRSS) of /proc/pid/status in KiB.
-func statusKiB(t *testing.T, pid int, field string) int64 {
+func statusKiB(t testing.TB, pid int, field string) int64 {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {

@@ -7,6 +7,7 @@ package testutil
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -88,4 +89,40 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// ModelsBody is a V1 /metrics body of the families the shipped SLOs read,
+// one series set per model name, n requests finished per model: for tests
+// that rotate model names (a fake vLLM whose names change per scrape). Each
+// model has a TTFT histogram (one request in ten over 1 s) and finished
+// requests (one in a hundred aborted).
+func ModelsBody(models []string, n float64) []byte {
+	var b strings.Builder
+	family := func(name, typ string, line func(m string)) {
+		fmt.Fprintf(&b, "# TYPE %s %s\n", name, typ)
+		for _, m := range models {
+			line(m)
+		}
+	}
+	family("vllm:num_requests_running", "gauge", func(m string) {
+		fmt.Fprintf(&b, "vllm:num_requests_running{engine=\"0\",model_name=%q} 3\n", m)
+	})
+	family("vllm:kv_cache_usage_perc", "gauge", func(m string) {
+		fmt.Fprintf(&b, "vllm:kv_cache_usage_perc{engine=\"0\",model_name=%q} 0.25\n", m)
+	})
+	family("vllm:request_success_total", "counter", func(m string) {
+		fmt.Fprintf(&b, "vllm:request_success_total{engine=\"0\",finished_reason=\"stop\",model_name=%q} %g\n", m, n*0.99)
+		fmt.Fprintf(&b, "vllm:request_success_total{engine=\"0\",finished_reason=\"abort\",model_name=%q} %g\n", m, n*0.01)
+	})
+	family("vllm:time_to_first_token_seconds", "histogram", func(m string) {
+		for _, le := range []struct {
+			le   string
+			frac float64
+		}{{"0.25", 0.5}, {"1.0", 0.9}, {"2.5", 1}, {"+Inf", 1}} {
+			fmt.Fprintf(&b, "vllm:time_to_first_token_seconds_bucket{engine=\"0\",le=%q,model_name=%q} %g\n", le.le, m, n*le.frac)
+		}
+		fmt.Fprintf(&b, "vllm:time_to_first_token_seconds_count{engine=\"0\",model_name=%q} %g\n", m, n)
+		fmt.Fprintf(&b, "vllm:time_to_first_token_seconds_sum{engine=\"0\",model_name=%q} %g\n", m, n*0.4)
+	})
+	return []byte(b.String())
 }

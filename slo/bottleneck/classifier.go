@@ -491,13 +491,15 @@ func (c *Classifier) gpuCount(g *snapshot.GPU) int {
 const capacityBuckets = 1440
 
 // saturation reports whether the server is at its capacity on this tick
-// (requests waiting, the KV cache full, or preemptions), and the KV usage:
-// throughput measured on an unsaturated server is its offered load, not
-// what it can serve.
+// (requests waiting for capacity, the KV cache full, or preemptions), and
+// the KV usage: throughput measured on an unsaturated server is its offered
+// load, not what it can serve. Deferred requests (≈0.20+: LoRA budget, KV
+// transfer) wait on something other than capacity and do not count.
 func saturation(m *snapshot.Model, w *snapshot.Derived, kv snapshot.Value, th config.Bottleneck) capLoad {
 	l := capLoad{kv: kv}
+	waiting := m.WaitingForCapacity()
 	switch {
-	case m != nil && m.Waiting.OK && m.Waiting.V >= th.QueueingMinWaiting,
+	case waiting.OK && waiting.V >= th.QueueingMinWaiting,
 		kv.OK && kv.V > th.KVCacheUsageHigh,
 		w != nil && w.PreemptionsPerSecond.OK && w.PreemptionsPerSecond.V > 0:
 		l.saturated = true

@@ -3,54 +3,18 @@ package bottleneck
 import (
 	"context"
 	"math"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	vllmcol "github.com/vllm-exporter/vllm_exporter/collector/vllm"
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
-
-// lateBody serves testdata/vllm-late-2026-dp2-priority-spec.txt (a vLLM
-// 0.20-0.33 body: two engines, queue split by reason, spec decode) with
-// series values replaced per scrape.
-type lateBody struct {
-	mu   sync.Mutex
-	body string
-}
-
-func (b *lateBody) set(t *testing.T, base string, values map[string]string) {
-	t.Helper()
-	lines := strings.Split(base, "\n")
-	for series, v := range values {
-		found := false
-		for i, l := range lines {
-			if strings.HasPrefix(l, series+" ") {
-				lines[i], found = series+" "+v, true
-			}
-		}
-		if !found {
-			t.Fatalf("series %s not in the fixture", series)
-		}
-	}
-	b.mu.Lock()
-	b.body = strings.Join(lines, "\n")
-	b.mu.Unlock()
-}
-
-func (b *lateBody) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	w.Header().Set("Content-Type", "text/plain; version=1.0.0; charset=utf-8")
-	w.Write([]byte(b.body))
-}
 
 const qwen = "Qwen/Qwen3-32B"
 
@@ -67,9 +31,7 @@ func runLate(t *testing.T, vals map[string]string, genPerTick float64, ticks int
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &lateBody{}
-	srv := httptest.NewServer(b)
-	defer srv.Close()
+	srv := testutil.NewBodyServer(t, string(raw))
 	s := vllmcol.New(vllmcol.Options{URL: srv.URL, Interval: 15 * time.Second, Windows: []time.Duration{time.Minute}}, nil)
 	c := New(Options{}, nil, Sources{VLLM: s}, nil)
 	now := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
@@ -82,7 +44,7 @@ func runLate(t *testing.T, vals map[string]string, genPerTick float64, ticks int
 		for k, x := range vals {
 			v[k] = x
 		}
-		b.set(t, string(raw), v)
+		srv.Set(testutil.WithValues(t, string(raw), v))
 		s.ScrapeOnce(context.Background(), now)
 		c.Tick(now)
 		now = now.Add(15 * time.Second)
@@ -262,5 +224,29 @@ func TestPrefillSpeedReadsComputedTokens(t *testing.T) {
 	// The cache-miss rule's ratio is the cached share of prompt tokens.
 	if v := HitRatio(w); !approxEq(v.V, 0.95) {
 		t.Errorf("hit ratio = %v, want 0.95 (7600 cached of 8000)", v.V)
+	}
+}
+
+// Deferred requests are not a saturated server: the capacity model's
+// saturation reads the capacity part of the queue. And the pool vLLM
+// states lets the weights be read from process memory without a flag.
+func TestCapacityReadsCapacityWaitingAndStatedPool(t *testing.T) {
+	th := config.DefaultBottleneck()
+	m := &snapshot.Model{Waiting: snapshot.Some(40), WaitingByReason: map[string]float64{"capacity": 0, "deferred": 40}}
+	if l := saturation(m, nil, snapshot.Some(0.3), th); l.saturated {
+		t.Error("40 deferred requests counted as a saturated server")
+	}
+	m.WaitingByReason["capacity"] = 5
+	if l := saturation(m, nil, snapshot.Some(0.3), th); !l.saturated {
+		t.Error("5 requests waiting for capacity: not saturated")
+	}
+
+	pm := &snapshot.Model{KVUsage: snapshot.Some(0.5), KVCacheSizeTokens: snapshot.Some(409600)}
+	gpu := &snapshot.GPU{Up: true, Devices: []snapshot.GPUDevice{{Up: true, MemoryTotalBytes: snapshot.Some(80e9),
+		PeakMemBandwidthBytesPerSecond: snapshot.Some(3.35e12), ProcessMemoryBytes: map[uint32]float64{1: 72e9}}}}
+	r := ComputeRoofline(ModelSpec{KVBytesPerToken: 131072}, pm, nil, gpu, 0.8)
+	wantW := 72e9 - 409600*131072 - kvOverheadBytesPerGPU
+	if r.WeightSource != "process_memory" || !approxEq(r.WeightBytes, wantW) {
+		t.Errorf("weights %v from %q, want %v from process_memory (stated pool)", r.WeightBytes, r.WeightSource, wantW)
 	}
 }

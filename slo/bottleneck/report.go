@@ -413,8 +413,11 @@ func weightNote(src string) string {
 }
 
 func kvNote(src string) string {
-	if src == "flag" {
+	switch src {
+	case "flag":
 		return "--model.kv-cache-bytes"
+	case "cache_config":
+		return "vLLM's stated pool (cache_config_info)"
 	}
 	return "GPU memory x gpu_memory_utilization"
 }

@@ -134,9 +134,15 @@ func ComputeRoofline(spec ModelSpec, m *snapshot.Model, w *snapshot.Derived, gpu
 			procMem += b
 		}
 	}
+	// The KV pool when known without arithmetic: the flag, else the pool
+	// vLLM states (≈0.24+).
+	knownPool := spec.KVCacheBytes
+	if knownPool <= 0 && m != nil {
+		knownPool, _ = statedPoolBytes(m, spec.KVBytesPerToken)
+	}
 	if r.WeightBytes > 0 {
 		r.WeightSource = "flag"
-	} else if w := procMem - spec.KVCacheBytes - kvOverheadBytesPerGPU*float64(len(devs)); spec.KVCacheBytes > 0 && procMem > 0 && w > 0 {
+	} else if w := procMem - knownPool - kvOverheadBytesPerGPU*float64(len(devs)); knownPool > 0 && procMem > 0 && w > 0 {
 		// vLLM's process memory is weights + the KV pool + overhead; with
 		// the pool given, the rest is the weights. (Without it the two
 		// cannot be told apart: vLLM sizes the pool to fill its share.)

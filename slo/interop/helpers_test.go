@@ -2,6 +2,7 @@ package interop
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,41 +49,77 @@ func withDefaults(s config.SLO) config.SLO {
 	return s
 }
 
+// tools are the Go programs under testdata that run an SLO tool's own
+// code, each a module of its own pinning the tool's published release (so
+// the exporter's go.mod does not carry the tool's dependency tree).
+var tools = []string{"slothcheck", "pyrracheck"}
+
+type built struct {
+	bin string
+	err error
+}
+
 var (
-	toolMu   sync.Mutex
-	toolBins = map[string]string{}
+	buildOnce sync.Once
+	builds    = map[string]chan built{}
+	buildDirs sync.Map // temp dirs holding the binaries, removed by TestMain
 )
 
-// tool builds the Go program in testdata/<name>, a module of its own that
-// pins the SLO tool's published release (so the exporter's go.mod does not
-// carry the tool's dependency tree), and returns the binary. The first
-// build downloads and compiles the tool (minutes on a busy machine; cached
-// afterwards). When the build fails (no module proxy) the test skips,
-// except under CI=true where it fails.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for _, ch := range builds { // a build still running writes into its dir
+		<-ch
+	}
+	buildDirs.Range(func(dir, _ any) bool {
+		os.RemoveAll(dir.(string))
+		return true
+	})
+	os.Exit(code)
+}
+
+// tool returns the binary of testdata/<name>. The first call starts
+// building every tool at once (the first build downloads and compiles a
+// tool: minutes on a busy machine; cached afterwards). When the build fails
+// (no module proxy) the test skips, except under CI=true where it fails.
 func tool(t *testing.T, name string) string {
 	t.Helper()
-	toolMu.Lock()
-	defer toolMu.Unlock()
-	if bin, ok := toolBins[name]; ok {
-		return bin
+	buildOnce.Do(func() {
+		for _, n := range tools {
+			ch := make(chan built, 1)
+			builds[n] = ch
+			go func() { ch <- buildTool(n) }()
+		}
+	})
+	ch, ok := builds[name]
+	if !ok {
+		t.Fatalf("no tool %q", name)
 	}
+	b := <-ch
+	ch <- b // for the next caller
+	if b.err != nil {
+		missing(t, b.err.Error())
+	}
+	return b.bin
+}
+
+func buildTool(name string) built {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		missing(t, "go toolchain not found: "+err.Error())
+		return built{err: fmt.Errorf("go toolchain not found: %w", err)}
 	}
 	dir, err := os.MkdirTemp("", "interop-"+name)
 	if err != nil {
-		t.Fatal(err)
+		return built{err: err}
 	}
+	buildDirs.Store(dir, true)
 	bin := filepath.Join(dir, name)
 	cmd := exec.Command(goBin, "build", "-mod=readonly", "-o", bin, ".")
 	cmd.Dir = filepath.Join("testdata", name)
 	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		missing(t, "building testdata/"+name+": "+err.Error()+"\n"+string(out))
+		return built{err: fmt.Errorf("building testdata/%s: %w\n%s", name, err, out)}
 	}
-	toolBins[name] = bin
-	return bin
+	return built{bin: bin}
 }
 
 func missing(t *testing.T, why string) {

@@ -1,0 +1,94 @@
+package faulttest
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
+)
+
+// BenchmarkRotationRSS is the model-name rotation drill against the binary,
+// as the image runs it (its GOMEMLIMIT, default flags): vLLM's model names
+// rotate (84 new names on every scrape, beside one real model) for
+// ROTATION_SECONDS (default 60; the drill is 600), then only the
+// real model is served again. It reports the peak RSS (VmHWM), the most
+// series /metrics held during the rotation, the baseline series count and
+// the names rotated. Run it with scripts/rotation.sh; it is a benchmark,
+// not a test, because it takes real minutes.
+func BenchmarkRotationRSS(b *testing.B) {
+	secs := 60
+	if v, err := strconv.Atoi(os.Getenv("ROTATION_SECONDS")); err == nil && v > 0 {
+		secs = v
+	}
+	const real = "meta-llama/Llama-3.1-8B-Instruct"
+	var mu sync.Mutex
+	models := []string{real}
+	next, served := 0, 0.0
+	rotate := false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if rotate {
+			models = models[:1]
+			for range 84 {
+				models = append(models, fmt.Sprintf("rotating-adapter-%05d", next))
+				next++
+			}
+		} else {
+			models = models[:1]
+		}
+		served += 10
+		body := testutil.ModelsBody(models, served)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		w.Write(body)
+	}))
+	defer srv.Close()
+
+	for range b.N {
+		b.Setenv("GOMEMLIMIT", imageGOMEMLIMIT(b))
+		p := testutil.StartExporter(b, "--vllm.url="+srv.URL)
+		p.WaitServing("/-/healthy", http.StatusOK)
+		series := func() int {
+			_, text := p.Get("/metrics")
+			n := 0
+			for _, l := range strings.Split(text, "\n") {
+				if l != "" && !strings.HasPrefix(l, "#") {
+					n++
+				}
+			}
+			return n
+		}
+		time.Sleep(30 * time.Second) // windows and SLO series of the real model
+		baseline := series()
+		mu.Lock()
+		rotate = true
+		mu.Unlock()
+		most := 0
+		for end := time.Now().Add(time.Duration(secs) * time.Second); time.Now().Before(end); time.Sleep(5 * time.Second) {
+			most = max(most, series())
+		}
+		mu.Lock()
+		rotate = false
+		rotated := next
+		mu.Unlock()
+		time.Sleep(10 * time.Second)
+		after := series()
+		hwm := statusKiB(b, p.Cmd.Process.Pid, "VmHWM")
+		b.ReportMetric(float64(hwm)/1024, "peak-RSS-MiB")
+		b.ReportMetric(float64(most), "max-series")
+		b.ReportMetric(float64(baseline), "baseline-series")
+		b.ReportMetric(float64(after), "series-after")
+		b.ReportMetric(float64(rotated), "names-rotated")
+		b.Logf("%ds of rotation, %d names: peak RSS %.1f MiB, series baseline %d, at most %d, 10 s after %d "+
+			"(back to the baseline after --vllm.model-idle-timeout)", secs, rotated, float64(hwm)/1024, baseline, most, after)
+		p.Cmd.Process.Kill()
+		p.Wait(time.Minute)
+	}
+}
