@@ -1,8 +1,10 @@
-// Package alerts holds the Prometheus rule files for vLLM and vllm_exporter
-// (hand-written alerts and fleet recording rules, plus the SLO rules that
-// `vllm_exporter rules` generates), their runbooks and promtool unit tests.
-// The Go code here only embeds the files, so deploy/ can build the
-// Kubernetes PrometheusRule from exactly what is tested.
+// Package alerts holds the Prometheus rule files for vLLM and vllm_exporter,
+// their runbooks and promtool unit tests, and the one generator of every
+// rule file (Generate, behind `vllm_exporter rules`): the hand-written alerts
+// and fleet recording rules of src/ with their runbook and dashboard links
+// filled in, and the SLO rules compiled from the SLO config. The generated
+// files are embedded, so deploy/ and the Helm chart package exactly what is
+// tested.
 package alerts
 
 import (
