@@ -6,8 +6,11 @@
 #   scripts/footprint.sh [DURATION_SECONDS]        (default 180)
 #
 # Phase 1 (DURATION): both exporters are scraped every SCRAPE_INTERVAL seconds
-# as Prometheus would; RSS is sampled every second from /proc/PID/status and
-# CPU seconds (utime+stime from /proc/PID/stat) are divided by wall seconds.
+# as Prometheus would; RSS, with its anonymous (heap, stacks) and
+# file-backed (executable, libc) parts, is sampled every second from
+# /proc/PID/status, go_goroutines is read from every scrape (its range in
+# each half of the run shows whether it grows), and CPU seconds
+# (utime+stime from /proc/PID/stat) are divided by wall seconds.
 # Phase 2: wrk with WRK_CONNECTIONS connections against each /metrics in turn
 # for WRK_DURATION, reporting p99 latency and requests/s.
 #
@@ -68,22 +71,38 @@ sleep 10
 
 echo "phase 1: ${DURATION}s steady state, both scraped every ${SCRAPE_INTERVAL}s" >&2
 e_cpu0=$(cpu_ticks $exp_pid); n_cpu0=$(cpu_ticks $node_pid); t0=$(now)
-e_gr0=$(metric go_goroutines "http://$EXP_ADDR/metrics"); n_gr0=$(metric go_goroutines "http://$NODE_ADDR/metrics")
 e_rss_sum=0; n_rss_sum=0; e_rss_max=0; n_rss_max=0; samples=0; next_scrape=0
+e_anon_sum=0; n_anon_sum=0; e_file_sum=0; n_file_sum=0
+# Goroutines are read from every scrape's own answer, per half of the run:
+# a leak shows as a higher range in the second half. In-flight probe
+# requests and keep-alive connections make them move by a few.
+e_gr=(); n_gr=()
+goroutines() { awk '$1 == "go_goroutines" {print $2; exit}' "$1"; }
 for ((s = 0; s < DURATION; s++)); do
   if [ "$s" -ge "$next_scrape" ]; then
-    curl -fsS -o /dev/null "http://$EXP_ADDR/metrics"
-    curl -fsS -o /dev/null "http://$NODE_ADDR/metrics"
+    curl -fsS -o "$work/exp-scrape.txt" "http://$EXP_ADDR/metrics"
+    curl -fsS -o "$work/node-scrape.txt" "http://$NODE_ADDR/metrics"
+    half=$((2 * s / DURATION))
+    e_gr+=("$half $(goroutines "$work/exp-scrape.txt")")
+    n_gr+=("$half $(goroutines "$work/node-scrape.txt")")
     next_scrape=$((s + SCRAPE_INTERVAL))
   fi
   e=$(rss_kib $exp_pid); n=$(rss_kib $node_pid)
   e_rss_sum=$((e_rss_sum + e)); n_rss_sum=$((n_rss_sum + n)); samples=$((samples + 1))
+  e_anon_sum=$((e_anon_sum + $(rss_anon_kib $exp_pid))); n_anon_sum=$((n_anon_sum + $(rss_anon_kib $node_pid)))
+  e_file_sum=$((e_file_sum + $(rss_file_kib $exp_pid))); n_file_sum=$((n_file_sum + $(rss_file_kib $node_pid)))
   [ "$e" -gt "$e_rss_max" ] && e_rss_max=$e
   [ "$n" -gt "$n_rss_max" ] && n_rss_max=$n
   sleep 1
 done
 e_cpu1=$(cpu_ticks $exp_pid); n_cpu1=$(cpu_ticks $node_pid); t1=$(now)
-e_gr1=$(metric go_goroutines "http://$EXP_ADDR/metrics"); n_gr1=$(metric go_goroutines "http://$NODE_ADDR/metrics")
+# gr_range HALF SAMPLES...: "min-max" of the goroutine counts in that half.
+gr_range() {
+  local h=$1; shift
+  printf '%s\n' "$@" | awk -v h="$h" '$1 == h {if (min == "" || $2 < min) min = $2; if ($2 > max) max = $2} END {printf "%s-%s", min, max}'
+}
+e_gr_first=$(gr_range 0 "${e_gr[@]}"); e_gr_second=$(gr_range 1 "${e_gr[@]}")
+n_gr_first=$(gr_range 0 "${n_gr[@]}"); n_gr_second=$(gr_range 1 "${n_gr[@]}")
 
 exp_series=$(curl -fsS "http://$EXP_ADDR/metrics" | grep -vc '^#')
 node_series=$(curl -fsS "http://$NODE_ADDR/metrics" | grep -vc '^#')
@@ -132,14 +151,17 @@ awk -v d="$DURATION" -v wall="$(echo "$t1 - $t0" | bc)" -v clk="$clk" \
   -v nlp99="$([ -f "$work/wrk-node-low.txt" ] && p99_ms "$work/wrk-node-low.txt" || echo 0)" \
   -v elrps="$([ -f "$work/wrk-exp-low.txt" ] && rps "$work/wrk-exp-low.txt" || echo 0)" \
   -v nlrps="$([ -f "$work/wrk-node-low.txt" ] && rps "$work/wrk-node-low.txt" || echo 0)" \
-  -v eg0="$e_gr0" -v eg1="$e_gr1" -v ng0="$n_gr0" -v ng1="$n_gr1" -v gml="${GOMEMLIMIT:-unset}" \
+  -v eg0="$e_gr_first" -v eg1="$e_gr_second" -v ng0="$n_gr_first" -v ng1="$n_gr_second" -v gml="${GOMEMLIMIT:-unset}" \
+  -v eas="$e_anon_sum" -v nas="$n_anon_sum" -v efs="$e_file_sum" -v nfs="$n_file_sum" \
   -v ewr="$e_wrk_rss" -v nwr="$n_wrk_rss" -v conns="$WRK_CONNECTIONS" -v si="$SCRAPE_INTERVAL" 'BEGIN {
   ecpu = (ec1 - ec0) / clk / wall; ncpu = (nc1 - nc0) / clk / wall
   printf "footprint over %.0fs wall, both scraped every %ss (vllm_exporter defaults with the image'"'"'s GOMEMLIMIT=%s, vllm-sim load generator)\n\n", wall, si, gml
   printf "%-38s %16s %16s %10s\n", "", "vllm_exporter", "node_exporter", "ratio"
   printf "%-38s %16.1f %16.1f %10.2f\n", "RSS average (MiB)", ers / n / 1024, nrs / n / 1024, (ers / n) / (nrs / n)
+  printf "%-38s %16.1f %16.1f %10.2f\n", "  of which anonymous (heap, stacks)", eas / n / 1024, nas / n / 1024, (nas > 0 ? eas / nas : 0)
+  printf "%-38s %16.1f %16.1f %10.2f\n", "  of which file-backed (binary, libc)", efs / n / 1024, nfs / n / 1024, (nfs > 0 ? efs / nfs : 0)
   printf "%-38s %16.1f %16.1f %10.2f\n", "RSS max (MiB)", erm / 1024, nrm / 1024, erm / nrm
-  printf "%-38s %16s %16s %10s\n", "goroutines at start -> end of phase 1", eg0 " -> " eg1, ng0 " -> " ng1, "-"
+  printf "%-38s %16s %16s %10s\n", "goroutines, 1st half -> 2nd half", eg0 " -> " eg1, ng0 " -> " ng1, "-"
   printf "%-38s %16.5f %16.5f %10.2f\n", "CPU seconds per wall second", ecpu, ncpu, (ncpu > 0 ? ecpu / ncpu : 0)
   printf "%-38s %16d %16d %10.2f\n", "/metrics samples", es, ns, es / ns
   printf "%-38s %16d %16d %10.2f\n", "/metrics bytes", eb, nb, eb / nb

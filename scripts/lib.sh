@@ -14,6 +14,8 @@ trap cleanup EXIT
 
 clk=$(getconf CLK_TCK)
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+rss_anon_kib() { awk '/^RssAnon:/ {print $2}' "/proc/$1/status"; }
+rss_file_kib() { awk '/^RssFile:/ {print $2}' "/proc/$1/status"; }
 hwm_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 now() { date +%s.%N; }

@@ -334,6 +334,7 @@ func readAccess(vllmURL, apiKeyFile, basicUser, basicPWFile string, proxyFromEnv
 
 func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.Logger) error {
 	level.Info(logger).Log("msg", "starting "+program, "version", version.Info(), "build_context", version.BuildContext())
+	tuneRuntime(pprofEnabled)
 	if f.interval <= 0 || f.timeout <= 0 {
 		return errors.New("--vllm.scrape-interval and --vllm.timeout must be positive")
 	}
@@ -427,6 +428,13 @@ func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.L
 	srv := newHTTPServer(handler)
 	errc := make(chan error, 1)
 	go func() { errc <- web.ListenAndServe(srv, f.web, slogger) }()
+	// Everything is initialised: give back the executable pages start-up
+	// mapped but serving does not use (pageout_linux.go).
+	if before, after, err := releaseBinaryPages(); err != nil {
+		level.Debug(logger).Log("msg", "could not release unused executable pages", "err", err)
+	} else {
+		level.Debug(logger).Log("msg", "released unused executable pages", "rss_file_kib_before", before, "rss_file_kib_after", after)
+	}
 	select {
 	case err := <-errc:
 		if errors.Is(err, http.ErrServerClosed) {
@@ -515,8 +523,12 @@ func (x *exporter) routes(f *flags) (http.Handler, error) {
 		ErrorLog:            promhttpLogger{x.logger},
 		ErrorHandling:       promhttp.ContinueOnError,
 		MaxRequestsInFlight: 10,
-		Timeout:             30 * time.Second,
-		Registry:            x.registry,
+		// No promhttp Timeout: it wraps the handler in http.TimeoutHandler,
+		// which buffers each whole response (a copy of the body per
+		// concurrent scrape). Rendering never waits on vLLM, GPUs or probes
+		// (it reads the latest snapshots), and the server's WriteTimeout
+		// still bounds a slow client.
+		Registry: x.registry,
 	}))
 	mux.HandleFunc("GET /-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "Healthy")

@@ -12,17 +12,22 @@ import (
 // pprof endpoints are off by default: profiles reveal internals (command
 // line, symbol names) and a CPU or trace profile costs the sidecar CPU. They
 // sit behind --web.config.file's TLS and basic auth like every other route.
+//
+// pprofEnabled is read by serveMain before anything starts: heap profiling
+// is switched off unless these endpoints could serve it (footprint.go).
+var pprofEnabled bool
+
 func init() {
-	var enable bool
+	enable := &pprofEnabled
 	register(extension{
 		name:  "pprof",
 		order: 90,
 		flags: func(app *kingpin.Application) {
 			app.Flag("web.enable-pprof", "Serve Go's profiling endpoints under /debug/pprof/ (off by default).").
-				Default("false").BoolVar(&enable)
+				Default("false").BoolVar(enable)
 		},
 		start: func(_ context.Context, x *exporter) error {
-			if !enable {
+			if !*enable {
 				return nil
 			}
 			if x.handlers == nil {

@@ -20,12 +20,23 @@ import (
 // ROTATION_SECONDS (default 60; the drill is 600), then only the
 // real model is served again. It reports the peak RSS (VmHWM), the most
 // series /metrics held during the rotation, the baseline series count and
-// the names rotated. Run it with scripts/rotation.sh; it is a benchmark,
-// not a test, because it takes real minutes.
+// the names rotated. With ROTATION_IDLE_TIMEOUT (a duration) the exporter
+// runs with that --vllm.model-idle-timeout instead of the default hour, and
+// the drill waits it out after the rotation to report the series count once
+// the rotated names are evicted. Run it with scripts/rotation.sh; it is a
+// benchmark, not a test, because it takes real minutes.
 func BenchmarkRotationRSS(b *testing.B) {
 	secs := 60
 	if v, err := strconv.Atoi(os.Getenv("ROTATION_SECONDS")); err == nil && v > 0 {
 		secs = v
+	}
+	var idle time.Duration
+	if v := os.Getenv("ROTATION_IDLE_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			b.Fatalf("ROTATION_IDLE_TIMEOUT=%q: want a positive duration", v)
+		}
+		idle = d
 	}
 	const real = "meta-llama/Llama-3.1-8B-Instruct"
 	var mu sync.Mutex
@@ -53,7 +64,11 @@ func BenchmarkRotationRSS(b *testing.B) {
 
 	for range b.N {
 		b.Setenv("GOMEMLIMIT", imageGOMEMLIMIT(b))
-		p := testutil.StartExporter(b, "--vllm.url="+srv.URL)
+		args := []string{"--vllm.url=" + srv.URL}
+		if idle > 0 {
+			args = append(args, "--vllm.model-idle-timeout="+idle.String())
+		}
+		p := testutil.StartExporter(b, args...)
 		p.WaitServing("/-/healthy", http.StatusOK)
 		series := func() int {
 			_, text := p.Get("/metrics")
@@ -88,6 +103,15 @@ func BenchmarkRotationRSS(b *testing.B) {
 		b.ReportMetric(float64(rotated), "names-rotated")
 		b.Logf("%ds of rotation, %d names: peak RSS %.1f MiB, series baseline %d, at most %d, 10 s after %d "+
 			"(back to the baseline after --vllm.model-idle-timeout)", secs, rotated, float64(hwm)/1024, baseline, most, after)
+		if idle > 0 {
+			// Eviction runs on a successful scrape once a name has been
+			// absent for the timeout: wait it out plus a few scrapes.
+			time.Sleep(idle + 20*time.Second)
+			evicted := series()
+			b.ReportMetric(float64(evicted), "series-after-idle-timeout")
+			b.Logf("rotation: %s after the rotation (--vllm.model-idle-timeout=%s): %d series, baseline %d, RSS now %.1f MiB",
+				idle+30*time.Second, idle, evicted, baseline, float64(statusKiB(b, p.Cmd.Process.Pid, "VmRSS"))/1024)
+		}
 		p.Cmd.Process.Kill()
 		p.Wait(time.Minute)
 	}
