@@ -25,5 +25,5 @@ func gpuNames(t *testing.T) map[string]map[string]bool {
 	}
 	s := gpu.New(srv, gpu.Options{}, log.NewNopLogger())
 	defer s.Close()
-	return describedNames(t, s)
+	return DescribedNames(t, s)
 }
