@@ -79,7 +79,8 @@ var modelMatch = regexp.MustCompile(`model=~"\$model\|?"`)
 // the series contract: vLLM's own series, SLOs (probe SLOs with model=""),
 // the bottleneck classifier and the model:/slo: recording rules do; GPU
 // series (by design), probe series (label profile), the exporter's self
-// metrics, vllm_up, vllm_engine_stalled and slo:objective:ratio do not.
+// metrics, vllm_up, vllm_engine_stalled, vllm_health_verdict (one verdict
+// per vLLM server) and slo:objective:ratio do not.
 // internal/e2e checks the same against the labels a real run exposes.
 func hasModelLabel(name string) bool {
 	for _, prefix := range []string{"vllm_gpu_", "vllm_probe_", "vllm_exporter_"} {
@@ -88,7 +89,7 @@ func hasModelLabel(name string) bool {
 		}
 	}
 	switch name {
-	case "vllm_up", "vllm_engine_stalled", "slo:objective:ratio":
+	case "vllm_up", "vllm_engine_stalled", "vllm_health_verdict", "slo:objective:ratio":
 		return false
 	}
 	return strings.HasPrefix(name, "vllm_") || strings.HasPrefix(name, "model:") || strings.HasPrefix(name, "slo:")

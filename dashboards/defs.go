@@ -151,6 +151,7 @@ func overview() dashboard {
 						q(`time() - max by (instance) (vllm_exporter_last_successful_scrape_timestamp_seconds{`+inst+`})`, "since last success {{instance}}"),
 					}},
 			}},
+			newerVLLMRow(),
 		},
 	}
 }
@@ -328,4 +329,82 @@ func probes() dashboard {
 			}},
 		},
 	}
+}
+
+const newerVLLMRowTitle = "Newer vLLM (0.12–0.33): admission, sleep, health, speculative decoding, prefill work"
+
+// newerVLLMRow shows the series read from the families vLLM added from
+// ≈0.12 to 0.33 (docs/vllm-versions.md). Each family is optional, so every
+// panel says which vLLM version or flag it needs when it is empty.
+func newerVLLMRow() row {
+	rate := func(metric, sel string) string { return `rate(` + metric + `{` + sel + `}` + ri + `)` }
+	spec := func(metric string) string { return `sum by (model) (` + rate(metric, mi) + `)` }
+	const specNoValue = "No speculative decoding: needs vLLM started with --speculative-config (vllm:spec_decode_* counters, V1 0.8.3+)"
+	return row{Title: newerVLLMRowTitle, Panels: []panel{
+		{Title: "Waiting requests by reason", Type: "timeseries", Unit: "short", W: 8, Stack: true,
+			Desc: "Waiting requests split by why they wait. capacity: no room in the batch or KV cache yet (real queueing; what the queueing class and alerts read). " +
+				"deferred: held by a transient constraint (LoRA budget, KV transfer, blocked status). From vLLM ≈0.20 vllm_requests_waiting counts both: " +
+				"deferred requests piling up while few wait for capacity and the KV cache is mostly free is the deferred livelock (vllm #53130).",
+			NoValue: "Needs vLLM ≈0.20+ (vllm:num_requests_waiting_by_reason); on older vLLM see \"Scheduler: running and waiting\"",
+			Targets: []target{q(`sum by (model, reason) (vllm_requests_waiting_by_reason{`+mi+`})`, "{{reason}} {{model}}")}},
+		{Title: "Deferred livelock", Type: "state-timeline", W: 8,
+			Desc: "Firing while the classifier reports deferred_livelock for the model (the VLLMDeferredLivelock page): deferred requests pile up, generation all but stops, " +
+				"vLLM's /health stays 200 and only a restart recovers (vllm #53130). The exporter's /-/vllm/healthy and /-/vllm/ready answer 503 meanwhile. " +
+				"Detecting it needs the waiting-by-reason split of vLLM ≈0.20+: on older vLLM this stays ok.",
+			NoValue: "No classification yet (the classifier runs on the SLO watchdog's tick)",
+			Targets: []target{q(`max by (model) (vllm_bottleneck{class="deferred_livelock",`+mi+`})`, "{{model}}")}},
+		{Title: "Requests refused (5xx, 429)", Type: "timeseries", Unit: "reqps", W: 8,
+			Desc: "Requests vLLM's HTTP server answered with a 5xx (503 while overloaded, asleep or with a dead engine) or a 429 (where status codes are not grouped), summed over handlers. " +
+				"They never reach vLLM's finished-request counters, and they burn the availability SLO. vLLM gives them no model: each model of the server shows the server's total.",
+			NoValue: "No HTTP request counts: needs vLLM's HTTP instrumentator (V1 0.8.3+, http_requests_total), and absent until the server answered a request",
+			Targets: []target{q(`sum by (model) (`+rate("vllm_requests_refused_total", mi)+`)`, "refused/s {{model}}")}},
+		{Title: "Engine awake and sleep level", Type: "timeseries", Unit: "short", W: 8,
+			Desc: "awake: 1 when every engine of the model is awake, 0 while one sleeps on purpose (/sleep, RL weight swaps, model multiplexing). " +
+				"sleep level: 0 awake, 1 weights offloaded to CPU, 2 weights discarded. While asleep the probes pause, the stall alerts hold off and /-/vllm/ready answers 503.",
+			NoValue: "Needs vLLM ≈0.12+ (vllm:engine_sleep_state)",
+			Targets: []target{
+				q(`min by (model) (vllm_engine_awake{`+mi+`})`, "awake {{model}}"),
+				q(`max by (model) (vllm_engine_sleep_level{`+mi+`})`, "sleep level {{model}}"),
+			}},
+		{Title: "Sleep state per resource", Type: "table", W: 8,
+			Desc:    "Current state of each engine resource (scheduler: running/paused; weights and kv_cache: resident/offloaded/discarded/released), the least awake over engines.",
+			NoValue: "Needs vLLM 0.30+ (vllm:engine_sleep_resource_state, late 2026)",
+			Targets: []target{q(`max by (model, resource, state) (vllm_engine_sleep_resource_state{`+mi+`}) == 1`, "")}},
+		{Title: "vLLM engine healthy", Type: "stat", W: 4,
+			Desc:    "vllm:engine_healthy, min over engines: 0 when an engine reports itself unhealthy (vLLM fault tolerance).",
+			NoValue: "Only with vLLM --enable-fault-tolerance (vllm:engine_healthy, late 2026)",
+			Targets: []target{q(`min by (model) (vllm_engine_healthy{`+mi+`})`, "{{model}}")}},
+		{Title: "Health verdict", Type: "stat", W: 4,
+			Desc:    "The exporter's verdict for the vLLM server (what /-/vllm/healthy and /-/vllm/ready answer): serving, asleep (healthy but not ready), or starting, down, unhealthy, stalled, livelocked (both 503).",
+			Targets: []target{q(`max by (instance, state) (vllm_health_verdict{`+inst+`}) == 1`, "{{instance}}: {{state}}")}},
+		{Title: "Speculative decoding: acceptance rate", Type: "timeseries", Unit: "percentunit", W: 8, Max: one(),
+			Desc:    "Accepted / proposed draft tokens. A falling rate means the draft model (or n-gram/EAGLE head) no longer predicts this traffic: the drafts cost compute and gain little.",
+			NoValue: specNoValue,
+			Targets: []target{q(spec("vllm_spec_decode_accepted_tokens_total")+` / (`+spec("vllm_spec_decode_draft_tokens_total")+` > 0)`, "{{model}}")}},
+		{Title: "Speculative decoding: mean acceptance length", Type: "timeseries", Unit: "short", W: 8,
+			Desc: "1 + accepted tokens per draft: tokens a stream gains per decode step (1 = no gain). vLLM's inter-token latency histogram counts per step, so per-token time is ITL divided by this; " +
+				"the classifier scales the decode roofline by it.",
+			NoValue: specNoValue,
+			Targets: []target{q(`1 + `+spec("vllm_spec_decode_accepted_tokens_total")+` / (`+spec("vllm_spec_decode_drafts_total")+` > 0)`, "{{model}}")}},
+		{Title: "Prompt tokens: computed vs cached", Type: "timeseries", Unit: "short", W: 8, Stack: true,
+			Desc: "Prompt tokens per second by source: local_compute is the prefill work the GPU does; local_cache_hit (prefix cache) and external_kv_transfer (KV connector) are served without compute. " +
+				"A shrinking cached share at the same prompt rate means more prefill work per request.",
+			NoValue: "Needs vLLM ≈0.16+ (vllm:prompt_tokens_by_source_total); on older vLLM see \"Prefix cache hit ratio\"",
+			Targets: []target{q(`sum by (model, source) (`+rate("vllm_prompt_tokens_by_source_total", mi)+`)`, "{{source}} {{model}}")}},
+		{Title: "KV cache pool (as vLLM states it)", Type: "stat", W: 8,
+			Desc:    "The KV-cache pool vLLM allocated, per engine: tokens it holds and how many requests of max_model_len tokens fit at once. The decode roofline sizes the KV pool from it (with --model.kv-bytes-per-token).",
+			NoValue: "Needs vLLM ≈0.24+ (kv_cache_size_tokens and kv_cache_max_concurrency labels of vllm:cache_config_info)",
+			Targets: []target{
+				q(`max by (model) (vllm_kv_cache_size_tokens{`+mi+`})`, "tokens {{model}}"),
+				q(`max by (model) (vllm_kv_cache_max_concurrency{`+mi+`})`, "max concurrency {{model}}"),
+			}},
+		{Title: "MFU and MBU (vLLM's estimates)", Type: "timeseries", Unit: "percentunit", W: 16,
+			Desc: "Model FLOPs utilization (vLLM's estimated FLOP/s per GPU / one GPU's peak) and model bandwidth utilization (estimated bytes read and written per second per GPU / peak memory bandwidth). " +
+				"Prefill-heavy load drives MFU, decode drives MBU; MBU near 1 means decode is at the memory-bandwidth limit.",
+			NoValue: "Needs vLLM ≈0.17+ started with --enable-mfu-metrics, and the exporter's --gpu.peak-flops for MFU (--gpu.peak-memory-bandwidth for MBU on a host without an NVIDIA GPU)",
+			Targets: []target{
+				q(`max by (model) (vllm_model_flops_utilization_ratio{`+mi+`})`, "MFU {{model}}"),
+				q(`max by (model) (vllm_model_bandwidth_utilization_ratio{`+mi+`})`, "MBU {{model}}"),
+			}},
+	}}
 }
