@@ -70,18 +70,21 @@ func BenchmarkRotationRSS(b *testing.B) {
 		}
 		p := testutil.StartExporter(b, args...)
 		p.WaitServing("/-/healthy", http.StatusOK)
-		series := func() int {
+		// seriesSet is /metrics' series (name and labels, no value).
+		seriesSet := func() map[string]bool {
 			_, text := p.Get("/metrics")
-			n := 0
+			set := map[string]bool{}
 			for _, l := range strings.Split(text, "\n") {
 				if l != "" && !strings.HasPrefix(l, "#") {
-					n++
+					set[l[:max(strings.LastIndexByte(l, ' '), 0)]] = true
 				}
 			}
-			return n
+			return set
 		}
+		series := func() int { return len(seriesSet()) }
 		time.Sleep(30 * time.Second) // windows and SLO series of the real model
-		baseline := series()
+		baselineSet := seriesSet()
+		baseline := len(baselineSet)
 		mu.Lock()
 		rotate = true
 		mu.Unlock()
@@ -107,10 +110,31 @@ func BenchmarkRotationRSS(b *testing.B) {
 			// Eviction runs on a successful scrape once a name has been
 			// absent for the timeout: wait it out plus a few scrapes.
 			time.Sleep(idle + 20*time.Second)
-			evicted := series()
+			evictedSet := seriesSet()
+			evicted := len(evictedSet)
+			rotatedLeft := 0
+			for k := range evictedSet {
+				if strings.Contains(k, "rotating-adapter-") {
+					rotatedLeft++
+				}
+			}
+			b.ReportMetric(float64(rotatedLeft), "rotated-name-series-after-idle-timeout")
+			// What differs from the baseline, for the reader: the real
+			// model's series that appeared since (a window filling), never
+			// a rotated name.
+			for k := range evictedSet {
+				if !baselineSet[k] {
+					b.Logf("rotation: new since the baseline: %s", k)
+				}
+			}
+			for k := range baselineSet {
+				if !evictedSet[k] {
+					b.Logf("rotation: gone since the baseline: %s", k)
+				}
+			}
 			b.ReportMetric(float64(evicted), "series-after-idle-timeout")
-			b.Logf("rotation: %s after the rotation (--vllm.model-idle-timeout=%s): %d series, baseline %d, RSS now %.1f MiB",
-				idle+30*time.Second, idle, evicted, baseline, float64(statusKiB(b, p.Cmd.Process.Pid, "VmRSS"))/1024)
+			b.Logf("rotation: %s after the rotation (--vllm.model-idle-timeout=%s): %d series (%d of them naming a rotated model), baseline %d, RSS now %.1f MiB",
+				idle+30*time.Second, idle, evicted, rotatedLeft, baseline, float64(statusKiB(b, p.Cmd.Process.Pid, "VmRSS"))/1024)
 		}
 		p.Cmd.Process.Kill()
 		p.Wait(time.Minute)
