@@ -80,7 +80,12 @@ func startStack(t *testing.T) *stack {
 	s.simURL = fmt.Sprintf("http://127.0.0.1:%d", simPort)
 	s.sim = startProc(t, "vllm-sim", simBin,
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", simPort),
-		"--served-model-name=e2e-model", "--data-parallel-size=2", "--seed=7", "--scenario=healthy")
+		"--served-model-name=e2e-model", "--data-parallel-size=2", "--seed=7", "--scenario=healthy",
+		// Today's vLLM layout with the optional families on, so every
+		// dashboard panel has data: speculative decoding, the MFU
+		// counters and engine_healthy (vLLM --enable-fault-tolerance).
+		"--metrics-version=v1-0.33", "--spec-decode.num-speculative-tokens=3",
+		"--enable-mfu-metrics", "--enable-fault-tolerance")
 	waitFor(t, "vllm-sim /health", 30*time.Second, []*proc{s.sim}, httpOK(s.simURL+"/health"))
 
 	expPort := freePort(t)
@@ -98,6 +103,9 @@ func startStack(t *testing.T) *stack {
 		"model.weight-bytes": "--model.weight-bytes=16060000000",
 		// no GPU in CI: the roofline needs a bandwidth (H100 SXM, 3.35 TB/s)
 		"model.memory-bandwidth": "--model.memory-bandwidth=3350000000000",
+		// MFU/MBU from vLLM's counters need one GPU's peaks (H100 SXM BF16).
+		"gpu.peak-flops":            "--gpu.peak-flops=989e12",
+		"gpu.peak-memory-bandwidth": "--gpu.peak-memory-bandwidth=3.35e12",
 	})...)
 	s.exporter = startProc(t, "vllm_exporter", exporterBin, args...)
 	waitFor(t, "exporter /-/ready", 30*time.Second, []*proc{s.sim, s.exporter}, httpOK(s.exporterURL+"/-/ready"))
