@@ -142,7 +142,7 @@ var sources = []source{
 	{Exported: "vllm_engine_sleep_resource_state", Names: []string{"vllm:engine_sleep_resource_state"}, Kind: kindStateSet, Field: fSleepResource, Expected: neverExp,
 		Versions: "late 2026, labels `resource` (`scheduler`, `weights`, `kv_cache`), `state`"},
 	{Exported: "vllm_engine_healthy", Names: []string{"vllm:engine_healthy"}, Kind: kindGaugeMin, Field: fEngineHealthy, Expected: neverExp,
-		Versions: "late 2026, only with `--enable-fault-tolerance`"},
+		Versions: "late 2026, only with `--enable-fault-tolerance`; labelled by `engine` only, so it applies to every model"},
 	{Exported: "vllm_spec_decode_drafts_total", Names: []string{"vllm:spec_decode_num_drafts_total"}, Kind: kindCounter, Field: fSpecDrafts, Expected: neverExp,
 		Versions: "V1 0.8.5+, only with speculative decoding"},
 	{Exported: "vllm_spec_decode_draft_tokens_total", Names: []string{"vllm:spec_decode_num_draft_tokens_total"}, Kind: kindCounter, Field: fSpecDraftTokens, Expected: neverExp,

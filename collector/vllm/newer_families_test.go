@@ -242,3 +242,27 @@ func TestPerPriorityViewIsBounded(t *testing.T) {
 vllm_exporter_vllm_unexpected_label_values{label="priority",metric="vllm:time_to_first_token_seconds"} %d
 `, 12-MaxPriorities), "vllm_exporter_vllm_unexpected_label_values")
 }
+
+// vllm:engine_healthy as vLLM documents it, labelled by engine only: the
+// least healthy engine applies to every model of the server. With
+// model_name (the fixture's form) it stays per model.
+func TestEngineHealthyWithoutModelName(t *testing.T) {
+	base := string(fixture(t, "vllm-late-2026-dp2-priority-spec.txt"))
+	for e, v := range []string{"1.0", "0.0"} {
+		old := lateSeries("vllm:engine_healthy", e) + " 1.0"
+		if !strings.Contains(base, old) {
+			t.Fatalf("fixture lacks %q", old)
+		}
+		base = strings.Replace(base, old, fmt.Sprintf(`vllm:engine_healthy{engine="%d"} %s`, e, v), 1)
+	}
+	s, m := lateModel(t, []byte(base), nil)
+	wantValue(t, "engine healthy (engine 1 unhealthy, no model_name)", m.EngineHealthy, 0)
+	compareNoHelp(t, s, `
+# TYPE vllm_engine_healthy gauge
+vllm_engine_healthy{model="Qwen/Qwen3-32B"} 0
+`, "vllm_engine_healthy")
+
+	healthy := strings.Replace(base, `vllm:engine_healthy{engine="1"} 0.0`, `vllm:engine_healthy{engine="1"} 1.0`, 1)
+	_, m = lateModel(t, []byte(healthy), nil)
+	wantValue(t, "engine healthy (both engines healthy, no model_name)", m.EngineHealthy, 1)
+}

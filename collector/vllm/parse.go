@@ -381,6 +381,10 @@ func (n *normalizer) normalize(e exposition) *result {
 	engines := map[string]map[string]*snapshot.EngineGauges{} // model -> engine -> gauges
 	var cacheConfig map[string]string
 	var httpByStatus map[string]float64
+	// vllm:engine_healthy is labelled by engine only in vLLM's docs (one
+	// model per process), though a build may add model_name: without it,
+	// the least healthy engine's value applies to every model.
+	var serverHealthy snapshot.Value
 	sleeping := map[string]bool{} // model -> some engine reports asleep
 	// per-model, per-field engine counts for kindCounterMean.
 	meanN := map[string]map[field]int{}
@@ -484,6 +488,12 @@ func (n *normalizer) normalize(e exposition) *result {
 				continue
 			}
 			modelName, ok := labels["model_name"]
+			if !ok && s.Field == fEngineHealthy {
+				if v, ok := scalar(m); ok {
+					minOf(&serverHealthy, v)
+				}
+				continue
+			}
 			if !ok {
 				continue // every engine metric carries model_name; anything else is not ours
 			}
@@ -624,6 +634,9 @@ func (n *normalizer) normalize(e exposition) *result {
 		m.CacheConfig = cacheConfig
 		m.KVCacheSizeTokens = cacheConfigNumber(cacheConfig, "kv_cache_size_tokens")
 		m.KVCacheMaxConcurrency = cacheConfigNumber(cacheConfig, "kv_cache_max_concurrency")
+		if serverHealthy.OK {
+			minOf(&m.EngineHealthy, serverHealthy.V)
+		}
 		if m.Sleep.Known {
 			m.Sleep.Awake = !sleeping[name]
 			for _, st := range m.Sleep.Resources {
