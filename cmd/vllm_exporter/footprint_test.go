@@ -86,12 +86,13 @@ func TestBinaryMemoryDefaults(t *testing.T) {
 	}
 
 	t.Setenv("GOGC", "80")
-	p = startBinary(t, "--vllm.url="+vllmSrv.URL, "--no-probe.enabled")
+	p = startBinary(t, "--vllm.url="+vllmSrv.URL, "--no-probe.enabled", "--log.level=debug")
 	p.WaitServing("/metrics", 200)
 	if got, _ := p.Metrics().Value("go_gc_gogc_percent"); got != 80 {
 		t.Errorf("GOGC=80: go_gc_gogc_percent %v", got)
 	}
-	if strings.Contains(p.Logs.String(), "could not release") {
-		t.Errorf("logs: %s", p.Logs.String())
+	// The release does not depend on GOGC; it is logged either way.
+	if !strings.Contains(p.Logs.String(), "released unused executable pages") {
+		t.Errorf("GOGC=80: no page release logged:\n%s", p.Logs.String())
 	}
 }

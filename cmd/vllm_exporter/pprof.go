@@ -18,16 +18,15 @@ import (
 var pprofEnabled bool
 
 func init() {
-	enable := &pprofEnabled
 	register(extension{
 		name:  "pprof",
 		order: 90,
 		flags: func(app *kingpin.Application) {
 			app.Flag("web.enable-pprof", "Serve Go's profiling endpoints under /debug/pprof/ (off by default).").
-				Default("false").BoolVar(enable)
+				Default("false").BoolVar(&pprofEnabled)
 		},
 		start: func(_ context.Context, x *exporter) error {
-			if !*enable {
+			if !pprofEnabled {
 				return nil
 			}
 			if x.handlers == nil {
