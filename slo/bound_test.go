@@ -31,12 +31,18 @@ type rotatingVLLM struct {
 	mu     sync.Mutex
 	models []string
 	served float64 // finished requests per model, cumulative
+	down   bool    // answer 503: every scrape fails
 }
 
 func newRotatingVLLM(t *testing.T) *rotatingVLLM {
 	v := &rotatingVLLM{}
 	v.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		v.mu.Lock()
+		if v.down {
+			v.mu.Unlock()
+			http.Error(w, "restarting", http.StatusServiceUnavailable)
+			return
+		}
 		v.served += 10
 		body := testutil.ModelsBody(v.models, v.served)
 		v.mu.Unlock()
@@ -45,6 +51,17 @@ func newRotatingVLLM(t *testing.T) *rotatingVLLM {
 	}))
 	t.Cleanup(v.Close)
 	return v
+}
+
+// setDown makes every scrape fail (down) or, coming back, restart vLLM:
+// its counters start again from zero.
+func (v *rotatingVLLM) setDown(down bool) {
+	v.mu.Lock()
+	v.down = down
+	if !down {
+		v.served = 0
+	}
+	v.mu.Unlock()
 }
 
 func (v *rotatingVLLM) serve(models ...string) {
@@ -296,4 +313,152 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// boundRig is the real scraper and SLO watchdog on a rotatingVLLM, driven
+// in virtual time.
+type boundRig struct {
+	t     *testing.T
+	v     *rotatingVLLM
+	sc    *vllm.Scraper
+	w     *Watchdog
+	reg   *prometheus.Registry
+	now   time.Time
+	every time.Duration
+}
+
+func newBoundRig(t *testing.T, limits modelset.Limits) *boundRig {
+	v := newRotatingVLLM(t)
+	limits.Stats = modelset.NewStats()
+	const interval = 5 * time.Second
+	sc := vllm.New(vllm.Options{URL: v.URL, Interval: interval, Models: limits}, nil)
+	holder := holderFor(t, `slos:
+  - {name: availability, source: server, kind: availability, objective: 0.999}
+`)
+	w := New(Options{StateFile: filepath.Join(t.TempDir(), "slo.state"), Models: limits}, holder, Sources{VLLM: sc}, nil)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(sc, w, limits.Stats)
+	return &boundRig{t: t, v: v, sc: sc, w: w, reg: reg, now: t0, every: interval}
+}
+
+// run scrapes and ticks for d of virtual time; every scrape must end up.
+func (r *boundRig) run(d time.Duration, up bool) {
+	r.t.Helper()
+	for end := r.now.Add(d); r.now.Before(end); {
+		r.now = r.now.Add(r.every)
+		r.sc.ScrapeOnce(context.Background(), r.now)
+		if l := r.sc.Latest(); l.Up != up {
+			r.t.Fatalf("scrape at %v: up %v, want %v (%s)", r.now.Sub(t0), l.Up, up, l.Error)
+		}
+		r.w.Tick(r.now)
+	}
+}
+
+// sloModels are the models with an availability SLO series.
+func (r *boundRig) sloModels() map[string]bool {
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	out := map[string]bool{}
+	for m := range r.w.states["availability"].series {
+		out[m] = true
+	}
+	return out
+}
+
+// TestRotationLeavesRoomForNewModel: after a burst of rotating model names
+// fills every --vllm.max-models slot, a new real model that appears once
+// the burst is over is tracked, with its series and an SLO, within the
+// grace (5 minutes by default), not after the hour-long idle timeout; the
+// model served all along never loses its place.
+func TestRotationLeavesRoomForNewModel(t *testing.T) {
+	const (
+		maxModels = 16
+		real      = "meta-llama/Llama-3.1-8B-Instruct"
+		second    = "Qwen/Qwen3-32B"
+	)
+	r := newBoundRig(t, modelset.Limits{Max: maxModels, IdleTimeout: time.Hour})
+	r.v.serve(real)
+	r.run(2*time.Minute, true)
+	names := 0
+	burst := r.now.Add(r.every) // the first rotated names are seen then, never again
+	for range 24 {              // 2 minutes of 20 new names a scrape
+		batch := []string{real}
+		for range 20 {
+			batch = append(batch, fmt.Sprintf("rotating-%04d", names))
+			names++
+		}
+		r.v.serve(batch...)
+		r.run(r.every, true)
+	}
+	if tr := counterValue(t, r.reg, "vllm_exporter_models_tracked", "component", "vllm"); tr != maxModels {
+		t.Fatalf("the burst left %v names tracked, want all %d slots taken", tr, maxModels)
+	}
+	r.v.serve(real, second)
+	refusedAt := r.now
+	deadline := r.now.Add(modelset.DefaultGrace + time.Minute)
+	for !r.sloModels()[second] {
+		if r.now.After(deadline) {
+			t.Fatalf("the new model is not tracked %v after the burst (grace %v): SLO models %v",
+				r.now.Sub(refusedAt), modelset.DefaultGrace, r.sloModels())
+		}
+		r.run(r.every, true)
+	}
+	t.Logf("new model tracked %v after the burst of %d names ended", r.now.Sub(refusedAt), names)
+	if absent := r.now.Sub(burst); absent < modelset.DefaultGrace {
+		t.Fatalf("a rotated name gave its slot after %v of absence, before the grace %v", absent, modelset.DefaultGrace)
+	}
+	if !r.sloModels()[real] {
+		t.Fatal("the model served all along lost its SLO series")
+	}
+	_, models := seriesOf(t, r.reg)
+	if !models[second] || !models[real] {
+		t.Fatalf("models with series %v", models)
+	}
+	for _, c := range []string{"vllm", "slo"} {
+		if e := counterValue(t, r.reg, "vllm_exporter_models_evicted_total", "component", c); e < 1 {
+			t.Fatalf("%s: no eviction counted", c)
+		}
+	}
+}
+
+// TestOutageKeepsModelsAndSLOState: vLLM down for two hours (longer than
+// the idle timeout and the grace) and then restarted with its counters at
+// zero: the model keeps its slot and its SLO series with everything they
+// recorded, because failed scrapes are not absence; a new name met during
+// the outage's aftermath does not take the slot.
+func TestOutageKeepsModelsAndSLOState(t *testing.T) {
+	const real = "meta-llama/Llama-3.1-8B-Instruct"
+	r := newBoundRig(t, modelset.Limits{Max: 1, IdleTimeout: time.Hour, Grace: time.Minute})
+	r.v.serve(real)
+	r.run(10*time.Minute, true)
+	r.w.mu.Lock()
+	since := r.w.states["availability"].series[real].since
+	r.w.mu.Unlock()
+
+	r.v.setDown(true)
+	r.run(2*time.Hour, false)
+	r.v.setDown(false) // restarted: counters from zero
+	r.v.serve(real, "another-model")
+	r.run(30*time.Second, true)
+
+	r.w.mu.Lock()
+	s := r.w.states["availability"].series[real]
+	r.w.mu.Unlock()
+	if s == nil {
+		t.Fatal("the model lost its SLO series to an outage")
+	}
+	if !s.since.Equal(since) || s.coarse.empty() {
+		t.Fatalf("the SLO state started over: since %v (was %v), coarse ring empty %v", s.since, since, s.coarse.empty())
+	}
+	if r.sloModels()["another-model"] {
+		t.Fatal("a new name took the place of the model that was only unreachable")
+	}
+	for _, c := range []string{"vllm", "slo"} {
+		if e := counterValue(t, r.reg, "vllm_exporter_models_evicted_total", "component", c); e != 0 {
+			t.Fatalf("%s evicted %v models during an outage", c, e)
+		}
+	}
+	if v := counterValue(t, r.reg, "vllm_up"); v != 1 {
+		t.Fatalf("vllm_up %v after the restart", v)
+	}
 }

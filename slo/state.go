@@ -214,7 +214,7 @@ func (w *Watchdog) restore(path string) {
 		for name, st := range w.states {
 			w.states[name] = newSLOState(st.cfg)
 		}
-		w.models = w.opts.Models.NewSet("slo")
+		w.models = w.newModelSet()
 		return
 	}
 	w.self.restored.Store(true)

@@ -208,8 +208,8 @@ func New(opts Options, holder *config.Holder, src Sources, logger log.Logger) *W
 		states: map[string]*sloState{},
 		hooks:  append([]Hook(nil), opts.Hooks...),
 		self:   newSelfMetrics(),
-		models: opts.Models.NewSet("slo"),
 	}
+	w.models = w.newModelSet()
 	empty := []Result{}
 	w.status.Store(&empty)
 	w.reconcile(holder.Get())
@@ -284,7 +284,7 @@ func (w *Watchdog) Tick(now time.Time) {
 		pr = w.src.Probes.Latest()
 	}
 	if vl != nil && vl.Up {
-		w.evictIdle(vl, now)
+		w.evictIdle(vl)
 	}
 	w.admitted = map[string]bool{}
 	var results []Result
@@ -409,22 +409,35 @@ func (w *Watchdog) admit(model string, now time.Time) bool {
 	return ok
 }
 
-// evictIdle drops every SLO series of the models that successful vLLM
-// scrapes have not shown for the idle timeout. Time while vLLM is down does
-// not count against a model still served when vLLM is back: a model in vl
-// is refreshed first. Called only with a successful snapshot, so an outage
-// alone never wipes the error budgets it should be recording.
-func (w *Watchdog) evictIdle(vl *snapshot.VLLM, now time.Time) {
-	for name := range vl.Models {
-		if w.models.Has(name) {
-			w.models.Admit(name, now)
-		}
+// evictIdle reports the successful snapshot vl to the model set (each
+// snapshot once, by its scrape time) and drops every SLO series of the
+// models absent from successful scrapes for the idle timeout. Called only
+// with a successful snapshot: time while vLLM is down or restarting is not
+// absence, so an outage alone never wipes the error budgets it should be
+// recording.
+func (w *Watchdog) evictIdle(vl *snapshot.VLLM) {
+	w.models.Scraped(vl.Time, func(name string) bool { _, ok := vl.Models[name]; return ok })
+	for _, gone := range w.models.Expire() {
+		w.dropModel(gone)
+		level.Info(w.logger).Log("msg", "model absent from successful scrapes for --vllm.model-idle-timeout; its SLO series and state are dropped", "model", gone)
 	}
-	for _, gone := range w.models.Expire(now) {
-		for _, st := range w.states {
-			delete(st.series, gone)
-		}
-		level.Info(w.logger).Log("msg", "model not seen for --vllm.model-idle-timeout; its SLO series and state are dropped", "model", gone)
+}
+
+// newModelSet is the watchdog's bounded set of model names: a name that
+// gives its place to a new one loses its SLO series with it.
+func (w *Watchdog) newModelSet() *modelset.Set {
+	s := w.opts.Models.NewSet("slo")
+	s.OnEvict(func(name string) {
+		w.dropModel(name)
+		level.Info(w.logger).Log("msg", "model absent from successful scrapes for --vllm.model-grace gives its place to a new name; its SLO series and state are dropped", "model", name)
+	})
+	return s
+}
+
+// dropModel forgets every SLO series of model. Called with w.mu held.
+func (w *Watchdog) dropModel(model string) {
+	for _, st := range w.states {
+		delete(st.series, model)
 	}
 }
 

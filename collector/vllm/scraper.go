@@ -94,9 +94,11 @@ type Options struct {
 	// PerPriority keeps a per-`priority` view of TTFT and e2e (vLLM's
 	// --scheduling-policy priority), at most MaxPriorities values.
 	PerPriority bool
-	// Models bounds the model names kept (--vllm.max-models) and evicts
-	// those not seen for its idle timeout (--vllm.model-idle-timeout); the
-	// zero value means the defaults.
+	// Models bounds the model names kept (--vllm.max-models), evicts those
+	// absent from successful scrapes for its idle timeout
+	// (--vllm.model-idle-timeout) and gives the place of one absent for its
+	// grace (--vllm.model-grace) to a new name; the zero value means the
+	// defaults.
 	Models modelset.Limits
 }
 
@@ -197,6 +199,9 @@ func New(opts Options, logger log.Logger) *Scraper {
 		loggedUnexpected: map[string]bool{},
 	}
 	s.norm.admit = func(name string) bool { return s.models.Admit(name, s.scrapeNow) }
+	s.models.OnEvict(func(name string) {
+		level.Info(s.logger).Log("msg", "model absent from successful scrapes for --vllm.model-grace gives its place under --vllm.max-models to a new name; its state is dropped", "model", name, "grace", s.models.Grace())
+	})
 	s.norm.perPriority = opts.PerPriority
 	s.render(nil, nil, nil, 0)
 	return s
@@ -390,10 +395,12 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct string, pre *stre
 		if perr != nil {
 			reason, err = ReasonParse, perr
 		} else {
-			for _, gone := range s.models.Expire(now) {
-				level.Info(s.logger).Log("msg", "model not seen for --vllm.model-idle-timeout; its state is dropped", "model", gone, "idle_timeout", s.models.IdleTimeout())
-			}
 			res = s.norm.normalize(e)
+			// Only a successful scrape ages the names it lacks.
+			s.models.Scraped(now, func(name string) bool { _, ok := res.models[name]; return ok })
+			for _, gone := range s.models.Expire() {
+				level.Info(s.logger).Log("msg", "model absent from successful scrapes for --vllm.model-idle-timeout; its state is dropped", "model", gone, "idle_timeout", s.models.IdleTimeout())
+			}
 			snap.Up, snap.Schema, snap.Models, snap.Missing, snap.HTTPRequests = true, res.schema, res.models, res.missing, res.http
 		}
 	}

@@ -3,8 +3,9 @@
 // scraper admits a model_name into its snapshots (and so into its windows,
 // the bottleneck classifier and the probes' view) only while it tracks fewer
 // than Max names, and the SLO watchdog (and its state file) applies the same
-// limits to its own series. A name not seen for IdleTimeout is evicted,
-// freeing its slot.
+// limits to its own series. A name absent from successful scrapes for
+// IdleTimeout is evicted, freeing its slot; one absent for Grace gives its
+// slot to a new name when the set is full.
 //
 // Why: model names come from vLLM's body, so they are input. A router that
 // rotates names, or adapters served under their own names, used to make the
@@ -21,19 +22,27 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Defaults of --vllm.max-models and --vllm.model-idle-timeout. vLLM serves
-// one model per process (plus LoRA adapters under their own names), so 16
-// leaves room for adapters; an hour rides out a restart or a deployment
-// while staying far below the 30-day SLO period.
+// Defaults of --vllm.max-models, --vllm.model-idle-timeout and
+// --vllm.model-grace. vLLM serves one model per process (plus LoRA adapters
+// under their own names), so 16 leaves room for adapters; an hour rides out
+// a deployment while staying far below the 30-day SLO period; five minutes
+// of successful scrapes without a name is long enough to tell a model that
+// is gone from one that flaps, and short enough that a new model is not
+// refused for long after a burst of rotating names.
 const (
 	DefaultMax         = 16
 	DefaultIdleTimeout = time.Hour
+	DefaultGrace       = 5 * time.Minute
 )
 
 // Limits are the shared bound. The zero value means the defaults.
 type Limits struct {
 	Max         int
 	IdleTimeout time.Duration
+	// Grace is how long a name must have been absent from successful
+	// scrapes before a new name may take its place in a full set (at most
+	// IdleTimeout).
+	Grace time.Duration
 	// Stats, when set, receives every set's size, evictions and refusals.
 	Stats *Stats
 }
@@ -45,24 +54,45 @@ func (l Limits) withDefaults() Limits {
 	if l.IdleTimeout <= 0 {
 		l.IdleTimeout = DefaultIdleTimeout
 	}
+	if l.Grace <= 0 {
+		l.Grace = DefaultGrace
+	}
+	l.Grace = min(l.Grace, l.IdleTimeout)
 	return l
 }
 
-// Set is one component's bounded set of model names with the time each was
-// last seen. It is not safe for concurrent use: its owner's lock guards it.
+// entry is what a Set knows of one name: when it was last seen, and since
+// which successful scrape it has been missing (zero while present).
+type entry struct {
+	seen, absentSince time.Time
+}
+
+// Set is one component's bounded set of model names. Absence is measured
+// only in successful scrapes (Scraped): while vLLM is down or restarting no
+// name ages, so an outage never costs a model its slot or its state.
+// It is not safe for concurrent use: its owner's lock guards it.
 type Set struct {
 	lim       Limits
 	component string
-	seen      map[string]time.Time
+	names     map[string]*entry
+	// lastScrape is the time of the latest successful scrape reported to
+	// Scraped: absence is measured up to it, never up to a wall clock that
+	// runs on while vLLM is unreachable.
+	lastScrape time.Time
+	onEvict    func(name string)
 }
 
 // NewSet returns an empty set for component (the `component` label of the
 // vllm_exporter_models_* series: "vllm", "slo").
 func (l Limits) NewSet(component string) *Set {
-	s := &Set{lim: l.withDefaults(), component: component, seen: map[string]time.Time{}}
+	s := &Set{lim: l.withDefaults(), component: component, names: map[string]*entry{}}
 	s.report()
 	return s
 }
+
+// OnEvict sets a function called with each name Admit evicts to make room
+// for a new one (Expire returns its names instead).
+func (s *Set) OnEvict(f func(name string)) { s.onEvict = f }
 
 // Max is the bound in force.
 func (s *Set) Max() int { return s.lim.Max }
@@ -70,51 +100,107 @@ func (s *Set) Max() int { return s.lim.Max }
 // IdleTimeout is the eviction age in force.
 func (s *Set) IdleTimeout() time.Duration { return s.lim.IdleTimeout }
 
+// Grace is the absence after which a name gives its place to a new one.
+func (s *Set) Grace() time.Duration { return s.lim.Grace }
+
 // Has reports whether name is tracked.
-func (s *Set) Has(name string) bool { _, ok := s.seen[name]; return ok }
+func (s *Set) Has(name string) bool { _, ok := s.names[name]; return ok }
 
 // Len is the number of tracked names.
-func (s *Set) Len() int { return len(s.seen) }
+func (s *Set) Len() int { return len(s.names) }
 
-// Admit records name as seen at now. It returns false, and counts a
-// refusal, when name is not tracked and the set is full.
+// Admit records name as seen at now. A new name in a full set takes the
+// place of the name absent longest, if that one has been absent from
+// successful scrapes for at least the grace (its state is dropped through
+// OnEvict); otherwise Admit returns false and counts a refusal.
 func (s *Set) Admit(name string, now time.Time) bool {
-	return s.admitAt(name, now, now)
+	return s.admitAt(name, now)
 }
 
 // Restore admits name as last seen at lastSeen (from a checkpoint), unless
 // that is already older than the idle timeout at now or the set is full.
+// A restored name counts as present until a successful scrape lacks it.
 func (s *Set) Restore(name string, lastSeen, now time.Time) bool {
 	if now.Sub(lastSeen) > s.lim.IdleTimeout {
 		return false
 	}
-	return s.admitAt(name, lastSeen, now)
+	return s.admitAt(name, lastSeen)
 }
 
-func (s *Set) admitAt(name string, seen, now time.Time) bool {
-	if old, ok := s.seen[name]; ok {
-		if seen.After(old) {
-			s.seen[name] = seen
+func (s *Set) admitAt(name string, seen time.Time) bool {
+	if e, ok := s.names[name]; ok {
+		if seen.After(e.seen) {
+			e.seen = seen
 		}
+		e.absentSince = time.Time{}
 		return true
 	}
-	if len(s.seen) >= s.lim.Max {
-		if s.lim.Stats != nil {
-			s.lim.Stats.add(s.lim.Stats.refused, s.component, 1)
+	if len(s.names) >= s.lim.Max {
+		victim := s.longestAbsent()
+		if victim == "" {
+			if s.lim.Stats != nil {
+				s.lim.Stats.add(s.lim.Stats.refused, s.component, 1)
+			}
+			return false
 		}
-		return false
+		delete(s.names, victim)
+		if s.lim.Stats != nil {
+			s.lim.Stats.add(s.lim.Stats.evicted, s.component, 1)
+		}
+		if s.onEvict != nil {
+			s.onEvict(victim)
+		}
 	}
-	s.seen[name] = seen
+	s.names[name] = &entry{seen: seen}
 	s.report()
 	return true
 }
 
-// Expire forgets, and returns sorted, the names last seen more than the
-// idle timeout before now.
-func (s *Set) Expire(now time.Time) []string {
+// longestAbsent is the tracked name absent from successful scrapes the
+// longest, if that is at least the grace; "" if none is.
+func (s *Set) longestAbsent() string {
+	victim, since := "", time.Time{}
+	for name, e := range s.names {
+		if e.absentSince.IsZero() || s.lastScrape.Sub(e.absentSince) < s.lim.Grace {
+			continue
+		}
+		if victim == "" || e.absentSince.Before(since) || (e.absentSince.Equal(since) && name < victim) {
+			victim, since = name, e.absentSince
+		}
+	}
+	return victim
+}
+
+// Scraped records a successful scrape taken at at: every tracked name for
+// which present is false starts (or goes on) being absent, every other one
+// is present. A scrape no later than the latest one recorded is ignored,
+// so a consumer may report the same snapshot twice. Failed scrapes are
+// never reported: they are not absence.
+func (s *Set) Scraped(at time.Time, present func(name string) bool) {
+	if !at.After(s.lastScrape) {
+		return
+	}
+	s.lastScrape = at
+	for name, e := range s.names {
+		switch {
+		case present(name):
+			e.absentSince = time.Time{}
+			if at.After(e.seen) {
+				e.seen = at
+			}
+		case e.absentSince.IsZero():
+			e.absentSince = at
+		}
+	}
+}
+
+// Expire forgets, and returns sorted, the names absent from every
+// successful scrape for longer than the idle timeout (measured up to the
+// latest successful scrape).
+func (s *Set) Expire() []string {
 	var gone []string
-	for name, t := range s.seen {
-		if now.Sub(t) > s.lim.IdleTimeout {
+	for name, e := range s.names {
+		if !e.absentSince.IsZero() && s.lastScrape.Sub(e.absentSince) > s.lim.IdleTimeout {
 			gone = append(gone, name)
 		}
 	}
@@ -122,7 +208,7 @@ func (s *Set) Expire(now time.Time) []string {
 		return nil
 	}
 	for _, name := range gone {
-		delete(s.seen, name)
+		delete(s.names, name)
 	}
 	slices.Sort(gone)
 	if s.lim.Stats != nil {
@@ -134,7 +220,7 @@ func (s *Set) Expire(now time.Time) []string {
 
 func (s *Set) report() {
 	if s.lim.Stats != nil {
-		s.lim.Stats.setTracked(s.component, len(s.seen))
+		s.lim.Stats.setTracked(s.component, len(s.names))
 	}
 }
 
@@ -142,7 +228,7 @@ var (
 	descTracked = prometheus.NewDesc("vllm_exporter_models_tracked",
 		"Model names the component keeps state for (at most --vllm.max-models).", []string{"component"}, nil)
 	descEvicted = prometheus.NewDesc("vllm_exporter_models_evicted_total",
-		"Model names whose state the component dropped after --vllm.model-idle-timeout without being seen.", []string{"component"}, nil)
+		"Model names whose state the component dropped: absent from successful vLLM scrapes for --vllm.model-idle-timeout, or for --vllm.model-grace when a new name needed the place.", []string{"component"}, nil)
 	descRefused = prometheus.NewDesc("vllm_exporter_models_refused_total",
 		"Times the component refused to track a new model name because it already tracked --vllm.max-models names.", []string{"component"}, nil)
 )
