@@ -49,7 +49,9 @@ func init() {
 }
 
 func (b *bottleneckFlags) add(app *kingpin.Application) {
-	b.app = app
+	// These flags have no Default for kingpin to reset them with: a new
+	// application starts from zero values, not the last one's.
+	b.app, b.spec, b.cost = app, bottleneck.ModelSpec{}, bottleneck.CostSpec{}
 	app.Flag("model.weight-bytes", "Bytes of model weights one decode step reads (decode roofline); overrides --model.parameters.").Float64Var(&b.spec.WeightBytes)
 	app.Flag("model.parameters", "Model parameter count, with --model.bytes-per-parameter, when --model.weight-bytes is not given.").Float64Var(&b.spec.Parameters)
 	app.Flag("model.bytes-per-parameter", "Bytes per parameter (2 for FP16/BF16, 1 for FP8, 0.5 for INT4).").Float64Var(&b.spec.BytesPerParameter)
@@ -60,14 +62,18 @@ func (b *bottleneckFlags) add(app *kingpin.Application) {
 	app.Flag("gpu.peak-memory-bandwidth", "One GPU's peak memory bandwidth in bytes/s for vllm_model_bandwidth_utilization_ratio (default: NVML's peak).").Float64Var(&b.spec.PeakMemoryBandwidth)
 	app.Flag("cost.gpu-hour", "Price of one GPU-hour; enables vllm_cost_per_million_output_tokens.").Float64Var(&b.cost.GPUHour)
 	app.Flag("cost.gpus", "GPUs serving this vLLM, for cost and capacity per GPU (default: the GPUs NVML sees, else 1).").IntVar(&b.cost.GPUs)
+	addFlagCheck(b.validate)
 }
 
 func (b *bottleneckFlags) validate() error {
 	if err := b.spec.Validate(); err != nil {
 		return err
 	}
-	if b.cost.GPUHour < 0 || b.cost.GPUs < 0 {
-		return errors.New("--cost.gpu-hour and --cost.gpus must be >= 0")
+	if err := finiteNonNegative("cost.gpu-hour", b.cost.GPUHour); err != nil {
+		return err
+	}
+	if b.cost.GPUs < 0 {
+		return fmt.Errorf("--cost.gpus: must be >= 0, got %d", b.cost.GPUs)
 	}
 	return nil
 }

@@ -18,8 +18,9 @@ import (
 )
 
 // hardScrapeArgs make the exporter scrape fast so each fault case needs
-// only a few hundred milliseconds of wall time.
-var hardScrapeArgs = []string{"--vllm.scrape-interval=100ms", "--vllm.timeout=300ms", "--log.level=debug"}
+// only a few seconds of wall time; the timeout must be shorter than the
+// interval (validateFlags).
+var hardScrapeArgs = []string{"--vllm.scrape-interval=350ms", "--vllm.timeout=300ms", "--log.level=debug"}
 
 // hardSim starts a simulated vLLM in real time with its load generator.
 func hardSim(t *testing.T) *vllmsim.Sim {

@@ -59,6 +59,7 @@ func registerGPUFlags(app *kingpin.Application) *gpuFlags {
 	f.interval = app.Flag("collector.gpu.interval",
 		"How often to sample the GPUs through NVML; GPM rates are computed over this window.").
 		Default(gpu.DefaultInterval.String()).Duration()
+	addFlagCheck(func() error { return positiveDuration("collector.gpu.interval", *f.interval) })
 	return f
 }
 

@@ -126,10 +126,12 @@ type flags struct {
 	vllmURL      string
 	interval     time.Duration
 	timeout      time.Duration
+	timeoutSet   bool // --vllm.timeout given: it must then be shorter than the interval
 	maxBodyBytes int64
 	windows      string
 	maxModels    int
 	modelIdle    time.Duration
+	modelGrace   time.Duration
 	apiKeyFile   string
 	basicUser    string
 	basicPWFile  string
@@ -155,11 +157,12 @@ func newApp() (*kingpin.Application, *flags, *kingpin.CmdClause) {
 	app.Flag("web.disable-exporter-metrics", "Exclude the exporter's own go_* and process_* metrics.").BoolVar(&f.disableExpMets)
 	app.Flag("vllm.url", "Base URL of the vLLM server (its /metrics is scraped; probes use the same server).").Default("http://localhost:8000").StringVar(&f.vllmURL)
 	app.Flag("vllm.scrape-interval", "How often to scrape vLLM's /metrics.").Default(vllm.DefaultInterval.String()).DurationVar(&f.interval)
-	app.Flag("vllm.timeout", "Timeout of one scrape of vLLM's /metrics.").Default(vllm.DefaultTimeout.String()).DurationVar(&f.timeout)
+	app.Flag("vllm.timeout", "Timeout of one scrape of vLLM's /metrics; must be shorter than --vllm.scrape-interval (default 4s, or the scrape interval when that is shorter).").Default(vllm.DefaultTimeout.String()).IsSetByUser(&f.timeoutSet).DurationVar(&f.timeout)
 	app.Flag("vllm.max-body-bytes", "Largest /metrics body accepted (after gzip decompression).").Default(fmt.Sprint(vllm.DefaultMaxBodyBytes)).Int64Var(&f.maxBodyBytes)
 	app.Flag("vllm.windows", "Comma-separated windows for derived rates and quantiles.").Default("1m,5m").StringVar(&f.windows)
 	app.Flag("vllm.max-models", "Most vLLM model names (model_name label values) the exporter keeps state and series for, in the scraper, its windows, the SLO watchdog and its state file alike; samples of further names are dropped and counted.").Default(fmt.Sprint(modelset.DefaultMax)).IntVar(&f.maxModels)
 	app.Flag("vllm.model-idle-timeout", "A model name absent from successful vLLM scrapes this long loses its state and series everywhere (its SLO error budget included), freeing its place under --vllm.max-models.").Default(modelset.DefaultIdleTimeout.String()).DurationVar(&f.modelIdle)
+	app.Flag("vllm.model-grace", "A model name absent from successful vLLM scrapes this long gives its place under --vllm.max-models to a new name when every place is taken (its state is dropped then; failed scrapes do not count as absence).").Default(modelset.DefaultGrace.String()).DurationVar(&f.modelGrace)
 	app.Flag("vllm.api-key-file", "File holding vLLM's API key, sent as a bearer token to /metrics and the probes (default: $VLLM_API_KEY).").StringVar(&f.apiKeyFile)
 	app.Flag("vllm.basic-auth-username", "User name for HTTP basic auth to vLLM (an auth proxy in front of it); the password comes from --vllm.basic-auth-password-file. Keeps credentials out of --vllm.url and the process list.").StringVar(&f.basicUser)
 	app.Flag("vllm.basic-auth-password-file", "File holding the basic-auth password for --vllm.basic-auth-username.").StringVar(&f.basicPWFile)
@@ -182,6 +185,7 @@ func newCLI() (*kingpin.Application, *flags, *kingpin.CmdClause, map[string]func
 	app.UsageTemplate(usageTemplate)
 	app.UsageFuncs(usageFuncs)
 	slices.SortStableFunc(extensions, func(a, b extension) int { return a.order - b.order })
+	flagChecks = nil // the extensions add their checks of this application's flags
 	for _, e := range extensions {
 		if e.flags != nil {
 			e.flags(app)
@@ -208,6 +212,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cmd, err := app.Parse(args)
 	if err == nil {
 		err = checkCommandFlags(app, cmd, args)
+	}
+	if err == nil && cmd == serve.FullCommand() {
+		err = validateFlags(f)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", program, err)
@@ -335,20 +342,9 @@ func readAccess(vllmURL, apiKeyFile, basicUser, basicPWFile string, proxyFromEnv
 func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.Logger) error {
 	level.Info(logger).Log("msg", "starting "+program, "version", version.Info(), "build_context", version.BuildContext())
 	tuneRuntime(pprofEnabled)
-	if f.interval <= 0 || f.timeout <= 0 {
-		return errors.New("--vllm.scrape-interval and --vllm.timeout must be positive")
-	}
-	if f.maxModels <= 0 || f.modelIdle <= 0 {
-		return errors.New("--vllm.max-models and --vllm.model-idle-timeout must be positive")
-	}
-	windows, err := parseWindows(f.windows, f.interval)
+	windows, err := parseWindows(f.windows, f.interval) // checked by validateFlags
 	if err != nil {
 		return err
-	}
-	if !f.demo {
-		if err := upstream.ValidateURL(f.vllmURL); err != nil {
-			return fmt.Errorf("--vllm.url: %w", err)
-		}
 	}
 	access, err := readAccess(f.vllmURL, f.apiKeyFile, f.basicUser, f.basicPWFile, f.proxyFromEnv)
 	if err != nil {
@@ -366,7 +362,7 @@ func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.L
 		health:   collector.NewHealth(),
 		vllmURL:  f.vllmURL,
 		access:   access,
-		models:   modelset.Limits{Max: f.maxModels, IdleTimeout: f.modelIdle, Stats: modelset.NewStats()},
+		models:   modelset.Limits{Max: f.maxModels, IdleTimeout: f.modelIdle, Grace: f.modelGrace, Stats: modelset.NewStats()},
 	}
 	if f.demo {
 		url, stopDemo, err := startDemo(ctx, log.With(logger, "component", "demo"))

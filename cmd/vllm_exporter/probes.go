@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -29,6 +30,12 @@ func addProbeFlags(app *kingpin.Application) {
 		Default("true").BoolVar(&probeFlags.enabled)
 	app.Flag("probe.max-event-bytes", "Largest single SSE event a probe accepts from vLLM before abandoning the stream.").
 		Default("1048576").IntVar(&probeFlags.maxEventBytes)
+	addFlagCheck(func() error {
+		if n := probeFlags.maxEventBytes; n < minEventBytes || n > maxEventBytes {
+			return fmt.Errorf("--probe.max-event-bytes: must be in [%d, %d], got %d", minEventBytes, maxEventBytes, n)
+		}
+		return nil
+	})
 }
 
 func startProbes(_ context.Context, x *exporter) error {

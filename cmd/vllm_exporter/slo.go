@@ -94,21 +94,28 @@ type sloFlags struct {
 }
 
 func addSLOFlags(app *kingpin.Application) *sloFlags {
-	return &sloFlags{
+	f := &sloFlags{
 		interval: app.Flag("slo.interval", "Longest the SLO watchdog waits for a new vLLM scrape before it evaluates anyway (it evaluates every scrape as it lands).").
 			Default(slo.DefaultInterval.String()).Duration(),
 		stateFile: app.Flag("slo.state-file",
 			"File where the SLO watchdog checkpoints its window state every tick and on shutdown, restored at start (empty: no checkpoint; budgets restart with the process).").
 			Default("").String(),
 	}
+	addFlagCheck(func() error {
+		if err := positiveDuration("slo.interval", *f.interval); err != nil {
+			return err
+		}
+		if *f.stateFile != "" {
+			return writableDir("slo.state-file", *f.stateFile)
+		}
+		return nil
+	})
+	return f
 }
 
 // setupSLO creates the watchdog (restoring its state file), registers it
 // with reg and returns it; the caller runs w.Run(ctx).
 func setupSLO(f *sloFlags, holder *config.Holder, src slo.Sources, models modelset.Limits, reg prometheus.Registerer, logger log.Logger) (*slo.Watchdog, error) {
-	if *f.interval <= 0 {
-		return nil, fmt.Errorf("--slo.interval must be positive, got %s", *f.interval)
-	}
 	w := slo.New(slo.Options{Interval: *f.interval, StateFile: *f.stateFile, Models: models}, holder, src,
 		log.With(logger, "component", "slo"))
 	if err := reg.Register(w); err != nil {

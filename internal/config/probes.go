@@ -101,13 +101,22 @@ func (p *ProbeProfile) UnmarshalYAML(unmarshal func(any) error) error {
 
 var profileNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
 
+// Upper bounds of the probe budgets. Probes are a few requests a minute
+// that production must not notice: ten a second is already load, and a
+// hundred million tokens an hour is a whole node's output. A larger value
+// is a typo (an extra digit), not a budget.
+const (
+	MaxProbeRequestsPerMinute = 600
+	MaxProbeTokensPerHour     = 100_000_000
+)
+
 // Validate checks the section; errors name the offending field.
 func (p *Probes) Validate() error {
-	if p.MaxRequestsPerMinute <= 0 {
-		return fmt.Errorf("max_requests_per_minute: must be > 0, got %d", p.MaxRequestsPerMinute)
+	if p.MaxRequestsPerMinute <= 0 || p.MaxRequestsPerMinute > MaxProbeRequestsPerMinute {
+		return fmt.Errorf("max_requests_per_minute: must be in [1, %d], got %d", MaxProbeRequestsPerMinute, p.MaxRequestsPerMinute)
 	}
-	if p.MaxTokensPerHour <= 0 {
-		return fmt.Errorf("max_tokens_per_hour: must be > 0, got %d", p.MaxTokensPerHour)
+	if p.MaxTokensPerHour <= 0 || p.MaxTokensPerHour > MaxProbeTokensPerHour {
+		return fmt.Errorf("max_tokens_per_hour: must be in [1, %d], got %d", MaxProbeTokensPerHour, p.MaxTokensPerHour)
 	}
 	if p.BackoffMax <= 0 {
 		return fmt.Errorf("backoff_max: must be > 0, got %s", p.BackoffMax)

@@ -49,6 +49,8 @@ probes:
 func TestProbesValidateNamesField(t *testing.T) {
 	cases := map[string]string{
 		"probes:\n  max_requests_per_minute: 0\n":                                                  "max_requests_per_minute",
+		"probes:\n  max_requests_per_minute: 999999999999\n":                                       "max_requests_per_minute",
+		"probes:\n  max_tokens_per_hour: 999999999999\n":                                           "max_tokens_per_hour",
 		"probes:\n  max_tokens_per_hour: -1\n":                                                     "max_tokens_per_hour",
 		"probes:\n  profiles:\n    - endpoint: chat\n":                                             "name",
 		"probes:\n  profiles:\n    - name: a\n      endpoint: embeddings\n":                        "endpoint",

@@ -150,7 +150,7 @@ func TestSignalShutdown(t *testing.T) {
 	}{{syscall.SIGTERM, false}, {syscall.SIGINT, false}, {syscall.SIGTERM, true}} {
 		t.Run(fmt.Sprintf("%v hang=%v", c.sig, c.hang), func(t *testing.T) {
 			sim := startSim(t)
-			p := startExporter(t, "--vllm.url="+sim.URL(), "--vllm.scrape-interval=100ms", "--vllm.timeout=20s")
+			p := startExporter(t, "--vllm.url="+sim.URL(), "--vllm.scrape-interval=10s", "--vllm.timeout=9s")
 			p.waitValue("vllm_up", 1)
 			if c.hang {
 				sim.InjectFault(vllmsim.FaultSpec{Kind: vllmsim.FaultHang})

@@ -144,7 +144,7 @@ func TestFaultMatrixPeakRSS(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", gomemlimit)
 	// Info-level logs, as deployed: debug logging of 10 scrapes a second
 	// would be the largest allocation of the run.
-	p := &proc{Process: testutil.StartExporter(t, "--vllm.url="+srv.URL, "--vllm.scrape-interval=100ms",
+	p := &proc{Process: testutil.StartExporter(t, "--vllm.url="+srv.URL, "--vllm.scrape-interval=250ms",
 		"--config.file="+cfg, "--web.enable-lifecycle"), t: t}
 	p.WaitServing("/-/healthy", http.StatusOK)
 	pid := p.Cmd.Process.Pid

@@ -1,0 +1,144 @@
+package main
+
+// Start-up validation of every serving flag, run right after parsing (and
+// by --config.check), so that a bad value is refused at start with a
+// message naming the flag instead of being replaced by a default, or
+// failing later at every scrape or checkpoint.
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
+	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
+)
+
+// Bounds of the serving flags that have no natural one. They are far from
+// any real deployment and exist so that a typo (an extra digit, a negative
+// sign) is refused rather than obeyed.
+const (
+	// maxBodyBytesLimit: vLLM's largest real bodies are 140 KB, the
+	// simulator's 16 models x 16 engines 8.2 MB; 1 GiB is a typo.
+	maxBodyBytesLimit = 1 << 30
+	// maxModelsLimit: every model costs its series in the scraper, its
+	// windows and the SLO watchdog; a thousand is not a sidecar's job.
+	maxModelsLimit = 1024
+	// probe.max-event-bytes: a streamed chunk is a few hundred bytes; an
+	// event smaller than 1 KiB cannot hold vLLM's usage block, one larger
+	// than 64 MiB is not an SSE event.
+	minEventBytes = 1 << 10
+	maxEventBytes = 64 << 20
+)
+
+// flagChecks are the extensions' checks of their own flags (added from
+// their flags functions), run by validateFlags after the core's.
+var flagChecks []func() error
+
+// addFlagCheck registers an extension's flag check.
+func addFlagCheck(check func() error) { flagChecks = append(flagChecks, check) }
+
+// validateFlags refuses every serving flag whose value the exporter would
+// otherwise replace, ignore or fail on later; errors start with the flag's
+// name. It also settles --vllm.timeout when it was not given: 4s, or the
+// scrape interval when that is shorter (as Prometheus treats
+// scrape_timeout).
+func validateFlags(f *flags) error {
+	if err := validateCoreFlags(f); err != nil {
+		return err
+	}
+	for _, check := range flagChecks {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateCoreFlags(f *flags) error {
+	if !f.demo {
+		if err := upstream.ValidateURL(f.vllmURL); err != nil {
+			return fmt.Errorf("--vllm.url: %w", err)
+		}
+	}
+	if err := positiveDuration("vllm.scrape-interval", f.interval); err != nil {
+		return err
+	}
+	if !f.timeoutSet {
+		f.timeout = min(vllm.DefaultTimeout, f.interval)
+	}
+	if err := positiveDuration("vllm.timeout", f.timeout); err != nil {
+		return err
+	}
+	if f.timeoutSet && f.timeout >= f.interval {
+		return fmt.Errorf("--vllm.timeout: must be shorter than --vllm.scrape-interval (%s), got %s", f.interval, f.timeout)
+	}
+	if f.maxBodyBytes <= 0 || f.maxBodyBytes > maxBodyBytesLimit {
+		return fmt.Errorf("--vllm.max-body-bytes: must be in [1, %d], got %d", maxBodyBytesLimit, f.maxBodyBytes)
+	}
+	if _, err := parseWindows(f.windows, f.interval); err != nil {
+		return err
+	}
+	if f.maxModels <= 0 || f.maxModels > maxModelsLimit {
+		return fmt.Errorf("--vllm.max-models: must be in [1, %d], got %d", maxModelsLimit, f.maxModels)
+	}
+	if err := positiveDuration("vllm.model-idle-timeout", f.modelIdle); err != nil {
+		return err
+	}
+	if err := positiveDuration("vllm.model-grace", f.modelGrace); err != nil {
+		return err
+	}
+	if f.modelGrace > f.modelIdle {
+		return fmt.Errorf("--vllm.model-grace: must not exceed --vllm.model-idle-timeout (%s), got %s", f.modelIdle, f.modelGrace)
+	}
+	if p := f.telemetryPath; !strings.HasPrefix(p, "/") || strings.ContainsAny(p, " \t{}") {
+		return fmt.Errorf("--web.telemetry-path: must be a path starting with /, got %q", p)
+	}
+	if _, err := readAccess(f.vllmURL, f.apiKeyFile, f.basicUser, f.basicPWFile, f.proxyFromEnv); err != nil {
+		return err
+	}
+	return nil
+}
+
+func positiveDuration(flag string, d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("--%s: must be a positive duration, got %s", flag, d)
+	}
+	return nil
+}
+
+func finiteNonNegative(flag string, v float64) error {
+	if !(v >= 0) || math.IsInf(v, 0) {
+		return fmt.Errorf("--%s: must be a finite number >= 0, got %v", flag, v)
+	}
+	return nil
+}
+
+// writableDir checks that file could be created: its directory exists, is
+// a directory, and accepts a new file (probed with a temporary file that is
+// removed at once). A checkpoint file that cannot be written would
+// otherwise fail at every tick, from the first one on.
+func writableDir(flag, file string) error {
+	dir := filepath.Dir(file)
+	st, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return fmt.Errorf("--%s: directory %s: %w", flag, dir, errors.Unwrap(err))
+	case !st.IsDir():
+		return fmt.Errorf("--%s: %s is not a directory", flag, dir)
+	}
+	if st, err := os.Stat(file); err == nil && st.IsDir() {
+		return fmt.Errorf("--%s: %s is a directory", flag, file)
+	}
+	probe, err := os.CreateTemp(dir, "."+filepath.Base(file)+".probe-*")
+	if err != nil {
+		return fmt.Errorf("--%s: directory %s is not writable: %w", flag, dir, errors.Unwrap(err))
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	return nil
+}
