@@ -66,9 +66,26 @@ func neededLines(n int) []byte {
 	}
 }
 
+// neededLinesCosting is neededLines up to an estimated parse cost
+// (parseCost) of at most budget: a body at the parse budget.
+func neededLinesCosting(budget int64) []byte {
+	var b bytes.Buffer
+	var c parseCost
+	head := "# TYPE vllm:num_requests_running gauge\n"
+	b.WriteString(head)
+	c.add([]byte(head))
+	for i := 0; ; i++ {
+		line := fmt.Sprintf("vllm:num_requests_running{engine=\"%d\",model_name=\"m\"} 1\n", i)
+		if c.add([]byte(line)); c.total > budget {
+			return b.Bytes()
+		}
+		b.WriteString(line)
+	}
+}
+
 // TestScrapeMemoryBounded: the body is streamed, never held whole, and
-// only the lines the exporter reads are kept for the parser (at most half
-// the limit). An endless body, a decompression bomb or a 10 MB label value
+// only the lines the exporter reads are kept for the parser (at most the
+// parse budget's estimate). An endless body, a decompression bomb or a 10 MB label value
 // costs a fixed amount whatever the limit; a body at the limit costs a
 // bounded multiple of the part that is parsed; and the buffer of a failed
 // oversize scrape is not kept.
@@ -79,7 +96,7 @@ func TestScrapeMemoryBounded(t *testing.T) {
 	junk := []byte("python_gc_objects_collected_total{generation=\"0\"} 382.0\n")
 	bomb := gzipped(t, bytes.Repeat(junk, 4*limit/len(junk))) // 16 MiB compressed to a few KB
 	huge := append(append([]byte("vllm:num_requests_running{model_name=\""), bytes.Repeat([]byte("x"), 10<<20)...), "\"} 1\n"...)
-	atLimit := neededLines(limit/keptShare - 1)
+	atLimit := neededLinesCosting(parseBudget(limit))
 	good := fixture(t, "vllm-main-2026-08-v1.txt")
 
 	type fault struct {
@@ -101,7 +118,7 @@ func TestScrapeMemoryBounded(t *testing.T) {
 		}, false, ReasonBodyTooLarge, fixed},
 		{"endless body of families read", func() (io.Reader, http.Header) {
 			return &repeatReader{line: []byte("vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 1\n")}, plain
-		}, false, ReasonBodyTooLarge, fixed + 4*limit/keptShare}, // the kept part, grown by doubling
+		}, false, ReasonParseTooLarge, fixed + uint64(parseBudget(limit))}, // the kept part, grown by doubling
 		// Parsing costs about 18 bytes allocated per byte parsed, of which
 		// about 5 stay live until the body is normalized.
 		{"body at the limit, all parsed", func() (io.Reader, http.Header) { return bytes.NewReader(atLimit), plain }, true, "", fixed + 24*uint64(len(atLimit))},

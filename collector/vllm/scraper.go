@@ -38,10 +38,11 @@ const (
 	DefaultInterval = 5 * time.Second
 	DefaultTimeout  = 4 * time.Second
 	// DefaultMaxBodyBytes bounds a decompressed /metrics body: real vLLM
-	// bodies are 30-140 KB, the simulator's 16 models x 8 engines 4.1 MB
-	// (3.9 MiB); 8 MiB leaves twice that. See keptShare for the part of it
-	// that is parsed, which is what bounds memory.
-	DefaultMaxBodyBytes = 8 << 20
+	// bodies are 30-140 KB, the simulator's 16 models x 8 engines 4.1 MB,
+	// 16 x 16 8.2 MB; 16 MiB leaves room past twice the 16 x 8 body. The
+	// body streams, so this bounds reading time; what bounds memory is the
+	// parse budget derived from it (parseBudget).
+	DefaultMaxBodyBytes = 16 << 20
 )
 
 // DefaultWindows are the windows derived values are computed over.
@@ -49,16 +50,17 @@ var DefaultWindows = []time.Duration{time.Minute, 5 * time.Minute}
 
 // Scrape error reasons (vllm_exporter_scrape_errors_total{reason}).
 const (
-	ReasonConnect      = "connect"
-	ReasonTimeout      = "timeout"
-	ReasonHTTP4xx      = "http_4xx"
-	ReasonHTTP5xx      = "http_5xx"
-	ReasonHTTPStatus   = "http_status" // any other non-200 status
-	ReasonBodyTooLarge = "body_too_large"
-	ReasonParse        = "parse" // includes a corrupt gzip stream
+	ReasonConnect       = "connect"
+	ReasonTimeout       = "timeout"
+	ReasonHTTP4xx       = "http_4xx"
+	ReasonHTTP5xx       = "http_5xx"
+	ReasonHTTPStatus    = "http_status"     // any other non-200 status
+	ReasonBodyTooLarge  = "body_too_large"  // the body passed --vllm.max-body-bytes
+	ReasonParseTooLarge = "parse_too_large" // the lines to parse passed the parse budget (1.5 x --vllm.max-body-bytes)
+	ReasonParse         = "parse"           // includes a corrupt gzip stream
 )
 
-var reasons = []string{ReasonConnect, ReasonTimeout, ReasonHTTP4xx, ReasonHTTP5xx, ReasonHTTPStatus, ReasonBodyTooLarge, ReasonParse}
+var reasons = []string{ReasonConnect, ReasonTimeout, ReasonHTTP4xx, ReasonHTTP5xx, ReasonHTTPStatus, ReasonBodyTooLarge, ReasonParseTooLarge, ReasonParse}
 
 // CollectorName is the name the scraper reports under
 // vllm_exporter_collector_up{collector}.
@@ -570,8 +572,11 @@ func (s *Scraper) fetch(ctx context.Context) (contentType string, st streamed, r
 	st, err = readNeeded(s.br, body, s.opts.MaxBodyBytes, &s.buf, &modelFilter{admit: s.norm.admit, decided: map[string]bool{}})
 	s.br.Reset(nil) // do not keep the response body reachable
 	switch {
-	case errors.Is(err, errBodyTooLarge), errors.Is(err, errKeptTooLarge):
-		return "", st, ReasonBodyTooLarge, fmt.Errorf("%w (%d)", err, s.opts.MaxBodyBytes)
+	case errors.Is(err, errBodyTooLarge):
+		return "", st, ReasonBodyTooLarge, fmt.Errorf("%w (%d bytes)", err, s.opts.MaxBodyBytes)
+	case errors.Is(err, errParseTooLarge):
+		return "", st, ReasonParseTooLarge, fmt.Errorf("%w: %d bytes estimated after %d bytes read, budget %d; raise --vllm.max-body-bytes (and the memory limit) for a server this large",
+			err, st.cost, st.read, parseBudget(s.opts.MaxBodyBytes))
 	case err != nil:
 		if r := bodyReason(ctx, err); r != "" {
 			return "", st, r, err

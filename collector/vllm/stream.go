@@ -13,28 +13,112 @@ import (
 // held in memory, and counted as dropped (line_too_long).
 const maxLineBytes = 64 << 10
 
-// errBodyTooLarge: the decompressed body passed the limit; errKeptTooLarge:
-// the lines to parse passed theirs.
+// errBodyTooLarge: the decompressed body passed --vllm.max-body-bytes;
+// errParseTooLarge: the lines to parse passed the parse budget.
 var (
-	errBodyTooLarge = errors.New("body exceeds --vllm.max-body-bytes")
-	errKeptTooLarge = errors.New("lines of families the exporter reads exceed a third of --vllm.max-body-bytes")
+	errBodyTooLarge  = errors.New("body exceeds --vllm.max-body-bytes")
+	errParseTooLarge = errors.New("lines of families the exporter reads would take more memory to parse than the parse budget (1.5 x --vllm.max-body-bytes)")
 )
 
-// keptShare: at most limit/keptShare bytes of a body may be lines the
-// exporter parses. Parsing costs about ten times their size in memory at
-// its peak (prometheus/common's text parser builds one protobuf message per
-// sample, five times the text, plus what the normalizer builds from them),
-// so this, not the body size, is what bounds the parse: 2.7 MiB of the
-// default 8 MiB, which keeps the worst case under a 64 MiB container limit
-// (internal/faulttest TestFaultMatrixPeakRSS). A real
-// vLLM body is a third to a half such lines (the
-// simulator's 16 models x 8 engines: 4.1 MB -> 2.4 MB).
-const keptShare = 3
+// The parse budget bounds what parsing one body may hold in memory, which
+// the body size does not: prometheus/common's text parser builds one
+// protobuf message per series, label and bucket, so a body of short
+// samples with many labels costs ten times its size, a real vLLM body
+// about three times the lines it keeps (of the simulator's 16 models x 16
+// engines, an 8.2 MB body: 5.1 MB kept, 11.3 MB parsed). parseCost
+// estimates it while the body streams, from what the lines hold: their
+// bytes (kept for the parser, then copied into strings), a series, its
+// labels and each further bucket of a histogram series.
+//
+// The budget is 1.5 x the body limit (24 MiB at the default 16 MiB), at
+// least minParseBudget: a body of the 16 x 16 simulator is estimated at
+// 16.5 MB, two thirds of it, while the worst body (all short
+// single-model samples) stays at what parsing 2.8 MB of them cost before
+// the budget existed (internal/faulttest TestFaultMatrixPeakRSS keeps that
+// under a 64 MiB container limit).
+const (
+	costPerSeries  = 185 // a dto.Metric and its value message
+	costPerLabel   = 140 // a dto.LabelPair and its two string headers
+	costPerBucket  = 150 // a further dto.Bucket (or _sum/_count line) of a histogram series
+	minParseBudget = 4 << 20
+)
 
-// keptFloor: a limit of 1 MiB or less may be parsed whole (a third of a
-// small limit could be less than a real body's parsed part, which is up to
-// half of it; parsing 1 MiB costs little).
-const keptFloor = 1 << 20
+// parseBudget is the most parseCost may reach for a body limit.
+func parseBudget(limit int64) int64 { return max(limit/2*3, minParseBudget) }
+
+// parseCost is the running estimate of the memory the kept lines take to
+// parse. A line of a histogram or summary family that continues the
+// previous line's series (the same labels but `le` or `quantile`) costs a
+// bucket; any other sample a new series. Lines of one series that are not
+// adjacent are counted as new series: the estimate errs high, never low.
+type parseCost struct {
+	total int64
+	// family is the name of the current histogram or summary family (from
+	// its TYPE line), nil under any other type.
+	family  []byte
+	key     []byte // the previous sample's labels without le/quantile
+	scratch []byte
+}
+
+func (c *parseCost) add(line []byte) {
+	c.total += int64(len(line))
+	if line[0] == '#' {
+		c.key = c.key[:0]
+		f := bytes.Fields(line[1:])
+		if len(f) == 3 && string(f[0]) == "TYPE" && (string(f[2]) == "histogram" || string(f[2]) == "summary") {
+			c.family = append(c.family[:0], f[1]...)
+		} else if len(f) >= 2 && string(f[0]) == "TYPE" {
+			c.family = nil
+		}
+		return
+	}
+	name, _, _ := lineFamily(line)
+	end := labelSetEnd(line)
+	set := line[min(len(name), end):end]
+	labels := 0
+	c.scratch = c.scratch[:0]
+	inQuote, pairStart, skip := false, 0, false
+	for i := 0; i < len(set); i++ {
+		switch ch := set[i]; {
+		case inQuote && ch == '\\':
+			i++
+		case ch == '"':
+			inQuote = !inQuote
+		case !inQuote && ch == '=':
+			labels++
+			n := bytes.TrimLeft(set[pairStart:i], "{, \t")
+			skip = string(n) == "le" || string(n) == "quantile"
+		case !inQuote && (ch == ',' || ch == '}'):
+			if !skip {
+				c.scratch = append(c.scratch, set[pairStart:i+1]...)
+			}
+			pairStart, skip = i+1, false
+		}
+	}
+	if c.family != nil && isSeriesOf(name, c.family) && len(c.key) > 0 && bytes.Equal(c.key, c.scratch) {
+		c.total += costPerBucket
+		return
+	}
+	c.total += costPerSeries + costPerLabel*int64(labels) + int64(len(set))
+	c.key, c.scratch = c.scratch, c.key
+}
+
+// isSeriesOf: name is family or one of its histogram/summary series.
+func isSeriesOf(name, family []byte) bool {
+	rest, ok := bytes.CutPrefix(name, family)
+	if !ok {
+		return false
+	}
+	if len(rest) == 0 {
+		return true
+	}
+	for _, s := range histogramSuffixes {
+		if bytes.Equal(rest, s) {
+			return true
+		}
+	}
+	return false
+}
 
 // streamed is what readNeeded found besides the kept lines.
 type streamed struct {
@@ -42,6 +126,7 @@ type streamed struct {
 	long    int   // lines of needed families skipped for length
 	refused int   // sample lines of model names the model bound refused
 	read    int64 // decompressed bytes read
+	cost    int64 // parseCost of the kept lines
 }
 
 // modelFilter decides, while the body streams, whether the samples of a
@@ -103,13 +188,15 @@ func modelNameOf(line []byte) ([]byte, bool) {
 
 // readNeeded reads a body from r through br (reset onto r) and appends to
 // dst only the lines the parser must see (keepLine). The body is never held
-// whole: memory is dst (the lines the exporter reads, a third of a real
-// vLLM body) plus br's buffer, whatever r delivers. Reading stops with
+// whole: memory is dst (the lines the exporter reads, about 60 % of a
+// real vLLM body) plus br's buffer, whatever r delivers. Reading stops with
 // errBodyTooLarge as soon as more than limit bytes were read, so an endless
 // body or a decompression bomb costs the limit in reading time, not memory,
-// and with errKeptTooLarge when the kept lines pass limit/keptShare.
+// and with errParseTooLarge when the kept lines would cost more than
+// parseBudget(limit) to parse.
 func readNeeded(br *bufio.Reader, r io.Reader, limit int64, dst *bytes.Buffer, models *modelFilter) (streamed, error) {
-	keptLimit := max(limit/keptShare, min(limit, keptFloor))
+	budget := parseBudget(limit)
+	var cost parseCost
 	var st streamed
 	br.Reset(r)
 	for {
@@ -140,8 +227,9 @@ func readNeeded(br *bufio.Reader, r io.Reader, limit int64, dst *bytes.Buffer, m
 				st.refused++
 			}
 			if keep {
-				if int64(dst.Len()+len(line)) > keptLimit {
-					return st, errKeptTooLarge
+				if cost.add(line); cost.total > budget {
+					st.cost = cost.total
+					return st, errParseTooLarge
 				}
 				dst.Write(line)
 				if line[len(line)-1] != '\n' {
@@ -151,9 +239,25 @@ func readNeeded(br *bufio.Reader, r io.Reader, limit int64, dst *bytes.Buffer, m
 		}
 		switch {
 		case err == io.EOF:
+			st.cost = cost.total
 			return st, nil
 		case err != nil:
 			return st, err
 		}
 	}
+}
+
+// ParseBudget is the parse budget for a --vllm.max-body-bytes limit: a
+// scrape whose kept lines are estimated (EstimateParseCost) above it fails
+// with reason parse_too_large.
+func ParseBudget(maxBodyBytes int64) int64 { return parseBudget(maxBodyBytes) }
+
+// EstimateParseCost is the scraper's estimate of the memory parsing body
+// takes, counting only the lines the exporter reads (scripts and tests
+// size bodies with it).
+func EstimateParseCost(body []byte) int64 {
+	var dst bytes.Buffer
+	// A limit whose budget no body reaches: the estimate of the whole body.
+	st, _ := readNeeded(bufio.NewReaderSize(nil, maxLineBytes), bytes.NewReader(body), 1<<40, &dst, nil)
+	return st.cost
 }
