@@ -134,7 +134,9 @@ func TestSystemdUnit(t *testing.T) {
 	}
 	// The flags parse and the config file is valid: run the exporter with
 	// ExecStart's arguments plus --config.check, the installed config path
-	// pointing at examples/config.yml (what the install steps copy there).
+	// pointing at examples/config.yml (what the install steps copy there)
+	// and the state file in a directory that exists, as StateDirectory's
+	// does when the unit runs (the check refuses a missing directory).
 	stateDir := "/var/lib/" + svc["StateDirectory"][0] + "/"
 	var args []string
 	for _, a := range argv[1:] {
@@ -142,9 +144,11 @@ func TestSystemdUnit(t *testing.T) {
 		case a == "--config.file=/etc/vllm_exporter/config.yml":
 			a = "--config.file=config.yml"
 		case strings.HasPrefix(a, "--slo.state-file="):
-			if !strings.HasPrefix(strings.TrimPrefix(a, "--slo.state-file="), stateDir) {
+			file, ok := strings.CutPrefix(strings.TrimPrefix(a, "--slo.state-file="), stateDir)
+			if !ok {
 				t.Errorf("%s is outside StateDirectory %s (the rest of the file system is read-only)", a, stateDir)
 			}
+			a = "--slo.state-file=" + filepath.Join(t.TempDir(), file)
 		}
 		args = append(args, a)
 	}

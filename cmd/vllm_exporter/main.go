@@ -158,11 +158,11 @@ func newApp() (*kingpin.Application, *flags, *kingpin.CmdClause) {
 	app.Flag("vllm.url", "Base URL of the vLLM server (its /metrics is scraped; probes use the same server).").Default("http://localhost:8000").StringVar(&f.vllmURL)
 	app.Flag("vllm.scrape-interval", "How often to scrape vLLM's /metrics.").Default(vllm.DefaultInterval.String()).DurationVar(&f.interval)
 	app.Flag("vllm.timeout", "Timeout of one scrape of vLLM's /metrics; must be shorter than --vllm.scrape-interval (default 4s, or the scrape interval when that is shorter).").Default(vllm.DefaultTimeout.String()).IsSetByUser(&f.timeoutSet).DurationVar(&f.timeout)
-	app.Flag("vllm.max-body-bytes", "Largest /metrics body accepted (after gzip decompression).").Default(fmt.Sprint(vllm.DefaultMaxBodyBytes)).Int64Var(&f.maxBodyBytes)
+	app.Flag("vllm.max-body-bytes", "Largest /metrics body accepted, after gzip decompression (scrape error reason body_too_large); the lines the exporter parses may take at most 1.5 times this in memory, estimated while the body streams (reason parse_too_large).").Default(fmt.Sprint(vllm.DefaultMaxBodyBytes)).Int64Var(&f.maxBodyBytes)
 	app.Flag("vllm.windows", "Comma-separated windows for derived rates and quantiles.").Default("1m,5m").StringVar(&f.windows)
 	app.Flag("vllm.max-models", "Most vLLM model names (model_name label values) the exporter keeps state and series for, in the scraper, its windows, the SLO watchdog and its state file alike; samples of further names are dropped and counted.").Default(fmt.Sprint(modelset.DefaultMax)).IntVar(&f.maxModels)
 	app.Flag("vllm.model-idle-timeout", "A model name absent from successful vLLM scrapes this long loses its state and series everywhere (its SLO error budget included), freeing its place under --vllm.max-models.").Default(modelset.DefaultIdleTimeout.String()).DurationVar(&f.modelIdle)
-	app.Flag("vllm.model-grace", "A model name absent from successful vLLM scrapes this long gives its place under --vllm.max-models to a new name when every place is taken (its state is dropped then; failed scrapes do not count as absence).").Default(modelset.DefaultGrace.String()).DurationVar(&f.modelGrace)
+	app.Flag("vllm.model-grace", "A model name absent from successful vLLM scrapes this long gives its place under --vllm.max-models to a new name when every place is taken (its state is dropped then; failed scrapes do not count as absence). models.grace in --config.file overrides it.").Default(modelset.DefaultGrace.String()).DurationVar(&f.modelGrace)
 	app.Flag("vllm.api-key-file", "File holding vLLM's API key, sent as a bearer token to /metrics and the probes (default: $VLLM_API_KEY).").StringVar(&f.apiKeyFile)
 	app.Flag("vllm.basic-auth-username", "User name for HTTP basic auth to vLLM (an auth proxy in front of it); the password comes from --vllm.basic-auth-password-file. Keeps credentials out of --vllm.url and the process list.").StringVar(&f.basicUser)
 	app.Flag("vllm.basic-auth-password-file", "File holding the basic-auth password for --vllm.basic-auth-username.").StringVar(&f.basicPWFile)
@@ -362,7 +362,8 @@ func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.L
 		health:   collector.NewHealth(),
 		vllmURL:  f.vllmURL,
 		access:   access,
-		models:   modelset.Limits{Max: f.maxModels, IdleTimeout: f.modelIdle, Grace: f.modelGrace, Stats: modelset.NewStats()},
+		models: modelset.Limits{Max: f.maxModels, IdleTimeout: f.modelIdle, Grace: f.modelGrace, Stats: modelset.NewStats(),
+			GraceOverride: func() time.Duration { return holder.Get().Models.Grace }},
 	}
 	if f.demo {
 		url, stopDemo, err := startDemo(ctx, log.With(logger, "component", "demo"))

@@ -48,7 +48,9 @@ func TestMain(m *testing.M) {
 
 // checkArgs runs the exporter with a container's arguments plus
 // --config.check: every flag must exist and the configuration file the
-// container mounts (configs: path -> content) must load.
+// container mounts (configs: path -> content) must load. The SLO state file
+// is checked in a directory that exists, as the container's volume does
+// (the check refuses a missing directory).
 func checkArgs(t *testing.T, where string, args []string, configs map[string]string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -65,6 +67,9 @@ func checkArgs(t *testing.T, where string, args []string, configs map[string]str
 				t.Fatal(err)
 			}
 			a = "--config.file=" + local
+		}
+		if path, ok := strings.CutPrefix(a, "--slo.state-file="); ok {
+			a = "--slo.state-file=" + filepath.Join(dir, filepath.Base(path))
 		}
 		run = append(run, a)
 	}

@@ -30,6 +30,8 @@ type File struct {
 	Probes     Probes     `yaml:"probes"`
 	SLOs       []SLO      `yaml:"slos"`
 	Bottleneck Bottleneck `yaml:"bottleneck"`
+	// Models shares the --vllm.max-models places (models.go).
+	Models Models `yaml:"models"`
 	// HistogramBuckets are the `le` bounds of vLLM's latency histograms
 	// when vLLM runs with --custom-histogram-buckets, by SLO metric (ttft,
 	// tpot, itl, e2e, queue); a metric left out keeps vLLM's default
@@ -152,6 +154,9 @@ func (f *File) Validate() error {
 	}
 	if err := f.Bottleneck.Validate(); err != nil {
 		return fmt.Errorf("bottleneck: %w", err)
+	}
+	if err := f.Models.Validate(); err != nil {
+		return fmt.Errorf("models: %w", err)
 	}
 	return nil
 }

@@ -64,6 +64,8 @@ func TestProbesValidateNamesField(t *testing.T) {
 		"probes:\n  profiles:\n    - name: 'a b'\n":                                                "name",
 		"probes:\n  max_tokens_per_hour: 100\n":                                                    "max_tokens_per_hour",
 		"probes:\n  interval: 5s\n":                                                                "interval",
+		"models:\n  grace: -1m\n":                                                                  "models: grace",
+		"models:\n  grace: 48h\n":                                                                  "models: grace",
 	}
 	for doc, want := range cases {
 		_, err := Parse([]byte(doc), "t")

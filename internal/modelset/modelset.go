@@ -43,6 +43,9 @@ type Limits struct {
 	// scrapes before a new name may take its place in a full set (at most
 	// IdleTimeout).
 	Grace time.Duration
+	// GraceOverride, when set and positive, replaces Grace (the
+	// configuration file's models.grace, which follows reloads).
+	GraceOverride func() time.Duration
 	// Stats, when set, receives every set's size, evictions and refusals.
 	Stats *Stats
 }
@@ -100,8 +103,16 @@ func (s *Set) Max() int { return s.lim.Max }
 // IdleTimeout is the eviction age in force.
 func (s *Set) IdleTimeout() time.Duration { return s.lim.IdleTimeout }
 
-// Grace is the absence after which a name gives its place to a new one.
-func (s *Set) Grace() time.Duration { return s.lim.Grace }
+// Grace is the absence after which a name gives its place to a new one:
+// GraceOverride's when positive, else Grace, at most the idle timeout.
+func (s *Set) Grace() time.Duration {
+	if s.lim.GraceOverride != nil {
+		if g := s.lim.GraceOverride(); g > 0 {
+			return min(g, s.lim.IdleTimeout)
+		}
+	}
+	return s.lim.Grace
+}
 
 // Has reports whether name is tracked.
 func (s *Set) Has(name string) bool { _, ok := s.names[name]; return ok }
@@ -159,9 +170,9 @@ func (s *Set) admitAt(name string, seen time.Time) bool {
 // longestAbsent is the tracked name absent from successful scrapes the
 // longest, if that is at least the grace; "" if none is.
 func (s *Set) longestAbsent() string {
-	victim, since := "", time.Time{}
+	victim, since, grace := "", time.Time{}, s.Grace()
 	for name, e := range s.names {
-		if e.absentSince.IsZero() || s.lastScrape.Sub(e.absentSince) < s.lim.Grace {
+		if e.absentSince.IsZero() || s.lastScrape.Sub(e.absentSince) < grace {
 			continue
 		}
 		if victim == "" || e.absentSince.Before(since) || (e.absentSince.Equal(since) && name < victim) {

@@ -151,3 +151,30 @@ func TestSetRestore(t *testing.T) {
 		t.Fatal("restored beyond the bound")
 	}
 }
+
+// TestSetGraceOverride: the configuration file's grace (GraceOverride)
+// replaces the flag's while positive, follows its changes, and never
+// exceeds the idle timeout.
+func TestSetGraceOverride(t *testing.T) {
+	override := 30 * time.Second
+	s := Limits{Max: 1, IdleTimeout: time.Hour, Grace: 5 * time.Minute,
+		GraceOverride: func() time.Duration { return override }}.NewSet("vllm")
+	if s.Grace() != 30*time.Second {
+		t.Fatalf("grace %v, want the override", s.Grace())
+	}
+	s.Admit("a", t0)
+	scraped(s, t0, "a")
+	scraped(s, t0.Add(5*time.Second))
+	scraped(s, t0.Add(35*time.Second))
+	if !s.Admit("b", t0.Add(35*time.Second)) {
+		t.Fatal("a kept its slot past the overriding grace")
+	}
+	override = 0
+	if s.Grace() != 5*time.Minute {
+		t.Fatalf("grace %v with the override unset, want the flag's", s.Grace())
+	}
+	override = 2 * time.Hour
+	if s.Grace() != time.Hour {
+		t.Fatalf("grace %v, want at most the idle timeout", s.Grace())
+	}
+}
