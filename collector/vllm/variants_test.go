@@ -313,14 +313,14 @@ func TestTableRowsAreExported(t *testing.T) {
 	for d := range ch {
 		all += d.String() + "\n"
 	}
-	for _, src := range sources {
+	for _, src := range families {
 		if !strings.Contains(all, `fqName: "`+src.Exported+`"`) {
 			t.Errorf("table row %s is not an exported series", src.Exported)
 		}
 	}
 	table := MarkdownTable()
-	if got := strings.Count(table, "\n"); got != len(sources)+2 {
-		t.Errorf("markdown table has %d lines, want %d", got, len(sources)+2)
+	if got := strings.Count(table, "\n"); got != len(families)+2 {
+		t.Errorf("markdown table has %d lines, want %d", got, len(families)+2)
 	}
 }
 
