@@ -435,7 +435,9 @@ func (f *family) descs() familyDescs {
 }
 
 // engineSeries names the per-engine view of an exported series.
-func engineSeries(exported string) string { return "vllm_engine_" + strings.TrimPrefix(exported, "vllm_") }
+func engineSeries(exported string) string {
+	return "vllm_engine_" + strings.TrimPrefix(exported, "vllm_")
+}
 
 // render appends the row's series for model m of snapshot v.
 func (f *family) render(d familyDescs, e *emitter, v *snapshot.VLLM, m *snapshot.Model) {
