@@ -353,6 +353,9 @@ func (rd *reading) histogram(f *family, fam string, mod *snapshot.Model, m *dto.
 		rd.r.drop(DropInvalidHistogram, err.Error())
 		return
 	}
+	if mod.Histograms == nil {
+		mod.Histograms = map[snapshot.HistogramName]snapshot.Histogram{}
+	}
 	if old, seen := mod.Histograms[f.Hist]; seen {
 		sum, ok := old.Add(h)
 		if !ok {

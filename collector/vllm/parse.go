@@ -326,6 +326,9 @@ type normalizer struct {
 	// admit decides whether a model_name not yet in this scrape may be
 	// kept (the scraper's modelset); nil keeps the first MaxModels.
 	admit func(name string) bool
+	// scratch is the reading of the scrape in progress, kept between
+	// scrapes so that its maps are allocated once.
+	scratch reading
 }
 
 func newNormalizer() *normalizer { return &normalizer{bounds: map[string][]float64{}} }
@@ -376,6 +379,7 @@ type reading struct {
 	means          map[meanKey]int
 	seenUnexpected map[string]bool
 	refused        map[string]bool // model names refused, asked once per scrape
+	present        []bool          // by row of families: the family is in the body
 	// labels are the current sample's; one map reused for every sample (a
 	// map per sample was half of what a large body's normalization
 	// allocated).
@@ -391,9 +395,8 @@ type meanKey struct {
 func (n *normalizer) normalize(e exposition) *result {
 	v := &snapshot.VLLM{Schema: detectSchema(e), Models: map[string]*snapshot.Model{}}
 	r := &result{vllm: v, unexpected: map[unexpectedKey]int{}}
-	rd := &reading{n: n, r: r, vllm: v, server: newModel(""), engines: map[string]map[string]*snapshot.EngineGauges{}}
+	rd := n.reset(r)
 	has := func(name string) bool { _, ok := e.fams[name]; return ok }
-	var present []*family
 	for i := range families {
 		f := &families[i]
 		expected := f.Expected != nil && f.Expected(v.Schema, has)
@@ -408,7 +411,7 @@ func (n *normalizer) normalize(e exposition) *result {
 		if expected {
 			r.expected = append(r.expected, mf.GetName())
 		}
-		present = append(present, f)
+		rd.present[i] = true
 		for _, m := range mf.GetMetric() {
 			rd.labels = fillLabels(rd.labels, m)
 			if l := longLabel(rd.labels); l != "" {
@@ -418,29 +421,49 @@ func (n *normalizer) normalize(e exposition) *result {
 			rd.sample(f, mf.GetName(), m)
 		}
 	}
-	rd.finish(present)
+	rd.finish()
 	sort.Strings(r.expected)
 	sort.Strings(v.Missing)
 	return r
 }
 
+// reset readies the normalizer's scratch reading for a new scrape into r:
+// what the previous scrape's snapshot holds is handed over, never cleared
+// (the engines' inner maps, the server model's readings), only forgotten.
+func (n *normalizer) reset(r *result) *reading {
+	rd := &n.scratch
+	if rd.server == nil {
+		rd.server = &snapshot.Model{}
+		rd.engines = map[string]map[string]*snapshot.EngineGauges{}
+		rd.present = make([]bool, len(families))
+	}
+	*rd.server = snapshot.Model{}
+	clear(rd.engines)
+	clear(rd.means)
+	clear(rd.seenUnexpected)
+	clear(rd.refused)
+	clear(rd.present)
+	rd.n, rd.r, rd.vllm = n, r, r.vllm
+	return rd
+}
+
 // finish applies the server-wide readings to every model, divides the
 // means, settles readings that combine families and keeps the per-engine
 // view of data-parallel models.
-func (rd *reading) finish(present []*family) {
+func (rd *reading) finish() {
 	for k, n := range rd.means {
 		if v := k.f.Value(k.m); n > 1 {
 			v.V /= float64(n)
 		}
 	}
 	for name, m := range rd.vllm.Models {
-		for _, f := range present {
-			if f.Scope == scopeServer || f.Scope == scopeModelOrServer {
+		for i := range families {
+			if f := &families[i]; rd.present[i] && (f.Scope == scopeServer || f.Scope == scopeModelOrServer) {
 				f.applyServer(rd.server, m)
 			}
 		}
-		for _, f := range present {
-			if f.Settle != nil {
+		for i := range families {
+			if f := &families[i]; rd.present[i] && f.Settle != nil {
 				f.Settle(m)
 			}
 		}
