@@ -14,6 +14,28 @@ const (
 	SchemaNone     = "none"      // no vllm:* family at all (--disable-log-stats, or not vLLM)
 )
 
+// v1RunningHelp is V1's HELP for vllm:num_requests_running (V0 says "...
+// currently running on GPU."); the only V1 marker in 0.8.0-0.8.2 bodies of an
+// idle server, before the engine label and while prefix counters may be empty.
+const v1RunningHelp = "Number of requests in model execution batches."
+
+// schemaMarks tell the engine generation from a body (detectSchema), the
+// first that matches winning: kv_cache_usage_perc marks the 0.9.2 renames;
+// V1 always registers prefix-cache counters and labels engines from 0.8.3,
+// V0 has neither.
+var schemaMarks = []struct {
+	schema string
+	family string // the family is present ("": any vllm:* family whose first sample has label)
+	label  string
+	help   string // and has this HELP ("": any)
+}{
+	{schema: SchemaV1, family: "vllm:kv_cache_usage_perc"},
+	{schema: SchemaV1Legacy, label: "engine"},
+	{schema: SchemaV1Legacy, family: "vllm:prefix_cache_queries_total"},
+	{schema: SchemaV1Legacy, family: "vllm:gpu_prefix_cache_queries_total"},
+	{schema: SchemaV1Legacy, family: "vllm:num_requests_running", help: v1RunningHelp},
+}
+
 func always(string, func(string) bool) bool { return true }
 func v1Only(s string, _ func(string) bool) bool {
 	return s == SchemaV1Legacy || s == SchemaV1

@@ -580,31 +580,26 @@ func (n *normalizer) admitModel(name string, have int) bool {
 	return n.admit(name)
 }
 
-// v1RunningHelp is V1's HELP for vllm:num_requests_running (V0 says "...
-// currently running on GPU."); the only V1 marker in 0.8.0-0.8.2 bodies of an
-// idle server, before the engine label and while prefix counters may be empty.
-const v1RunningHelp = "Number of requests in model execution batches."
-
-// detectSchema tells the engine generation from which families exist: V1
-// always registers prefix-cache counters and labels engines from 0.8.3; V0
-// has neither. kv_cache_usage_perc marks the 0.9.2 renames.
+// detectSchema tells the engine generation from the body: the first of
+// schemaMarks (names.go) that matches it wins; a body with vllm:* families
+// and no mark is V0, one without any is "none".
 func detectSchema(e exposition) string {
-	fams := e.fams
-	engineLabel := false
-	for name, mf := range fams {
-		if strings.HasPrefix(name, "vllm:") && len(mf.GetMetric()) > 0 && hasLabel(mf.GetMetric()[0], "engine") {
-			engineLabel = true
-			break
-		}
-	}
-	switch {
-	case !e.anyVLLM:
+	if !e.anyVLLM {
 		return SchemaNone
-	case fams["vllm:kv_cache_usage_perc"] != nil:
-		return SchemaV1
-	case engineLabel, fams["vllm:prefix_cache_queries_total"] != nil, fams["vllm:gpu_prefix_cache_queries_total"] != nil,
-		fams["vllm:num_requests_running"].GetHelp() == v1RunningHelp:
-		return SchemaV1Legacy
+	}
+	for _, mk := range schemaMarks {
+		if mk.family != "" {
+			mf := e.fams[mk.family]
+			if mf != nil && (mk.help == "" || mf.GetHelp() == mk.help) {
+				return mk.schema
+			}
+			continue
+		}
+		for name, mf := range e.fams {
+			if strings.HasPrefix(name, "vllm:") && len(mf.GetMetric()) > 0 && hasLabel(mf.GetMetric()[0], mk.label) {
+				return mk.schema
+			}
+		}
 	}
 	return SchemaV0
 }
