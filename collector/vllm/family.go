@@ -51,6 +51,9 @@ type family struct {
 	StateLabel, KeyLabel string
 	States               []string
 	Awake                int
+	// Unit is a histogram's unit, the last part of Exported (seconds,
+	// bytes; "" for a count), named in its HELP and its window series'.
+	Unit string
 	// ByPriority names the exported per-`priority` histogram (kept only
 	// with --vllm.per-priority, at most MaxPriorities values); "" none.
 	ByPriority, ByPriorityHelp string
@@ -198,14 +201,30 @@ func (f *family) labels() []string {
 // help is the exported series' HELP.
 func (f *family) help() string {
 	if f.Type == typeHistogram {
-		return f.Help + " in seconds, vLLM's buckets summed over engines; from " + joinOr(f.Names) + "."
+		return f.Help + f.inUnit() + ", vLLM's buckets summed over engines; from " + joinOr(f.Names) + "."
 	}
 	return f.Help
 }
 
 // windowHelp is the HELP of a histogram's window quantiles.
 func (f *family) windowHelp() string {
-	return f.Help + " in seconds, quantiles over the window (histogram_quantile of bucket increases, absent when the window saw no observation), _sum and _count cumulative; from " + joinOr(f.Names) + "."
+	return f.Help + f.inUnit() + ", quantiles over the window (histogram_quantile of bucket increases, absent when the window saw no observation), _sum and _count cumulative; from " + joinOr(f.Names) + "."
+}
+
+func (f *family) inUnit() string {
+	if f.Unit == "" {
+		return ""
+	}
+	return " in " + f.Unit
+}
+
+// windowSeries names a histogram's window quantiles: Exported with
+// "_window" before its unit (vllm_time_to_first_token_window_seconds).
+func (f *family) windowSeries() string {
+	if f.Unit == "" {
+		return f.Exported + "_window"
+	}
+	return strings.TrimSuffix(f.Exported, "_"+f.Unit) + "_window_" + f.Unit
 }
 
 func joinOr(names []string) string { return strings.Join(names, " or ") }
@@ -429,7 +448,7 @@ func (f *family) descs() familyDescs {
 		d.engine = prometheus.NewDesc(engineSeries(f.Exported), f.EngineHelp, []string{"model", "engine"}, nil)
 	}
 	if f.Hist != "" {
-		d.window = prometheus.NewDesc("vllm_"+string(f.Hist)+"_window_seconds", f.windowHelp(), []string{"model", "window"}, nil)
+		d.window = prometheus.NewDesc(f.windowSeries(), f.windowHelp(), []string{"model", "window"}, nil)
 	}
 	if f.ByPriority != "" {
 		d.priority = prometheus.NewDesc(f.ByPriority, f.ByPriorityHelp, []string{"model", "priority"}, nil)

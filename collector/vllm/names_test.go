@@ -33,8 +33,8 @@ func TestFamilyRowsAreWellFormed(t *testing.T) {
 			t.Errorf("%s: a by-label reading needs Label and Limit", f.Exported)
 		case f.StateMap != nil && f.KeyLabel == "", (f.State != nil || f.StateMap != nil) && (f.StateLabel == "" || len(f.States) == 0 || f.Agg != aggLeastAwake):
 			t.Errorf("%s: a state set needs StateLabel, States (and KeyLabel for a map) and aggLeastAwake", f.Exported)
-		case f.Hist != "" && (f.Type != typeHistogram || f.Agg != aggBuckets):
-			t.Errorf("%s: a histogram is typeHistogram with aggBuckets", f.Exported)
+		case f.Hist != "" && (f.Type != typeHistogram || f.Agg != aggBuckets || (f.Unit != "" && !strings.HasSuffix(f.Exported, "_"+f.Unit))):
+			t.Errorf("%s: a histogram is typeHistogram with aggBuckets, its name ending in its unit", f.Exported)
 		case f.Agg == aggSumCount && f.Count == nil, f.Agg == aggMean && f.Value == nil:
 			t.Errorf("%s: aggregation %s needs Count / Value", f.Exported, f.Agg)
 		case f.Engine != nil && (f.Scope != scopeEngine || f.EngineHelp == ""), f.Scope == scopeEngine && f.Engine == nil:
