@@ -46,11 +46,10 @@ type family struct {
 	// set is stored whole in the snapshot).
 	InfoLabels []string
 	// State sets: StateLabel names the state; States are the known ones,
-	// most awake first, the first Awake of them meaning "serving"; KeyLabel
-	// ("" none) names what each state is of (a resource).
+	// most awake first; KeyLabel ("" none) names what each state is of (a
+	// resource).
 	StateLabel, KeyLabel string
 	States               []string
-	Awake                int
 	// Unit is a histogram's unit, the last part of Exported (seconds,
 	// bytes; "" for a count), named in its HELP and its window series'.
 	Unit string
@@ -238,7 +237,7 @@ func (rd *reading) sample(f *family, fam string, m *dto.Metric) {
 	case f.Server != nil:
 		if v, ok := scalar(m); ok {
 			p := f.Server(rd.vllm)
-			*p = rd.putBounded(fam, f.Label, *p, labels[f.Label], v)
+			*p = rd.putBounded(fam, f.Label, f.Limit.Max, *p, labels[f.Label], v)
 		}
 		return
 	case f.Scope == scopeServer || (f.Scope == scopeModelOrServer && !hasModel):
@@ -306,7 +305,7 @@ func (rd *reading) byLabel(f *family, fam string, mod *snapshot.Model, modelName
 	p := f.Map(mod)
 	key := rd.labels[f.Label]
 	if f.Limit.Drop == "" {
-		*p = rd.putBounded(fam, f.Label, *p, key, v)
+		*p = rd.putBounded(fam, f.Label, f.Limit.Max, *p, key, v)
 		return
 	}
 	if *p == nil {
@@ -345,7 +344,7 @@ func (rd *reading) state(f *family, fam string, mod *snapshot.Model, m *dto.Metr
 	}
 	key := rd.labels[f.KeyLabel]
 	old, seen := (*p)[key]
-	if !seen && len(*p) >= maxMapLabels {
+	if !seen && len(*p) >= mapLimit.Max {
 		rd.unexpected(fam, f.KeyLabel, key)
 		return
 	}

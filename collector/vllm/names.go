@@ -53,10 +53,11 @@ func afterGPUNamesGone(s string, has func(string) bool) bool {
 var cacheConfigLabels = []string{"block_size", "num_gpu_blocks", "gpu_memory_utilization", "enable_prefix_caching", "cache_dtype"}
 
 // The states vLLM documents, most awake first. Sleep level n is
-// sleepStates[n]; the first two resource states mean the resource serves.
+// sleepStates[n]; a resource in one of servingStates serves.
 var (
 	sleepStates    = []string{"awake", "weights_offloaded", "discard_all"}
 	resourceStates = []string{"running", "resident", "paused", "offloaded", "released", "discarded", "unknown"}
+	servingStates  = resourceStates[:2]
 )
 
 // families is the family table: one row per vLLM family the exporter reads
@@ -138,7 +139,7 @@ var families = []family{
 		Help:     "Waiting requests by reason (capacity: waiting for scheduling capacity; deferred: held by a transient constraint such as LoRA budget or KV transfer), summed over engines; from vllm:num_requests_waiting_by_reason.",
 		Versions: "≈0.20+ (#38435), label `reason` (`capacity`, `deferred`); queueing uses `capacity`"},
 	{Exported: "vllm_engine_sleep_level", Names: []string{"vllm:engine_sleep_state"}, Type: typeGauge, Agg: aggLeastAwake,
-		StateLabel: "sleep_state", States: sleepStates, Awake: 1,
+		StateLabel: "sleep_state", States: sleepStates,
 		State:    func(m *snapshot.Model) *string { return &m.Sleep.State },
 		Settle:   settleSleep,
 		Out:      func(_ *snapshot.VLLM, m *snapshot.Model) snapshot.Value { return known(m.Sleep.Known, m.Sleep.Level) },
@@ -153,7 +154,7 @@ var families = []family{
 		Help:     "1 if every engine of the model is awake, 0 while one is deliberately asleep (sleep mode); from vllm:engine_sleep_state and vllm:engine_fully_awake / engine_sleep_resource_state.",
 		Versions: "late 2026 (per-resource sleep model): 0 while any resource sleeps; without it, from `engine_sleep_state`"},
 	{Exported: "vllm_engine_sleep_resource_state", Names: []string{"vllm:engine_sleep_resource_state"}, Type: typeStateSet, Agg: aggLeastAwake,
-		KeyLabel: "resource", StateLabel: "state", States: resourceStates, Awake: 2,
+		KeyLabel: "resource", StateLabel: "state", States: resourceStates,
 		StateMap: func(m *snapshot.Model) *map[string]string { return &m.Sleep.Resources },
 		Settle:   settleSleep,
 		Help:     "1 for each engine resource's current sleep state (least awake over engines); from vllm:engine_sleep_resource_state.",
@@ -250,7 +251,7 @@ func settleSleep(m *snapshot.Model) {
 	level := slices.Index(sleepStates, s.State)
 	s.Awake = level <= 0 && (!s.FullyAwake.OK || s.FullyAwake.V != 0)
 	for _, st := range s.Resources {
-		if i := slices.Index(resourceStates, st); i < 0 || i >= 2 {
+		if !slices.Contains(servingStates, st) {
 			s.Awake = false
 		}
 	}

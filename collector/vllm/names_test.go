@@ -2,14 +2,51 @@ package vllm
 
 import (
 	"flag"
+	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/exporter.md's family table from MarkdownTable()")
+
+// rowProblem says what is missing or contradictory in a row, "" if nothing.
+func rowProblem(f *family) string {
+	sinks := 0
+	for _, set := range []bool{f.Value != nil, f.Map != nil, f.Info != nil, f.State != nil, f.StateMap != nil, f.Hist != "", f.Server != nil} {
+		if set {
+			sinks++
+		}
+	}
+	switch {
+	case len(f.Names) == 0 || f.Exported == "":
+		return "no vLLM name or no exported series"
+	case sinks != 1:
+		return fmt.Sprintf("%d places for a reading, want exactly one", sinks)
+	case (f.Map != nil || f.Server != nil) && (f.Label == "" || f.Limit.Max == 0):
+		return "a by-label reading needs Label and Limit"
+	case f.StateMap != nil && f.KeyLabel == "", (f.State != nil || f.StateMap != nil) && (f.StateLabel == "" || len(f.States) == 0 || f.Agg != aggLeastAwake):
+		return "a state set needs StateLabel, States (and KeyLabel for a map) and aggLeastAwake"
+	case f.Hist != "" && (f.Type != typeHistogram || f.Agg != aggBuckets || (f.Unit != "" && !strings.HasSuffix(f.Exported, "_"+f.Unit))):
+		return "a histogram is typeHistogram with aggBuckets, its name ending in its unit"
+	case f.Agg == aggSumCount && f.Count == nil, f.Agg == aggMean && f.Value == nil:
+		return "aggregation " + f.Agg.String() + " needs Count / Value"
+	case f.Engine != nil && (f.Scope != scopeEngine || f.EngineHelp == ""), f.Scope == scopeEngine && f.Engine == nil:
+		return "per-engine rows have scopeEngine, Engine and EngineHelp"
+	case f.Server != nil && (f.Scope != scopeServer || f.Out == nil):
+		return "a reading into the server snapshot is server-wide and exported through Out"
+	case !strings.HasPrefix(f.Exported, "vllm_") || (f.Type == typeCounter) != strings.HasSuffix(f.Exported, "_total"):
+		return "exported names start with vllm_, and only counters end in _total"
+	case !f.WindowOnly && f.Help == "":
+		return "no HELP"
+	}
+	return ""
+}
 
 // Every row is complete and unambiguous: one place its reading lands, the
 // fields that place needs, and one exported series per name. A new row that
@@ -18,39 +55,32 @@ func TestFamilyRowsAreWellFormed(t *testing.T) {
 	exported := map[string]bool{}
 	for i := range families {
 		f := &families[i]
-		sinks := 0
-		for _, set := range []bool{f.Value != nil, f.Map != nil, f.Info != nil, f.State != nil, f.StateMap != nil, f.Hist != "", f.Server != nil} {
-			if set {
-				sinks++
-			}
+		if p := rowProblem(f); p != "" {
+			t.Errorf("%s (row %d): %s", f.Exported, i, p)
 		}
-		switch {
-		case len(f.Names) == 0 || f.Exported == "":
-			t.Errorf("row %d: no vLLM name or no exported series", i)
-		case sinks != 1:
-			t.Errorf("%s: %d places for a reading, want exactly one", f.Exported, sinks)
-		case f.Map != nil && (f.Label == "" || f.Limit.Max == 0):
-			t.Errorf("%s: a by-label reading needs Label and Limit", f.Exported)
-		case f.StateMap != nil && f.KeyLabel == "", (f.State != nil || f.StateMap != nil) && (f.StateLabel == "" || len(f.States) == 0 || f.Agg != aggLeastAwake):
-			t.Errorf("%s: a state set needs StateLabel, States (and KeyLabel for a map) and aggLeastAwake", f.Exported)
-		case f.Hist != "" && (f.Type != typeHistogram || f.Agg != aggBuckets || (f.Unit != "" && !strings.HasSuffix(f.Exported, "_"+f.Unit))):
-			t.Errorf("%s: a histogram is typeHistogram with aggBuckets, its name ending in its unit", f.Exported)
-		case f.Agg == aggSumCount && f.Count == nil, f.Agg == aggMean && f.Value == nil:
-			t.Errorf("%s: aggregation %s needs Count / Value", f.Exported, f.Agg)
-		case f.Engine != nil && (f.Scope != scopeEngine || f.EngineHelp == ""), f.Scope == scopeEngine && f.Engine == nil:
-			t.Errorf("%s: per-engine rows have scopeEngine, Engine and EngineHelp", f.Exported)
-		case f.Server != nil && (f.Scope != scopeServer || f.Out == nil):
-			t.Errorf("%s: a reading into the server snapshot is server-wide and exported through Out", f.Exported)
-		case !strings.HasPrefix(f.Exported, "vllm_") || (f.Type == typeCounter) != strings.HasSuffix(f.Exported, "_total"):
-			t.Errorf("%s: exported names start with vllm_, and only counters end in _total", f.Exported)
-		}
-		if f.WindowOnly {
-			continue
-		}
-		if exported[f.Exported] {
+		if !f.WindowOnly && exported[f.Exported] {
 			t.Errorf("%s: exported by two rows", f.Exported)
 		}
 		exported[f.Exported] = true
+	}
+	// The check itself can fail: rows with a piece missing are refused.
+	counter := families[slices.IndexFunc(families, func(f family) bool { return f.Exported == "vllm_preemptions_total" })]
+	broken := map[string]func(f *family){
+		"no place":   func(f *family) { f.Value = nil },
+		"two places": func(f *family) { f.Map = func(m *snapshot.Model) *map[string]float64 { return &m.FinishedByReason } },
+		"unbounded label": func(f *family) {
+			f.Value, f.Map, f.Label = nil, func(m *snapshot.Model) *map[string]float64 { return &m.FinishedByReason }, "x"
+		},
+		"counter name":      func(f *family) { f.Exported = "vllm_preemptions" },
+		"engine view":       func(f *family) { f.Scope = scopeEngine },
+		"mean without sink": func(f *family) { f.Agg, f.Value, f.Hist, f.Type = aggMean, nil, snapshot.TTFT, typeHistogram },
+	}
+	for name, breakRow := range broken {
+		f := counter
+		breakRow(&f)
+		if rowProblem(&f) == "" {
+			t.Errorf("a row with %s passes the check", name)
+		}
 	}
 }
 

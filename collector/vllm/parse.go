@@ -530,13 +530,13 @@ func (rd *reading) unexpected(family, label, value string) {
 	}
 }
 
-// putBounded sets m[k] += v unless that would add a key past
-// maxMapLabels (then counted as an unexpected label value).
-func (rd *reading) putBounded(family, label string, m map[string]float64, k string, v float64) map[string]float64 {
+// putBounded sets m[k] += v unless that would add a key past max (then
+// counted as an unexpected label value).
+func (rd *reading) putBounded(family, label string, max int, m map[string]float64, k string, v float64) map[string]float64 {
 	if m == nil {
 		m = map[string]float64{}
 	}
-	if _, seen := m[k]; !seen && len(m) >= maxMapLabels {
+	if _, seen := m[k]; !seen && len(m) >= max {
 		rd.unexpected(family, label, k)
 		return m
 	}
