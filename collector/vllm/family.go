@@ -473,8 +473,11 @@ func (f *family) render(d familyDescs, e *emitter, v *snapshot.VLLM, m *snapshot
 		if h, ok := m.Histograms[f.Hist]; ok {
 			e.histogram(d.series, h, name)
 		}
+		if d.priority == nil || m.ByPriority == nil {
+			return
+		}
 		for _, p := range sortedKeys(m.ByPriority) {
-			if h, ok := m.ByPriority[p][f.Hist]; ok && d.priority != nil {
+			if h, ok := m.ByPriority[p][f.Hist]; ok {
 				e.histogram(d.priority, h, name, p)
 			}
 		}
@@ -501,7 +504,7 @@ func (f *family) render(d familyDescs, e *emitter, v *snapshot.VLLM, m *snapshot
 		}
 	case f.Value != nil:
 		e.value(d.series, t, *f.Value(m), name)
-		if d.engine != nil {
+		if d.engine != nil && m.PerEngine != nil {
 			for _, en := range sortedKeys(m.PerEngine) {
 				e.value(d.engine, t, *f.Engine(m.PerEngine[en]), name, en)
 			}

@@ -17,6 +17,7 @@ import (
 type descs struct {
 	up         *prometheus.Desc
 	families   []familyDescs // by row of families
+	histograms []int         // the rows of histogram families
 	window     []*prometheus.Desc
 	unexpected *prometheus.Desc
 
@@ -75,6 +76,9 @@ func newDescs() *descs {
 	}
 	for i := range families {
 		d.families = append(d.families, families[i].descs())
+		if families[i].Hist != "" {
+			d.histograms = append(d.histograms, i)
+		}
 	}
 	for _, w := range windowSeries {
 		d.window = append(d.window, g(w.name, w.help, "model", "window"))
@@ -170,14 +174,14 @@ func (d *descs) renderWindow(e *emitter, snap *snapshot.VLLM, wl string, byModel
 		for _, r := range sortedKeys(dv.FinishedPerSecondByReason) {
 			e.emit(finishedRate, prometheus.GaugeValue, dv.FinishedPerSecondByReason[r], name, wl, r)
 		}
-		for i := range families {
-			f, desc := &families[i], d.families[i].window
-			qs, ok := dv.Quantiles[f.Hist]
-			cum, ok2 := snap.Models[name].Histograms[f.Hist]
-			if desc == nil || !ok || !ok2 {
+		for _, i := range d.histograms {
+			hn := families[i].Hist
+			qs, ok := dv.Quantiles[hn]
+			cum, ok2 := snap.Models[name].Histograms[hn]
+			if !ok || !ok2 {
 				continue
 			}
-			if m, err := windowSummary(desc, qs, cum, name, wl); err == nil {
+			if m, err := windowSummary(d.families[i].window, qs, cum, name, wl); err == nil {
 				e.out = append(e.out, m)
 			}
 		}
