@@ -69,8 +69,8 @@ type family struct {
 
 	// Where a reading lands in the snapshot: exactly one of Value (with
 	// Count for aggSumCount), Map (with Label), Info, State, StateMap (with
-	// KeyLabel), Hist
-	// or Server is set; Engine is the per-engine view of Value.
+	// KeyLabel), Hist or Server is set; Engine is the per-engine view of
+	// Value. TestFamilyRowsAreWellFormed checks each row.
 	Value    func(*snapshot.Model) *snapshot.Value
 	Count    func(*snapshot.Model) *snapshot.Value
 	Engine   func(*snapshot.EngineGauges) *snapshot.Value
@@ -82,8 +82,9 @@ type family struct {
 	Server   func(*snapshot.VLLM) *map[string]float64
 
 	// Settle, when set, recomputes what a model's readings of several
-	// families mean together; it runs after every sample was read, for
-	// every model, when the family was present.
+	// families mean together (the sleep verdict); it runs after every
+	// sample was read, for every model, when the family was present, and
+	// must give the same result when it runs again.
 	Settle func(*snapshot.Model)
 	// Out, when set, is the exported value, computed from the readings
 	// (a verdict, a sum over a server-wide map) instead of the reading
