@@ -398,12 +398,13 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct string, pre *stre
 			reason, err = ReasonParse, perr
 		} else {
 			res = s.norm.normalize(e)
+			snap = res.vllm
+			snap.Time, snap.Up = now, true
 			// Only a successful scrape ages the names it lacks.
-			s.models.Scraped(now, func(name string) bool { _, ok := res.models[name]; return ok })
+			s.models.Scraped(now, func(name string) bool { _, ok := snap.Models[name]; return ok })
 			for _, gone := range s.models.Expire() {
 				level.Info(s.logger).Log("msg", "model absent from successful scrapes for --vllm.model-idle-timeout; its state is dropped", "model", gone, "idle_timeout", s.models.IdleTimeout())
 			}
-			snap.Up, snap.Schema, snap.Models, snap.Missing, snap.HTTPRequests = true, res.schema, res.models, res.missing, res.http
 		}
 	}
 	took := time.Since(began)
@@ -419,13 +420,13 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct string, pre *stre
 	} else {
 		s.lastOK = now
 		if s.lastReason != "" {
-			level.Info(s.logger).Log("msg", "vLLM scrape recovered", "url", s.logURL, "schema", res.schema)
+			level.Info(s.logger).Log("msg", "vLLM scrape recovered", "url", s.logURL, "schema", snap.Schema)
 		}
-		if res.schema != s.lastSchema {
+		if snap.Schema != s.lastSchema {
 			// Once at start and after a vLLM upgrade: say what was found.
-			level.Info(s.logger).Log("msg", "vLLM metric schema detected", "schema", res.schema,
-				"models", len(res.models), "missing", strings.Join(res.missing, ","))
-			s.lastSchema = res.schema
+			level.Info(s.logger).Log("msg", "vLLM metric schema detected", "schema", snap.Schema,
+				"models", len(snap.Models), "missing", strings.Join(snap.Missing, ","))
+			s.lastSchema = snap.Schema
 		}
 		if pre != nil && pre.refused > 0 {
 			res.drop(DropModelLimit, "samples of model names beyond --vllm.max-models dropped while reading the body")
