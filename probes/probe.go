@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
-	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 )
 
 // Failure reasons (the `reason` label of vllm_probe_failures_total). A probe
@@ -142,7 +141,6 @@ func buildRequest(pr *config.ProbeProfile, model string, prompt []int, text stri
 // target is what one probe needs from the scheduler.
 type target struct {
 	baseURL   string
-	access    upstream.Access
 	client    *http.Client
 	now       func() time.Time
 	maxEvent  int
@@ -168,7 +166,6 @@ func (t *target) do(ctx context.Context, pr *config.ProbeProfile, body []byte, p
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("X-Request-Id", t.requestID)
-	t.access.Authorize(req)
 	res.Start = t.now()
 	resp, err := t.client.Do(req)
 	if err != nil {
@@ -332,7 +329,6 @@ func (t *target) discoverModel(ctx context.Context, timeout time.Duration) (stri
 	if err != nil {
 		return "", ReasonConnect
 	}
-	t.access.Authorize(req)
 	resp, err := t.client.Do(req)
 	if err != nil {
 		return "", classifyErr(ctx, err, ReasonConnect)

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	commoncfg "github.com/prometheus/common/config"
 	"math/rand/v2"
 	"net/http"
 	"sort"
@@ -46,12 +47,13 @@ type Options struct {
 	// /metrics is ignored. Probes never go anywhere else.
 	URL string
 	// APIKey is sent as "Authorization: Bearer". Never logged. Shorthand
-	// for Access.BearerToken.
+	// for an Upstream whose configuration has only that credential (tests,
+	// and diagnose's own use); ignored when Upstream is set.
 	APIKey string
-	// Access holds the credentials and the proxy policy, the same the vLLM
-	// scraper uses (default: no environment proxy). Only the probes' own
-	// client (Client nil) applies its proxy policy.
-	Access upstream.Access
+	// Upstream is the connection to vLLM (TLS, credentials, proxy,
+	// redirects), the same the vLLM scraper uses; nil = the defaults (no
+	// credentials, direct). Only the probes' own client (Client nil) uses it.
+	Upstream *upstream.Upstream
 	// VLLM is a read-only view of the latest vLLM scrape (the collector's
 	// Latest), used for stall detection and, without ServerTTFT, for the
 	// server-side TTFT of vllm_probe_ttft_gap_seconds. May be nil.
@@ -63,8 +65,8 @@ type Options struct {
 	// It is called with the scheduler's lock held and must not call back
 	// into the Scheduler.
 	ServerTTFT func(model string, window time.Duration) snapshot.Value
-	// Client sends the probes; nil means the probes' own client: HTTP/1.1,
-	// proxy environment variables ignored, redirects never followed, and
+	// Client sends the probes; nil means the probes' own client from
+	// Upstream: HTTP/1.1, the configured TLS, credentials and proxy, and
 	// every socket read timestamped so chunk times are socket-read times.
 	// With a caller's client chunk times are taken when the response body's
 	// Read returns instead.
@@ -132,6 +134,20 @@ type serverTTFT struct {
 	h snapshot.Histogram
 }
 
+// upstream is the connection the probes' own client follows.
+func (o *Options) upstream() *upstream.Upstream {
+	if o.Upstream != nil || o.APIKey == "" {
+		return o.Upstream
+	}
+	cfg := upstream.DefaultHTTPClientConfig()
+	cfg.Authorization = &commoncfg.Authorization{Type: "Bearer", Credentials: commoncfg.Secret(o.APIKey)}
+	u, err := upstream.New(cfg)
+	if err != nil {
+		panic("probes: a bearer token alone cannot fail to build a client: " + err.Error())
+	}
+	return u
+}
+
 // New builds a Scheduler for the probes section of holder (the shipped
 // defaults if holder is nil) and subscribes to configuration reloads: a
 // reload restarts every profile's timer (except that a profile backing off
@@ -144,11 +160,9 @@ func New(opts Options, holder *config.Holder, logger log.Logger) *Scheduler {
 	if opts.Clock == nil {
 		opts.Clock = realClock{}
 	}
-	if opts.APIKey != "" {
-		opts.Access.BearerToken = opts.APIKey
-	}
+	var clientErr error
 	if opts.Client == nil {
-		opts.Client = newClient(opts.Clock.Now, nil, opts.Access.Proxy())
+		opts.Client, clientErr = newClient(opts.Clock.Now, nil, opts.upstream())
 	}
 	seed := opts.Seed
 	if seed == 0 {
@@ -172,6 +186,9 @@ func New(opts Options, holder *config.Holder, logger log.Logger) *Scheduler {
 	s.baseURL, s.urlErr = BaseURL(opts.URL)
 	if s.urlErr != nil {
 		level.Error(logger).Log("msg", "probes cannot run: bad vLLM URL", "err", s.urlErr)
+	} else if clientErr != nil {
+		s.urlErr = clientErr
+		level.Error(logger).Log("msg", "probes cannot run: no HTTP client for vLLM", "err", clientErr)
 	}
 	cfg := config.DefaultProbes()
 	if holder != nil {
@@ -447,7 +464,7 @@ func (s *Scheduler) ProbeOnce(ctx context.Context, profile string) (Result, erro
 
 // execute sends an admitted probe and records its result.
 func (s *Scheduler) execute(ctx context.Context, j *job) Result {
-	t := &target{baseURL: s.baseURL, access: s.opts.Access, client: s.opts.Client,
+	t := &target{baseURL: s.baseURL, client: s.opts.Client,
 		now: s.clock.Now, maxEvent: s.opts.MaxEventBytes, requestID: j.reqID}
 	if s.opts.VLLM != nil {
 		// Look at vLLM once more just before the deadline: a request the

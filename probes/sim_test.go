@@ -106,7 +106,7 @@ func startLockstep(t *testing.T, cfg vllmsim.Config) *lockstep {
 func (ls *lockstep) scheduler(t *testing.T, yaml string) *Scheduler {
 	h, _ := writeConfig(t, yaml)
 	clk := simClock{ls.sim}
-	client := newClient(clk.Now, func(c net.Conn) net.Conn { return &countConn{Conn: c, in: &ls.read, out: new(atomic.Int64)} }, nil)
+	client := mustNewClient(t, clk.Now, func(c net.Conn) net.Conn { return &countConn{Conn: c, in: &ls.read, out: new(atomic.Int64)} })
 	return New(Options{URL: ls.url, Clock: clk, Client: client}, h, nil)
 }
 
