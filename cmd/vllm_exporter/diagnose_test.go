@@ -195,11 +195,12 @@ func TestDiagnoseCommandLine(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	if bnFlags.cost.GPUHour != 1 {
-		t.Errorf("--cost.gpu-hour not parsed: %v", bnFlags.cost.GPUHour)
+	c := newCLI()
+	if _, err := c.app.Parse([]string{"diagnose", "--vllm.url=http://vllm.example:8000", "--cost.gpu-hour=2"}); err != nil {
+		t.Fatal(err)
 	}
-	if bnFlags.flagString("vllm.url") == "" {
-		t.Error("core's --vllm.url not readable from the bottleneck flags")
+	if c.flags.vllmURL != "http://vllm.example:8000" || c.flags.bottleneck.cost.GPUHour != 2 {
+		t.Errorf("core's --vllm.url and --cost.gpu-hour not parsed for diagnose: %q %v", c.flags.vllmURL, c.flags.bottleneck.cost.GPUHour)
 	}
 }
 
@@ -244,11 +245,10 @@ func TestBottleneckExtension(t *testing.T) {
 	}
 	x := &exporter{logger: log.NewNopLogger(), registry: prometheus.NewRegistry(), config: holder,
 		vllm: vllm.New(vllm.Options{URL: s.URL(), Interval: 10 * time.Second, Windows: []time.Duration{time.Minute}}, log.NewNopLogger())}
-	saved := sloWatchdog
-	sloWatchdog = nil // no watchdog: the classifier runs its own loop
-	t.Cleanup(func() { sloWatchdog = saved })
 	b := &bottleneckFlags{spec: bottleneck.ModelSpec{WeightBytes: 16e9, MemoryBandwidth: 2.68e12}}
-	if err := b.start(context.Background(), x); err != nil {
+	// No watchdog: the classifier runs its own loop.
+	classifier, err := startBottleneck(b, slo.DefaultInterval, x, classifierSources(x.vllm, nil, nil), nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if len(x.loops) != 1 {
@@ -258,7 +258,7 @@ func TestBottleneckExtension(t *testing.T) {
 		s.Advance(10 * time.Second)
 		x.vllm.ScrapeOnce(context.Background(), s.Now())
 	}
-	b.classifier.Tick(s.Now())
+	classifier.Tick(s.Now())
 	mfs, err := x.registry.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -278,7 +278,7 @@ func TestBottleneckExtension(t *testing.T) {
 		t.Fatalf("vllm_bottleneck series at 1: %d, want exactly 1", ones)
 	}
 	b.spec.WeightBytes = -1
-	if err := b.start(context.Background(), x); err == nil {
+	if _, err := startBottleneck(b, slo.DefaultInterval, x, classifierSources(x.vllm, nil, nil), nil); err == nil {
 		t.Error("negative --model.weight-bytes accepted")
 	}
 }
@@ -293,12 +293,9 @@ func TestBottleneckExtensionAsWatchdogHook(t *testing.T) {
 	}
 	scraper := vllm.New(vllm.Options{URL: s.URL(), Interval: 10 * time.Second, Windows: []time.Duration{time.Minute}}, log.NewNopLogger())
 	w := slo.New(slo.Options{Interval: 10 * time.Second}, holder, slo.Sources{VLLM: scraper}, log.NewNopLogger())
-	saved := sloWatchdog
-	sloWatchdog = w
-	t.Cleanup(func() { sloWatchdog = saved })
 	x := &exporter{logger: log.NewNopLogger(), registry: prometheus.NewRegistry(), config: holder, vllm: scraper}
-	b := &bottleneckFlags{}
-	if err := b.start(context.Background(), x); err != nil {
+	classifier, err := startBottleneck(&bottleneckFlags{}, slo.DefaultInterval, x, classifierSources(scraper, nil, nil), w)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if len(x.loops) != 0 {
@@ -307,7 +304,7 @@ func TestBottleneckExtensionAsWatchdogHook(t *testing.T) {
 	s.Advance(10 * time.Second)
 	scraper.ScrapeOnce(context.Background(), s.Now())
 	w.Tick(s.Now())
-	if sts := b.classifier.States(); len(sts) != 1 || sts[0].Ticks != 1 {
+	if sts := classifier.States(); len(sts) != 1 || sts[0].Ticks != 1 {
 		t.Fatalf("after one watchdog tick: %+v", sts)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
+	commoncfg "github.com/prometheus/common/config"
 
 	"github.com/vllm-exporter/vllm_exporter/collector"
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
@@ -40,19 +41,18 @@ func TestServerMedianTTFT(t *testing.T) {
 }
 
 func TestProbeFlags(t *testing.T) {
-	app, _, _ := newApp()
-	addProbeFlags(app)
+	app, f, _ := newApp()
 	if _, err := app.Parse([]string{"--no-probe.enabled", "--probe.max-event-bytes=4096"}); err != nil {
 		t.Fatal(err)
 	}
-	if probeFlags.enabled || probeFlags.maxEventBytes != 4096 {
-		t.Fatalf("flags not parsed: %+v", probeFlags)
+	if f.probe.enabled || f.probe.maxEventBytes != 4096 {
+		t.Fatalf("flags not parsed: %+v", f.probe)
 	}
 }
 
-// TestStartProbesWiring starts the probes extension the way main does and
-// checks it reaches only --vllm.url, with the API key, and registers its
-// series and health.
+// TestStartProbesWiring starts the probes the way wire does and checks they
+// reach only --vllm.url, over the shared connection (its API key), and
+// register their series and health.
 func TestStartProbesWiring(t *testing.T) {
 	sim, err := vllmsim.New(vllmsim.Config{Addr: "127.0.0.1:0", APIKey: "k3y", Seed: 9})
 	if err != nil {
@@ -71,12 +71,17 @@ func TestStartProbesWiring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := upstream.DefaultHTTPClientConfig()
+	cfg.Authorization = &commoncfg.Authorization{Type: "Bearer", Credentials: "k3y"}
+	up, err := upstream.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	x := &exporter{logger: log.NewNopLogger(), registry: prometheus.NewPedanticRegistry(), config: h,
-		health: collector.NewHealth(), vllm: vllm.New(vllm.Options{URL: sim.URL()}, log.NewNopLogger()),
-		vllmURL: sim.URL() + "/metrics", access: upstream.Access{BearerToken: "k3y"}}
+		health: collector.NewHealth(), vllmURL: sim.URL() + "/metrics", upstream: up}
+	scraper := vllm.New(vllm.Options{URL: sim.URL()}, log.NewNopLogger())
 	x.registry.MustRegister(x.health)
-	probeFlags.enabled, probeFlags.maxEventBytes = true, 1<<20
-	if err := startProbes(context.Background(), x); err != nil {
+	if x.probes, err = startProbes(&probeFlags{enabled: true, maxEventBytes: 1 << 20}, x, up, scraper); err != nil {
 		t.Fatal(err)
 	}
 	if x.probes == nil || len(x.loops) != 1 {
@@ -116,13 +121,11 @@ func TestStartProbesWiring(t *testing.T) {
 		}
 	}
 
-	probeFlags.enabled = false
 	y := &exporter{vllmURL: "ftp://nope"}
-	if err := startProbes(context.Background(), y); err != nil || y.probes != nil {
+	if p, err := startProbes(&probeFlags{enabled: false}, y, nil, scraper); err != nil || p != nil {
 		t.Fatalf("--no-probe.enabled still started probes: %v", err)
 	}
-	probeFlags.enabled = true
-	if err := startProbes(context.Background(), y); err == nil {
+	if _, err := startProbes(&probeFlags{enabled: true}, y, nil, scraper); err == nil {
 		t.Fatal("a non-http vLLM URL was accepted")
 	}
 }

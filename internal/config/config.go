@@ -182,6 +182,7 @@ type Holder struct {
 	current atomic.Pointer[File]
 
 	mu          sync.Mutex
+	checks      []func(*File) error
 	subscribers []func(*File)
 	lastOK      atomic.Bool
 	lastReload  atomic.Int64 // unix nanoseconds of the last successful load
@@ -206,6 +207,16 @@ func (h *Holder) Get() *File { return h.current.Load() }
 // Path is the configured file path ("" for the default).
 func (h *Holder) Path() string { return h.path }
 
+// Check registers fn to vet each reloaded configuration before it replaces
+// the running one: a check that needs more than the file (the vllm:
+// section resolved with command-line flags) fails the reload like a parse
+// error does.
+func (h *Holder) Check(fn func(*File) error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.checks = append(h.checks, fn)
+}
+
 // Subscribe registers fn to be called with each newly loaded configuration.
 func (h *Holder) Subscribe(fn func(*File)) {
 	h.mu.Lock()
@@ -219,6 +230,11 @@ func (h *Holder) Reload() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	f, err := Load(h.path)
+	for _, check := range h.checks {
+		if err == nil {
+			err = check(f)
+		}
+	}
 	if err != nil {
 		h.lastOK.Store(false)
 		return err
