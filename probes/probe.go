@@ -122,20 +122,19 @@ func buildRequest(pr *config.ProbeProfile, model string, prompt []int, text stri
 		StreamOptions: streamOptions{IncludeUsage: true, ContinuousUsageStats: false},
 		User:          ProbeUser,
 	}
-	path := "/v1/completions"
-	if pr.Endpoint == config.EndpointChat {
-		path = "/v1/chat/completions"
-		req.Messages = []message{{Role: "user", Content: text}}
-		req.MaxCompletionTokens = pr.OutputTokens
-	} else {
+	ep := config.ProbeEndpoints[pr.Endpoint]
+	if ep.TokenPrompt {
 		req.Prompt = prompt
 		req.MaxTokens = pr.OutputTokens
+	} else {
+		req.Messages = []message{{Role: "user", Content: text}}
+		req.MaxCompletionTokens = pr.OutputTokens
 	}
 	b, err := json.Marshal(&req)
 	if err != nil {
 		panic("probes: marshal request: " + err.Error()) // plain struct: cannot fail
 	}
-	return b, path
+	return b, ep.Path
 }
 
 // target is what one probe needs from the scheduler.
@@ -271,7 +270,7 @@ func (t *target) readStream(ctx context.Context, body io.Reader, now func() time
 		res.Reason = ReasonShortOutput
 	case res.CompletionTokens > pr.OutputTokens:
 		res.Reason = ReasonLengthMismatch
-	case pr.Endpoint == config.EndpointCompletions && res.PromptTokens != pr.InputTokens:
+	case config.ProbeEndpoints[pr.Endpoint].TokenPrompt && res.PromptTokens != pr.InputTokens:
 		// Chat prompts go through the chat template, so only token-ID
 		// prompts have an exact expected length.
 		res.Reason = ReasonLengthMismatch

@@ -306,10 +306,10 @@ func (s *Scheduler) admitLocked(st *profileState, now time.Time) (*job, bool) {
 	st.inFlight = true
 	j := &job{st: st, cfg: pc, spend: sp, model: s.Model(), obsSeq: s.stall.seq}
 	pm := &prompter{rng: s.rng, idMin: s.cfg.TokenIDMin, idMax: s.cfg.TokenIDMax}
-	if pc.Endpoint == config.EndpointChat {
-		j.text = pm.text(&pc)
-	} else {
+	if config.ProbeEndpoints[pc.Endpoint].TokenPrompt {
 		j.prompt = pm.tokens(&pc)
+	} else {
+		j.text = pm.text(&pc)
 	}
 	var id [8]byte
 	for i := range id {

@@ -27,6 +27,7 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmhealth"
 	"github.com/vllm-exporter/vllm_exporter/probes"
@@ -199,36 +200,28 @@ func (x *exporter) wire(f *flags) error {
 	return nil
 }
 
-// The sources a consumer reads, as interfaces that are nil (not a nil
-// pointer in an interface) for a component that does not run.
+// present is v as the source interface I, or I's nil when v is a nil
+// pointer: a component that does not run must reach its consumers as a nil
+// interface, not as a nil pointer inside one.
+func present[I any, T comparable](v T) I {
+	var none T
+	if v == none {
+		var absent I
+		return absent
+	}
+	return any(v).(I)
+}
 
 func sloSources(v *vllm.Scraper, g *gpu.Sampler, p *probes.Scheduler) slo.Sources {
-	src := slo.Sources{VLLM: v}
-	if g != nil {
-		src.GPU = g
-	}
-	if p != nil {
-		src.Probes = p
-	}
-	return src
+	return slo.Sources{VLLM: v, GPU: present[slo.GPUSource](g), Probes: present[slo.ProbeSource](p)}
 }
 
 func classifierSources(v *vllm.Scraper, g *gpu.Sampler, p *probes.Scheduler) bottleneck.Sources {
-	src := bottleneck.Sources{VLLM: v}
-	if g != nil {
-		src.GPU = g
-	}
-	if p != nil {
-		src.Probes = p
-	}
-	return src
+	return bottleneck.Sources{VLLM: v, GPU: present[bottleneck.GPUSource](g), Probes: present[bottleneck.ProbeSource](p)}
 }
 
 func verdictSources(v *vllm.Scraper, p *probes.Scheduler, c *bottleneck.Classifier) vllmhealth.Sources {
-	src := vllmhealth.Sources{VLLM: v}
-	if p != nil {
-		src.Probes = p
-	}
+	src := vllmhealth.Sources{VLLM: v, Probes: present[interface{ Latest() *snapshot.Probes }](p)}
 	if c != nil {
 		src.Classes = func() map[string]string {
 			out := map[string]string{}
