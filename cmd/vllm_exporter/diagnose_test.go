@@ -235,9 +235,9 @@ func TestDiagnoseThrottledWithGPU(t *testing.T) {
 	checkGolden(t, "diagnose_throttled_gpu.txt", maskNumbers(txt))
 }
 
-// TestBottleneckExtension starts the serve-side classifier the way main
+// TestStartBottleneck starts the serve-side classifier the way wire
 // does and checks it registers, schedules its loop and classifies on a tick.
-func TestBottleneckExtension(t *testing.T) {
+func TestStartBottleneck(t *testing.T) {
 	s := startSim(t, "queueing", 5)
 	holder, err := config.NewHolder("")
 	if err != nil {
@@ -285,7 +285,7 @@ func TestBottleneckExtension(t *testing.T) {
 
 // With the SLO watchdog running, the classifier is its hook: a watchdog tick
 // classifies, and no loop of its own is scheduled.
-func TestBottleneckExtensionAsWatchdogHook(t *testing.T) {
+func TestStartBottleneckAsWatchdogHook(t *testing.T) {
 	s := startSim(t, "healthy", 5)
 	holder, err := config.NewHolder("")
 	if err != nil {

@@ -371,7 +371,7 @@ func (x *exporter) routes(f *flags) (http.Handler, error) {
 	}
 	if f.telemetryPath != "/" && f.telemetryPath != "" {
 		// Link only what is served: the profiling links only with
-		// --web.enable-pprof (its extension adds the route).
+		// --web.enable-pprof (startPprof adds the route).
 		profiling := "false"
 		if _, ok := x.handlers["GET /debug/pprof/"]; ok {
 			profiling = "true"

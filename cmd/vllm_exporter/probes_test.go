@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +17,7 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim/vllmsimtest"
 	"github.com/vllm-exporter/vllm_exporter/probes"
 )
 
@@ -54,14 +54,7 @@ func TestProbeFlags(t *testing.T) {
 // reach only --vllm.url, over the shared connection (its API key), and
 // register their series and health.
 func TestStartProbesWiring(t *testing.T) {
-	sim, err := vllmsim.New(vllmsim.Config{Addr: "127.0.0.1:0", APIKey: "k3y", Seed: 9})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sim.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
+	sim := vllmsimtest.Start(t, vllmsim.Config{Addr: "127.0.0.1:0", APIKey: "k3y", Seed: 9})
 	cfgPath := filepath.Join(t.TempDir(), "c.yml")
 	yaml := "probes:\n  profiles:\n    - {name: wired, endpoint: completions, input_tokens: 16, output_tokens: 4, interval: 1m, timeout: 5s, jitter: 0s}\n"
 	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
@@ -90,10 +83,7 @@ func TestStartProbesWiring(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { x.loops[0](ctx); close(done) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for x.probes.Latest().Profiles["wired"].Requests == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, "the first probe", func() bool { return x.probes.Latest().Profiles["wired"].Requests > 0 })
 	cancel()
 	<-done
 	p := x.probes.Latest().Profiles["wired"]

@@ -27,7 +27,7 @@ func hardSim(t *testing.T) *vllmsim.Sim {
 	return vllmsimtest.Start(t, vllmsim.Config{Seed: 7, LoadGen: true})
 }
 
-// TestFaultMatrix runs the whole exporter (every registered extension)
+// TestFaultMatrix runs the whole exporter (every component wired)
 // against the simulated vLLM, injects each fault at run time, and checks
 // that the exporter keeps serving /metrics and /-/healthy, reports the fault
 // through vllm_up, vllm_exporter_collector_up and
@@ -222,7 +222,7 @@ func TestFaultBadConfigReload(t *testing.T) {
 	sim := hardSim(t)
 	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL(), "--config.file=" + cfgPath, "--slo.interval=100ms", "--web.enable-lifecycle"}, hardScrapeArgs...)...)
 	if h.x == nil {
-		t.Fatal("test observer extension did not run")
+		t.Fatal("the harness did not see the wired exporter")
 	}
 	running := h.x.config.Get()
 	page := h.waitMetric("initial load", hardAll(hardIs("vllm_exporter_config_last_reload_successful", 1),
@@ -336,7 +336,7 @@ func TestFaultStreamCutMidProbe(t *testing.T) {
 	sim := hardSim(t)
 	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL(), "--config.file=" + cfg}, hardScrapeArgs...)...)
 	if h.x.probes == nil {
-		t.Skip("no probes extension in this build")
+		t.Skip("no probes in this build")
 	}
 	h.waitMetric("a probe succeeded", hardAll(hardIs("vllm_up", 1), hardIs("vllm_probe_last_success", 1, "profile", "fast")))
 
