@@ -47,8 +47,8 @@ type Options struct {
 	// /metrics is ignored. Probes never go anywhere else.
 	URL string
 	// APIKey is sent as "Authorization: Bearer". Never logged. Shorthand
-	// for an Upstream whose configuration has only that credential (tests,
-	// and diagnose's own use); ignored when Upstream is set.
+	// for an Upstream whose configuration has only that credential;
+	// ignored when Upstream is set.
 	APIKey string
 	// Upstream is the connection to vLLM (TLS, credentials, proxy,
 	// redirects), the same the vLLM scraper uses; nil = the defaults (no

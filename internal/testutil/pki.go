@@ -24,8 +24,10 @@ type PKI struct {
 	// CAFile is the CA certificate; CA the pool holding it.
 	CAFile string
 	CA     *x509.CertPool
-	// Server is the server's certificate and key.
-	Server tls.Certificate
+	// Server is the server's certificate and key, also written to
+	// ServerCertFile and ServerKeyFile.
+	Server                        tls.Certificate
+	ServerCertFile, ServerKeyFile string
 	// ClientCertFile and ClientKeyFile are the client's certificate and key.
 	ClientCertFile, ClientKeyFile string
 	// ClientKeyPEM is the client key's content (tests check it never leaks).
@@ -77,18 +79,26 @@ func NewPKI(t testing.TB, serverName string) *PKI {
 	}
 	srvDER, srvKey := issue(2, x509.ExtKeyUsageServerAuth, []string{serverName, "localhost"}, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback})
 	p.Server = tls.Certificate{Certificate: [][]byte{srvDER}, PrivateKey: srvKey}
+	p.ServerCertFile, p.ServerKeyFile = filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem")
+	writePEM(t, p.ServerCertFile, "CERTIFICATE", srvDER)
+	writeKey(t, p.ServerKeyFile, srvKey)
 
 	cliDER, cliKey := issue(3, x509.ExtKeyUsageClientAuth, nil, nil)
 	p.ClientCertFile = filepath.Join(dir, "client.pem")
 	p.ClientKeyFile = filepath.Join(dir, "client-key.pem")
 	writePEM(t, p.ClientCertFile, "CERTIFICATE", cliDER)
-	keyDER, err := x509.MarshalECPrivateKey(cliKey)
+	p.ClientKeyPEM = writeKey(t, p.ClientKeyFile, cliKey)
+	return p
+}
+
+// writeKey writes key as PEM to path and returns the PEM.
+func writeKey(t testing.TB, path string, key *ecdsa.PrivateKey) string {
+	der, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.ClientKeyPEM = string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
-	writePEM(t, p.ClientKeyFile, "EC PRIVATE KEY", keyDER)
-	return p
+	writePEM(t, path, "EC PRIVATE KEY", der)
+	return string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}))
 }
 
 // ServerTLS is a server configuration that presents the server
