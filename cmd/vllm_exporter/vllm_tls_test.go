@@ -235,3 +235,56 @@ func TestVLLMConnectionConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestVLLMConnectionFollowsReload: a reload applies a changed vllm:
+// section to the running scraper (a new inline token is sent from then on);
+// a section that cannot work (a missing CA file) fails the reload and the
+// running connection keeps scraping.
+func TestVLLMConnectionFollowsReload(t *testing.T) {
+	pki := testutil.NewPKI(t, "vllm.test")
+	const tok1, tok2 = "reload-one-Jd2Qsecret", "reload-two-Wc6Zsecret"
+	v := startTLSVLLM(t, pki, tok1)
+	cfgPath := filepath.Join(t.TempDir(), "config.yml")
+	section := func(ca, tok string) []byte {
+		return fmt.Appendf(nil, "vllm:\n  tls_config: {ca_file: %s, cert_file: %s, key_file: %s}\n  authorization: {credentials: %s}\n",
+			ca, pki.ClientCertFile, pki.ClientKeyFile, tok)
+	}
+	if err := os.WriteFile(cfgPath, section(pki.CAFile, tok1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := hardStart(t, nil, append([]string{"--vllm.url=" + v.URL, "--config.file=" + cfgPath, "--no-probe.enabled", "--web.enable-lifecycle"}, hardScrapeArgs...)...)
+	h.waitMetric("scraped with the first token", hardIs("vllm_up", 1))
+
+	if err := os.WriteFile(cfgPath, section(pki.CAFile+".missing", tok2), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := h.post("/-/reload"); code != http.StatusInternalServerError || !strings.Contains(body, "ca.pem.missing") || strings.Contains(body, tok2) {
+		t.Fatalf("reload with a missing CA file: %d %q", code, body)
+	}
+	before, _ := v.accepted(tok1)
+	h.eventually("scrapes go on with the running connection", func() (bool, string) {
+		n, _ := v.accepted(tok1)
+		return n >= before+3, fmt.Sprintf("%d more requests with the first token", n-before)
+	})
+	h.waitMetric("the failed reload is reported", hardAll(hardIs("vllm_up", 1), hardIs("vllm_exporter_config_last_reload_successful", 0)))
+
+	next := tok2
+	v.token.Store(&next)
+	if err := os.WriteFile(cfgPath, section(pki.CAFile, tok2), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := h.post("/-/reload"); code != http.StatusOK {
+		t.Fatalf("reload with the new token: %d %q", code, body)
+	}
+	h.eventually("requests with the reloaded token", func() (bool, string) {
+		n, _ := v.accepted(tok2)
+		return n >= 3, fmt.Sprintf("%d requests with the new token", n)
+	})
+	h.waitMetric("up after the reload", hardAll(hardIs("vllm_up", 1), hardIs("vllm_exporter_config_last_reload_successful", 1)))
+	h.stop()
+	for _, tok := range []string{tok1, tok2} {
+		if strings.Contains(h.logs.String(), tok) {
+			t.Fatal("a token from the configuration file is in the logs")
+		}
+	}
+}
