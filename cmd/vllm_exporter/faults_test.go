@@ -181,10 +181,11 @@ func TestFaultCounterReset(t *testing.T) {
 		v, ok := m.Value("vllm_prompt_tokens_total")
 		return ok && v < high, "no reset yet"
 	})
-	// For the next two windows' worth of scrapes every page stays sane.
-	deadline := time.Now().Add(6 * time.Second)
-	for n := 0; time.Now().Before(deadline) || n < 10; n++ {
-		page := h.metrics()
+	// For the next two windows' worth of scrapes (5s at 100ms) every page
+	// stays sane: one page per new scrape, not per fixed sleep.
+	scrapes, _ := h.metrics().Value("vllm_exporter_scrapes_total")
+	for n := 0; n < 50; n++ {
+		page := h.waitMetric("the next scrape", hardAtLeast("vllm_exporter_scrapes_total", scrapes+float64(n)+1))
 		if v, _ := page.Value("vllm_up"); v != 1 {
 			t.Fatalf("vllm_up = %v across a vLLM restart", v)
 		}
@@ -198,7 +199,6 @@ func TestFaultCounterReset(t *testing.T) {
 				}
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	h.stop()
 	sim.Close()
