@@ -144,6 +144,20 @@ func get(t *testing.T, c *http.Client, url string) int {
 	return resp.StatusCode
 }
 
+// newTestClient is the Upstream for cfg and one client from it.
+func newTestClient(t *testing.T, cfg commoncfg.HTTPClientConfig) (*Upstream, *http.Client) {
+	t.Helper()
+	u, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := u.Client("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u, c
+}
+
 // TestTokenFileReread: a rotated credentials_file is sent from the next
 // request on, by the same client (no restart, no rebuild).
 func TestTokenFileReread(t *testing.T) {
@@ -154,14 +168,7 @@ func TestTokenFileReread(t *testing.T) {
 	srv, seen := authServer(t, nil)
 	cfg := DefaultHTTPClientConfig()
 	cfg.Authorization = &commoncfg.Authorization{Type: "Bearer", CredentialsFile: tokenFile}
-	u, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := u.Client("test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c := newTestClient(t, cfg)
 	get(t, c, srv.URL+"/a")
 	if err := os.WriteFile(tokenFile, []byte("two\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -186,14 +193,7 @@ func TestRedirectPolicy(t *testing.T) {
 	})
 	cfg := DefaultHTTPClientConfig()
 	cfg.Authorization = &commoncfg.Authorization{Type: "Bearer", Credentials: "k"}
-	u, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := u.Client("test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	u, c := newTestClient(t, cfg)
 	if code := get(t, c, srv.URL+"/metrics"); code != http.StatusOK {
 		t.Fatalf("same-server redirect: %d", code)
 	}
@@ -219,14 +219,7 @@ func TestApply(t *testing.T) {
 	srv, seen := authServer(t, nil)
 	cfg := DefaultHTTPClientConfig()
 	cfg.Authorization = &commoncfg.Authorization{Type: "Bearer", Credentials: "old"}
-	u, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := u.Client("test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	u, c := newTestClient(t, cfg)
 	bad := cfg
 	bad.TLSConfig.CAFile = filepath.Join(t.TempDir(), "missing.pem")
 	if err := u.Apply(bad); err == nil || !strings.Contains(err.Error(), "missing.pem") {
