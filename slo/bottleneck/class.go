@@ -11,11 +11,15 @@ type Class string
 // The classes, in priority order: when several rules hold on one tick the
 // earliest wins. Why this order:
 //
-//   - gpu_fault, engine_stalled: when the hardware or the engine is broken
-//     every other signal is a symptom (or stale), and no knob helps.
-//   - deferred_livelock right after them: the engine still steps, but the
-//     scheduler admits nothing (vllm #53130); only a restart helps, and the
-//     queueing and batch signals it produces are symptoms.
+//   - gpu_fault: when the hardware is broken every other signal is a
+//     symptom (or stale), and no knob helps.
+//   - deferred_livelock before engine_stalled: the engine still steps, but
+//     the scheduler admits nothing (vllm #53130), so tokens stop with
+//     requests present, which the generic stall check also sees; the
+//     livelock is the specific cause (a pile of deferred requests, nothing
+//     running, a free KV cache) and has its own advice. Only a restart
+//     helps, and the queueing and batch signals it produces are symptoms.
+//   - engine_stalled: requests present, no tokens, no more specific cause.
 //   - throttled: a power/thermal clock cap is outside vLLM; it slows every
 //     step, so the queueing and KV pressure it causes downstream must not be
 //     blamed on scheduler knobs. It needs an active reason AND degraded TPOT,
@@ -60,7 +64,7 @@ const (
 
 // Classes lists every class in priority order (the state set's label values).
 var Classes = []Class{
-	GPUFault, ServerUnavailable, EngineStalled, DeferredLivelock, Throttled, KVCacheExhausted, TooManySequences,
+	GPUFault, ServerUnavailable, DeferredLivelock, EngineStalled, Throttled, KVCacheExhausted, TooManySequences,
 	Queueing, PrefixCacheMiss, PrefillBound, CommunicationBound,
 	MemoryBoundDecode, DecodeOverhead, BatchTooSmall, NearOptimal,
 }

@@ -22,6 +22,11 @@ type Inputs struct {
 	// since the previous tick. The classifier fills both from its state.
 	NoProgress     snapshot.Value
 	RecentHitRatio snapshot.Value
+	// RecentGenerationTokensPerSecond is the generation rate since the
+	// previous tick (the classifier fills it from its state): a livelock
+	// stops generation at once, and the window's mean would remember the
+	// tokens from before it for a whole window.
+	RecentGenerationTokensPerSecond snapshot.Value
 	// HitRatioReference is the best windowed prefix-cache hit ratio seen
 	// over the baseline window before this tick; PrefillSpeedReference the
 	// best prefill speed (see PrefillSpeed) over the capacity horizon. The
@@ -75,7 +80,7 @@ type Finding struct {
 // several hold on one tick the earliest wins. A new class adds its rule here
 // and its name to Classes at the same position.
 var ruleOrder = []func(rules) Finding{
-	rules.gpuFault, rules.engineStalled, rules.deferredLivelock, rules.throttled, rules.kvExhausted,
+	rules.gpuFault, rules.deferredLivelock, rules.engineStalled, rules.throttled, rules.kvExhausted,
 	rules.tooManySequences, rules.queueing, rules.prefixCacheMiss, rules.prefillBound,
 	rules.communicationBound, rules.memoryBoundDecode, rules.decodeOverhead,
 	rules.batchTooSmall,
@@ -197,19 +202,37 @@ func (r rules) engineStalled() Finding {
 
 // deferredLivelock is vllm #53130: deferred requests pile up, few wait for
 // capacity, the KV cache has room and generation all but stopped. Only a
-// server that splits its queue by reason (≈0.20+) can show it.
+// server that splits its queue by reason (≈0.20+) can show it. It is
+// checked before engine_stalled: a livelocked engine makes no tokens with
+// requests present, which is also what the generic stall check sees, but
+// the livelock has its own cause and advice. KV usage and generation are
+// read as they are now (the latest scrape, the rate since the previous
+// tick), not as window means, which remember the traffic before the
+// scheduler stopped admitting for a whole window.
 func (r rules) deferredLivelock() Finding {
 	m, w := r.in.Model, r.in.Window
-	deferred, capacity, kv := m.WaitingDeferred(), m.WaitingForCapacity(), r.kv()
-	if !deferred.OK || !capacity.OK || !kv.OK || w == nil || !w.GenerationTokensPerSecond.OK || m.Asleep() {
+	if m == nil || m.Asleep() {
 		return Finding{Class: DeferredLivelock}
 	}
-	return all(DeferredLivelock,
+	deferred, capacity, kv := m.WaitingDeferred(), m.WaitingForCapacity(), m.KVUsage
+	gen := r.in.RecentGenerationTokensPerSecond
+	if !gen.OK && w != nil {
+		gen = w.GenerationTokensPerSecond
+	}
+	if !deferred.OK || !capacity.OK || !kv.OK || !gen.OK {
+		return Finding{Class: DeferredLivelock}
+	}
+	ev := []Evidence{
 		gate("requests_waiting_deferred", deferred.V, ">=", r.th.DeferredLivelockMinDeferred, "requests"),
 		gate("deferred_over_capacity_waiting_ratio", deferred.V/math.Max(capacity.V, 1), ">=", r.th.DeferredLivelockDeferredOverCapacity, "ratio"),
 		gate("kv_cache_usage_ratio", kv.V, "<", r.th.DeferredLivelockKVMax, "ratio"),
-		gate("generation_tokens_per_second", w.GenerationTokensPerSecond.V, "<=", r.th.DeferredLivelockMaxGenerationTokensPerSecond, "tokens/s"),
-		note("requests_waiting_capacity", capacity.V, "requests"))
+		gate("generation_tokens_per_second", gen.V, "<=", r.th.DeferredLivelockMaxGenerationTokensPerSecond, "tokens/s"),
+		note("requests_waiting_capacity", capacity.V, "requests"),
+	}
+	if m.Running.OK {
+		ev = append(ev, note("requests_running", m.Running.V, "requests"))
+	}
+	return all(DeferredLivelock, ev...)
 }
 
 // capped reports whether a GPU's clocks are held down enough to slow decode:
