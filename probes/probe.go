@@ -54,11 +54,15 @@ type Result struct {
 	// RetryAfter is the server's Retry-After on 503, if any.
 	RetryAfter time.Duration
 
-	// Chunks counts stream chunks with a non-empty choices list.
+	// Chunks counts the stream chunks that carry generated text (a
+	// completions choice's text, a chat delta's content or reasoning). A
+	// chat role-only delta, a final chunk with only a finish reason and a
+	// usage-only chunk carry none and are not counted.
 	Chunks int
-	// TTFT: first chunk with non-empty choices. E2E: last such chunk.
+	// TTFT: the first chunk with generated text. E2E: the last one.
 	TTFT, E2E time.Duration
-	// ITL holds the gaps between successive chunks with non-empty choices.
+	// ITL holds the gaps between successive chunks with generated text
+	// (len(ITL) = Chunks-1), as vLLM's benchmark measures them.
 	ITL []time.Duration
 	// TPOT = (E2E-TTFT)/(CompletionTokens-1); valid when HasTPOT.
 	TPOT    time.Duration
@@ -79,11 +83,30 @@ type chunk struct {
 	Error   json.RawMessage `json:"error"`
 	Choices []struct {
 		FinishReason *string `json:"finish_reason"`
+		Text         string  `json:"text"` // completions
+		Delta        struct {
+			Content string `json:"content"`
+			// Reasoning models stream their thinking here (vLLM's
+			// reasoning parsers: reasoning_content, newer reasoning);
+			// those are generated tokens too.
+			ReasoningContent string `json:"reasoning_content"`
+			Reasoning        string `json:"reasoning"`
+		} `json:"delta"` // chat
 	} `json:"choices"`
 	Usage *struct {
 		PromptTokens     int `json:"prompt_tokens"`
 		CompletionTokens int `json:"completion_tokens"`
 	} `json:"usage"`
+}
+
+// hasText reports whether the chunk carries generated text.
+func (c *chunk) hasText() bool {
+	for _, ch := range c.Choices {
+		if ch.Text != "" || ch.Delta.Content != "" || ch.Delta.ReasoningContent != "" || ch.Delta.Reasoning != "" {
+			return true
+		}
+	}
+	return false
 }
 
 type streamOptions struct {
@@ -231,7 +254,11 @@ func (t *target) readStream(ctx context.Context, body io.Reader, now func() time
 			res.Reason = ReasonStreamError
 			return
 		}
-		if len(c.Choices) > 0 {
+		// Only chunks with generated text are tokens: a role-only delta,
+		// a last chunk with just a finish reason (some OpenAI-compatible
+		// servers send one) and the usage chunk are not, and counting them
+		// would add ITL gaps and stretch E2E past the last token.
+		if c.hasText() {
 			if res.Chunks == 0 {
 				res.TTFT = ev.At.Sub(res.Start)
 			} else {
@@ -239,11 +266,11 @@ func (t *target) readStream(ctx context.Context, body io.Reader, now func() time
 			}
 			last = ev.At
 			res.Chunks++
-			for _, ch := range c.Choices {
-				if ch.FinishReason != nil && (*ch.FinishReason == "error" || *ch.FinishReason == "abort") {
-					res.Reason = ReasonStreamError
-					return
-				}
+		}
+		for _, ch := range c.Choices {
+			if ch.FinishReason != nil && (*ch.FinishReason == "error" || *ch.FinishReason == "abort") {
+				res.Reason = ReasonStreamError
+				return
 			}
 		}
 		// The final usage chunk (choices: []) carries the totals; if a

@@ -324,7 +324,7 @@ type ProbeProfile struct {
 
 	// Added by the probes work:
 	OutputTokensReceived float64 // usage.completion_tokens summed over probes
-	Chunks               float64 // stream chunks with non-empty choices
+	Chunks               float64 // stream chunks that carry generated text
 	BudgetSkips          float64 // scheduled probes skipped for the budget
 	// TTFTGap is median probe TTFT minus median server TTFT over the gap
 	// window (absent without server data or probe successes in the window).
