@@ -50,6 +50,7 @@ func run(args []string) error {
 	app.Flag("api-server-count", "API server processes; > 1 switches V1 /metrics to multiprocess style (no _created, no python/process).").Default("1").IntVar(&cfg.APIServerCount)
 	app.Flag("max-num-seqs", "Max running sequences per engine.").Default("128").IntVar(&cfg.MaxNumSeqs)
 	app.Flag("max-num-batched-tokens", "Token budget per engine step (chunked prefill).").Default("8192").IntVar(&cfg.MaxNumBatchedTokens)
+	app.Flag("long-prefill-token-threshold", "Most prompt tokens one request may prefill in a step (0 = no cap), as vLLM's flag: long prompts share steps with short ones.").Default("0").IntVar(&cfg.LongPrefillTokenThreshold)
 	app.Flag("num-gpu-blocks", "KV cache blocks per engine (v1 versions reserve one as vLLM's null block).").Default("4096").IntVar(&cfg.NumGPUBlocks)
 	app.Flag("block-size", "Tokens per KV block.").Default("16").IntVar(&cfg.BlockSize)
 	app.Flag("max-model-len", "Max prompt+output tokens per request.").Default("8192").IntVar(&cfg.MaxModelLen)

@@ -113,8 +113,8 @@ var advice = map[Class]Advice{
 		"enable prefix caching (--enable-prefix-caching), keep shared prefixes byte-identical, and give the cache room (lower --max-num-seqs or raise --gpu-memory-utilization)",
 	},
 	PrefillBound: {
-		"TTFT is over its target, spent in prefill, and prefill runs at under half the speed this server has shown (not merely long prompts)",
-		"enable chunked prefill and raise --max-num-batched-tokens for prefill throughput; enable prefix caching when prompts share a prefix; shorten context, or route long prompts to a separate pool",
+		"TTFT is over its target and spent in prefill, not in the queue: prefill runs at under half the speed this server has shown (not merely long prompts), or a few long prompts (documents among chat) make a p99 TTFT tail while the median stays fast",
+		"slow prefill: enable chunked prefill and raise --max-num-batched-tokens for prefill throughput, enable prefix caching when prompts share a prefix, check the attention backend; a long-prompt tail (ttft_p99_over_p50_ratio in the evidence): route long prompts to a separate pool, or let each long prompt prefill in fewer steps by raising --max-num-batched-tokens and --long-prefill-token-threshold (short requests then share longer steps: watch p50 TTFT and TPOT), and bound concurrent long prefills with --max-num-partial-prefills / --max-long-partial-prefills",
 	},
 	CommunicationBound: {
 		"NVLink traffic is high under tensor parallelism while TPOT is over target",
