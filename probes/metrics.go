@@ -15,6 +15,9 @@ const (
 	// SkipAsleep: vLLM reports its engine deliberately asleep (sleep mode):
 	// a probe could only fail, and a failure would page for nothing.
 	SkipAsleep = "asleep"
+	// SkipModelLen: the profile does not fit the served model's
+	// max_model_len (from /v1/models) even with its input shrunk.
+	SkipModelLen = "max_model_len"
 )
 
 type metrics struct {
@@ -91,6 +94,7 @@ func (m *metrics) create(profile string) {
 	}
 	m.skipped.WithLabelValues(profile, SkipBudget)
 	m.skipped.WithLabelValues(profile, SkipAsleep)
+	m.skipped.WithLabelValues(profile, SkipModelLen)
 }
 
 // remove deletes every series of a profile that left the configuration.

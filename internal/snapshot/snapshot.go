@@ -329,4 +329,11 @@ type ProbeProfile struct {
 	// TTFTGap is median probe TTFT minus median server TTFT over the gap
 	// window (absent without server data or probe successes in the window).
 	TTFTGap Value
+	// LastError is the latest failure's reason and what failed (the
+	// server's error text, truncated and scrubbed), or why the profile was
+	// not sent; empty if none since start.
+	LastError string
+	// FitNote says how the profile was fitted to the served model's
+	// max_model_len (shrunk or refused); empty when it fits as configured.
+	FitNote string
 }
