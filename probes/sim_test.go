@@ -281,8 +281,9 @@ func TestSimTTFTAndTPOTMatchGroundTruth(t *testing.T) {
 		return res.TTFT.Seconds(), rec.TTFT.Seconds(), res.TPOT.Seconds(), rec.TPOT.Seconds()
 	}
 
-	// A chat probe (role delta + 4 content chunks of 8 tokens) too.
-	check("chat", 64, 8, 1+1+(8-1+1)/2, true)
+	// A chat probe too: 5 content chunks carry its 8 tokens; the role-only
+	// delta before them carries no text and is not counted.
+	check("chat", 64, 8, 1+(8-1+1)/2, true)
 
 	var probeTTFT, probeTPOT, simTTFT, simTPOT []float64
 	for range 5 {

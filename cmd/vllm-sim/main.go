@@ -55,6 +55,7 @@ func newApp() (*kingpin.Application, *simFlags) {
 	app.Flag("max-num-batched-tokens", "Token budget per engine step (chunked prefill).").Default("8192").IntVar(&f.cfg.MaxNumBatchedTokens)
 	app.Flag("num-gpu-blocks", "KV cache blocks per engine (v1 versions reserve one as vLLM's null block).").Default("4096").IntVar(&f.cfg.NumGPUBlocks)
 	app.Flag("block-size", "Tokens per KV block.").Default("16").IntVar(&f.cfg.BlockSize)
+	app.Flag("long-prefill-token-threshold", "Most prompt tokens one request may prefill in a step (0 = no cap), as vLLM's flag: long prompts share steps with short ones.").Default("0").IntVar(&f.cfg.LongPrefillTokenThreshold)
 	app.Flag("max-model-len", "Max prompt+output tokens per request.").Default("8192").IntVar(&f.cfg.MaxModelLen)
 	app.Flag("enable-prefix-caching", "Reuse KV blocks of shared prefixes (--no-enable-prefix-caching to disable).").Default("true").BoolVar(&f.prefix)
 	app.Flag("stream-interval", "Tokens per SSE chunk (first token always alone).").Default("1").IntVar(&f.cfg.StreamInterval)

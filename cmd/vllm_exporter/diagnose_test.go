@@ -8,7 +8,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -494,4 +496,78 @@ func TestDiagnoseSlowGPUWithoutNVMLSaysWhatItCannotRuleOut(t *testing.T) {
 		t.Fatalf("slow GPU without NVML: class %s, cannot rule out %v\n%s", m.Class, m.CannotRuleOut, out.String())
 	}
 	t.Logf("20x slower GPU, no NVML: %s; cannot rule out: %v", m.Class, m.CannotRuleOut)
+}
+
+// diagnose against a model with a 1,024-token context. A server that lists
+// max_model_len (the simulator, like vLLM): the cold/warm pair (1,024 + 8
+// tokens) is shrunk to 1,016 + 8, the report says so and the probes
+// succeed. A third-party simulator that lists no limit and answers the
+// oversized pair with an in-stream error: the first pair fails, the report
+// gives the reason (context_length) and the server's error text, not only
+// "N sent, N failed", and the length that error names fits the later pairs.
+func TestDiagnoseProbePairFitsSmallContext(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-time simulator run")
+	}
+	for _, listed := range []bool{true, false} {
+		sim, err := vllmsim.New(vllmsim.Config{Seed: 5, MaxModelLen: 1024})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sim.StartClock()
+		h := sim.Handler()
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case listed:
+			case r.URL.Path == "/v1/models":
+				fmt.Fprint(w, `{"object":"list","data":[{"id":"meta-llama/Llama-3.1-8B-Instruct","object":"model"}]}`)
+				return
+			case r.URL.Path == "/v1/completions":
+				var req struct {
+					Prompt    []int `json:"prompt"`
+					MaxTokens int   `json:"max_tokens"`
+				}
+				b, _ := io.ReadAll(r.Body)
+				_ = json.Unmarshal(b, &req)
+				if n := len(req.Prompt) + req.MaxTokens; n > 1024 {
+					w.Header().Set("Content-Type", "text/event-stream")
+					fmt.Fprintf(w, `data: {"error":{"message":"This model's maximum context length is 1024 tokens. However, you requested %d tokens.","type":"BadRequestError","code":400}}`+"\n\ndata: [DONE]\n\n", n)
+					return
+				}
+				r.Body = io.NopCloser(bytes.NewReader(b))
+			}
+			h.ServeHTTP(w, r)
+		}))
+		var out bytes.Buffer
+		rep, err := runDiagnose(context.Background(), diagnoseOpts{
+			url: srv.URL, timeout: 5 * time.Second, duration: 3 * time.Second, interval: 500 * time.Millisecond,
+			window: time.Second, output: "text", probes: true, probeEvery: 1,
+		}, &out, log.NewNopLogger())
+		srv.Close()
+		sim.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		txt := out.String()
+		var sent, failed float64
+		for _, l := range rep.Probes {
+			sent, failed = sent+l.Requests, failed+l.Failures
+		}
+		if sent < 2 {
+			t.Fatalf("listed=%v: %v probes sent; report:\n%s", listed, sent, txt)
+		}
+		if listed {
+			if failed != 0 || !strings.Contains(txt, "input_tokens 1024 -> 1016, output_tokens 8") {
+				t.Errorf("listed max_model_len: %v of %v failed, or no fit note; report:\n%s", failed, sent, txt)
+			}
+			continue
+		}
+		// The first pair fails; the length its error names fits the rest.
+		if failed < 1 || failed >= sent || !strings.Contains(txt, "failed (context_length ") ||
+			!strings.Contains(txt, "last error: context_length: in-stream error: This model's maximum context length is 1024 tokens. However, you requested 1032 tokens.") ||
+			!strings.Contains(txt, "input_tokens 1024 -> 1016, output_tokens 8") {
+			t.Errorf("unlisted max_model_len: %v of %v failed; the report must give the reason, the server's text and the fit:\n%s", failed, sent, txt)
+		}
+		t.Logf("report of the failing pair:\n%s", txt[strings.Index(txt, "Probes:"):])
+	}
 }

@@ -282,3 +282,46 @@ func CheckSecretFile(flag, path string) error {
 	}
 	return nil
 }
+
+// Secrets are the credentials u sends as they stand now: inline ones and
+// the contents of the credential files (read on each call, since the files
+// rotate). Text that may echo a request (a server's error body) is passed
+// through Scrub with them before it is logged or shown.
+func (u *Upstream) Secrets() []string {
+	cfg := u.Config()
+	var out []string
+	add := func(s string) {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	addFile := func(path string) {
+		if path == "" {
+			return
+		}
+		if b, err := os.ReadFile(path); err == nil {
+			add(string(b))
+		}
+	}
+	add(string(cfg.BearerToken))
+	addFile(cfg.BearerTokenFile)
+	if a := cfg.Authorization; a != nil {
+		add(string(a.Credentials))
+		addFile(a.CredentialsFile)
+	}
+	if b := cfg.BasicAuth; b != nil {
+		add(string(b.Password))
+		addFile(b.PasswordFile)
+	}
+	return out
+}
+
+// Scrub replaces every occurrence of each secret in s.
+func Scrub(s string, secrets ...string) string {
+	for _, sec := range secrets {
+		if sec != "" {
+			s = strings.ReplaceAll(s, sec, "xxxxx")
+		}
+	}
+	return s
+}
