@@ -428,13 +428,6 @@ func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.L
 	srv := newHTTPServer(handler)
 	errc := make(chan error, 1)
 	go func() { errc <- web.ListenAndServe(srv, f.web, slogger) }()
-	// Everything is initialised: give back the executable pages start-up
-	// mapped but serving does not use (pageout_linux.go).
-	if before, after, err := releaseBinaryPages(); err != nil {
-		level.Debug(logger).Log("msg", "could not release unused executable pages", "err", err)
-	} else {
-		level.Debug(logger).Log("msg", "released unused executable pages", "rss_file_kib_before", before, "rss_file_kib_after", after)
-	}
 	select {
 	case err := <-errc:
 		if errors.Is(err, http.ErrServerClosed) {
