@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -121,6 +122,7 @@ func registerCommand(c command) { commands = append(commands, c) }
 type flags struct {
 	web            *web.FlagConfig
 	telemetryPath  string
+	goMemStats     bool
 	disableExpMets bool
 
 	vllmURL      string
@@ -153,6 +155,7 @@ func newApp() (*kingpin.Application, *flags, *kingpin.CmdClause) {
 	f.web = kingpinflag.AddFlags(app, defaultListenAddress)
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.telemetryPath)
 	app.Flag("web.disable-exporter-metrics", "Exclude the exporter's own go_* and process_* metrics.").BoolVar(&f.disableExpMets)
+	app.Flag("web.go-memstats", "Also export the Go runtime's go_memstats_* series (25); by default the exporter's heap is go_memory_classes_heap_objects_bytes + go_memory_classes_heap_unused_bytes.").BoolVar(&f.goMemStats)
 	app.Flag("vllm.url", "Base URL of the vLLM server (its /metrics is scraped; probes use the same server).").Default("http://localhost:8000").StringVar(&f.vllmURL)
 	app.Flag("vllm.scrape-interval", "How often to scrape vLLM's /metrics.").Default(vllm.DefaultInterval.String()).DurationVar(&f.interval)
 	app.Flag("vllm.timeout", "Timeout of one scrape of vLLM's /metrics.").Default(vllm.DefaultTimeout.String()).DurationVar(&f.timeout)
@@ -396,7 +399,7 @@ func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.L
 	reloadGauges := configReloadCollectors(holder)
 	x.registry.MustRegister(versioncollector.NewCollector(program), x.health, x.vllm, x.models.Stats, reloadGauges[0], reloadGauges[1], startTimeGauge(time.Now()))
 	if !f.disableExpMets {
-		x.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		x.registry.MustRegister(goCollector(f.goMemStats), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	x.goRun(x.vllm.Run)
 
@@ -589,3 +592,18 @@ func (x *exporter) routes(f *flags) (http.Handler, error) {
 type promhttpLogger struct{ logger log.Logger }
 
 func (l promhttpLogger) Println(v ...any) { level.Error(l.logger).Log("msg", fmt.Sprint(v...)) }
+
+// goCollector is the Go runtime collector: client_golang's base set
+// (goroutines, threads, GC pauses, GOGC, GOMEMLIMIT, GOMAXPROCS) and the
+// heap in use as two runtime/metrics classes (their sum is memstats'
+// HeapInuse); go_memstats_* (25 series nothing shipped reads) only with
+// --web.go-memstats.
+func goCollector(memStats bool) prometheus.Collector {
+	if memStats {
+		return collectors.NewGoCollector()
+	}
+	return collectors.NewGoCollector(collectors.WithGoCollectorMemStatsMetricsDisabled(),
+		collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{
+			Matcher: regexp.MustCompile(`^/memory/classes/heap/(objects|unused):bytes$`),
+		}))
+}
