@@ -4,10 +4,11 @@
 # model, load generator on, probes at their default rate), side by side with
 # vLLM's own /metrics body from the same run.
 #
-#   scripts/series.sh [SETTLE_SECONDS]        (default 40)
+#   scripts/series.sh [SETTLE_SECONDS]        (default 330)
 #
-# It waits until a probe has been recorded and the SLO watchdog has
-# evaluated (or SETTLE_SECONDS pass), then counts the samples (non-comment
+# It waits SETTLE_SECONDS (at least until a probe has been recorded and the
+# SLO watchdog has evaluated; the default lets the 5m window fill, as a
+# long-running exporter's have), then counts the samples (non-comment
 # lines) of both bodies and prints them by family group and the ratio, then
 # every exporter family with its sample count (FAMILIES=0 skips that list).
 # The design's budget: the exporter exports no more samples than vLLM does
@@ -19,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SETTLE=${1:-40}
+SETTLE=${1:-330}
 BUILD=${BUILD:-1}
 FAMILIES=${FAMILIES:-1}
 command -v curl >/dev/null || { echo "series: curl not found" >&2; exit 1; }
@@ -43,10 +44,10 @@ pids+=($!)
 wait_up "http://$SIM_ADDR/metrics"
 wait_up "http://$EXP_ADDR/metrics"
 
-for ((s = 0; s < SETTLE; s++)); do
+for ((s = 0; s < SETTLE + 60; s++)); do
   probes=$(metric 'vllm_probe_requests_total{profile="short-chat"}' "http://$EXP_ADDR/metrics")
   evals=$(curl -fsS "http://$EXP_ADDR/metrics" | grep -c '^vllm_slo_last_evaluation_timestamp_seconds' || true)
-  if [ "${probes:-0}" != 0 ] && [ "$evals" -gt 0 ] && [ "$s" -ge 10 ]; then break; fi
+  if [ "${probes:-0}" != 0 ] && [ "$evals" -gt 0 ] && [ "$s" -ge "$SETTLE" ]; then break; fi
   sleep 1
 done
 curl -fsS "http://$SIM_ADDR/metrics" >"$work/vllm.txt"
