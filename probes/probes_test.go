@@ -601,7 +601,7 @@ func TestExpositionLintAndNativeHistograms(t *testing.T) {
 		names[mf.GetName()] = true
 		if mf.GetName() == "vllm_probe_time_to_first_token_seconds" {
 			hist := mf.GetMetric()[0].GetHistogram()
-			if hist.Schema == nil || len(hist.GetBucket()) != len(DefaultBounds.TTFT) {
+			if hist.Schema == nil || len(hist.GetBucket()) != len(DefaultExportBounds.TTFT) {
 				t.Errorf("ttft histogram: schema %v, %d classic buckets", hist.Schema, len(hist.GetBucket()))
 			}
 		}

@@ -92,7 +92,7 @@ type Scheduler struct {
 	clock   Clock
 	logger  log.Logger
 	m       *metrics
-	bounds  Bounds // classic histogram bounds (BoundsFor the config at start)
+	bounds  Bounds // the snapshot histograms' bounds (BoundsFor the config at start)
 	latest  atomic.Pointer[snapshot.Probes]
 	model   atomic.Pointer[string] // effective model, for Model()
 	wake    chan struct{}
@@ -190,7 +190,7 @@ func New(opts Options, holder *config.Holder, logger log.Logger) *Scheduler {
 		opts:     opts,
 		clock:    opts.Clock,
 		logger:   logger,
-		m:        newMetrics(bounds),
+		m:        newMetrics(ExportBoundsFor(f)),
 		bounds:   bounds,
 		wake:     make(chan struct{}, 1),
 		profiles: map[string]*profileState{},

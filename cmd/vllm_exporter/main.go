@@ -51,6 +51,7 @@ const defaultListenAddress = ":9470"
 type flags struct {
 	web            *web.FlagConfig
 	telemetryPath  string
+	goMemStats     bool
 	disableExpMets bool
 
 	vllmURL      string
@@ -89,6 +90,7 @@ func newApp() (*kingpin.Application, *flags, *kingpin.CmdClause) {
 	f.web = kingpinflag.AddFlags(app, defaultListenAddress)
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.telemetryPath)
 	app.Flag("web.disable-exporter-metrics", "Exclude the exporter's own go_* and process_* metrics.").BoolVar(&f.disableExpMets)
+	app.Flag("web.go-memstats", "Also export the Go runtime's go_memstats_* series (25); by default the exporter's heap is go_memory_classes_heap_objects_bytes + go_memory_classes_heap_unused_bytes.").BoolVar(&f.goMemStats)
 	app.Flag("vllm.url", "Base URL of the vLLM server (its /metrics is scraped; probes use the same server).").Default("http://localhost:8000").StringVar(&f.vllmURL)
 	app.Flag("vllm.scrape-interval", "How often to scrape vLLM's /metrics.").Default(vllm.DefaultInterval.String()).DurationVar(&f.interval)
 	app.Flag("vllm.timeout", "Timeout of one scrape of vLLM's /metrics.").Default(vllm.DefaultTimeout.String()).DurationVar(&f.timeout)

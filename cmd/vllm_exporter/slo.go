@@ -50,8 +50,10 @@ func newRulesCommand(app *kingpin.Application, f *flags) command {
 
 // sloFlags are the --slo.* flags.
 type sloFlags struct {
-	interval  *time.Duration
-	stateFile *string
+	interval           *time.Duration
+	stateFile          *string
+	windowEvents       *bool
+	periodWindowSeries *bool
 }
 
 func addSLOFlags(app *kingpin.Application) *sloFlags {
@@ -61,6 +63,12 @@ func addSLOFlags(app *kingpin.Application) *sloFlags {
 		stateFile: app.Flag("slo.state-file",
 			"File where the SLO watchdog checkpoints its window state every tick and on shutdown, restored at start (empty: no checkpoint; budgets restart with the process).").
 			Default("").String(),
+		windowEvents: app.Flag("slo.window-events",
+			"Also export vllm_slo_events (the events in each window; 1 series per SLO, model and window). Off by default: no shipped alert, panel or verdict reads it.").
+			Default("false").Bool(),
+		periodWindowSeries: app.Flag("slo.period-window-series",
+			"Also export vllm_slo_error_ratio and vllm_slo_burn_rate (and with --slo.window-events vllm_slo_events) for the SLO period's window (30d). Off by default: no shipped alert burns over the period; vllm_slo_error_budget_remaining_ratio carries it.").
+			Default("false").Bool(),
 	}
 }
 
@@ -70,7 +78,8 @@ func setupSLO(f *sloFlags, holder *config.Holder, src slo.Sources, models models
 	if *f.interval <= 0 {
 		return nil, fmt.Errorf("--slo.interval must be positive, got %s", *f.interval)
 	}
-	w := slo.New(slo.Options{Interval: *f.interval, StateFile: *f.stateFile, Models: models}, holder, src,
+	w := slo.New(slo.Options{Interval: *f.interval, StateFile: *f.stateFile, Models: models,
+		WindowEvents: *f.windowEvents, PeriodWindowSeries: *f.periodWindowSeries}, holder, src,
 		log.With(logger, "component", "slo"))
 	if err := reg.Register(w); err != nil {
 		return nil, fmt.Errorf("registering the SLO watchdog: %w", err)

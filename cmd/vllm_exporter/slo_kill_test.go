@@ -44,7 +44,8 @@ func TestSLOStateSurvivesKill9(t *testing.T) {
 		addr := testutil.FreeAddr(t)
 		cmd := exec.Command(os.Args[0], "-test.run=^TestSLOHelperProcess$", "--",
 			"--vllm.url="+sim.URL(), "--vllm.scrape-interval=200ms", "--web.listen-address="+addr,
-			"--slo.interval=200ms", "--slo.state-file="+state, "--web.disable-exporter-metrics")
+			"--slo.interval=200ms", "--slo.state-file="+state, "--web.disable-exporter-metrics",
+			"--slo.window-events", "--slo.period-window-series") // the period's event count is the measure
 		cmd.Env = append(os.Environ(), "VLLM_EXPORTER_SLO_HELPER=1")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"regexp"
 	"sync"
 	"time"
 
@@ -142,7 +143,7 @@ func newExporter(ctx context.Context, f *flags, logger log.Logger) (*exporter, f
 	reloadGauges := configReloadCollectors(holder)
 	x.registry.MustRegister(versioncollector.NewCollector(program), x.health, x.models.Stats, reloadGauges[0], reloadGauges[1], startTimeGauge(time.Now()))
 	if !f.disableExpMets {
-		x.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		x.registry.MustRegister(goCollector(f.goMemStats), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return x, stop, nil
 }
@@ -327,13 +328,6 @@ func (x *exporter) serve(ctx context.Context, f *flags, slogger *slog.Logger) er
 	srv := newHTTPServer(handler)
 	errc := make(chan error, 1)
 	go func() { errc <- web.ListenAndServe(srv, f.web, slogger) }()
-	// Everything is initialised: give back the executable pages start-up
-	// mapped but serving does not use (pageout_linux.go).
-	if before, after, err := releaseBinaryPages(); err != nil {
-		level.Debug(x.logger).Log("msg", "could not release unused executable pages", "err", err)
-	} else {
-		level.Debug(x.logger).Log("msg", "released unused executable pages", "rss_file_kib_before", before, "rss_file_kib_after", after)
-	}
 	select {
 	case err := <-errc:
 		if errors.Is(err, http.ErrServerClosed) {
@@ -346,4 +340,19 @@ func (x *exporter) serve(ctx context.Context, f *flags, slogger *slog.Logger) er
 		defer cancel()
 		return srv.Shutdown(sctx)
 	}
+}
+
+// goCollector is the Go runtime collector: client_golang's base set
+// (goroutines, threads, GC pauses, GOGC, GOMEMLIMIT, GOMAXPROCS) and the
+// heap in use as two runtime/metrics classes (their sum is memstats'
+// HeapInuse); go_memstats_* (25 series nothing shipped reads) only with
+// --web.go-memstats.
+func goCollector(memStats bool) prometheus.Collector {
+	if memStats {
+		return collectors.NewGoCollector()
+	}
+	return collectors.NewGoCollector(collectors.WithGoCollectorMemStatsMetricsDisabled(),
+		collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{
+			Matcher: regexp.MustCompile(`^/memory/classes/heap/(objects|unused):bytes$`),
+		}))
 }
