@@ -35,13 +35,6 @@ const (
 	maxEventBytes = 64 << 20
 )
 
-// flagChecks are the extensions' checks of their own flags (added from
-// their flags functions), run by validateFlags after the core's.
-var flagChecks []func() error
-
-// addFlagCheck registers an extension's flag check.
-func addFlagCheck(check func() error) { flagChecks = append(flagChecks, check) }
-
 // validateFlags refuses every serving flag whose value the exporter would
 // otherwise replace, ignore or fail on later; errors start with the flag's
 // name. It also settles --vllm.timeout when it was not given: 4s, or the
@@ -51,10 +44,28 @@ func validateFlags(f *flags) error {
 	if err := validateCoreFlags(f); err != nil {
 		return err
 	}
-	for _, check := range flagChecks {
-		if err := check(); err != nil {
+	if f.probe != nil {
+		if n := f.probe.maxEventBytes; n < minEventBytes || n > maxEventBytes {
+			return fmt.Errorf("--probe.max-event-bytes: must be in [%d, %d], got %d", minEventBytes, maxEventBytes, n)
+		}
+	}
+	if f.slo != nil {
+		if err := positiveDuration("slo.interval", *f.slo.interval); err != nil {
 			return err
 		}
+		if *f.slo.stateFile != "" {
+			if err := writableDir("slo.state-file", *f.slo.stateFile); err != nil {
+				return err
+			}
+		}
+	}
+	if f.gpu != nil {
+		if err := positiveDuration("collector.gpu.interval", *f.gpu.interval); err != nil {
+			return err
+		}
+	}
+	if f.bottleneck != nil {
+		return f.bottleneck.validate()
 	}
 	return nil
 }
@@ -97,9 +108,6 @@ func validateCoreFlags(f *flags) error {
 	}
 	if p := f.telemetryPath; !strings.HasPrefix(p, "/") || strings.ContainsAny(p, " \t{}") {
 		return fmt.Errorf("--web.telemetry-path: must be a path starting with /, got %q", p)
-	}
-	if _, err := readAccess(f.vllmURL, f.apiKeyFile, f.basicUser, f.basicPWFile, f.proxyFromEnv); err != nil {
-		return err
 	}
 	return nil
 }

@@ -111,8 +111,9 @@ func TestGoodFlagsPassConfigCheck(t *testing.T) {
 		t.Errorf("checking --slo.state-file left %d files behind", len(entries))
 	}
 
-	app, f, _, _ := newCLI()
-	if _, err := app.Parse([]string{"--vllm.scrape-interval=1s"}); err != nil {
+	c := newCLI()
+	f := c.flags
+	if _, err := c.app.Parse([]string{"--vllm.scrape-interval=1s"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := validateFlags(f); err != nil || f.timeout != time.Second {
