@@ -182,6 +182,7 @@ type fakeLib struct {
 
 	mu      sync.Mutex
 	events  []nvml.EventData
+	pushed  chan struct{}          // signalled by pushEvent, wakes EventSetWait
 	tick    int                    // GpmSampleGet calls
 	sampled map[nvml.GpmSample]int // sample -> tick it was filled at
 	// noSymbol lists NVML functions this fake "driver" lacks.
@@ -189,7 +190,8 @@ type fakeLib struct {
 }
 
 func newFakeLib(t testing.TB, devs ...*fakeDev) *fakeLib {
-	l := &fakeLib{Interface: &mock.Interface{}, t: t, devs: devs, sampled: map[nvml.GpmSample]int{}, noSymbol: map[string]bool{}}
+	l := &fakeLib{Interface: &mock.Interface{}, t: t, devs: devs, sampled: map[nvml.GpmSample]int{}, noSymbol: map[string]bool{},
+		pushed: make(chan struct{}, 1)}
 	m := l.Interface
 	m.InitFunc = func() nvml.Return { return nvml.SUCCESS }
 	m.ExtensionsFunc = func() nvml.ExtendedInterface {
@@ -228,17 +230,26 @@ func newFakeLib(t testing.TB, devs ...*fakeDev) *fakeLib {
 	}
 	m.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) { return &mock.EventSet{}, nvml.SUCCESS }
 	m.EventSetFreeFunc = func(nvml.EventSet) nvml.Return { return nvml.SUCCESS }
+	// Like NVML's, the wait returns as soon as an event is queued, or
+	// ERROR_TIMEOUT after ms.
 	m.EventSetWaitFunc = func(_ nvml.EventSet, ms uint32) (nvml.EventData, nvml.Return) {
-		l.mu.Lock()
-		if len(l.events) > 0 {
-			e := l.events[0]
-			l.events = l.events[1:]
+		timeout := time.NewTimer(time.Duration(ms) * time.Millisecond)
+		defer timeout.Stop()
+		for {
+			l.mu.Lock()
+			if len(l.events) > 0 {
+				e := l.events[0]
+				l.events = l.events[1:]
+				l.mu.Unlock()
+				return e, nvml.SUCCESS
+			}
 			l.mu.Unlock()
-			return e, nvml.SUCCESS
+			select {
+			case <-l.pushed:
+			case <-timeout.C:
+				return nvml.EventData{}, nvml.ERROR_TIMEOUT
+			}
 		}
-		l.mu.Unlock()
-		time.Sleep(time.Duration(ms) * time.Millisecond)
-		return nvml.EventData{}, nvml.ERROR_TIMEOUT
 	}
 	m.GpmQueryDeviceSupportFunc = func(dev nvml.Device) (nvml.GpmSupport, nvml.Return) {
 		f := l.byDevice(dev)
@@ -315,6 +326,10 @@ func (l *fakeLib) pushEvent(e nvml.EventData) {
 	l.mu.Lock()
 	l.events = append(l.events, e)
 	l.mu.Unlock()
+	select {
+	case l.pushed <- struct{}{}:
+	default: // a wake-up is already pending
+	}
 }
 
 // logBuffer is a goroutine-safe go-kit logfmt logger into a buffer.
