@@ -285,24 +285,14 @@ func newFakeLib(t testing.TB, devs ...*fakeDev) *fakeLib {
 		for k := 0; k < int(req.NumMetrics); k++ {
 			m := &req.Metrics[k]
 			m.NvmlReturn = uint32(nvml.SUCCESS)
-			switch nvml.GpmMetricId(m.MetricId) {
-			case nvml.GPM_METRIC_DRAM_BW_UTIL:
-				m.Value = 83.5
-			case nvml.GPM_METRIC_SM_UTIL:
-				m.Value = 91
-			case nvml.GPM_METRIC_SM_OCCUPANCY:
-				m.Value = 37.5
-			case nvml.GPM_METRIC_ANY_TENSOR_UTIL:
-				m.Value = 62.25
-			case nvml.GPM_METRIC_PCIE_TX_PER_SEC:
-				m.Value = 10
-			case nvml.GPM_METRIC_PCIE_RX_PER_SEC:
-				m.Value = 20
-			case nvml.GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC:
-				m.Value = 1000
-			case nvml.GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC:
+			id := nvml.GpmMetricId(m.MetricId)
+			v, ok := fakeGPMValues[id]
+			switch {
+			case id == nvml.GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC:
 				// An NVLink counter the driver cannot read: only this series is absent.
 				m.NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
+			case ok:
+				m.Value = v
 			default:
 				m.NvmlReturn = uint32(nvml.ERROR_INVALID_ARGUMENT)
 			}
@@ -310,6 +300,17 @@ func newFakeLib(t testing.TB, devs ...*fakeDev) *fakeLib {
 		return nvml.SUCCESS
 	}
 	return l
+}
+
+// fakeGPMValues are the GPM metrics the fake driver reports.
+var fakeGPMValues = map[nvml.GpmMetricId]float64{
+	nvml.GPM_METRIC_DRAM_BW_UTIL:            83.5,
+	nvml.GPM_METRIC_SM_UTIL:                 91,
+	nvml.GPM_METRIC_SM_OCCUPANCY:            37.5,
+	nvml.GPM_METRIC_ANY_TENSOR_UTIL:         62.25,
+	nvml.GPM_METRIC_PCIE_TX_PER_SEC:         10,
+	nvml.GPM_METRIC_PCIE_RX_PER_SEC:         20,
+	nvml.GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC: 1000,
 }
 
 func (l *fakeLib) byDevice(dev nvml.Device) *fakeDev {
