@@ -40,6 +40,9 @@ func serverVsProbe(title, server, probe string) panel {
 		}}
 }
 
+// overview is the Overview dashboard as data: its rows and panels in
+// screen order. It is long because the dashboard is; one literal keeps the
+// layout readable top to bottom, as the JSON it renders.
 func overview() dashboard {
 	return dashboard{
 		File: "vllm-overview.json", UID: "vllm-exporter-overview", Title: "vLLM / Overview",
