@@ -38,8 +38,8 @@ var histModes = []histMode{
 // the mode promises (so a run really exercises the mode it names).
 func (m histMode) checkStorage(pc promClient) error {
 	for _, c := range []struct {
-		name             string
-		classic, native  bool
+		name              string
+		classic, native   bool
 		classicQ, nativeQ string
 	}{
 		{"probe", m.probeClassic, m.probeNative,
