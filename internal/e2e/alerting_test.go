@@ -162,35 +162,3 @@ func checkHeartbeat(t *testing.T, hook *webhook, eval time.Duration, minGaps int
 	}
 	return g
 }
-
-// TestHeartbeatEveryMinute runs the shipped Watchdog rule on a real
-// Prometheus at the shipped evaluation interval, sending to a real
-// Alertmanager with the shipped routing (only the receiver URLs changed):
-// the heartbeat receiver must get the Watchdog every minute, plus or minus
-// one evaluation interval. A dead-man's switch expecting one a minute
-// flaps otherwise.
-func TestHeartbeatEveryMinute(t *testing.T) {
-	if testing.Short() {
-		t.Skip("heartbeat test takes minutes")
-	}
-	t.Parallel()
-	hook := newWebhook(t)
-	global, eval := shippedPrometheusGlobal(t)
-	rules := filepath.Join(testutil.ModuleRoot(t), "alerts", "vllm-alerts.yml")
-	a := startAlerting(t, hook, shippedAlertmanagerConfig(t, hook.srv.URL, false), global, []string{rules}, nil)
-	// first arrival, then four more minutes: four intervals
-	waitFor(t, "first heartbeat", 2*time.Minute, a.procsAlive, func() error {
-		if len(hook.arrivals("/heartbeat", "Watchdog")) == 0 {
-			return fmt.Errorf("no Watchdog at /heartbeat yet")
-		}
-		return nil
-	})
-	const want = 4
-	waitFor(t, "heartbeats", time.Duration(want)*time.Minute+2*eval+30*time.Second, a.procsAlive, func() error {
-		if n := len(hook.arrivals("/heartbeat", "Watchdog")); n < want+1 {
-			return fmt.Errorf("%d heartbeats so far", n)
-		}
-		return nil
-	})
-	checkHeartbeat(t, hook, eval, want)
-}

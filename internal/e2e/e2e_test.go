@@ -333,8 +333,8 @@ func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test takes minutes")
 	}
-	// beside TestTimeToPage and TestHeartbeatEveryMinute, which mostly
-	// wait: the package stays well inside the 20m test timeout
+	// beside TestTimeToPage, which mostly waits (go test runs GOMAXPROCS
+	// parallel tests at once: two on a 2-core machine)
 	t.Parallel()
 	RequireTool(t, "prometheus")
 	RequireTool(t, "alertmanager")
