@@ -16,7 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
+	"github.com/vllm-exporter/vllm_exporter/slo"
 	"gopkg.in/yaml.v3"
 )
 
@@ -453,6 +455,7 @@ func TestEndToEnd(t *testing.T) {
 	// bad events, the 8s window at once; plus scrape, evaluation and
 	// group_wait of a second each. Allow 4x for a loaded 2-core CI runner.
 	const pageWithin = 2 * time.Minute
+	shortestWindow := slo.Windows(config.Default().SLOs[0].PeriodDuration())[0]
 	var tab matrix
 	eachMode(runs, func(r *modeRun) {
 		var paged notification
@@ -473,8 +476,11 @@ func TestEndToEnd(t *testing.T) {
 		if paged.Path != "/pager" {
 			t.Errorf("%s: the page went to %s, want the pager receiver (/pager) of the shipped routing", r.mode.name, paged.Path)
 		}
-		// The queries that had no data while healthy have it now.
-		_, err = poll(time.Minute, r.a.procsAlive, func() error {
+		// The queries that had no data while healthy have it now. The
+		// period's event records are a subquery stepping by the shortest
+		// SLO window, aligned to absolute time: they appear at the first
+		// step after their records began, at most that window later.
+		_, err = poll(time.Minute+shortestWindow, r.a.procsAlive, func() error {
 			left, err := checks[r.mode.name].run()
 			if err == nil && len(left) > 0 {
 				err = fmt.Errorf("%d queries without data:\n  %s", len(left), strings.Join(left, "\n  "))

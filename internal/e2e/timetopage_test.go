@@ -74,8 +74,11 @@ func TestTimeToPage(t *testing.T) {
 		{model: "abort-m", breach: map[string]any{"scenario": "healthy", "abort_fraction": 0.6, "load": map[string]any{"rate": 1}}},
 		{model: "stall-m", breach: map[string]any{"scenario": "stalled"}},
 	}
+	// Every simulator, then every exporter, started at once (each waits
+	// for its vLLM's /health, so the startups overlap).
 	var procs []*proc
 	var targets []string
+	sims := make([]*proc, len(servers))
 	for i, s := range servers {
 		simPort := freePort(t)
 		s.simURL = fmt.Sprintf("http://127.0.0.1:%d", simPort)
@@ -85,15 +88,23 @@ func TestTimeToPage(t *testing.T) {
 		// finished request, shows in the 5-minute window as fast as the
 		// others)
 		rate := map[string]string{"slow-m": "2", "kv-m": "0.5", "abort-m": "1", "stall-m": "1"}[s.model]
-		sim := startProc(t, "vllm-sim-"+s.model, simBin, fmt.Sprintf("--web.listen-address=127.0.0.1:%d", simPort),
+		sims[i] = startProc(t, "vllm-sim-"+s.model, simBin, fmt.Sprintf("--web.listen-address=127.0.0.1:%d", simPort),
 			"--served-model-name="+s.model, fmt.Sprintf("--seed=%d", 40+i), "--scenario=healthy", "--load.rate="+rate)
-		waitFor(t, s.model+" /health", 30*time.Second, []*proc{sim}, httpOK(s.simURL+"/health"))
+	}
+	for i, s := range servers {
+		waitFor(t, s.model+" /health", 30*time.Second, []*proc{sims[i]}, httpOK(s.simURL+"/health"))
+	}
+	var ready []string
+	for i, s := range servers {
 		expPort := freePort(t)
 		exp := startProc(t, "vllm_exporter-"+s.model, exporterBin, "--vllm.url="+s.simURL,
 			fmt.Sprintf("--web.listen-address=127.0.0.1:%d", expPort), "--config.file="+cfg)
-		waitFor(t, s.model+" exporter ready", 30*time.Second, []*proc{sim, exp}, httpOK(fmt.Sprintf("http://127.0.0.1:%d/-/ready", expPort)))
-		procs = append(procs, sim, exp)
+		procs = append(procs, sims[i], exp)
 		targets = append(targets, fmt.Sprintf("127.0.0.1:%d", expPort))
+		ready = append(ready, fmt.Sprintf("http://127.0.0.1:%d/-/ready", expPort))
+	}
+	for i, s := range servers {
+		waitFor(t, s.model+" exporter ready", 30*time.Second, procs[2*i:2*i+2], httpOK(ready[i]))
 	}
 	global, eval := shippedPrometheusGlobal(t)
 	runs := startModes(t, func(url string) []byte { return shippedAlertmanagerConfig(t, url, false) }, global, ruleFiles, targets, procs...)
