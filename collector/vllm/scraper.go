@@ -394,7 +394,8 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct string, pre *stre
 				level.Info(s.logger).Log("msg", "model not seen for --vllm.model-idle-timeout; its state is dropped", "model", gone, "idle_timeout", s.models.IdleTimeout())
 			}
 			res = s.norm.normalize(e)
-			snap.Up, snap.Schema, snap.Models, snap.Missing, snap.HTTPRequests = true, res.schema, res.models, res.missing, res.http
+			snap = res.vllm
+			snap.Time, snap.Up = now, true
 		}
 	}
 	took := time.Since(began)
@@ -410,13 +411,13 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct string, pre *stre
 	} else {
 		s.lastOK = now
 		if s.lastReason != "" {
-			level.Info(s.logger).Log("msg", "vLLM scrape recovered", "url", s.logURL, "schema", res.schema)
+			level.Info(s.logger).Log("msg", "vLLM scrape recovered", "url", s.logURL, "schema", snap.Schema)
 		}
-		if res.schema != s.lastSchema {
+		if snap.Schema != s.lastSchema {
 			// Once at start and after a vLLM upgrade: say what was found.
-			level.Info(s.logger).Log("msg", "vLLM metric schema detected", "schema", res.schema,
-				"models", len(res.models), "missing", strings.Join(res.missing, ","))
-			s.lastSchema = res.schema
+			level.Info(s.logger).Log("msg", "vLLM metric schema detected", "schema", snap.Schema,
+				"models", len(snap.Models), "missing", strings.Join(snap.Missing, ","))
+			s.lastSchema = snap.Schema
 		}
 		if pre != nil && pre.refused > 0 {
 			res.drop(DropModelLimit, "samples of model names beyond --vllm.max-models dropped while reading the body")

@@ -129,6 +129,9 @@ type Model struct {
 	// EngineHealthy is vllm:engine_healthy (--enable-fault-tolerance), min
 	// over engines: 1 = every engine's cached state is healthy.
 	EngineHealthy Value
+	// CorruptedRequests is vllm:corrupted_requests_total (≈0.12+, only with
+	// VLLM_COMPUTE_NANS_IN_LOGITS): requests with NaNs in their logits.
+	CorruptedRequests Value
 
 	// Speculative decoding counters (vllm:spec_decode_*), present only
 	// with speculative decoding.
@@ -170,6 +173,11 @@ type Sleep struct {
 	// (scheduler, weights, kv_cache -> running, paused, resident, offloaded,
 	// discarded, released, unknown).
 	Resources map[string]string
+	// State is the least awake current vllm:engine_sleep_state over engines
+	// (awake, weights_offloaded, discard_all); "" when not reported.
+	State string
+	// FullyAwake is vllm:engine_fully_awake, min over engines.
+	FullyAwake Value
 }
 
 // Asleep reports whether the model's engine says it is deliberately asleep.
