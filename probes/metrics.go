@@ -15,6 +15,9 @@ const (
 	// SkipAsleep: vLLM reports its engine deliberately asleep (sleep mode):
 	// a probe could only fail, and a failure would page for nothing.
 	SkipAsleep = "asleep"
+	// SkipModelLen: the profile does not fit the served model's
+	// max_model_len (from /v1/models) even with its input shrunk.
+	SkipModelLen = "max_model_len"
 )
 
 type metrics struct {
@@ -43,11 +46,11 @@ func newMetrics(b Bounds) *metrics {
 	p := []string{"profile"}
 	return &metrics{
 		ttft: newHistogram("vllm_probe_time_to_first_token_seconds",
-			"Probe time to first token in seconds: request sent to first stream chunk with non-empty choices, measured by the exporter.", b.TTFT),
+			"Probe time to first token in seconds: request sent to the first stream chunk that carries generated text, measured by the exporter.", b.TTFT),
 		tpot: newHistogram("vllm_probe_time_per_output_token_seconds",
 			"Probe time per output token in seconds: (e2e - ttft) / (usage.completion_tokens - 1), measured by the exporter.", b.TPOT),
 		itl: newHistogram("vllm_probe_inter_token_latency_seconds",
-			"Probe inter-chunk latency in seconds: each gap between successive stream chunks with non-empty choices, measured by the exporter.", b.ITL),
+			"Probe inter-chunk latency in seconds: each gap between successive stream chunks that carry generated text, measured by the exporter.", b.ITL),
 		e2e: newHistogram("vllm_probe_e2e_latency_seconds",
 			"Probe end-to-end latency in seconds: request sent to the last content chunk, measured by the exporter.", b.E2E),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm_probe_requests_total",
@@ -57,7 +60,7 @@ func newMetrics(b Bounds) *metrics {
 		outTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm_probe_output_tokens_total",
 			Help: "Output tokens received by probes, from the stream's usage.completion_tokens."}, p),
 		chunks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm_probe_chunks_total",
-			Help: "Stream chunks with non-empty choices received by probes (fewer than tokens when chunks carry several tokens)."}, p),
+			Help: "Stream chunks carrying generated text received by probes (fewer than tokens when chunks carry several tokens)."}, p),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm_probe_skipped_total",
 			Help: "Scheduled probes not sent, by reason (budget: the request or token budget was exhausted; asleep: vLLM reports its engine deliberately asleep)."}, []string{"profile", "reason"}),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm_probe_last_success",
@@ -91,6 +94,7 @@ func (m *metrics) create(profile string) {
 	}
 	m.skipped.WithLabelValues(profile, SkipBudget)
 	m.skipped.WithLabelValues(profile, SkipAsleep)
+	m.skipped.WithLabelValues(profile, SkipModelLen)
 }
 
 // remove deletes every series of a profile that left the configuration.

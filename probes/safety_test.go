@@ -75,7 +75,10 @@ func TestProbesNeverFollowRedirects(t *testing.T) {
 	if n := elsewhere.Load(); n != 0 || len(other.requests()) != 0 {
 		t.Fatalf("a probe followed the redirect (%d requests elsewhere)", n)
 	}
-	if tr, ok := s.opts.Client.Transport.(*http.Transport); !ok || tr.Proxy != nil {
+	// The transport is common/config's now: check the configuration it is
+	// built from (TestProxyPolicyShared in cmd/vllm_exporter checks the
+	// behaviour with HTTP_PROXY set).
+	if cfg := s.opts.upstream().Config(); cfg.Proxy() != nil {
 		t.Fatal("the probe client may use a proxy from the environment")
 	}
 }

@@ -1,12 +1,8 @@
 package main
 
-// The SLO watchdog and the `rules` subcommand, plugged into main.go through
-// register/registerCommand (owned by the slo area).
-//
-// The watchdog (order 30) starts after the sources (gpu 10, probes 20) and
-// reads x.vllm, x.gpu and x.probes. The bottleneck extension (order 40)
-// attaches its classifier with sloWatchdog.AddHook(classifier) when
-// sloWatchdog is not nil.
+// The SLO watchdog (built by wire after its sources: the scraper, the GPU
+// sampler and the probes; the classifier and the health verdict are its
+// hooks) and the `rules` subcommand.
 
 import (
 	"context"
@@ -30,61 +26,26 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/slo/interop"
 )
 
-// sloWatchdog is the running watchdog (nil until the slo extension has
-// started, and in subcommands). Hooks (the bottleneck classifier) attach to it.
-var sloWatchdog *slo.Watchdog
+// startSLO is the SLO watchdog over src, registered and scheduled.
+func startSLO(f *sloFlags, x *exporter, src slo.Sources) (*slo.Watchdog, error) {
+	w, err := setupSLO(f, x.config, src, x.models, x.registry, x.logger)
+	if err != nil {
+		return nil, err
+	}
+	x.goRun(w.Run)
+	return w, nil
+}
 
-func init() {
-	var f *sloFlags
-	register(extension{
-		name:  "slo",
-		order: 30,
-		flags: func(app *kingpin.Application) {
-			f = addSLOFlags(app)
-			rulesApp = app
-		},
-		start: func(ctx context.Context, x *exporter) error {
-			src := slo.Sources{VLLM: x.vllm}
-			if x.gpu != nil {
-				src.GPU = x.gpu
-			}
-			if x.probes != nil {
-				src.Probes = x.probes
-			}
-			w, err := setupSLO(f, x.config, src, x.models, x.registry, x.logger)
-			if err != nil {
-				return err
-			}
-			sloWatchdog = w
-			x.goRun(w.Run)
-			return nil
-		},
-	})
-	registerCommand(command{
+// newRulesCommand is `vllm_exporter rules`; it reads --config.file.
+func newRulesCommand(app *kingpin.Application, f *flags) command {
+	c := command{
 		name: "rules",
 		help: "Write Prometheus recording and alerting rules equivalent to the SLO watchdog for the SLOs of --config.file (default: the shipped SLOs) and exit.",
 		uses: []string{"config.file"},
-		setup: func(cmd *kingpin.CmdClause) func(context.Context, log.Logger) error {
-			rc := addRulesFlags(cmd)
-			return func(_ context.Context, _ log.Logger) error {
-				return rc.run(appConfigFile(), os.Stdout)
-			}
-		},
-	})
-}
-
-// rulesApp is the application the flags were added to; the rules command
-// reads the global --config.file from it.
-var rulesApp *kingpin.Application
-
-func appConfigFile() string {
-	if rulesApp == nil {
-		return ""
 	}
-	if fl := rulesApp.GetFlag("config.file"); fl != nil && fl.Model().Value != nil {
-		return fl.Model().Value.String()
-	}
-	return ""
+	rc := addRulesFlags(app.Command(c.name, c.help))
+	c.run = func(context.Context, log.Logger) error { return rc.run(f.configFile, os.Stdout) }
+	return c
 }
 
 // sloFlags are the --slo.* flags.
