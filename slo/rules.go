@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/internal/histq"
 )
 
 // RuleOptions tune GenerateRules.
@@ -130,14 +131,20 @@ func leRegex(v float64) string {
 	return strings.ReplaceAll(strings.Join(alts, "|"), `\`, `\\`)
 }
 
-// matchers joins label matchers into a selector body.
-func matchers(ms ...string) string {
+// nonEmpty drops blank matchers and trims the rest.
+func nonEmpty(ms ...string) []string {
 	var out []string
 	for _, m := range ms {
 		if strings.TrimSpace(m) != "" {
 			out = append(out, strings.TrimSpace(m))
 		}
 	}
+	return out
+}
+
+// matchers joins label matchers into a selector body.
+func matchers(ms ...string) string {
+	out := nonEmpty(ms...)
 	if len(out) == 0 {
 		return ""
 	}
@@ -189,14 +196,16 @@ func buildSLI(s *config.SLO, selector string) sli {
 		} else {
 			hs = serverHistograms[s.Metric]
 		}
-		le := matchers(selector, profileSel, `le=~"`+leRegex(s.Threshold)+`"`)
-		either := func(f func(h string) string) string {
-			parts := make([]string, len(hs))
-			for i, h := range hs {
-				parts[i] = f(h)
-			}
-			if len(parts) == 1 {
-				return parts[0]
+		// Each histogram is read however Prometheus stores it (classic
+		// buckets, native, NHCB; package histq); the threshold is a bucket
+		// boundary (validated), so the classic and NHCB forms are exact.
+		ms := strings.Join(nonEmpty(selector, profileSel), ",")
+		le := leRegex(s.Threshold)
+		either := func(f func(h histq.H) histq.Either) string {
+			var parts []string
+			for _, name := range hs {
+				e := f(histq.H{Name: name, Matchers: ms})
+				parts = append(parts, e.Classic, e.Native)
 			}
 			for i := range parts {
 				parts[i] = "(\n" + indent(parts[i]) + "\n)"
@@ -205,18 +214,13 @@ func buildSLI(s *config.SLO, selector string) sli {
 		}
 		return sli{
 			ratio: func(w string) string {
-				return either(func(h string) string {
-					return fmt.Sprintf("(\n  %s\n  -\n  %s\n)\n/\n%s",
-						sumBy("rate", h+"_count", sel, w), sumBy("rate", h+"_bucket", le, w), sumBy("rate", h+"_count", sel, w))
-				})
+				return either(func(h histq.H) histq.Either { h.Window = w; return h.AboveRatio(s.Threshold, le, "model") })
 			},
 			events: func(w string) string {
-				return either(func(h string) string { return sumBy("increase", h+"_count", sel, w) })
+				return either(func(h histq.H) histq.Either { h.Window = w; return h.Count("increase", "model") })
 			},
 			bad: func(w string) string {
-				return either(func(h string) string {
-					return sumBy("increase", h+"_count", sel, w) + "\n-\n" + sumBy("increase", h+"_bucket", le, w)
-				})
+				return either(func(h histq.H) histq.Either { h.Window = w; return h.Above("increase", s.Threshold, le, "model") })
 			},
 		}
 	case config.KindPreemption:
