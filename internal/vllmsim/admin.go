@@ -105,6 +105,14 @@ func (s *Sim) registerControls(mux *http.ServeMux) {
 		"/admin/pd":        func(r *http.Request, w http.ResponseWriter) error { return adminSet(w, r, s.SetPD) },
 		"/admin/lora":      func(r *http.Request, w http.ResponseWriter) error { return adminSet(w, r, s.SetLoRA) },
 		"/admin/offload":   func(r *http.Request, w http.ResponseWriter) error { return adminSet(w, r, s.SetOffload) },
+		"/admin/kv_cache_metrics": func(r *http.Request, w http.ResponseWriter) error {
+			return adminSet(w, r, func(v struct {
+				Enabled bool `json:"enabled"`
+			}) error {
+				s.SetKVCacheMetrics(v.Enabled)
+				return nil
+			})
+		},
 	} {
 		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) {
 			if err := set(r, w); err != errBodyAnswered {
@@ -166,5 +174,6 @@ func (s *Sim) controlsState() map[string]any {
 	return map[string]any{"sleep": s.sleep, "fully_awake": s.sleep.FullyAwake(), "defer": d,
 		"spec_decode": s.spec, "refusal": s.refuse, "scheduling_policy": s.cfg.SchedulingPolicy,
 		"custom_histogram_buckets": s.cfg.CustomHistogramBuckets,
-		"admission":                s.admission, "pd": s.pd, "lora": s.lora, "offload": map[string]any{"on": s.offloadOn, "config": s.offload}}
+		"admission":                s.admission, "pd": s.pd, "lora": s.lora, "offload": map[string]any{"on": s.offloadOn, "config": s.offload},
+		"kv_cache_metrics": s.kvCacheMetrics}
 }

@@ -261,6 +261,40 @@ const (
 	hNixlDescs = "nixl_descriptors"
 )
 
+// KV block residency histograms (--kv-cache-metrics) and vLLM's buckets.
+const (
+	hKVBlockLifetime = "kv_block_lifetime"
+	hKVBlockIdle     = "kv_block_idle_before_evict"
+	hKVBlockReuseGap = "kv_block_reuse_gap"
+)
+
+var kvBlockBuckets = []float64{0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800}
+
+// SetKVCacheMetrics turns vLLM's --kv-cache-metrics on or off: KV block
+// lifetime, idle time before eviction and reuse gaps, every block sampled.
+func (s *Sim) SetKVCacheMetrics(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kvCacheMetrics = on
+	for _, e := range s.allEngines() {
+		e.attachResidency()
+	}
+}
+
+// attachResidency gives the engine's block pool a residency tracker while
+// --kv-cache-metrics is on (again after the pool is rebuilt).
+func (e *engine) attachResidency() {
+	if !e.sim.kvCacheMetrics {
+		e.pool.track = nil
+		return
+	}
+	if e.pool.track == nil {
+		s := e.sim
+		e.pool.track = newBlockTrack(e.pool.numBlocks, func() time.Time { return s.now },
+			func(h string, v float64) { e.stats.hist[h].observe(v) })
+	}
+}
+
 var (
 	nixlPostBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 5.0}
 	nixlXferBuckets = nixlPostBuckets[1:]
@@ -279,6 +313,7 @@ var (
 func productionFamilies() []famSpec {
 	admissionOn := func(s *Sim) bool { return s.admission != (AdmissionLimit{}) }
 	nixlOn := func(s *Sim) bool { return s.pd.Role != RoleNone }
+	kvOn := func(s *Sim) bool { return s.kvCacheMetrics }
 	offloadOn := func(layouts ...string) func(s *Sim) bool {
 		return func(s *Sim) bool { return s.offloadOn && slices.Contains(layouts, s.offload.Layout) }
 	}
@@ -297,6 +332,12 @@ func productionFamilies() []famSpec {
 			counter: func(st *engineStats) float64 { return st.nixlFailedNotifications }},
 		{name: "vllm:nixl_num_kv_expired_reqs_total", typ: kCounter, cond: nixlOn, help: "Number of requests that had their KV expire.",
 			counter: func(st *engineStats) float64 { return st.nixlExpired }},
+		{name: "vllm:kv_block_lifetime_seconds", typ: kHist, hist: hKVBlockLifetime, cond: kvOn,
+			help: "Histogram of KV cache block lifetime from allocation to eviction. Sampled metrics (controlled by --kv-cache-metrics-sample)."},
+		{name: "vllm:kv_block_idle_before_evict_seconds", typ: kHist, hist: hKVBlockIdle, cond: kvOn,
+			help: "Histogram of idle time before KV cache block eviction. Sampled metrics (controlled by --kv-cache-metrics-sample)."},
+		{name: "vllm:kv_block_reuse_gap_seconds", typ: kHist, hist: hKVBlockReuseGap, cond: kvOn,
+			help: "Histogram of time gaps between consecutive KV cache block accesses. Only the most recent accesses are recorded (ring buffer). Sampled metrics (controlled by --kv-cache-metrics-sample)."},
 		{name: "vllm:lora_requests_info", typ: kGauge, help: "Running stats on lora requests.", custom: loraFamily,
 			cond: func(s *Sim) bool { return s.lora.MaxLoRA > 0 }},
 		{name: "vllm:kv_offload_load_bytes_total", typ: kCounter, cond: offloadOn("newer", "both"), help: "Total bytes loaded from offload storage to GPU.",

@@ -231,3 +231,51 @@ func TestProductionControlsOverHTTP(t *testing.T) {
 		}
 	}
 }
+
+// --kv-cache-metrics: a small KV cache under repeated prompts records block
+// lifetimes and idle times at eviction and reuse gaps at prefix-cache hits.
+func TestKVBlockResidency(t *testing.T) {
+	s := newVirtual(t, Config{MetricsVersion: MetricsLatest, Seed: 7, NumGPUBlocks: 64, MaxModelLen: 512})
+	if strings.Contains(string(s.Metrics()), "vllm:kv_block_") {
+		t.Fatal("residency families rendered without --kv-cache-metrics")
+	}
+	s.SetKVCacheMetrics(true)
+	// The same 48-token prompt twice (a reuse), then distinct prompts that
+	// need more blocks than are free (evictions).
+	submit := func(p []int) {
+		t.Helper()
+		if _, err := s.Submit(Request{Prompt: p, MaxTokens: 8, IgnoreEOS: true}); err != nil {
+			t.Fatal(err)
+		}
+		runFor(s, 2*time.Second)
+	}
+	shared := prompt(48)
+	submit(shared)
+	submit(shared)
+	for i := range 8 {
+		p := prompt(200)
+		for j := range p {
+			p[j] += 1000 * (i + 1)
+		}
+		submit(p)
+	}
+	f := scrape(t, s)
+	// 48 tokens are 3 full blocks; the cache serves 2 (the last token is
+	// always recomputed, so its block is not looked up).
+	if got := val(t, f, "vllm:kv_block_reuse_gap_seconds"); got != 2 {
+		t.Errorf("%v reuse gaps, want 2", got)
+	}
+	if gap := histSum(t, f, "vllm:kv_block_reuse_gap_seconds") / val(t, f, "vllm:kv_block_reuse_gap_seconds"); gap < 1 || gap > 2.5 {
+		t.Errorf("mean reuse gap %v s, want about the 2 s between the shared prompts", gap)
+	}
+	lifetimes, idles := val(t, f, "vllm:kv_block_lifetime_seconds"), val(t, f, "vllm:kv_block_idle_before_evict_seconds")
+	if lifetimes == 0 || lifetimes != idles {
+		t.Errorf("%v lifetimes and %v idle times observed, want the same non-zero number of evictions", lifetimes, idles)
+	}
+	if histSum(t, f, "vllm:kv_block_lifetime_seconds") < histSum(t, f, "vllm:kv_block_idle_before_evict_seconds") {
+		t.Error("blocks idled longer than they lived")
+	}
+	if got := bucketBounds(s.Metrics(), "vllm:kv_block_lifetime_seconds"); len(got) != 22 || got[0] != "0.001" || got[20] != "1800.0" {
+		t.Errorf("lifetime bounds %v, want vLLM's 21 (0.001..1800) and +Inf", got)
+	}
+}

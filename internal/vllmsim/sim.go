@@ -284,6 +284,7 @@ type Sim struct {
 	offloadOn              bool
 	offloadSince           time.Time
 	offloadAcc             offloadTotals
+	kvCacheMetrics         bool
 }
 
 // New builds a simulator. It serves nothing until Start (or use Handler).
@@ -322,6 +323,7 @@ func (s *Sim) resetLocked() {
 				stats: newEngineStats(&s.buckets), lastStepAt: s.now,
 			})
 			s.models[m][i].stats.growSpec(s.specMaxK)
+			s.models[m][i].attachResidency()
 		}
 	}
 	s.http = newHTTPStats()

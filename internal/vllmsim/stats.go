@@ -156,6 +156,7 @@ func newEngineStats(b *bucketSet) *engineStats {
 		hReqPrompt: b.tokens, hReqGen: b.tokens, hParamsN: b.n, hMaxGen: b.tokens,
 		hParamsMaxTokens: b.tokens, hPrefillKV: b.tokens, hNumPreempt: b.preempt, hPriority: requestPriorityBuckets,
 		hNixlXfer: nixlXferBuckets, hNixlPost: nixlPostBuckets, hNixlBytes: nixlByteBuckets, hNixlDescs: nixlDescBuckets,
+		hKVBlockLifetime: kvBlockBuckets, hKVBlockIdle: kvBlockBuckets, hKVBlockReuseGap: kvBlockBuckets,
 	}
 	for key, bounds := range st.bounds {
 		st.hist[key] = newHistogram(bounds)
