@@ -55,6 +55,11 @@ func TestAdmissionRejectsAtTheQueueCap(t *testing.T) {
 		t.Errorf("HTTP answer %d %s, want 503 naming the reason", rec.Code, rec.Body)
 	}
 	f := scrape(t, s)
+	// The 503 is an HTTP answer: the availability SLO counts it through
+	// http_requests_total (vllm_requests_refused_total), once.
+	if got := val(t, f, "http_requests_total", "status", "5xx"); got != 1 {
+		t.Errorf("http 5xx = %v, want the one rejection answered over HTTP", got)
+	}
 	if got := val(t, f, "vllm:admission_rejections_total", "reason", reasonQueuedReqs); got != 4 {
 		t.Errorf("rejections max_num_queued_reqs = %v, want 4", got)
 	}
