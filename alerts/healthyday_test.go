@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/vllm-exporter/vllm_exporter/internal/e2e"
 )
 
@@ -126,8 +128,12 @@ func healthyDay(minutes, breachAt int) []dayReplica {
 	return out
 }
 
-// promtoolSeries renders the replicas as promtool input_series.
-func promtoolSeries(reps []dayReplica) string {
+// promtoolSeries renders the replicas as promtool input_series, vLLM's
+// latency histograms as classic buckets (_count, and the bucket at the SLO
+// threshold with Prometheus 3's `le` spelling), or with nhcb as native
+// histograms with custom buckets (convert_classic_histograms_to_nhcb: one
+// bound, the threshold; no _bucket or _count series).
+func promtoolSeries(reps []dayReplica, nhcb bool) string {
 	var b strings.Builder
 	values := func(v []float64) string {
 		s := make([]string, len(v))
@@ -140,15 +146,40 @@ func promtoolSeries(reps []dayReplica) string {
 		}
 		return strings.Join(s, " ")
 	}
+	// histogram renders a cumulative custom-bucket histogram per sample:
+	// good observations at or below bound, the rest above (sum: good ones
+	// at half the bound, bad ones at twice it).
+	histogram := func(total, good []float64, bound string) string {
+		s := make([]string, len(total))
+		le, _ := strconv.ParseFloat(bound, 64)
+		for i := range total {
+			if math.IsNaN(total[i]) {
+				s[i] = "_"
+				continue
+			}
+			g, bad := good[i], total[i]-good[i]
+			s[i] = fmt.Sprintf("{{schema:-53 sum:%s count:%s custom_values:[%s] buckets:[%s %s]}}",
+				strconv.FormatFloat(g*le/2+bad*le*2, 'f', -1, 64), strconv.FormatFloat(total[i], 'f', -1, 64), bound,
+				strconv.FormatFloat(g, 'f', -1, 64), strconv.FormatFloat(bad, 'f', -1, 64))
+		}
+		return strings.Join(s, " ")
+	}
+	hists := []struct{ name, bound, fam string }{
+		{"vllm_time_to_first_token_seconds", "1", "ttft"},
+		{"vllm_request_time_per_output_token_seconds", "0.1", "tpot"},
+		{"vllm_e2e_request_latency_seconds", "60", "e2e"},
+	}
 	for _, r := range reps {
 		base := fmt.Sprintf(`job="vllm",instance=%q,model=%q`, r.instance, r.model)
+		for _, h := range hists {
+			if nhcb {
+				fmt.Fprintf(&b, "      - series: '%s{%s}'\n        values: '%s'\n", h.name, base, histogram(r.series[h.fam], r.series[h.fam+"_good"], h.bound))
+				continue
+			}
+			fmt.Fprintf(&b, "      - series: '%s_count{%s}'\n        values: '%s'\n", h.name, base, values(r.series[h.fam]))
+			fmt.Fprintf(&b, "      - series: '%s_bucket{%s,le=\"%s\"}'\n        values: '%s'\n", h.name, base, promLe(h.bound), values(r.series[h.fam+"_good"]))
+		}
 		for _, s := range []struct{ name, labels, fam string }{
-			{"vllm_time_to_first_token_seconds_count", "", "ttft"},
-			{"vllm_time_to_first_token_seconds_bucket", `,le="1.0"`, "ttft_good"},
-			{"vllm_request_time_per_output_token_seconds_count", "", "tpot"},
-			{"vllm_request_time_per_output_token_seconds_bucket", `,le="0.1"`, "tpot_good"},
-			{"vllm_e2e_request_latency_seconds_count", "", "e2e"},
-			{"vllm_e2e_request_latency_seconds_bucket", `,le="60.0"`, "e2e_good"},
 			{"vllm_requests_finished_total", `,finished_reason="stop"`, "stop"},
 			{"vllm_requests_finished_total", `,finished_reason="abort"`, "abort"},
 			{"vllm_preemptions_total", "", "preempt"},
@@ -159,6 +190,14 @@ func promtoolSeries(reps []dayReplica) string {
 	return b.String()
 }
 
+// promLe is a bound as Prometheus 3 writes a classic `le` label ("1.0").
+func promLe(bound string) string {
+	if !strings.ContainsAny(bound, ".eE") {
+		return bound + ".0"
+	}
+	return bound
+}
+
 // A simulated healthy day (see healthyDay) pages 0 times with the shipped
 // SLO rules; the same day with a 10-minute hard breach pages (so the check
 // can fail). Evaluated by promtool at one sample and one evaluation a minute
@@ -167,13 +206,26 @@ func promtoolSeries(reps []dayReplica) string {
 func TestHealthyDayPagesZeroTimes(t *testing.T) {
 	t.Parallel()
 	promtool := e2e.RequireTool(t, "promtool")
-	dir := t.TempDir()
 	rules, err := filepath.Abs("slo-rules.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	const day = 24 * 60
-	test := fmt.Sprintf(`rule_files: [%q]
+	// vLLM's histograms are classic only: a Prometheus scraping native
+	// histograms stores them as classic buckets, one converting to NHCB as
+	// custom-bucket histograms. Both forms, each with its own promtool.
+	for _, mode := range []struct {
+		name string
+		nhcb bool
+	}{{"classic buckets", false}, {"NHCB", true}} {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			rules := rules
+			if mode.nhcb {
+				rules = pageRulesOnly(t, rules, dir)
+			}
+			test := fmt.Sprintf(`rule_files: [%q]
 evaluation_interval: 1m
 tests:
   - name: a healthy day pages 0 times
@@ -192,17 +244,68 @@ tests:
         exp_samples:
           - labels: '{alertname="VLLMSLOBurnRatePage",alertstate="firing",severity="critical",slo="ttft-p99",model="llama"}'
             value: 1
-`, rules, promtoolSeries(healthyDay(day, 0)), promtoolSeries(healthyDay(240, 150)))
-	p := filepath.Join(dir, "healthy-day_test.yml")
-	if err := os.WriteFile(p, []byte(test), 0o644); err != nil {
+`, rules, promtoolSeries(healthyDay(day, 0), mode.nhcb), promtoolSeries(healthyDay(240, 150), mode.nhcb))
+			p := filepath.Join(dir, "healthy-day_test.yml")
+			if err := os.WriteFile(p, []byte(test), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			out, err := exec.Command(promtool, "test", "rules", p).CombinedOutput()
+			if err != nil {
+				t.Fatalf("promtool test rules: %v\n%s", err, lastLines(string(out), 40))
+			}
+			t.Logf("healthy day (24h, 4 replicas, spikes, a rolling restart), histograms as %s: 0 pages; the 10-minute hard breach paged (promtool %v)",
+				mode.name, time.Since(start).Round(time.Second))
+		})
+	}
+}
+
+// pageRulesOnly writes the SLO rules without the ticket alerts and the 1d
+// and 3d window records only they read. promtool's engine loads at most
+// 10000 samples per query (Prometheus: --query.max-samples, 50 million),
+// and a native histogram sample counts about ten: a 1d window of
+// one-minute histogram samples exceeds it. The pages read the 1h, 6h, 5m,
+// 30m and fast-tier windows, which fit.
+func pageRulesOnly(t *testing.T, path, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	out, err := exec.Command(promtool, "test", "rules", p).CombinedOutput()
-	if err != nil {
-		t.Fatalf("promtool test rules: %v\n%s", err, lastLines(string(out), 40))
+	var rf struct {
+		Groups []struct {
+			Name  string           `yaml:"name"`
+			Rules []map[string]any `yaml:"rules"`
+		} `yaml:"groups"`
 	}
-	t.Logf("healthy day (24h, 4 replicas, spikes, a rolling restart): 0 pages; the 10-minute hard breach paged (promtool %v)", time.Since(start).Round(time.Second))
+	if err := yaml.Unmarshal(b, &rf); err != nil {
+		t.Fatal(err)
+	}
+	dropped := 0
+	for i := range rf.Groups {
+		var keep []map[string]any
+		for _, r := range rf.Groups[i].Rules {
+			rec, _ := r["record"].(string)
+			if r["alert"] == "VLLMSLOBurnRateTicket" || strings.HasSuffix(rec, "1d") || strings.HasSuffix(rec, "3d") {
+				dropped++
+				continue
+			}
+			keep = append(keep, r)
+		}
+		rf.Groups[i].Rules = keep
+	}
+	if dropped == 0 {
+		t.Fatal("no ticket rules found to drop: the SLO rules changed shape")
+	}
+	out, err := yaml.Marshal(rf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "slo-page-rules.yml")
+	if err := os.WriteFile(p, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func lastLines(s string, n int) string {

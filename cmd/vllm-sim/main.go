@@ -32,19 +32,36 @@ func main() {
 	}
 }
 
+// options are the parsed command line.
+type options struct {
+	cfg         vllmsim.Config
+	adminAddr   string
+	logLevel    string
+	rate, burst float64 // load overrides; 0 keeps the scenario's
+}
+
 func run(args []string) error {
+	o, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	logger := level.NewFilter(log.NewLogfmtLogger(log.NewSyncWriter(os.Stderr)), level.Allow(level.ParseDefault(o.logLevel, level.InfoValue())))
+	logger = log.With(logger, "ts", log.DefaultTimestampUTC)
+	return serve(o, logger)
+}
+
+// parseFlags reads the command line; vLLM's own flags keep vLLM's names.
+// It is long because it is the flag table.
+func parseFlags(args []string) (options, error) {
 	app := kingpin.New("vllm-sim", "Simulated vLLM server (API, /metrics, scheduler, scenarios, faults, load generator).")
 	var (
-		cfg       vllmsim.Config
-		prefix    bool
-		adminAddr string
-		logLevel  string
-		rate      float64
-		burst     float64
-		buckets   string
+		o       options
+		prefix  bool
+		buckets string
 	)
+	cfg, adminAddr, logLevel, rate, burst := &o.cfg, &o.adminAddr, &o.logLevel, &o.rate, &o.burst
 	app.Flag("web.listen-address", "Address to serve the vLLM API, /metrics and /admin on.").Default("127.0.0.1:8000").StringVar(&cfg.Addr)
-	app.Flag("admin.listen-address", "Optional second address serving the same routes, so /admin stays reachable while the main port is down.").StringVar(&adminAddr)
+	app.Flag("admin.listen-address", "Optional second address serving the same routes, so /admin stays reachable while the main port is down.").StringVar(adminAddr)
 	app.Flag("served-model-name", "Model name served; repeat for several models (each gets its own engines).").Default("meta-llama/Llama-3.1-8B-Instruct").StringsVar(&cfg.Models)
 	app.Flag("data-parallel-size", "Engines per model (engine label 0..N-1).").Default("1").IntVar(&cfg.DataParallelSize)
 	app.Flag("api-server-count", "API server processes; > 1 switches V1 /metrics to multiprocess style (no _created, no python/process).").Default("1").IntVar(&cfg.APIServerCount)
@@ -52,6 +69,7 @@ func run(args []string) error {
 	app.Flag("max-num-batched-tokens", "Token budget per engine step (chunked prefill).").Default("8192").IntVar(&cfg.MaxNumBatchedTokens)
 	app.Flag("num-gpu-blocks", "KV cache blocks per engine (v1 versions reserve one as vLLM's null block).").Default("4096").IntVar(&cfg.NumGPUBlocks)
 	app.Flag("block-size", "Tokens per KV block.").Default("16").IntVar(&cfg.BlockSize)
+	app.Flag("long-prefill-token-threshold", "Most prompt tokens one request may prefill in a step (0 = no cap), as vLLM's flag: long prompts share steps with short ones.").Default("0").IntVar(&cfg.LongPrefillTokenThreshold)
 	app.Flag("max-model-len", "Max prompt+output tokens per request.").Default("8192").IntVar(&cfg.MaxModelLen)
 	app.Flag("enable-prefix-caching", "Reuse KV blocks of shared prefixes (--no-enable-prefix-caching to disable).").Default("true").BoolVar(&prefix)
 	app.Flag("stream-interval", "Tokens per SSE chunk (first token always alone).").Default("1").IntVar(&cfg.StreamInterval)
@@ -68,29 +86,33 @@ func run(args []string) error {
 	app.Flag("seed", "Seed for generated tokens, EOS positions and the load generator.").Default("0").Int64Var(&cfg.Seed)
 	app.Flag("scenario", "Initial scenario: "+strings.Join(vllmsim.Scenarios(), ", ")+".").Default("healthy").EnumVar(&cfg.Scenario, vllmsim.Scenarios()...)
 	app.Flag("load-gen", "Run the built-in load generator (--no-load-gen for API traffic only).").Default("true").BoolVar(&cfg.LoadGen)
-	app.Flag("load.rate", "Override the scenario's arrival rate (requests/s per model); 0 keeps the preset.").Default("0").Float64Var(&rate)
-	app.Flag("load.burstiness", "Override the scenario's burstiness (gamma shape; 1 = Poisson); 0 keeps the preset.").Default("0").Float64Var(&burst)
+	app.Flag("load.rate", "Override the scenario's arrival rate (requests/s per model); 0 keeps the preset.").Default("0").Float64Var(rate)
+	app.Flag("load.burstiness", "Override the scenario's burstiness (gamma shape; 1 = Poisson); 0 keeps the preset.").Default("0").Float64Var(burst)
 	app.Flag("mean-output-tokens", "Mean output length of API requests without ignore_eos (geometric EOS).").Default("256").IntVar(&cfg.MeanOutputTokens)
 	cfg.Cost = vllmsim.DefaultCost
 	app.Flag("cost.step-base", "Step time model: seconds per engine step (weight read).").Default(fmt.Sprint(cfg.Cost.StepBase)).Float64Var(&cfg.Cost.StepBase)
 	app.Flag("cost.per-seq", "Step time model: seconds per scheduled sequence.").Default(fmt.Sprint(cfg.Cost.PerSeq)).Float64Var(&cfg.Cost.PerSeq)
 	app.Flag("cost.per-context-token", "Step time model: seconds per context token read (KV cache).").Default(fmt.Sprint(cfg.Cost.PerContextToken)).Float64Var(&cfg.Cost.PerContextToken)
 	app.Flag("cost.per-prefill-token", "Step time model: seconds per uncached prompt token computed.").Default(fmt.Sprint(cfg.Cost.PerPrefillToken)).Float64Var(&cfg.Cost.PerPrefillToken)
-	app.Flag("log.level", "Log level: debug, info, warn, error.").Default("info").EnumVar(&logLevel, "debug", "info", "warn", "error")
+	app.Flag("log.level", "Log level: debug, info, warn, error.").Default("info").EnumVar(logLevel, "debug", "info", "warn", "error")
 	if _, err := app.Parse(args); err != nil {
-		return err
+		return o, err
 	}
 	cfg.DisablePrefixCaching = !prefix
 	if buckets != "" {
 		if err := json.Unmarshal([]byte(buckets), &cfg.CustomHistogramBuckets); err != nil {
-			return fmt.Errorf("--custom-histogram-buckets: %w", err)
+			return o, fmt.Errorf("--custom-histogram-buckets: %w", err)
 		}
 	}
 	if cfg.Cost.StepBase < 0 || cfg.Cost.PerSeq < 0 || cfg.Cost.PerContextToken < 0 || cfg.Cost.PerPrefillToken < 0 {
-		return errors.New("--cost.* values must not be negative")
+		return o, errors.New("--cost.* values must not be negative")
 	}
-	logger := level.NewFilter(log.NewLogfmtLogger(log.NewSyncWriter(os.Stderr)), level.Allow(level.ParseDefault(logLevel, level.InfoValue())))
-	logger = log.With(logger, "ts", log.DefaultTimestampUTC)
+	return o, nil
+}
+
+// serve runs the simulator (and the admin listener) until SIGINT/SIGTERM.
+func serve(o options, logger log.Logger) error {
+	cfg, adminAddr, rate, burst := o.cfg, o.adminAddr, o.rate, o.burst
 
 	sim, err := vllmsim.New(cfg)
 	if err != nil {
@@ -115,19 +137,9 @@ func run(args []string) error {
 	level.Info(logger).Log("msg", "vllm-sim listening", "url", sim.URL(), "scenario", sim.Scenario().Name,
 		"metrics_version", cfg.MetricsVersion, "models", strings.Join(sim.Config().Models, ","), "load_gen", cfg.LoadGen)
 
-	var admin *http.Server
-	if adminAddr != "" {
-		ln, err := net.Listen("tcp", adminAddr)
-		if err != nil {
-			return fmt.Errorf("admin listener: %w", err)
-		}
-		admin = &http.Server{Handler: sim.Handler(), ReadHeaderTimeout: 10 * time.Second}
-		go func() {
-			if err := admin.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				level.Error(logger).Log("msg", "admin listener stopped", "err", err)
-			}
-		}()
-		level.Info(logger).Log("msg", "admin listening", "addr", ln.Addr().String())
+	admin, err := serveAdmin(sim, adminAddr, logger)
+	if err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -137,4 +149,24 @@ func run(args []string) error {
 		_ = admin.Close()
 	}
 	return nil
+}
+
+// serveAdmin serves the simulator's routes on a second address too (nil
+// without one), so /admin stays reachable while the main port is down.
+func serveAdmin(sim *vllmsim.Sim, addr string, logger log.Logger) (*http.Server, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("admin listener: %w", err)
+	}
+	admin := &http.Server{Handler: sim.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := admin.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			level.Error(logger).Log("msg", "admin listener stopped", "err", err)
+		}
+	}()
+	level.Info(logger).Log("msg", "admin listening", "addr", ln.Addr().String())
+	return admin, nil
 }

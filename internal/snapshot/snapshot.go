@@ -382,9 +382,16 @@ type ProbeProfile struct {
 
 	// Added by the probes work:
 	OutputTokensReceived float64 // usage.completion_tokens summed over probes
-	Chunks               float64 // stream chunks with non-empty choices
+	Chunks               float64 // stream chunks that carry generated text
 	BudgetSkips          float64 // scheduled probes skipped for the budget
 	// TTFTGap is median probe TTFT minus median server TTFT over the gap
 	// window (absent without server data or probe successes in the window).
 	TTFTGap Value
+	// LastError is the latest failure's reason and what failed (the
+	// server's error text, truncated and scrubbed), or why the profile was
+	// not sent; empty if none since start.
+	LastError string
+	// FitNote says how the profile was fitted to the served model's
+	// max_model_len (shrunk or refused); empty when it fits as configured.
+	FitNote string
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -36,6 +38,13 @@ type ProbeLine struct {
 	Requests   float64  `json:"requests"`
 	Failures   float64  `json:"failures"`
 	MedianTTFT *float64 `json:"median_ttft_seconds,omitempty"`
+	// FailureReasons counts the failures by reason (vllm_probe_failures_total's
+	// reason); LastError is the latest failure's reason and the server's
+	// error text (truncated, credentials scrubbed), or why nothing was sent.
+	FailureReasons map[string]float64 `json:"failure_reasons,omitempty"`
+	LastError      string             `json:"last_error,omitempty"`
+	// Fit says how the profile was fitted to the model's max_model_len.
+	Fit string `json:"fit,omitempty"`
 }
 
 // ModelReport is one model's diagnosis.
@@ -213,9 +222,15 @@ func ProbeLines(p *snapshot.Probes) []ProbeLine {
 		if pr == nil {
 			continue
 		}
-		l := ProbeLine{Profile: name, Prefix: pr.Prefix, Requests: pr.Requests}
-		for _, n := range pr.Failures {
+		l := ProbeLine{Profile: name, Prefix: pr.Prefix, Requests: pr.Requests, LastError: pr.LastError, Fit: pr.FitNote}
+		for r, n := range pr.Failures {
 			l.Failures += n
+			if n > 0 {
+				if l.FailureReasons == nil {
+					l.FailureReasons = map[string]float64{}
+				}
+				l.FailureReasons[r] = n
+			}
 		}
 		l.MedianTTFT = ptr(pr.TTFT.Quantile(0.5))
 		out = append(out, l)
@@ -268,87 +283,115 @@ func RenderText(w io.Writer, r Report) error {
 		p("NO DIAGNOSIS: no model was seen in a successful scrape of %s/metrics", strings.TrimRight(r.Target, "/"))
 	}
 	for _, m := range r.Models {
-		p("")
-		p("== model %s ==", m.Model)
-		p("BOTTLENECK: %s", m.Class)
-		p("  %s", m.Summary)
-		p("RECOMMENDATION: %s", m.Recommendation)
-		if len(m.Evidence) > 0 {
-			p("Evidence:")
-			for _, e := range m.Evidence {
-				p("  %s", evidenceLine(e))
-			}
-		}
-		if len(m.AlsoHeld) > 0 {
-			p("Also held (lower priority): %s", joinClasses(m.AlsoHeld))
-		}
-		for _, c := range m.CannotRuleOut {
-			p("CANNOT RULE OUT: %s", c)
-		}
-		p("SLO at p%s over the window:", qlabel(m.SLO.Quantile))
-		p("  TTFT %s  target %s  %s", secsIn(m.SLO.TTFT, m.SLO.TTFTBucket), secs(&m.SLO.TTFTTarget), verdict(m.SLO.TTFT, m.SLO.TTFTTarget))
-		p("  TPOT %s  target %s  %s", secsIn(m.SLO.TPOT, m.SLO.TPOTBucket), secs(&m.SLO.TPOTTarget), verdict(m.SLO.TPOT, m.SLO.TPOTTarget))
-		rf := m.Roofline
-		p("Decode roofline (per stream):")
-		switch {
-		case rf.Predicted != nil && rf.KVSource == "none":
-			p("  predicted %s = %s (%s) / %s weights (KV traffic not counted: give --model.kv-cache-bytes, or run where NVML sees the GPU)",
-				tokRate(rf.Predicted), bytesRate(rf.Bandwidth), bandwidthNote(rf.BandwidthSource), bytesSize(rf.WeightBytes)+weightNote(rf.WeightSource))
-		case rf.Predicted != nil:
-			p("  predicted %s = %s (%s) / (%s weights + %s KV in use, pool size from %s)",
-				tokRate(rf.Predicted), bytesRate(rf.Bandwidth), bandwidthNote(rf.BandwidthSource), bytesSize(rf.WeightBytes)+weightNote(rf.WeightSource), bytesSize(rf.KVBytes), kvNote(rf.KVSource))
-		default:
-			p("  predicted: unknown (give --model.weight-bytes or --model.parameters with --model.bytes-per-parameter (or --model.kv-cache-bytes where NVML sees vLLM's processes), and a GPU or --model.memory-bandwidth)")
-		}
-		if rf.Measured != nil {
-			p("  measured  %s (1 / mean time per output token %s)", tokRate(rf.Measured), secs(ptrOf(1 / *rf.Measured)))
-		} else {
-			p("  measured: unknown (no TPOT or inter-token latency observations in the window)")
-		}
-		if rf.Efficiency != nil {
-			p("  efficiency %.2f of the roofline", *rf.Efficiency)
-		}
-		t := m.Throughput
-		p("Load (last %s): %s req/s, %s output tok/s, %s prompt tok/s; running %s, waiting %s, KV cache %s",
-			t.Window, num(t.RequestsPerSecond), num(t.OutputTokensPerSecond), num(t.PromptTokensPerSecond),
-			num(t.Running), num(t.Waiting), pct(t.KVCacheUsage))
-		c := m.Capacity
-		switch {
-		case c.OutputTokensPerSecond != nil && c.Saturated:
-			p("Capacity while SLOs held (measured at saturation): %s req/s, %s output tok/s on %d GPU(s)", num(c.RequestsPerSecond), num(c.OutputTokensPerSecond), c.GPUs)
-		case c.OutputTokensPerSecond != nil:
-			p("Capacity: NOT MEASURED: the server was not saturated (nothing waiting, no preemption, KV cache %s); %s req/s, %s output tok/s is the offered load, a lower bound",
-				pct(c.KVUsage), num(c.RequestsPerSecond), num(c.OutputTokensPerSecond))
-			if c.ExtrapolatedRequestsPerSecond != nil {
-				p("  extrapolation: about %s req/s on %d GPU(s) if throughput grew with KV-cache occupancy until the cache is full (%s req/s / KV usage %s); latency rises before that, so load-test before sizing on it",
-					num(c.ExtrapolatedRequestsPerSecond), c.GPUs, num(c.RequestsPerSecond), pct(c.KVUsage))
-			}
-		default:
-			p("Capacity while SLOs held: unknown (the SLOs did not hold, or were not measurable, during the watch)")
-		}
-		if c.CostPerMillionOutput != nil {
-			p("  cost: %.4f per million output tokens at %.2f per GPU-hour", *c.CostPerMillionOutput, c.GPUHour)
-		}
-		if pl := c.Plan; pl != nil {
-			p("  for %.0f requests/day: %.2f req/s needed, %d GPU(s), %d with %.1fx headroom", pl.DailyRequests, pl.RequiredPerSecond, pl.GPUs, pl.GPUsWithHeadroom, pl.Headroom)
-		}
-		if len(m.Unavailable) > 0 {
-			var parts []string
-			for _, u := range m.Unavailable {
-				parts = append(parts, fmt.Sprintf("%s (%s)", u.Class, u.Reason))
-			}
-			p("Could not be diagnosed with these inputs: %s", strings.Join(parts, ", "))
-		}
+		renderModel(p, m)
 	}
 	if len(r.Probes) > 0 {
 		p("")
 		p("Probes:")
 		for _, l := range r.Probes {
-			p("  %-12s %-5s %3.0f sent, %3.0f failed, median TTFT %s", l.Profile, l.Prefix, l.Requests, l.Failures, secs(l.MedianTTFT))
+			failed := fmt.Sprintf("%3.0f failed", l.Failures)
+			if len(l.FailureReasons) > 0 {
+				var parts []string
+				for _, reason := range slices.Sorted(maps.Keys(l.FailureReasons)) {
+					parts = append(parts, fmt.Sprintf("%s %.0f", reason, l.FailureReasons[reason]))
+				}
+				failed += " (" + strings.Join(parts, ", ") + ")"
+			}
+			p("  %-12s %-5s %3.0f sent, %s, median TTFT %s", l.Profile, l.Prefix, l.Requests, failed, secs(l.MedianTTFT))
+			if l.Fit != "" {
+				p("    %s", l.Fit)
+			}
+			if l.LastError != "" {
+				p("    last error: %s", l.LastError)
+			}
 		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// printf writes one line of the text report.
+type printf func(format string, a ...any)
+
+// renderModel writes one model's section: the verdict, the evidence, the
+// SLO, the roofline, the load and the capacity.
+func renderModel(p printf, m ModelReport) {
+	p("")
+	p("== model %s ==", m.Model)
+	p("BOTTLENECK: %s", m.Class)
+	p("  %s", m.Summary)
+	p("RECOMMENDATION: %s", m.Recommendation)
+	if len(m.Evidence) > 0 {
+		p("Evidence:")
+		for _, e := range m.Evidence {
+			p("  %s", evidenceLine(e))
+		}
+	}
+	if len(m.AlsoHeld) > 0 {
+		p("Also held (lower priority): %s", joinClasses(m.AlsoHeld))
+	}
+	for _, c := range m.CannotRuleOut {
+		p("CANNOT RULE OUT: %s", c)
+	}
+	p("SLO at p%s over the window:", qlabel(m.SLO.Quantile))
+	p("  TTFT %s  target %s  %s", secsIn(m.SLO.TTFT, m.SLO.TTFTBucket), secs(&m.SLO.TTFTTarget), verdict(m.SLO.TTFT, m.SLO.TTFTTarget))
+	p("  TPOT %s  target %s  %s", secsIn(m.SLO.TPOT, m.SLO.TPOTBucket), secs(&m.SLO.TPOTTarget), verdict(m.SLO.TPOT, m.SLO.TPOTTarget))
+	renderRoofline(p, m.Roofline)
+	t := m.Throughput
+	p("Load (last %s): %s req/s, %s output tok/s, %s prompt tok/s; running %s, waiting %s, KV cache %s",
+		t.Window, num(t.RequestsPerSecond), num(t.OutputTokensPerSecond), num(t.PromptTokensPerSecond),
+		num(t.Running), num(t.Waiting), pct(t.KVCacheUsage))
+	c := m.Capacity
+	switch {
+	case c.OutputTokensPerSecond != nil && c.Saturated:
+		p("Capacity while SLOs held (measured at saturation): %s req/s, %s output tok/s on %d GPU(s)", num(c.RequestsPerSecond), num(c.OutputTokensPerSecond), c.GPUs)
+	case c.OutputTokensPerSecond != nil:
+		p("Capacity: NOT MEASURED: the server was not saturated (nothing waiting, no preemption, KV cache %s); %s req/s, %s output tok/s is the offered load, a lower bound",
+			pct(c.KVUsage), num(c.RequestsPerSecond), num(c.OutputTokensPerSecond))
+		if c.ExtrapolatedRequestsPerSecond != nil {
+			p("  extrapolation: about %s req/s on %d GPU(s) if throughput grew with KV-cache occupancy until the cache is full (%s req/s / KV usage %s); latency rises before that, so load-test before sizing on it",
+				num(c.ExtrapolatedRequestsPerSecond), c.GPUs, num(c.RequestsPerSecond), pct(c.KVUsage))
+		}
+	default:
+		p("Capacity while SLOs held: unknown (the SLOs did not hold, or were not measurable, during the watch)")
+	}
+	if c.CostPerMillionOutput != nil {
+		p("  cost: %.4f per million output tokens at %.2f per GPU-hour", *c.CostPerMillionOutput, c.GPUHour)
+	}
+	if pl := c.Plan; pl != nil {
+		p("  for %.0f requests/day: %.2f req/s needed, %d GPU(s), %d with %.1fx headroom", pl.DailyRequests, pl.RequiredPerSecond, pl.GPUs, pl.GPUsWithHeadroom, pl.Headroom)
+	}
+	if len(m.Unavailable) > 0 {
+		var parts []string
+		for _, u := range m.Unavailable {
+			parts = append(parts, fmt.Sprintf("%s (%s)", u.Class, u.Reason))
+		}
+		p("Could not be diagnosed with these inputs: %s", strings.Join(parts, ", "))
+	}
+}
+
+// renderRoofline writes the decode roofline: predicted, measured and their
+// ratio.
+func renderRoofline(p printf, rf RooflineReport) {
+	p("Decode roofline (per stream):")
+	switch {
+	case rf.Predicted != nil && rf.KVSource == "none":
+		p("  predicted %s = %s (%s) / %s weights (KV traffic not counted: give --model.kv-cache-bytes, or run where NVML sees the GPU)",
+			tokRate(rf.Predicted), bytesRate(rf.Bandwidth), bandwidthNote(rf.BandwidthSource), bytesSize(rf.WeightBytes)+weightNote(rf.WeightSource))
+	case rf.Predicted != nil:
+		p("  predicted %s = %s (%s) / (%s weights + %s KV in use, pool size from %s)",
+			tokRate(rf.Predicted), bytesRate(rf.Bandwidth), bandwidthNote(rf.BandwidthSource), bytesSize(rf.WeightBytes)+weightNote(rf.WeightSource), bytesSize(rf.KVBytes), kvNote(rf.KVSource))
+	default:
+		p("  predicted: unknown (give --model.weight-bytes or --model.parameters with --model.bytes-per-parameter (or --model.kv-cache-bytes where NVML sees vLLM's processes), and a GPU or --model.memory-bandwidth)")
+	}
+	if rf.Measured != nil {
+		p("  measured  %s (1 / mean time per output token %s)", tokRate(rf.Measured), secs(ptrOf(1 / *rf.Measured)))
+	} else {
+		p("  measured: unknown (no TPOT or inter-token latency observations in the window)")
+	}
+	if rf.Efficiency != nil {
+		p("  efficiency %.2f of the roofline", *rf.Efficiency)
+	}
 }
 
 func evidenceLine(e Evidence) string {
