@@ -47,6 +47,7 @@ var alertDashboards = map[string]dashboardLink{
 	"VLLMEngineStalled":              {OverviewDashboard, []string{"instance", "model"}},
 	"VLLMDeferredLivelock":           {OverviewDashboard, []string{"instance", "model"}},
 	"VLLMDown":                       {OverviewDashboard, []string{"instance"}},
+	"VLLMKVTransferFailures":         {OverviewDashboard, []string{"instance", "model"}},
 	"VLLMKVCacheNearFull":            {OverviewDashboard, []string{"instance", "model"}},
 	"VLLMQueueBuildup":               {OverviewDashboard, []string{"instance", "model"}},
 	"VLLMGPUThrottlingTPOTDegraded":  {GPUDashboard, []string{"instance"}},

@@ -71,11 +71,8 @@ func derive(window time.Duration, span []*snapshot.VLLM) map[string]*snapshot.De
 			}
 		}
 		deriveNewer(dv, chain, rate)
-		queries := increase(chain, func(m *snapshot.Model) snapshot.Value { return m.PrefixQueries })
-		hits := increase(chain, func(m *snapshot.Model) snapshot.Value { return m.PrefixHits })
-		if queries.OK && hits.OK && queries.V > 0 {
-			dv.PrefixCacheHitRatio = snapshot.Some(hits.V / queries.V)
-		}
+		dv.PrefixCacheHitRatio = hitRatio(increase(chain, func(m *snapshot.Model) snapshot.Value { return m.PrefixHits }),
+			increase(chain, func(m *snapshot.Model) snapshot.Value { return m.PrefixQueries }))
 		for hn := range newer.Histograms {
 			delta := histogramIncrease(chain, hn)
 			dv.Deltas[hn] = delta
@@ -84,6 +81,9 @@ func derive(window time.Duration, span []*snapshot.VLLM) map[string]*snapshot.De
 				qs[q] = delta.Quantile(q)
 			}
 			dv.Quantiles[hn] = qs
+		}
+		if d, ok := dv.Deltas[snapshot.KVTransferSize]; ok {
+			dv.KVTransferBytesPerSecond = rate(snapshot.Some(d.Sum))
 		}
 		out[name] = dv
 	}
@@ -160,6 +160,11 @@ func deriveNewer(dv *snapshot.Derived, chain []*snapshot.Model, rate func(snapsh
 	}
 	dv.PromptTokensCachedPerSecond = rate(cached)
 
+	dv.ExternalPrefixCacheHitRatio = hitRatio(inc(func(m *snapshot.Model) snapshot.Value { return m.ExternalPrefixHits }),
+		inc(func(m *snapshot.Model) snapshot.Value { return m.ExternalPrefixQueries }))
+	dv.MMCacheHitRatio = hitRatio(inc(func(m *snapshot.Model) snapshot.Value { return m.MMCacheHits }),
+		inc(func(m *snapshot.Model) snapshot.Value { return m.MMCacheQueries }))
+
 	// The estimates stay 0 without --enable-mfu-metrics: no increase, no value.
 	if f := inc(func(m *snapshot.Model) snapshot.Value { return m.EstimatedFlops }); f.OK && f.V > 0 {
 		dv.EstimatedFlopsPerSecond = rate(f)
@@ -169,6 +174,14 @@ func deriveNewer(dv *snapshot.Derived, chain []*snapshot.Model, rate func(snapsh
 	if rd.OK && wr.OK && rd.V+wr.V > 0 {
 		dv.EstimatedBytesPerSecond = rate(snapshot.Some(rd.V + wr.V))
 	}
+}
+
+// hitRatio is hits / queries over a window, absent without queries.
+func hitRatio(hits, queries snapshot.Value) snapshot.Value {
+	if !hits.OK || !queries.OK || queries.V <= 0 {
+		return snapshot.Value{}
+	}
+	return snapshot.Some(hits.V / queries.V)
 }
 
 // increase sums a counter's increases along chain, a decrease counting as

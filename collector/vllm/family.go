@@ -39,6 +39,11 @@ type family struct {
 	// by Limit. "" keeps none.
 	Label string
 	Limit labelLimit
+	// Key, when set, gives a by-label reading's key instead of Label's
+	// value: from vLLM's name and the sample's labels (kv_offload's older
+	// transfer_type "CPU_to_GPU" and newer kv_offload_load_* both land on
+	// tier "cpu" of the load row). ok false: the sample is not this row's.
+	Key func(fam string, labels map[string]string) (key string, ok bool)
 	// FromLabel: the value is this label of the samples (a number: "None",
 	// negative or non-finite values are absent), not the sample value.
 	FromLabel string
@@ -80,6 +85,14 @@ type family struct {
 	StateMap func(*snapshot.Model) *map[string]string
 	Hist     snapshot.HistogramName
 	Server   func(*snapshot.VLLM) *map[string]float64
+	// Labels reads a sample whose meaning is in its label values
+	// (vllm:lora_requests_info's adapter lists) into the model, returning
+	// how many values it dropped past a bound; it must give the same
+	// result when several rows read the same family. Map or Out is then
+	// what the row exports, and Share hands a server-wide reading to every
+	// model.
+	Labels func(m *snapshot.Model, labels map[string]string, v float64) (dropped int)
+	Share  func(server, m *snapshot.Model)
 
 	// Settle, when set, recomputes what a model's readings of several
 	// families mean together (the sleep verdict); it runs after every
@@ -145,10 +158,11 @@ const (
 	aggSumCount       // a token histogram: only _sum and _count are read (buckets skipped unparsed), summed
 	aggFirst          // the first sample (an info family, identical on every engine)
 	aggLeastAwake     // a state set: the least awake current state
+	aggLatest         // the sample with the largest value (a timestamp): lora_requests_info
 )
 
 func (a agg) String() string {
-	return [...]string{"sum", "max", "min", "mean", "bucket-wise sum", "sum of _sum and _count", "first sample", "least awake state"}[a]
+	return [...]string{"sum", "max", "min", "mean", "bucket-wise sum", "sum of _sum and _count", "first sample", "least awake state", "latest sample (largest value)"}[a]
 }
 
 // labelLimit bounds the distinct values of a kept label per model. Past
@@ -251,6 +265,13 @@ func (rd *reading) sample(f *family, fam string, m *dto.Metric) {
 		}
 	}
 	switch {
+	case f.Labels != nil:
+		if v, ok := scalar(m); ok {
+			if n := f.Labels(mod, labels, v); n > 0 {
+				rd.r.drop(f.Limit.Drop, fmt.Sprintf("%s: %d %s values dropped: more than %d", fam, n, f.Label, f.Limit.Max))
+				rd.r.dropped[f.Limit.Drop] += float64(n - 1) // one per value, as counted
+			}
+		}
 	case f.Hist != "":
 		rd.histogram(f, fam, mod, m)
 	case f.Agg == aggSumCount:
@@ -305,6 +326,12 @@ func (rd *reading) scalar(f *family, fam string, mod *snapshot.Model, modelName 
 func (rd *reading) byLabel(f *family, fam string, mod *snapshot.Model, modelName string, v float64) {
 	p := f.Map(mod)
 	key := rd.labels[f.Label]
+	if f.Key != nil {
+		var ok bool
+		if key, ok = f.Key(fam, rd.labels); !ok {
+			return
+		}
+	}
 	if f.Limit.Drop == "" {
 		*p = rd.putBounded(fam, f.Label, f.Limit.Max, *p, key, v)
 		return
@@ -393,6 +420,8 @@ func (rd *reading) histogram(f *family, fam string, mod *snapshot.Model, m *dto.
 // the row says.
 func (f *family) applyServer(server, m *snapshot.Model) {
 	switch {
+	case f.Share != nil:
+		f.Share(server, m)
 	case f.Info != nil:
 		if p := f.Info(m); *p == nil {
 			*p = *f.Info(server)

@@ -7,11 +7,23 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // onlyGoldenFamilies makes the goldens whole-output: the scraper exports no
 // family beyond those compared (and the wall-time scrape duration).
 func onlyGoldenFamilies(t *testing.T, c prometheus.Collector) {
+	t.Helper()
+	for _, mf := range gatherAll(t, c) {
+		n := mf.GetName()
+		if !slices.Contains(goldenScalarNames, n) && !slices.Contains(goldenHistogramNames, n) && n != "vllm_exporter_scrape_duration_seconds" {
+			t.Errorf("family %s is exported but not in the golden", n)
+		}
+	}
+}
+
+// gatherAll is every family c exports, through a pedantic registry.
+func gatherAll(t *testing.T, c prometheus.Collector) []*dto.MetricFamily {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
@@ -19,12 +31,7 @@ func onlyGoldenFamilies(t *testing.T, c prometheus.Collector) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mf := range fams {
-		n := mf.GetName()
-		if !slices.Contains(goldenScalarNames, n) && !slices.Contains(goldenHistogramNames, n) && n != "vllm_exporter_scrape_duration_seconds" {
-			t.Errorf("family %s is exported but not in the golden", n)
-		}
-	}
+	return fams
 }
 
 // The self and scalar series checked by the golden tests: everything the
@@ -47,6 +54,10 @@ var goldenScalarNames = []string{
 	"vllm_prompt_tokens_cached_total", "vllm_requests_refused_total",
 	"vllm_spec_decode_drafts_total", "vllm_engine_healthy", "vllm_exporter_vllm_unexpected_label_values",
 	"vllm_prompt_tokens_computed_per_second",
+	// Registered always, 0 without a KV connector / multimodal input; LoRA
+	// rows absent (V0 without LoRA says max_lora="0").
+	"vllm_external_prefix_cache_queries_total", "vllm_external_prefix_cache_hits_total",
+	"vllm_mm_cache_queries_total", "vllm_mm_cache_hits_total", "vllm_lora_slots", "vllm_lora_adapter_running",
 }
 
 var goldenHistogramNames = []string{
@@ -75,6 +86,7 @@ vllm_exporter_samples_dropped_total{reason="finished_reason_limit"} 0
 vllm_exporter_samples_dropped_total{reason="invalid_histogram"} 0
 vllm_exporter_samples_dropped_total{reason="label_value_too_long"} 0
 vllm_exporter_samples_dropped_total{reason="line_too_long"} 0
+vllm_exporter_samples_dropped_total{reason="lora_adapter_limit"} 0
 vllm_exporter_samples_dropped_total{reason="model_limit"} 0
 `
 
@@ -176,6 +188,15 @@ vllm_prompt_tokens_cached_total{model="meta-llama/Llama-3.1-8B-Instruct"} 260320
 # http_requests_total: no 5xx line in the body, only 2xx and 4xx: 0 refused
 # TYPE vllm_requests_refused_total counter
 vllm_requests_refused_total{model="meta-llama/Llama-3.1-8B-Instruct"} 0
+# external and multimodal cache counters: registered, 0
+# TYPE vllm_external_prefix_cache_hits_total counter
+vllm_external_prefix_cache_hits_total{model="meta-llama/Llama-3.1-8B-Instruct"} 0
+# TYPE vllm_external_prefix_cache_queries_total counter
+vllm_external_prefix_cache_queries_total{model="meta-llama/Llama-3.1-8B-Instruct"} 0
+# TYPE vllm_mm_cache_hits_total counter
+vllm_mm_cache_hits_total{model="meta-llama/Llama-3.1-8B-Instruct"} 0
+# TYPE vllm_mm_cache_queries_total counter
+vllm_mm_cache_queries_total{model="meta-llama/Llama-3.1-8B-Instruct"} 0
 `, goldenScalarNames...)
 
 	// The eight latency histograms, bucket for bucket: testdata/golden-v1-histograms.prom

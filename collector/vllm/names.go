@@ -2,6 +2,7 @@ package vllm
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
@@ -118,6 +119,81 @@ var families = []family{
 		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.CorruptedRequests },
 		Help:     "Requests whose logits contained NaNs (corrupted output), summed over engines; from vllm:corrupted_requests_total.",
 		Versions: "≈0.12+ (#27306, 2025-11), only with the environment variable `VLLM_COMPUTE_NANS_IN_LOGITS` set"},
+	{Exported: "vllm_requests_rejected_total", Names: []string{"vllm:admission_rejections_total"}, Type: typeCounter, Agg: aggSum,
+		Label: "reason", Limit: mapLimit,
+		Map:      func(m *snapshot.Model) *map[string]float64 { return &m.RejectedByReason },
+		Help:     "Requests refused at admission (HTTP 503) because the waiting queue was at --max-num-queued-requests or --max-num-queued-tokens, by reason, summed over engines; from vllm:admission_rejections_total.",
+		Versions: "0.32+ (admission control, flags from 2026-07), label `reason` (`max_num_queued_reqs`, `max_num_queued_tokens`); rejected requests never reach `request_success_total`"},
+	{Exported: "vllm_kv_transfer_failures_total", Names: []string{"vllm:nixl_num_failed_transfers_total"}, Type: typeCounter, Agg: aggSum,
+		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.KVTransferFailures },
+		Help:     "Failed KV-cache transfers of the NIXL connector (disaggregated prefill/decode), summed over engines; from vllm:nixl_num_failed_transfers_total.",
+		Versions: nixlVersions},
+	{Exported: "vllm_kv_transfer_notification_failures_total", Names: []string{"vllm:nixl_num_failed_notifications_total"}, Type: typeCounter, Agg: aggSum,
+		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.KVTransferNotificationFailures },
+		Help:     "Failed KV-transfer notifications of the NIXL connector, summed over engines; from vllm:nixl_num_failed_notifications_total.",
+		Versions: nixlVersions},
+	{Exported: "vllm_kv_transfer_expired_requests_total", Names: []string{"vllm:nixl_num_kv_expired_reqs_total"}, Type: typeCounter, Agg: aggSum,
+		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.KVTransferExpiredRequests },
+		Help:     "Requests whose KV blocks expired on the prefill side before the decode side read them (NIXL connector), summed over engines; from vllm:nixl_num_kv_expired_reqs_total.",
+		Versions: nixlVersions + "; added after the other nixl_* families"},
+	{Exported: "vllm_kv_offload_load_bytes_total", Names: []string{"vllm:kv_offload_load_bytes_total", "vllm:kv_offload_total_bytes_total"}, Type: typeCounter, Agg: aggSum,
+		Label: "tier", Limit: mapLimit, Key: offloadTier(offloadLoad),
+		Map:      func(m *snapshot.Model) *map[string]float64 { return &m.KVOffloadLoadBytes },
+		Help:     "Bytes of KV cache loaded from an offload tier into GPU memory, by tier, summed over engines; from vllm:kv_offload_load_bytes_total or vllm:kv_offload_total_bytes_total{transfer_type=\"CPU_to_GPU\"}.",
+		Versions: offloadVersions},
+	{Exported: "vllm_kv_offload_store_bytes_total", Names: []string{"vllm:kv_offload_store_bytes_total", "vllm:kv_offload_total_bytes_total"}, Type: typeCounter, Agg: aggSum,
+		Label: "tier", Limit: mapLimit, Key: offloadTier(offloadStore),
+		Map:      func(m *snapshot.Model) *map[string]float64 { return &m.KVOffloadStoreBytes },
+		Help:     "Bytes of KV cache stored from GPU memory to an offload tier, by tier, summed over engines; from vllm:kv_offload_store_bytes_total or vllm:kv_offload_total_bytes_total{transfer_type=\"GPU_to_CPU\"}.",
+		Versions: offloadVersions},
+	{Exported: "vllm_kv_offload_load_seconds_total", Names: []string{"vllm:kv_offload_load_time_total", "vllm:kv_offload_total_time_total"}, Type: typeCounter, Agg: aggSum,
+		Label: "tier", Limit: mapLimit, Key: offloadTier(offloadLoad),
+		Map:      func(m *snapshot.Model) *map[string]float64 { return &m.KVOffloadLoadSeconds },
+		Help:     "Seconds spent loading KV cache from an offload tier into GPU memory, by tier, summed over engines; from vllm:kv_offload_load_time_total or vllm:kv_offload_total_time_total{transfer_type=\"CPU_to_GPU\"}.",
+		Versions: offloadVersions},
+	{Exported: "vllm_kv_offload_store_seconds_total", Names: []string{"vllm:kv_offload_store_time_total", "vllm:kv_offload_total_time_total"}, Type: typeCounter, Agg: aggSum,
+		Label: "tier", Limit: mapLimit, Key: offloadTier(offloadStore),
+		Map:      func(m *snapshot.Model) *map[string]float64 { return &m.KVOffloadStoreSeconds },
+		Help:     "Seconds spent storing KV cache from GPU memory to an offload tier, by tier, summed over engines; from vllm:kv_offload_store_time_total or vllm:kv_offload_total_time_total{transfer_type=\"GPU_to_CPU\"}.",
+		Versions: offloadVersions},
+	{Exported: "vllm_external_prefix_cache_queries_total", Names: []string{"vllm:external_prefix_cache_queries_total"}, Type: typeCounter, Agg: aggSum,
+		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.ExternalPrefixQueries },
+		Help:     "Prompt tokens looked up in the external cache of a KV connector (offload tier, P/D peer, LMCache), summed over engines; from vllm:external_prefix_cache_queries_total.",
+		Versions: "≈0.11.1+ (#26245, 2025-10-23); registered always, moves only with a KV connector"},
+	{Exported: "vllm_external_prefix_cache_hits_total", Names: []string{"vllm:external_prefix_cache_hits_total"}, Type: typeCounter, Agg: aggSum,
+		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.ExternalPrefixHits },
+		Help:     "Prompt tokens found in the external cache of a KV connector, summed over engines; from vllm:external_prefix_cache_hits_total.",
+		Versions: "as external_prefix_cache_queries"},
+	{Exported: "vllm_mm_cache_queries_total", Names: []string{"vllm:mm_cache_queries_total"}, Type: typeCounter, Agg: aggSum,
+		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.MMCacheQueries },
+		Help:     "Multimodal items looked up in the multimodal cache, summed over engines; from vllm:mm_cache_queries_total.",
+		Versions: "≈0.11.1+ (#26285, 2025-10-10)"},
+	{Exported: "vllm_mm_cache_hits_total", Names: []string{"vllm:mm_cache_hits_total"}, Type: typeCounter, Agg: aggSum,
+		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.MMCacheHits },
+		Help:     "Multimodal items found in the multimodal cache, summed over engines; from vllm:mm_cache_hits_total.",
+		Versions: "as mm_cache_queries"},
+	{Exported: "vllm_lora_slots", Names: []string{"vllm:lora_requests_info"}, Type: typeGauge, Scope: scopeServer, Agg: aggLatest,
+		Label: "adapter", Limit: loraLimit, Labels: readLoRA, Share: shareLoRA,
+		Out:      func(_ *snapshot.VLLM, m *snapshot.Model) snapshot.Value { return known(m.LoRA.Known, m.LoRA.Max) },
+		Help:     "LoRA adapters one batch can hold (max_lora); from vllm:lora_requests_info.",
+		Versions: loraVersions},
+	{Exported: "vllm_lora_slots_used", Names: []string{"vllm:lora_requests_info"}, Type: typeGauge, Scope: scopeServer, Agg: aggLatest,
+		Label: "adapter", Limit: loraLimit, Labels: readLoRA, Share: shareLoRA,
+		Out: func(_ *snapshot.VLLM, m *snapshot.Model) snapshot.Value {
+			return known(m.LoRA.Known, snapshot.Some(float64(len(m.LoRA.Running))))
+		},
+		Help:     "LoRA adapters with running requests, against vllm_lora_slots; from vllm:lora_requests_info's running_lora_adapters.",
+		Versions: loraVersions},
+	{Exported: "vllm_lora_adapter_running", Names: []string{"vllm:lora_requests_info"}, Type: typeGauge, Scope: scopeServer, Agg: aggLatest,
+		Label: "adapter", Limit: loraLimit, Labels: readLoRA, Share: shareLoRA,
+		Map:      func(m *snapshot.Model) *map[string]float64 { return &m.LoRA.Running },
+		Help:     "Per LoRA adapter with running requests, the times vLLM lists it in running_lora_adapters (1: it is in the batch); from vllm:lora_requests_info.",
+		Versions: loraVersions},
+	{Exported: "vllm_lora_adapter_waiting", Names: []string{"vllm:lora_requests_info"}, Type: typeGauge, Scope: scopeServer, Agg: aggLatest,
+		Label: "adapter", Limit: loraLimit, Labels: readLoRA, Share: shareLoRA,
+		Map:      func(m *snapshot.Model) *map[string]float64 { return &m.LoRA.Waiting },
+		Help:     "Per LoRA adapter with waiting requests, the times vLLM lists it in waiting_lora_adapters (1: requests wait for it); from vllm:lora_requests_info.",
+		Versions: loraVersions},
 	{Exported: "vllm_cache_config_info", Names: []string{"vllm:cache_config_info"}, Type: typeInfo, Scope: scopeServer, Agg: aggFirst,
 		InfoLabels: cacheConfigLabels,
 		Info:       func(m *snapshot.Model) *map[string]string { return &m.CacheConfig },
@@ -207,6 +283,27 @@ var families = []family{
 		Out:      refused,
 		Help:     "Requests the vLLM server answered with a 5xx (or 429 where status codes are not grouped) before or instead of the engine, summed over handlers and counted for every model of the server; from http_requests_total (vLLM's HTTP instrumentator).",
 		Versions: "0.8.3+ (HTTP instrumentator); `status` 5xx (and 429 when codes are not grouped) summed over handlers"},
+	{Exported: "vllm_kv_transfer_time_seconds", Names: []string{"vllm:nixl_xfer_time_seconds"}, Type: typeHistogram, Agg: aggBuckets,
+		Hist: snapshot.KVTransferTime, Unit: "seconds", Help: "Duration of NIXL KV-cache transfers (disaggregated prefill/decode)",
+		Versions: nixlVersions + "; buckets 0.005–5 s"},
+	{Exported: "vllm_kv_transfer_post_time_seconds", Names: []string{"vllm:nixl_post_time_seconds"}, Type: typeHistogram, Agg: aggBuckets,
+		Hist: snapshot.KVTransferPostTime, Unit: "seconds", Help: "Time to post NIXL KV-cache transfers",
+		Versions: nixlVersions + "; buckets 0.001–5 s"},
+	{Exported: "vllm_kv_transfer_size_bytes", Names: []string{"vllm:nixl_bytes_transferred"}, Type: typeHistogram, Agg: aggBuckets,
+		Hist: snapshot.KVTransferSize, Unit: "bytes", Help: "Bytes per NIXL KV-cache transfer",
+		Versions: nixlVersions + "; buckets 2 KiB–8 GiB (powers of 4); its _sum over a window is `vllm_kv_transfer_bytes_per_second`"},
+	{Exported: "vllm_kv_transfer_descriptors", Names: []string{"vllm:nixl_num_descriptors"}, Type: typeHistogram, Agg: aggBuckets,
+		Hist: snapshot.KVTransferDescriptors, Help: "Descriptors per NIXL KV-cache transfer",
+		Versions: nixlVersions + "; buckets 10–50000"},
+	{Exported: "vllm_kv_block_lifetime_seconds", Names: []string{"vllm:kv_block_lifetime_seconds"}, Type: typeHistogram, Agg: aggBuckets,
+		Hist: snapshot.KVBlockLifetime, Unit: "seconds", Help: "Lifetime of sampled KV-cache blocks from allocation to eviction",
+		Versions: kvBlockVersions},
+	{Exported: "vllm_kv_block_idle_before_evict_seconds", Names: []string{"vllm:kv_block_idle_before_evict_seconds"}, Type: typeHistogram, Agg: aggBuckets,
+		Hist: snapshot.KVBlockIdleBeforeEvict, Unit: "seconds", Help: "Idle time of sampled KV-cache blocks before their eviction",
+		Versions: kvBlockVersions},
+	{Exported: "vllm_kv_block_reuse_gap_seconds", Names: []string{"vllm:kv_block_reuse_gap_seconds"}, Type: typeHistogram, Agg: aggBuckets,
+		Hist: snapshot.KVBlockReuseGap, Unit: "seconds", Help: "Time between consecutive accesses of sampled KV-cache blocks",
+		Versions: kvBlockVersions},
 	{Exported: "vllm_time_to_first_token_seconds", Names: []string{"vllm:time_to_first_token_seconds"}, Type: typeHistogram, Agg: aggBuckets,
 		Hist: snapshot.TTFT, Unit: "seconds", Help: "Time from request arrival to the first output token",
 		ByPriority:     "vllm_time_to_first_token_by_priority_seconds",
@@ -236,6 +333,90 @@ var families = []family{
 		Hist: snapshot.InferenceTime, Unit: "seconds", Help: "Time requests spent running (prefill plus decode)",
 		Expected: always, Versions: "V0 0.6.4+, V1 0.8.0+"},
 }
+
+// Versions shared by several rows.
+const (
+	offloadVersions = "offloading connector only: `kv_offload_load_*` / `kv_offload_store_*` (2026, preferred) or the older `kv_offload_total_bytes` / `kv_offload_total_time` by `transfer_type` (`CPU_to_GPU` load, `GPU_to_CPU` store), which vLLM keeps beside the newer names for its CPU tier; the newer names carry no tier and count as tier `cpu`"
+	loraVersions    = "0.6.4+ with LoRA enabled (V0 also without: `max_lora=\"0\"`, exported as nothing); labels `max_lora`, `running_lora_adapters`, `waiting_lora_adapters` (comma-joined), no `model_name`; value a timestamp, the latest label set wins; at most 32 adapters per list"
+	nixlVersions    = "only with the NIXL KV connector (disaggregated prefill/decode; llm-d, Dynamo); labels `model_name`, `engine`"
+	kvBlockVersions = "≈0.13+ (#27793, 2025-12-01), only with `--kv-cache-metrics` (sampled, `--kv-cache-metrics-sample`); buckets 0.001–1800 s"
+)
+
+// Directions of a KV offload transfer.
+const (
+	offloadLoad  = "load"  // offload tier -> GPU
+	offloadStore = "store" // GPU -> offload tier
+)
+
+// offloadTier keys a kv_offload sample of direction dir by its tier. The
+// newer names (kv_offload_load_*, kv_offload_store_*) hold one direction
+// and carry no tier: vLLM's native offloading tier, cpu. The older ones
+// hold both directions in transfer_type: "CPU_to_GPU" is a load from tier
+// cpu, "GPU_to_CPU" a store to it; a sample of the other direction is not
+// this row's.
+func offloadTier(dir string) func(fam string, labels map[string]string) (string, bool) {
+	return func(_ string, labels map[string]string) (string, bool) {
+		tt, old := labels["transfer_type"]
+		if !old {
+			return "cpu", true
+		}
+		from, to, ok := strings.Cut(strings.ToLower(tt), "_to_")
+		switch {
+		case !ok || from == "" || to == "":
+			return "", false
+		case dir == offloadLoad && to == "gpu" && from != "gpu":
+			return from, true
+		case dir == offloadStore && from == "gpu" && to != "gpu":
+			return to, true
+		}
+		return "", false
+	}
+}
+
+// loraLimit bounds the adapters per list of vllm:lora_requests_info.
+var loraLimit = labelLimit{Max: MaxLoRAAdapters, Drop: DropLoRAAdapterLimit}
+
+// readLoRA reads one sample of vllm:lora_requests_info into m.LoRA. The
+// sample's value is the time vLLM set it; label sets of earlier moments
+// can linger beside the current one, so the latest sample wins (reading
+// the same samples again changes nothing). max_lora 0 is V0 without LoRA:
+// nothing to report.
+func readLoRA(m *snapshot.Model, labels map[string]string, v float64) (dropped int) {
+	if m.LoRA.At > v || (m.LoRA.At == v && m.LoRA.Known) {
+		return 0
+	}
+	max := labelNumber(labels, "max_lora")
+	m.LoRA = snapshot.LoRA{At: v}
+	if !max.OK {
+		return 0
+	}
+	m.LoRA.Known, m.LoRA.Max = true, max
+	var n, w int
+	m.LoRA.Running, n = adapterList(labels["running_lora_adapters"])
+	m.LoRA.Waiting, w = adapterList(labels["waiting_lora_adapters"])
+	return n + w
+}
+
+// adapterList counts each adapter named in a comma-joined list, keeping
+// at most MaxLoRAAdapters names; dropped is how many more there were.
+func adapterList(s string) (counts map[string]float64, dropped int) {
+	counts = map[string]float64{}
+	for name := range strings.SplitSeq(s, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		if _, seen := counts[name]; !seen && len(counts) >= MaxLoRAAdapters {
+			dropped++
+			continue
+		}
+		counts[name]++
+	}
+	return counts, dropped
+}
+
+// shareLoRA hands the server-wide LoRA reading to model m.
+func shareLoRA(server, m *snapshot.Model) { m.LoRA = server.LoRA }
 
 // settleSleep combines a model's sleep readings (vllm:engine_sleep_state,
 // engine_fully_awake, engine_sleep_resource_state) into one verdict: awake

@@ -18,7 +18,9 @@ var update = flag.Bool("update", false, "rewrite docs/exporter.md's family table
 // rowProblem says what is missing or contradictory in a row, "" if nothing.
 func rowProblem(f *family) string {
 	sinks := 0
-	for _, set := range []bool{f.Value != nil, f.Map != nil, f.Info != nil, f.State != nil, f.StateMap != nil, f.Hist != "", f.Server != nil} {
+	// A row reading label values (Labels) exports its Map or Out: the Map
+	// is then not a second place.
+	for _, set := range []bool{f.Value != nil, f.Map != nil && f.Labels == nil, f.Info != nil, f.State != nil, f.StateMap != nil, f.Hist != "", f.Server != nil, f.Labels != nil} {
 		if set {
 			sinks++
 		}
@@ -40,6 +42,8 @@ func rowProblem(f *family) string {
 		return "per-engine rows have scopeEngine, Engine and EngineHelp"
 	case f.Server != nil && (f.Scope != scopeServer || f.Out == nil):
 		return "a reading into the server snapshot is server-wide and exported through Out"
+	case f.Labels != nil && ((f.Map == nil) == (f.Out == nil) || (f.Scope == scopeServer) != (f.Share != nil) || f.Limit.Drop == ""):
+		return "a reading of label values exports one of Map and Out, is shared when server-wide, and counts what its bound drops"
 	case !strings.HasPrefix(f.Exported, "vllm_") || (f.Type == typeCounter) != strings.HasSuffix(f.Exported, "_total"):
 		return "exported names start with vllm_, and only counters end in _total"
 	case !f.WindowOnly && f.Help == "":

@@ -285,6 +285,9 @@ const (
 	// maxMapLabels bounds the other label-keyed maps (waiting reasons,
 	// prompt-token sources, HTTP statuses, sleep resources).
 	maxMapLabels = 16
+	// MaxLoRAAdapters bounds the adapters kept per list of
+	// vllm:lora_requests_info (running, waiting).
+	MaxLoRAAdapters = 32
 	// MaxLabelValueBytes: a sample with a longer label value is dropped
 	// (Prometheus's label_value_length_limit would otherwise fail the whole
 	// scrape of the exporter).
@@ -301,9 +304,10 @@ const (
 	DropInvalidHistogram    = "invalid_histogram"     // negative, infinite or NaN counts, not a histogram
 	DropBucketMismatch      = "bucket_mismatch"       // engines of one model with different bucket layouts
 	DropLineTooLong         = "line_too_long"         // a line of a needed family longer than 64 KiB, skipped unread
+	DropLoRAAdapterLimit    = "lora_adapter_limit"    // adapters of vllm:lora_requests_info beyond MaxLoRAAdapters per list
 )
 
-var dropReasons = []string{DropModelLimit, DropEngineLimit, DropFinishedReasonLimit, DropLabelTooLong, DropInvalidHistogram, DropBucketMismatch, DropLineTooLong}
+var dropReasons = []string{DropModelLimit, DropEngineLimit, DropFinishedReasonLimit, DropLabelTooLong, DropInvalidHistogram, DropBucketMismatch, DropLineTooLong, DropLoRAAdapterLimit}
 
 // longLabel returns the name of a label whose value exceeds
 // MaxLabelValueBytes, or "".

@@ -44,6 +44,17 @@ const (
 	PrefillTime       HistogramName = "request_prefill_time"          // vllm:request_prefill_time_seconds
 	DecodeTime        HistogramName = "request_decode_time"           // vllm:request_decode_time_seconds
 	InferenceTime     HistogramName = "request_inference_time"        // vllm:request_inference_time_seconds
+
+	// Families of optional features (not in LatencyHistograms): NIXL KV
+	// transfers (disaggregated prefill/decode) and KV block residency
+	// (--kv-cache-metrics).
+	KVTransferTime         HistogramName = "kv_transfer_time"           // vllm:nixl_xfer_time_seconds
+	KVTransferPostTime     HistogramName = "kv_transfer_post_time"      // vllm:nixl_post_time_seconds
+	KVTransferSize         HistogramName = "kv_transfer_size"           // vllm:nixl_bytes_transferred (bytes)
+	KVTransferDescriptors  HistogramName = "kv_transfer_descriptors"    // vllm:nixl_num_descriptors (a count)
+	KVBlockLifetime        HistogramName = "kv_block_lifetime"          // vllm:kv_block_lifetime_seconds
+	KVBlockIdleBeforeEvict HistogramName = "kv_block_idle_before_evict" // vllm:kv_block_idle_before_evict_seconds
+	KVBlockReuseGap        HistogramName = "kv_block_reuse_gap"         // vllm:kv_block_reuse_gap_seconds
 )
 
 // LatencyHistograms lists every HistogramName in export order.
@@ -132,6 +143,27 @@ type Model struct {
 	// CorruptedRequests is vllm:corrupted_requests_total (≈0.12+, only with
 	// VLLM_COMPUTE_NANS_IN_LOGITS): requests with NaNs in their logits.
 	CorruptedRequests Value
+	// RejectedByReason is vllm:admission_rejections_total (0.32+) by
+	// reason (max_num_queued_reqs, max_num_queued_tokens): requests refused
+	// at admission because the waiting queue was at its cap.
+	RejectedByReason map[string]float64
+
+	// KV transfer counters of the NIXL connector (disaggregated
+	// prefill/decode): failed transfers, failed notifications, requests
+	// whose KV expired before the decode side read it.
+	KVTransferFailures, KVTransferNotificationFailures, KVTransferExpiredRequests Value
+	// KV offloading (offloading connector) by tier ("cpu"), per direction:
+	// load is offload tier to GPU, store GPU to offload tier. Bytes and
+	// seconds spent, from either generation of vLLM's names.
+	KVOffloadLoadBytes, KVOffloadStoreBytes     map[string]float64
+	KVOffloadLoadSeconds, KVOffloadStoreSeconds map[string]float64
+	// External (KV-connector) and multimodal cache counters: external in
+	// tokens, multimodal in items.
+	ExternalPrefixQueries, ExternalPrefixHits Value
+	MMCacheQueries, MMCacheHits               Value
+	// LoRA is vllm:lora_requests_info: the adapters with running and
+	// waiting requests and max_lora; LoRA.Known is false without it.
+	LoRA LoRA
 
 	// Speculative decoding counters (vllm:spec_decode_*), present only
 	// with speculative decoding.
@@ -158,6 +190,18 @@ type Model struct {
 	// ByPriority keeps the TTFT and e2e histograms per `priority` label
 	// value, only when the scraper's per-priority view is enabled (bounded).
 	ByPriority map[string]map[HistogramName]Histogram
+}
+
+// LoRA is what vllm:lora_requests_info says, from its most recent sample
+// (the value is vLLM's timestamp; label sets of earlier moments may linger).
+type LoRA struct {
+	Known bool    // the server reports LoRA with max_lora > 0
+	At    float64 // the sample's value (unix time) the reading comes from
+	Max   Value   // max_lora: adapters one batch can hold
+	// Running and Waiting count each adapter's occurrences in
+	// running_lora_adapters / waiting_lora_adapters (vLLM lists an adapter
+	// once while it has requests in that state), bounded.
+	Running, Waiting map[string]float64
 }
 
 // Sleep is a model's engine sleep state, combined over data-parallel engines.
@@ -220,9 +264,15 @@ type Derived struct {
 	Window     time.Duration
 	Start, End time.Time // the two snapshots actually used
 
-	PreemptionsPerSecond      Value
-	PreemptionsPerRequest     Value // preemptions / finished requests
-	PrefixCacheHitRatio       Value
+	PreemptionsPerSecond  Value
+	PreemptionsPerRequest Value // preemptions / finished requests
+	PrefixCacheHitRatio   Value
+	// Hit ratios of the external (KV-connector: offload, P/D) and the
+	// multimodal caches, absent without queries in the window.
+	ExternalPrefixCacheHitRatio, MMCacheHitRatio Value
+	// KVTransferBytesPerSecond is the NIXL KV transfer throughput (the
+	// increase of vllm:nixl_bytes_transferred_sum over the window).
+	KVTransferBytesPerSecond  Value
 	PromptTokensPerSecond     Value
 	GenerationTokensPerSecond Value
 	RequestsPerSecond         Value

@@ -2,6 +2,7 @@ package vllmsim
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -100,6 +101,26 @@ func (s *Sim) registerControls(mux *http.ServeMux) {
 		}
 		s.adminResult(w, s.SetRefusal(rf))
 	})
+	for path, set := range map[string]func(*http.Request, http.ResponseWriter) error{
+		"/admin/admission": func(r *http.Request, w http.ResponseWriter) error { return adminSet(w, r, s.SetAdmission) },
+		"/admin/pd":        func(r *http.Request, w http.ResponseWriter) error { return adminSet(w, r, s.SetPD) },
+		"/admin/lora":      func(r *http.Request, w http.ResponseWriter) error { return adminSet(w, r, s.SetLoRA) },
+		"/admin/offload":   func(r *http.Request, w http.ResponseWriter) error { return adminSet(w, r, s.SetOffload) },
+		"/admin/kv_cache_metrics": func(r *http.Request, w http.ResponseWriter) error {
+			return adminSet(w, r, func(v struct {
+				Enabled bool `json:"enabled"`
+			}) error {
+				s.SetKVCacheMetrics(v.Enabled)
+				return nil
+			})
+		},
+	} {
+		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) {
+			if err := set(r, w); err != errBodyAnswered {
+				s.adminResult(w, err)
+			}
+		})
+	}
 	mux.HandleFunc("POST /admin/buckets", func(w http.ResponseWriter, r *http.Request) {
 		var m map[string][]float64
 		if !decodeAdmin(w, r, &m) {
@@ -107,6 +128,18 @@ func (s *Sim) registerControls(mux *http.ServeMux) {
 		}
 		s.adminResult(w, s.SetHistogramBuckets(m))
 	})
+}
+
+// errBodyAnswered: the request body was invalid and already answered.
+var errBodyAnswered = errors.New("invalid body answered")
+
+// adminSet decodes a control's JSON body and applies it with set.
+func adminSet[T any](w http.ResponseWriter, r *http.Request, set func(T) error) error {
+	var v T
+	if !decodeAdmin(w, r, &v) {
+		return errBodyAnswered
+	}
+	return set(v)
 }
 
 // decodeAdmin decodes a strict JSON body; an empty body leaves v as is.
@@ -141,5 +174,7 @@ func (s *Sim) controlsState() map[string]any {
 	}
 	return map[string]any{"sleep": s.sleep, "fully_awake": s.sleep.FullyAwake(), "defer": d,
 		"spec_decode": s.spec, "refusal": s.refuse, "scheduling_policy": s.cfg.SchedulingPolicy,
-		"custom_histogram_buckets": s.cfg.CustomHistogramBuckets}
+		"custom_histogram_buckets": s.cfg.CustomHistogramBuckets,
+		"admission":                s.admission, "pd": s.pd, "lora": s.lora, "offload": map[string]any{"on": s.offloadOn, "config": s.offload},
+		"kv_cache_metrics": s.kvCacheMetrics}
 }

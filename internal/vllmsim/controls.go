@@ -198,6 +198,7 @@ func (e *engine) releaseKV() {
 	}
 	c := &e.sim.cfg
 	e.pool = newBlockPool(c.NumGPUBlocks, c.BlockSize, !c.DisablePrefixCaching, c.MetricsVersion != MetricsV0)
+	e.attachResidency()
 }
 
 // DeferSpec makes the engine defer new requests the way vLLM's scheduler
@@ -447,7 +448,7 @@ var bucketFamilies = map[string]string{
 	"request_params_n":        "vllm:request_params_n",
 	"request_num_preemptions": "vllm:request_num_preemptions",
 	"request_tokens":          "per-request token histograms (prompt, generation, max_tokens, prefill KV computed)",
-	"kv_cache_residency":      "KV block residency (only with --kv-cache-metrics, not simulated: accepted and ignored)",
+	"kv_cache_residency":      "KV block residency (SetKVCacheMetrics; accepted, its bounds not applied: the residency histograms keep vLLM's defaults)",
 }
 
 // BucketFamilies lists the keys CustomHistogramBuckets accepts, sorted.

@@ -33,6 +33,7 @@ type req struct {
 	ignoreEOS bool
 	eosAt     int // generate EOS as output token number eosAt (1-based); 0 = never
 	rng       uint64
+	lora      string // the LoRA adapter it runs with, "" for the base model
 
 	state        reqState
 	numComputed  int

@@ -283,6 +283,9 @@ func (s *Sim) handleGenerate(w http.ResponseWriter, r *http.Request, chat bool) 
 	err := s.submit(Request{Model: p.model, Prompt: p.prompt, MaxTokens: p.maxTokens, MinTokens: p.minTokens,
 		IgnoreEOS: p.ignoreEOS, Seed: p.seed, ID: p.requestID, Priority: p.priority}, h)
 	switch {
+	case errors.Is(err, ErrAdmission):
+		s.writeError(w, &apiError{status: 503, typ: "ServiceUnavailableError", message: strings.TrimPrefix(err.Error(), ErrAdmission.Error()+": ")})
+		return
 	case errors.Is(err, ErrUnknownModel):
 		s.writeError(w, &apiError{status: 404, typ: "NotFoundError", message: fmt.Sprintf("The model `%s` does not exist.", p.model), param: strp("model")})
 		return

@@ -1,5 +1,7 @@
 package vllmsim
 
+import "time"
+
 // blockPool is the KV cache of one engine: numBlocks blocks of blockSize
 // tokens, reference counted, with an LRU queue of free blocks. A full block of
 // a request is registered under the hash of its tokens chained to the previous
@@ -17,6 +19,8 @@ type blockPool struct {
 	numFree    int
 	caching    bool
 	usable     int // numBlocks minus the V1 null block
+	// track, when set (--kv-cache-metrics), records block residency.
+	track *blockTrack
 }
 
 // newBlockPool builds a pool of numBlocks blocks. With nullBlock (the V1
@@ -90,6 +94,7 @@ func (p *blockPool) alloc(n int) []int {
 			}
 			p.hash[b] = 0
 		}
+		p.track.allocated(b)
 		p.ref[b] = 1
 		out = append(out, b)
 	}
@@ -103,6 +108,7 @@ func (p *blockPool) release(blocks []int) {
 		b := blocks[i]
 		p.ref[b]--
 		if p.ref[b] == 0 {
+			p.track.accessed(b, false)
 			p.pushFree(b)
 		}
 	}
@@ -136,6 +142,7 @@ func (p *blockPool) lookup(hashes []uint64, maxBlocks int) (blocks []int) {
 		if p.ref[b] == 0 {
 			p.unlinkFree(b)
 		}
+		p.track.accessed(b, true)
 		p.ref[b]++
 		blocks = append(blocks, b)
 	}
@@ -180,4 +187,44 @@ func (p *blockPool) register(b int, h uint64) {
 	if _, ok := p.cached[h]; !ok {
 		p.cached[h] = b
 	}
+}
+
+// blockTrack records KV block residency as vLLM's --kv-cache-metrics does
+// (every block sampled): a block's lifetime from allocation to eviction,
+// its idle time before eviction, and the gaps between reuses of its cached
+// content.
+type blockTrack struct {
+	now                   func() time.Time
+	observe               func(hist string, v float64)
+	allocatedAt, accessAt []time.Time
+}
+
+func newBlockTrack(numBlocks int, now func() time.Time, observe func(string, float64)) *blockTrack {
+	return &blockTrack{now: now, observe: observe, allocatedAt: make([]time.Time, numBlocks), accessAt: make([]time.Time, numBlocks)}
+}
+
+// allocated: block b is taken for new content; what it held is evicted.
+func (t *blockTrack) allocated(b int) {
+	if t == nil {
+		return
+	}
+	now := t.now()
+	if !t.allocatedAt[b].IsZero() {
+		t.observe(hKVBlockLifetime, now.Sub(t.allocatedAt[b]).Seconds())
+		t.observe(hKVBlockIdle, now.Sub(t.accessAt[b]).Seconds())
+	}
+	t.allocatedAt[b], t.accessAt[b] = now, now
+}
+
+// accessed: block b was used (released by its last request, or reused from
+// the prefix cache: a reuse gap).
+func (t *blockTrack) accessed(b int, reuse bool) {
+	if t == nil || t.allocatedAt[b].IsZero() {
+		return
+	}
+	now := t.now()
+	if reuse {
+		t.observe(hKVBlockReuseGap, now.Sub(t.accessAt[b]).Seconds())
+	}
+	t.accessAt[b] = now
 }

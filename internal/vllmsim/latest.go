@@ -30,6 +30,9 @@ const (
 func familiesLatest(c *Config) []famSpec {
 	var out []famSpec
 	for _, f := range familiesV1(c) {
+		if o, ok := externalCacheFamilies[f.name]; ok {
+			f = o
+		}
 		out = append(out, f)
 		switch f.name {
 		case "vllm:engine_sleep_state":
@@ -54,7 +57,7 @@ func familiesLatest(c *Config) []famSpec {
 				cond: func(s *Sim) bool { return s.cfg.EnableFaultTolerance }, custom: engineHealthyFamily})
 		}
 	}
-	return out
+	return append(out, productionFamilies()...)
 }
 
 // sleepResourceFamily renders vllm:engine_sleep_resource_state{resource,

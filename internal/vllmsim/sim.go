@@ -294,6 +294,16 @@ type Sim struct {
 	specMaxK  int // most draft positions ever enabled (spec families exist from then on)
 	refuse    Refusal
 	refuseAcc float64
+	// production features (late2026.go)
+	admission              AdmissionLimit
+	pd                     PD
+	pdFailAcc, pdExpireAcc float64
+	lora                   LoRAConfig
+	offload                Offload
+	offloadOn              bool
+	offloadSince           time.Time
+	offloadAcc             offloadTotals
+	kvCacheMetrics         bool
 }
 
 // New builds a simulator. It serves nothing until Start (or use Handler).
@@ -332,6 +342,7 @@ func (s *Sim) resetLocked() {
 				stats: newEngineStats(&s.buckets), lastStepAt: s.now,
 			})
 			s.models[m][i].stats.growSpec(s.specMaxK)
+			s.models[m][i].attachResidency()
 		}
 	}
 	s.http = newHTTPStats()
@@ -591,6 +602,10 @@ func (s *Sim) submitLocked(r Request, h *Handle) error {
 	if r.Model == "" {
 		r.Model = s.cfg.Models[0]
 	}
+	adapter := ""
+	if base := s.loraBase(r.Model); base != "" {
+		adapter, r.Model = r.Model, base
+	}
 	engines, ok := s.models[r.Model]
 	if !ok {
 		return fmt.Errorf("%w: the model `%s` does not exist", ErrUnknownModel, r.Model)
@@ -608,6 +623,9 @@ func (s *Sim) submitLocked(r Request, h *Handle) error {
 			e = x
 		}
 	}
+	if err := s.admit(e, len(r.Prompt)); err != nil {
+		return err
+	}
 	s.seq++
 	if r.ID == "" {
 		r.ID = fmt.Sprintf("%016x", s.seq)
@@ -620,7 +638,7 @@ func (s *Sim) submitLocked(r Request, h *Handle) error {
 	}
 	q := &req{id: r.ID, eng: e, tokens: append([]int(nil), r.Prompt...), promptLen: len(r.Prompt),
 		maxTokens: r.MaxTokens, minTokens: r.MinTokens, ignoreEOS: r.IgnoreEOS, eosAt: r.EOSAt,
-		rng: rng, arrival: s.now, sink: h, priority: r.Priority, seq: s.seq}
+		rng: rng, arrival: s.now, sink: h, priority: r.Priority, seq: s.seq, lora: adapter}
 	if q.eosAt == 0 && !q.ignoreEOS {
 		q.eosAt = geometric(&q.rng, float64(s.cfg.MeanOutputTokens))
 	}
@@ -628,7 +646,11 @@ func (s *Sim) submitLocked(r Request, h *Handle) error {
 		h.r = q
 		s.handles[h] = struct{}{}
 	}
-	if s.takeDeferral() {
+	if wait := s.transferKV(e, q); wait > 0 {
+		// A decode pod defers the request until its KV has arrived.
+		q.deferUntil = s.now.Add(wait)
+		e.deferred = append(e.deferred, q)
+	} else if s.takeDeferral() {
 		if s.deferCfg.Hold > 0 {
 			q.deferUntil = s.now.Add(s.deferCfg.Hold)
 		}

@@ -110,6 +110,9 @@ type engineStats struct {
 	specPerPos                                []float64
 	// --enable-mfu-metrics estimates
 	flops, readBytes, writeBytes float64
+	// admission rejections by reason; NIXL connector counters (late2026.go)
+	admissionRejections                                       map[string]float64
+	nixlFailedTransfers, nixlFailedNotifications, nixlExpired float64
 	// prio holds per-priority-label finished stats (priority policy only)
 	prio   map[string]*prioStats
 	bounds map[string][]float64
@@ -146,12 +149,14 @@ func (st *engineStats) observeSpec(d, a int) {
 }
 
 func newEngineStats(b *bucketSet) *engineStats {
-	st := &engineStats{success: map[string]float64{}, hist: map[string]*histogram{}, prio: map[string]*prioStats{}}
+	st := &engineStats{success: map[string]float64{}, hist: map[string]*histogram{}, prio: map[string]*prioStats{}, admissionRejections: map[string]float64{}}
 	st.bounds = map[string][]float64{
 		hTTFT: b.ttft, hITL: b.itl, hReqTPOT: b.itl, hE2E: b.latency, hQueue: b.latency,
 		hInference: b.latency, hPrefill: b.latency, hDecode: b.latency,
 		hReqPrompt: b.tokens, hReqGen: b.tokens, hParamsN: b.n, hMaxGen: b.tokens,
 		hParamsMaxTokens: b.tokens, hPrefillKV: b.tokens, hNumPreempt: b.preempt, hPriority: requestPriorityBuckets,
+		hNixlXfer: nixlXferBuckets, hNixlPost: nixlPostBuckets, hNixlBytes: nixlByteBuckets, hNixlDescs: nixlDescBuckets,
+		hKVBlockLifetime: kvBlockBuckets, hKVBlockIdle: kvBlockBuckets, hKVBlockReuseGap: kvBlockBuckets,
 	}
 	for key, bounds := range st.bounds {
 		st.hist[key] = newHistogram(bounds)

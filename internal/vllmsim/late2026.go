@@ -1,0 +1,420 @@
+package vllmsim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Controls and families of production vLLM features (issue 24): admission
+// control, the NIXL connector of disaggregated prefill/decode, LoRA
+// adapters and KV offloading. Each family is registered (rendered) only
+// while its control is on, as vLLM registers it only with the feature, and
+// only under --metrics-version v1-0.33.
+
+// ErrAdmission is a request refused at admission: the waiting queue is at
+// --max-num-queued-requests or --max-num-queued-tokens (HTTP 503).
+var ErrAdmission = errors.New("admission rejected")
+
+// Admission reasons (vllm:admission_rejections_total{reason}).
+const (
+	reasonQueuedReqs   = "max_num_queued_reqs"
+	reasonQueuedTokens = "max_num_queued_tokens"
+)
+
+// AdmissionLimit is vLLM's --max-num-queued-requests /
+// --max-num-queued-tokens (0: no limit): a request arriving while an
+// engine's waiting queue (deferred included) holds that many requests or
+// prompt tokens is refused with 503.
+type AdmissionLimit struct {
+	MaxQueuedRequests int `json:"max_queued_requests"`
+	MaxQueuedTokens   int `json:"max_queued_tokens"`
+}
+
+// SetAdmission sets the admission limits (both 0: off).
+func (s *Sim) SetAdmission(a AdmissionLimit) error {
+	if a.MaxQueuedRequests < 0 || a.MaxQueuedTokens < 0 {
+		return fmt.Errorf("admission limits must be >= 0, got %+v", a)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.admission = a
+	return nil
+}
+
+// admit checks e's queue against the admission limits for a request of
+// promptLen tokens, counting a rejection by reason. Called with s.mu held.
+func (s *Sim) admit(e *engine, promptLen int) error {
+	a := s.admission
+	queued := append(append([]*req(nil), e.waiting...), e.deferred...)
+	reason := ""
+	if a.MaxQueuedRequests > 0 && len(queued) >= a.MaxQueuedRequests {
+		reason = reasonQueuedReqs
+	} else if a.MaxQueuedTokens > 0 {
+		tokens := promptLen
+		for _, r := range queued {
+			tokens += r.promptLen
+		}
+		if tokens > a.MaxQueuedTokens {
+			reason = reasonQueuedTokens
+		}
+	}
+	if reason == "" {
+		return nil
+	}
+	e.stats.admissionRejections[reason]++
+	return fmt.Errorf("%w: the waiting queue is full (%s); retry later", ErrAdmission, reason)
+}
+
+// Roles of a disaggregated pod (vLLM's kv_role).
+const (
+	RoleNone    = ""
+	RolePrefill = "prefill" // kv_producer: computes prompts, its KV is read by a decode pod
+	RoleDecode  = "decode"  // kv_consumer: reads the KV of each request before decoding
+	RoleBoth    = "both"    // kv_both
+)
+
+// PD makes the simulator one side of a disaggregated prefill/decode pair
+// with the NIXL connector. On a decode (or both) pod every request first
+// waits, deferred, for its KV transfer of TransferSeconds plus its bytes
+// (prompt tokens × BytesPerToken) at BytesPerSecond; FailFraction of the
+// transfers fail (the request is then prefilled locally) and
+// ExpireFraction of the requests find their KV expired on the prefill
+// side. A prefill pod only records expiries of KV nobody read.
+type PD struct {
+	Role            string  `json:"role"`
+	TransferSeconds float64 `json:"transfer_seconds"`
+	BytesPerToken   float64 `json:"bytes_per_token"`
+	BytesPerSecond  float64 `json:"bytes_per_second"`
+	FailFraction    float64 `json:"fail_fraction"`
+	ExpireFraction  float64 `json:"expire_fraction"`
+}
+
+// SetPD sets the pod's P/D role (Role "" turns the NIXL connector off).
+func (s *Sim) SetPD(p PD) error {
+	switch {
+	case !slices.Contains([]string{RoleNone, RolePrefill, RoleDecode, RoleBoth}, p.Role):
+		return fmt.Errorf("role must be prefill, decode or both, got %q", p.Role)
+	case !fraction(p.FailFraction) || !fraction(p.ExpireFraction):
+		return fmt.Errorf("fail_fraction and expire_fraction must be in [0,1]")
+	case p.TransferSeconds < 0 || p.BytesPerToken < 0 || p.BytesPerSecond < 0 || math.IsNaN(p.TransferSeconds+p.BytesPerToken+p.BytesPerSecond):
+		return fmt.Errorf("transfer_seconds, bytes_per_token and bytes_per_second must be >= 0")
+	}
+	if p.BytesPerToken == 0 {
+		p.BytesPerToken = 131072 // 128 KiB: a 32B-class model's KV per token
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pd, s.pdFailAcc, s.pdExpireAcc = p, 0, 0
+	return nil
+}
+
+func fraction(f float64) bool { return f >= 0 && f <= 1 && !math.IsNaN(f) }
+
+// every advances an accumulator by f and reports whether a whole event is
+// due (f = 0.25: every fourth call).
+func every(acc *float64, f float64) bool {
+	if f <= 0 {
+		return false
+	}
+	*acc += f
+	if *acc < 1-1e-9 {
+		return false
+	}
+	*acc--
+	return true
+}
+
+// transferKV records the NIXL transfer of a new request q on engine e and
+// returns how long q waits for it (0: no transfer on this pod). Called
+// with s.mu held.
+func (s *Sim) transferKV(e *engine, q *req) time.Duration {
+	p := s.pd
+	if p.Role == RoleNone {
+		return 0
+	}
+	st := e.stats
+	if every(&s.pdExpireAcc, p.ExpireFraction) {
+		st.nixlExpired++
+	}
+	if p.Role == RolePrefill {
+		return 0
+	}
+	bytes := float64(q.promptLen) * p.BytesPerToken
+	secs := p.TransferSeconds
+	if p.BytesPerSecond > 0 {
+		secs += bytes / p.BytesPerSecond
+	}
+	if every(&s.pdFailAcc, p.FailFraction) {
+		st.nixlFailedTransfers++
+		return 0 // recomputed locally
+	}
+	st.hist[hNixlXfer].observe(secs)
+	st.hist[hNixlPost].observe(secs / 20)
+	st.hist[hNixlBytes].observe(bytes)
+	blocks := (q.promptLen + s.cfg.BlockSize - 1) / s.cfg.BlockSize
+	st.hist[hNixlDescs].observe(float64(2 * blocks)) // one K and one V descriptor per block
+	return time.Duration(secs * float64(time.Second))
+}
+
+// LoRAConfig enables LoRA: requests naming one of Adapters as their model
+// run on the base model with that adapter; MaxLoRA adapters fit one batch.
+type LoRAConfig struct {
+	MaxLoRA  int      `json:"max_lora"`
+	Adapters []string `json:"adapters"`
+}
+
+// SetLoRA sets the served adapters (MaxLoRA 0: LoRA off).
+func (s *Sim) SetLoRA(l LoRAConfig) error {
+	if l.MaxLoRA < 0 || (l.MaxLoRA == 0 && len(l.Adapters) > 0) {
+		return fmt.Errorf("max_lora must be > 0 with adapters, got %d", l.MaxLoRA)
+	}
+	for _, a := range l.Adapters {
+		if a == "" || strings.Contains(a, ",") {
+			return fmt.Errorf("bad adapter name %q", a)
+		}
+		if _, base := s.models[a]; base {
+			return fmt.Errorf("adapter %q has a base model's name", a)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lora = l
+	return nil
+}
+
+// loraBase maps an adapter name to the base model it runs on ("" if name
+// is not an adapter). Called with s.mu held.
+func (s *Sim) loraBase(name string) string {
+	if s.lora.MaxLoRA > 0 && slices.Contains(s.lora.Adapters, name) {
+		return s.cfg.Models[0]
+	}
+	return ""
+}
+
+// Offload simulates the offloading connector's traffic: KV loaded from
+// the CPU tier into GPU memory and stored to it, in bytes per second, at
+// BandwidthBytesPerSecond (default 25 GB/s, PCIe 5 x16 in practice); Layout
+// picks vLLM's names: "newer" (kv_offload_load_* / store_*), "older"
+// (kv_offload_total_bytes{transfer_type}), "both" (the deprecation period).
+// HitRatio of ExternalQueryTokensPerSecond hit the CPU tier.
+type Offload struct {
+	LoadBytesPerSecond           float64 `json:"load_bytes_per_second"`
+	StoreBytesPerSecond          float64 `json:"store_bytes_per_second"`
+	BandwidthBytesPerSecond      float64 `json:"bandwidth_bytes_per_second"`
+	Layout                       string  `json:"layout"`
+	ExternalQueryTokensPerSecond float64 `json:"external_query_tokens_per_second"`
+	HitRatio                     float64 `json:"hit_ratio"`
+}
+
+// offloadTotals are the offload counters up to offloadSince.
+type offloadTotals struct {
+	loadBytes, storeBytes, queries, hits float64
+}
+
+// SetOffload starts (or, all rates 0, stops adding to) offload traffic.
+func (s *Sim) SetOffload(o Offload) error {
+	if !slices.Contains([]string{"", "newer", "older", "both"}, o.Layout) {
+		return fmt.Errorf("layout must be newer, older or both, got %q", o.Layout)
+	}
+	if o.LoadBytesPerSecond < 0 || o.StoreBytesPerSecond < 0 || o.BandwidthBytesPerSecond < 0 || o.ExternalQueryTokensPerSecond < 0 || !fraction(o.HitRatio) {
+		return fmt.Errorf("offload rates must be >= 0 and hit_ratio in [0,1]")
+	}
+	if o.Layout == "" {
+		o.Layout = "newer"
+	}
+	if o.BandwidthBytesPerSecond == 0 {
+		o.BandwidthBytesPerSecond = 25e9
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.offloadAcc = s.offloadNow()
+	s.offload, s.offloadOn, s.offloadSince = o, true, s.now
+	return nil
+}
+
+// offloadNow is the offload counters at s.now. Called with s.mu held.
+func (s *Sim) offloadNow() offloadTotals {
+	t := s.offloadAcc
+	if !s.offloadOn {
+		return t
+	}
+	dt := s.now.Sub(s.offloadSince).Seconds()
+	o := s.offload
+	t.loadBytes += o.LoadBytesPerSecond * dt
+	t.storeBytes += o.StoreBytesPerSecond * dt
+	t.queries += o.ExternalQueryTokensPerSecond * dt
+	t.hits += o.ExternalQueryTokensPerSecond * o.HitRatio * dt
+	return t
+}
+
+// Histogram keys of the NIXL families and their vLLM buckets
+// (NixlPromMetrics): transfer time 5 ms-5 s, post time 1 ms-5 s, bytes
+// 2 KiB-8 GiB by powers of 4, descriptors 10-50000.
+const (
+	hNixlXfer  = "nixl_xfer_time"
+	hNixlPost  = "nixl_post_time"
+	hNixlBytes = "nixl_bytes"
+	hNixlDescs = "nixl_descriptors"
+)
+
+// KV block residency histograms (--kv-cache-metrics) and vLLM's buckets.
+const (
+	hKVBlockLifetime = "kv_block_lifetime"
+	hKVBlockIdle     = "kv_block_idle_before_evict"
+	hKVBlockReuseGap = "kv_block_reuse_gap"
+)
+
+var kvBlockBuckets = []float64{0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800}
+
+// SetKVCacheMetrics turns vLLM's --kv-cache-metrics on or off: KV block
+// lifetime, idle time before eviction and reuse gaps, every block sampled.
+func (s *Sim) SetKVCacheMetrics(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kvCacheMetrics = on
+	for _, e := range s.allEngines() {
+		e.attachResidency()
+	}
+}
+
+// attachResidency gives the engine's block pool a residency tracker while
+// --kv-cache-metrics is on (again after the pool is rebuilt).
+func (e *engine) attachResidency() {
+	if !e.sim.kvCacheMetrics {
+		e.pool.track = nil
+		return
+	}
+	if e.pool.track == nil {
+		s := e.sim
+		e.pool.track = newBlockTrack(e.pool.numBlocks, func() time.Time { return s.now },
+			func(h string, v float64) { e.stats.hist[h].observe(v) })
+	}
+}
+
+var (
+	nixlPostBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 5.0}
+	nixlXferBuckets = nixlPostBuckets[1:]
+	nixlDescBuckets = []float64{10, 20, 30, 50, 75, 100, 200, 400, 1000, 2000, 4000, 10000, 20000, 50000}
+	nixlByteBuckets = func() []float64 {
+		var out []float64
+		for i := 1; i < 25; i += 2 {
+			out = append(out, math.Ldexp(1, 10+i))
+		}
+		return out
+	}()
+)
+
+// productionFamilies are the v1-0.33 families of admission control, NIXL,
+// LoRA and offloading, each rendered only while its control is on.
+func productionFamilies() []famSpec {
+	admissionOn := func(s *Sim) bool { return s.admission != (AdmissionLimit{}) }
+	nixlOn := func(s *Sim) bool { return s.pd.Role != RoleNone }
+	kvOn := func(s *Sim) bool { return s.kvCacheMetrics }
+	offloadOn := func(layouts ...string) func(s *Sim) bool {
+		return func(s *Sim) bool { return s.offloadOn && slices.Contains(layouts, s.offload.Layout) }
+	}
+	return []famSpec{
+		{name: "vllm:admission_rejections_total", typ: kCounter, cond: admissionOn,
+			help:  "Number of requests rejected at admission because the waiting queue is full.",
+			extra: "reason", extraVal: []string{reasonQueuedReqs, reasonQueuedTokens},
+			byExtra: func(e *engine, v string) float64 { return e.stats.admissionRejections[v] }},
+		{name: "vllm:nixl_xfer_time_seconds", typ: kHist, hist: hNixlXfer, cond: nixlOn, help: "Histogram of transfer duration for NIXL KV Cache transfers."},
+		{name: "vllm:nixl_post_time_seconds", typ: kHist, hist: hNixlPost, cond: nixlOn, help: "Histogram of transfer post time for NIXL KV Cache transfers."},
+		{name: "vllm:nixl_bytes_transferred", typ: kHist, hist: hNixlBytes, cond: nixlOn, help: "Histogram of bytes transferred per NIXL KV Cache transfers."},
+		{name: "vllm:nixl_num_descriptors", typ: kHist, hist: hNixlDescs, cond: nixlOn, help: "Histogram of number of descriptors per NIXL  KV Cache transfers."},
+		{name: "vllm:nixl_num_failed_transfers_total", typ: kCounter, cond: nixlOn, help: "Number of failed NIXL KV Cache transfers.",
+			counter: func(st *engineStats) float64 { return st.nixlFailedTransfers }},
+		{name: "vllm:nixl_num_failed_notifications_total", typ: kCounter, cond: nixlOn, help: "Number of failed NIXL KV Cache notifications.",
+			counter: func(st *engineStats) float64 { return st.nixlFailedNotifications }},
+		{name: "vllm:nixl_num_kv_expired_reqs_total", typ: kCounter, cond: nixlOn, help: "Number of requests that had their KV expire.",
+			counter: func(st *engineStats) float64 { return st.nixlExpired }},
+		{name: "vllm:kv_block_lifetime_seconds", typ: kHist, hist: hKVBlockLifetime, cond: kvOn,
+			help: "Histogram of KV cache block lifetime from allocation to eviction. Sampled metrics (controlled by --kv-cache-metrics-sample)."},
+		{name: "vllm:kv_block_idle_before_evict_seconds", typ: kHist, hist: hKVBlockIdle, cond: kvOn,
+			help: "Histogram of idle time before KV cache block eviction. Sampled metrics (controlled by --kv-cache-metrics-sample)."},
+		{name: "vllm:kv_block_reuse_gap_seconds", typ: kHist, hist: hKVBlockReuseGap, cond: kvOn,
+			help: "Histogram of time gaps between consecutive KV cache block accesses. Only the most recent accesses are recorded (ring buffer). Sampled metrics (controlled by --kv-cache-metrics-sample)."},
+		{name: "vllm:lora_requests_info", typ: kGauge, help: "Running stats on lora requests.", custom: loraFamily,
+			cond: func(s *Sim) bool { return s.lora.MaxLoRA > 0 }},
+		{name: "vllm:kv_offload_load_bytes_total", typ: kCounter, cond: offloadOn("newer", "both"), help: "Total bytes loaded from offload storage to GPU.",
+			gauge: offloadShare(func(t offloadTotals, _ float64) float64 { return t.loadBytes })},
+		{name: "vllm:kv_offload_load_time_total", typ: kCounter, cond: offloadOn("newer", "both"), help: "Total load time from offload storage to GPU, in seconds.",
+			gauge: offloadShare(func(t offloadTotals, bw float64) float64 { return t.loadBytes / bw })},
+		{name: "vllm:kv_offload_store_bytes_total", typ: kCounter, cond: offloadOn("newer", "both"), help: "Total bytes stored from GPU to offload storage.",
+			gauge: offloadShare(func(t offloadTotals, _ float64) float64 { return t.storeBytes })},
+		{name: "vllm:kv_offload_store_time_total", typ: kCounter, cond: offloadOn("newer", "both"), help: "Total store time from GPU to offload storage, in seconds.",
+			gauge: offloadShare(func(t offloadTotals, bw float64) float64 { return t.storeBytes / bw })},
+		{name: "vllm:kv_offload_total_bytes_total", typ: kCounter, cond: offloadOn("older", "both"), help: "Number of bytes offloaded by KV connector",
+			extra: "transfer_type", extraVal: transferTypes, byExtra: offloadByType(false)},
+		{name: "vllm:kv_offload_total_time_total", typ: kCounter, cond: offloadOn("older", "both"), help: "Total time measured by all KV offloading operations",
+			extra: "transfer_type", extraVal: transferTypes, byExtra: offloadByType(true)},
+	}
+}
+
+// externalCacheFamilies replace the always-zero external prefix-cache
+// counters of the 2026-08 layout: with offloading on, the offload tier's
+// lookups and hits (HitRatio of ExternalQueryTokensPerSecond).
+var externalCacheFamilies = map[string]famSpec{
+	"vllm:external_prefix_cache_queries_total": {name: "vllm:external_prefix_cache_queries_total", typ: kCounter,
+		help:  "External prefix cache queries from KV connector cross-instance cache sharing, in terms of number of queried tokens.",
+		gauge: offloadShare(func(t offloadTotals, _ float64) float64 { return t.queries })},
+	"vllm:external_prefix_cache_hits_total": {name: "vllm:external_prefix_cache_hits_total", typ: kCounter,
+		help:  "External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of cached tokens.",
+		gauge: offloadShare(func(t offloadTotals, _ float64) float64 { return t.hits })},
+}
+
+// transferTypes are the older layout's transfer_type values: a load
+// from the CPU tier, a store to it.
+var transferTypes = []string{"CPU_to_GPU", "GPU_to_CPU"}
+
+// offloadShare is an engine's share of a server-wide offload total (the
+// traffic splits evenly over engines), rendered as a counter child.
+func offloadShare(get func(t offloadTotals, bandwidth float64) float64) func(e *engine) float64 {
+	return func(e *engine) float64 {
+		s := e.sim
+		return get(s.offloadNow(), s.offload.BandwidthBytesPerSecond) / float64(len(s.allEngines()))
+	}
+}
+
+// offloadByType is the older layout's bytes (or seconds) of one
+// transfer_type for engine e.
+func offloadByType(seconds bool) func(e *engine, tt string) float64 {
+	return func(e *engine, tt string) float64 {
+		return offloadShare(func(t offloadTotals, bw float64) float64 {
+			b := t.loadBytes
+			if tt == transferTypes[1] {
+				b = t.storeBytes
+			}
+			if seconds {
+				return b / bw
+			}
+			return b
+		})(e)
+	}
+}
+
+// loraFamily renders vllm:lora_requests_info: the adapters of running and
+// of waiting requests, comma-joined, value the current time.
+func loraFamily(w *expoWriter) {
+	var running, waiting []string
+	add := func(list *[]string, r *req) {
+		if r.lora != "" && !slices.Contains(*list, r.lora) {
+			*list = append(*list, r.lora)
+		}
+	}
+	for _, e := range w.s.allEngines() {
+		for _, r := range e.running {
+			add(&running, r)
+		}
+		for _, r := range append(append([]*req(nil), e.waiting...), e.deferred...) {
+			add(&waiting, r)
+		}
+	}
+	w.header("vllm:lora_requests_info", kGauge, "Running stats on lora requests.")
+	w.sample("vllm:lora_requests_info", []label{{"max_lora", fmt.Sprint(w.s.lora.MaxLoRA)},
+		{"running_lora_adapters", strings.Join(running, ",")}, {"waiting_lora_adapters", strings.Join(waiting, ",")}}, unixSeconds(w.s.now))
+}
