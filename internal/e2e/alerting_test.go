@@ -52,7 +52,7 @@ type alerting struct {
 func startAlerting(t *testing.T, hook *webhook, amCfg []byte, global map[string]any, ruleFiles, targets []string, extra ...*proc) *alerting {
 	t.Helper()
 	promBin := RequireTool(t, "prometheus")
-	amBin := RequireTool(t, "prometheus-alertmanager")
+	amBin := RequireTool(t, "alertmanager")
 	dir := t.TempDir()
 	a := &alerting{hook: hook, ruleFiles: ruleFiles}
 	amPort := freePort(t)

@@ -206,7 +206,7 @@ func TestEndToEnd(t *testing.T) {
 	// wait: the package stays well inside the 20m test timeout
 	t.Parallel()
 	promBin := RequireTool(t, "prometheus")
-	amBin := RequireTool(t, "prometheus-alertmanager")
+	amBin := RequireTool(t, "alertmanager")
 	testStart := time.Now()
 	s := startStack(t)
 	dir := t.TempDir()

@@ -42,7 +42,7 @@ func TestTimeToPage(t *testing.T) {
 	}
 	t.Parallel()
 	RequireTool(t, "prometheus")
-	RequireTool(t, "prometheus-alertmanager")
+	RequireTool(t, "alertmanager")
 	exporterBin, simBin := binaries(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.yml")
