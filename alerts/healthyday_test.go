@@ -4,15 +4,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/vllm-exporter/vllm_exporter/internal/e2e"
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 // dayReplica is one vLLM replica's cumulative counters, one sample a minute.
@@ -126,20 +122,13 @@ func healthyDay(minutes, breachAt int) []dayReplica {
 	return out
 }
 
-// promtoolSeries renders the replicas as promtool input_series.
-func promtoolSeries(reps []dayReplica) string {
-	var b strings.Builder
-	values := func(v []float64) string {
-		s := make([]string, len(v))
-		for i, x := range v {
-			if math.IsNaN(x) {
-				s[i] = "_"
-			} else {
-				s[i] = strconv.FormatFloat(x, 'f', -1, 64)
-			}
-		}
-		return strings.Join(s, " ")
-	}
+// promtoolSeries renders the replicas as promtool input series, one
+// sample every 30 s (interval 30s): the minute's counters plus a sample
+// half-way to the next minute (none where either is missing). Prometheus 3
+// range selectors are left-open, so a [1m] window over one sample a minute
+// holds a single sample and rate() over it is empty; at 30 s it holds two.
+func promtoolSeries(reps []dayReplica) []testutil.InputSeries {
+	var in []testutil.InputSeries
 	for _, r := range reps {
 		base := fmt.Sprintf(`job="vllm",instance=%q,model=%q`, r.instance, r.model)
 		for _, s := range []struct{ name, labels, fam string }{
@@ -153,62 +142,53 @@ func promtoolSeries(reps []dayReplica) string {
 			{"vllm_requests_finished_total", `,finished_reason="abort"`, "abort"},
 			{"vllm_preemptions_total", "", "preempt"},
 		} {
-			fmt.Fprintf(&b, "      - series: '%s{%s%s}'\n        values: '%s'\n", s.name, base, s.labels, values(r.series[s.fam]))
+			in = append(in, testutil.InputSeries{
+				Series: fmt.Sprintf("%s{%s%s}", s.name, base, s.labels),
+				Values: testutil.Samples(testutil.Interpolate(r.series[s.fam], 2)),
+			})
 		}
 	}
-	return b.String()
+	return in
 }
 
 // A simulated healthy day (see healthyDay) pages 0 times with the shipped
 // SLO rules; the same day with a 10-minute hard breach pages (so the check
-// can fail). Evaluated by promtool at one sample and one evaluation a minute
-// (15s/30s would take minutes of promtool time for a day; the 1m rate
-// window still holds two samples).
+// can fail). Evaluated by every pinned promtool at a sample every 30 s and
+// an evaluation a minute (the shipped 15s/30s would take minutes of
+// promtool time for a day).
 func TestHealthyDayPagesZeroTimes(t *testing.T) {
 	t.Parallel()
-	promtool := e2e.RequireTool(t, "promtool")
-	dir := t.TempDir()
 	rules, err := filepath.Abs("slo-rules.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const day = 24 * 60
-	test := fmt.Sprintf(`rule_files: [%q]
-evaluation_interval: 1m
-tests:
-  - name: a healthy day pages 0 times
-    interval: 1m
-    input_series:
-%s    promql_expr_test:
-      - expr: count_over_time(ALERTS{severity="critical"}[1d])
-        eval_time: 1d
-        exp_samples: []
-  - name: the same fleet pages on a 10-minute hard TTFT breach
-    interval: 1m
-    input_series:
-%s    promql_expr_test:
-      - expr: max_over_time(ALERTS{severity="critical",alertstate="firing"}[4h])
-        eval_time: 4h
-        exp_samples:
-          - labels: '{alertname="VLLMSLOBurnRatePage",alertstate="firing",severity="critical",slo="ttft-p99",model="llama"}'
-            value: 1
-`, rules, promtoolSeries(healthyDay(day, 0)), promtoolSeries(healthyDay(240, 150)))
-	p := filepath.Join(dir, "healthy-day_test.yml")
-	if err := os.WriteFile(p, []byte(test), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	const day = 24 * time.Hour
+	p := testutil.WriteRuleTest(t, t.TempDir(), "healthy-day_test.yml", testutil.RuleTestFile{
+		RuleFiles:          []string{rules},
+		EvaluationInterval: testutil.Duration(time.Minute),
+		Tests: []testutil.RuleTest{{
+			Name:        "a healthy day pages 0 times",
+			Interval:    testutil.Duration(30 * time.Second),
+			InputSeries: promtoolSeries(healthyDay(int(day/time.Minute), 0)),
+			ExprTests: []testutil.ExprTest{{
+				Expr:     `count_over_time(ALERTS{severity="critical"}[1d])`,
+				EvalTime: testutil.Duration(day),
+			}},
+		}, {
+			Name:        "the same fleet pages on a 10-minute hard TTFT breach",
+			Interval:    testutil.Duration(30 * time.Second),
+			InputSeries: promtoolSeries(healthyDay(240, 150)),
+			ExprTests: []testutil.ExprTest{{
+				Expr:     `max_over_time(ALERTS{severity="critical",alertstate="firing"}[4h])`,
+				EvalTime: testutil.Duration(4 * time.Hour),
+				ExpSamples: []testutil.ExpSample{{
+					Labels: `{alertname="VLLMSLOBurnRatePage",alertstate="firing",severity="critical",slo="ttft-p99",model="llama"}`,
+					Value:  1,
+				}},
+			}},
+		}},
+	})
 	start := time.Now()
-	out, err := exec.Command(promtool, "test", "rules", p).CombinedOutput()
-	if err != nil {
-		t.Fatalf("promtool test rules: %v\n%s", err, lastLines(string(out), 40))
-	}
-	t.Logf("healthy day (24h, 4 replicas, spikes, a rolling restart): 0 pages; the 10-minute hard breach paged (promtool %v)", time.Since(start).Round(time.Second))
-}
-
-func lastLines(s string, n int) string {
-	l := strings.Split(s, "\n")
-	if len(l) > n {
-		l = l[len(l)-n:]
-	}
-	return strings.Join(l, "\n")
+	testutil.RunRuleTests(t, p)
+	t.Logf("healthy day (24h, 4 replicas, spikes, a rolling restart): 0 pages; the 10-minute hard breach paged (%v)", time.Since(start).Round(time.Second))
 }
