@@ -25,6 +25,11 @@ type memTransport struct {
 }
 
 func (m *memTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodGet { // GET /v1/models: this server does not list models
+		rec := httptest.NewRecorder()
+		http.NotFound(rec, r)
+		return rec.Result(), nil
+	}
 	var req request
 	body, _ := io.ReadAll(r.Body)
 	_ = json.Unmarshal(body, &req)

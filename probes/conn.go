@@ -4,9 +4,13 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"net/url"
+	"reflect"
 	"sync"
 	"time"
+
+	commoncfg "github.com/prometheus/common/config"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 )
 
 // stampConn is a client connection that remembers when its latest Read
@@ -51,7 +55,10 @@ func (c *stampConn) lastRead() time.Time {
 }
 
 // stamperOf finds the stampConn under c, looking through TLS (and any other
-// wrapper exposing NetConn); nil if there is none (a caller-supplied client).
+// wrapper exposing NetConn) and through wrappers that embed the connection
+// as an exported Conn field (go-conntrack's, which common/config's
+// transport puts around every dialled connection); nil if there is none (a
+// caller-supplied client).
 func stamperOf(c net.Conn) *stampConn {
 	for range 8 {
 		switch x := c.(type) {
@@ -60,25 +67,38 @@ func stamperOf(c net.Conn) *stampConn {
 		case interface{ NetConn() net.Conn }:
 			c = x.NetConn()
 		default:
-			return nil
+			if c = embeddedConn(c); c == nil {
+				return nil
+			}
 		}
 	}
 	return nil
 }
 
-// newClient is the probes' own HTTP client: HTTP/1.1 only, the shared
-// proxy policy (upstream.Access.Proxy: nil = direct), redirects never
-// followed, and connections that timestamp every read with now. wrap, if
-// set, wraps each stamped connection (tests).
-func newClient(now func() time.Time, wrap func(net.Conn) net.Conn, proxy func(*http.Request) (*url.URL, error)) *http.Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.Proxy = proxy
-	tr.ForceAttemptHTTP2 = false
-	var protos http.Protocols
-	protos.SetHTTP1(true)
-	tr.Protocols = &protos
+// embeddedConn is the net.Conn c embeds as its exported field Conn, or nil.
+func embeddedConn(c net.Conn) net.Conn {
+	v := reflect.ValueOf(c)
+	if v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return nil
+	}
+	f := v.FieldByName("Conn")
+	if !f.IsValid() || !f.CanInterface() {
+		return nil
+	}
+	inner, _ := f.Interface().(net.Conn)
+	return inner
+}
+
+// newClient is the probes' own HTTP client on the shared connection to vLLM
+// (TLS, credentials, proxy and redirect policy from u): HTTP/1.1 only, and
+// connections that timestamp every read with now. wrap, if set, wraps each
+// stamped connection (tests).
+func newClient(now func() time.Time, wrap func(net.Conn) net.Conn, u *upstream.Upstream) (*http.Client, error) {
 	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
-	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := d.DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err
@@ -89,8 +109,5 @@ func newClient(now func() time.Time, wrap func(net.Conn) net.Conn, proxy func(*h
 		}
 		return sc, nil
 	}
-	return &http.Client{
-		Transport:     tr,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	return u.Client("vllm_probe", commoncfg.WithDialContextFunc(dial), commoncfg.WithHTTP2Disabled())
 }

@@ -4,12 +4,19 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/pem"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
+	"os"
+	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 )
 
 // readLog sits above the probe's stamped connection: it logs every socket
@@ -59,13 +66,13 @@ func TestChunksStampedAtSocketRead(t *testing.T) {
 	clk := newFakeClock()
 	var logs []*readLog
 	var mu sync.Mutex
-	client := newClient(clk.Now, func(c net.Conn) net.Conn {
+	client := mustNewClient(t, clk.Now, func(c net.Conn) net.Conn {
 		l := &readLog{Conn: c, clk: clk}
 		mu.Lock()
 		logs = append(logs, l)
 		mu.Unlock()
 		return l
-	}, nil)
+	})
 	h, _ := writeConfig(t, probesYAML("m", profile("p", "completions", 8, 6, "")))
 	s := New(Options{URL: srv.URL, Clock: clk, Client: client}, h, nil)
 	res, err := s.ProbeOnce(context.Background(), "p")
@@ -120,14 +127,38 @@ func TestProbeClientHTTP1AndStampThroughTLS(t *testing.T) {
 	defer srv.Close()
 	var stamped *stampConn
 	var mu sync.Mutex
-	client := newClient(time.Now, func(c net.Conn) net.Conn {
+	// The server's certificate is trusted through the shared connection's
+	// tls_config (a CA file), as an operator would configure it.
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := upstream.DefaultHTTPClientConfig()
+	cfg.TLSConfig.CAFile = caFile
+	up, err := upstream.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := newClient(time.Now, func(c net.Conn) net.Conn {
 		mu.Lock()
 		stamped = c.(*stampConn)
 		mu.Unlock()
 		return c
-	}, nil)
-	client.Transport.(*http.Transport).TLSClientConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
-	resp, err := client.Get(srv.URL)
+	}, up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the probe sees (GotConn's connection, TLS over go-conntrack's
+	// wrapper over the stamped one) leads to the stamp.
+	var got atomic.Pointer[stampConn]
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		got.Store(stamperOf(info.Conn))
+	}})
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,10 +171,23 @@ func TestProbeClientHTTP1AndStampThroughTLS(t *testing.T) {
 	if stamped == nil || stamped.lastRead().IsZero() {
 		t.Fatal("no stamped read on the TLS connection")
 	}
+	if got.Load() != stamped {
+		t.Fatal("stamperOf does not find the stamp under the client's TLS connection")
+	}
 	if got := stamperOf(tls.Client(stamped, &tls.Config{})); got != stamped {
 		t.Fatal("stamperOf does not see through TLS")
 	}
 	if stamperOf(&net.TCPConn{}) != nil {
 		t.Fatal("stamperOf found a stamp on a plain connection")
 	}
+}
+
+// mustNewClient is newClient on the default connection to vLLM.
+func mustNewClient(t testing.TB, now func() time.Time, wrap func(net.Conn) net.Conn) *http.Client {
+	t.Helper()
+	c, err := newClient(now, wrap, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

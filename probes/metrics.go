@@ -15,6 +15,9 @@ const (
 	// SkipAsleep: vLLM reports its engine deliberately asleep (sleep mode):
 	// a probe could only fail, and a failure would page for nothing.
 	SkipAsleep = "asleep"
+	// SkipModelLen: the profile does not fit the served model's
+	// max_model_len (from /v1/models) even with its input shrunk.
+	SkipModelLen = "max_model_len"
 )
 
 type metrics struct {
@@ -27,14 +30,24 @@ type metrics struct {
 	stalled              prometheus.Gauge
 }
 
+// The probe histograms' native resolution (see newHistogram).
+const (
+	nativeBucketFactor = 1.006 // schema 7: 2^(1/128) = 1.0054
+	nativeMaxBuckets   = 320   // schema 7 over a 5.6x spread of latencies
+)
+
 func newHistogram(name, help string, buckets []float64) *prometheus.HistogramVec {
 	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    name,
 		Help:    help,
 		Buckets: buckets,
-		// Native (sparse) histograms as well: ~10% bucket growth, bounded.
-		NativeHistogramBucketFactor:     1.1,
-		NativeHistogramMaxBucketNumber:  160,
+		// Native (sparse) histograms carry the precision: schema 7
+		// (2^(1/128): buckets 0.54% wide, so histogram_quantile is within
+		// about 0.5% of the raw latencies), at most nativeMaxBuckets buckets
+		// (past that the client halves the resolution, or resets the
+		// histogram an hour after its last reset).
+		NativeHistogramBucketFactor:     nativeBucketFactor,
+		NativeHistogramMaxBucketNumber:  nativeMaxBuckets,
 		NativeHistogramMinResetDuration: time.Hour,
 	}, []string{"profile"})
 }
@@ -43,11 +56,11 @@ func newMetrics(b Bounds) *metrics {
 	p := []string{"profile"}
 	return &metrics{
 		ttft: newHistogram("vllm_probe_time_to_first_token_seconds",
-			"Probe time to first token in seconds: request sent to first stream chunk with non-empty choices, measured by the exporter.", b.TTFT),
+			"Probe time to first token in seconds: request sent to the first stream chunk that carries generated text, measured by the exporter.", b.TTFT),
 		tpot: newHistogram("vllm_probe_time_per_output_token_seconds",
 			"Probe time per output token in seconds: (e2e - ttft) / (usage.completion_tokens - 1), measured by the exporter.", b.TPOT),
 		itl: newHistogram("vllm_probe_inter_token_latency_seconds",
-			"Probe inter-chunk latency in seconds: each gap between successive stream chunks with non-empty choices, measured by the exporter.", b.ITL),
+			"Probe inter-chunk latency in seconds: each gap between successive stream chunks that carry generated text, measured by the exporter.", b.ITL),
 		e2e: newHistogram("vllm_probe_e2e_latency_seconds",
 			"Probe end-to-end latency in seconds: request sent to the last content chunk, measured by the exporter.", b.E2E),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm_probe_requests_total",
@@ -57,7 +70,7 @@ func newMetrics(b Bounds) *metrics {
 		outTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm_probe_output_tokens_total",
 			Help: "Output tokens received by probes, from the stream's usage.completion_tokens."}, p),
 		chunks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm_probe_chunks_total",
-			Help: "Stream chunks with non-empty choices received by probes (fewer than tokens when chunks carry several tokens)."}, p),
+			Help: "Stream chunks carrying generated text received by probes (fewer than tokens when chunks carry several tokens)."}, p),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm_probe_skipped_total",
 			Help: "Scheduled probes not sent, by reason (budget: the request or token budget was exhausted; asleep: vLLM reports its engine deliberately asleep)."}, []string{"profile", "reason"}),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm_probe_last_success",
@@ -91,6 +104,7 @@ func (m *metrics) create(profile string) {
 	}
 	m.skipped.WithLabelValues(profile, SkipBudget)
 	m.skipped.WithLabelValues(profile, SkipAsleep)
+	m.skipped.WithLabelValues(profile, SkipModelLen)
 }
 
 // remove deletes every series of a profile that left the configuration.

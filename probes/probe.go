@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -29,10 +30,13 @@ const (
 	ReasonStreamError    = "stream_error"    // in-stream {"error":...}, finish_reason error/abort, cut stream, bad JSON
 	ReasonShortOutput    = "short_output"    // fewer completion tokens than asked, or no content chunk at all
 	ReasonLengthMismatch = "length_mismatch" // usage disagrees with the request (prompt length, too many tokens) or is missing
+	// ReasonContextLength: the server refused the request as longer than
+	// the model's context (an HTTP 4xx or in-stream error saying so).
+	ReasonContextLength = "context_length"
 )
 
 // Reasons lists every failure reason in a fixed order; all are pre-created.
-var Reasons = []string{ReasonTimeout, ReasonConnect, ReasonHTTP4xx, ReasonHTTP5xx, ReasonStreamError, ReasonShortOutput, ReasonLengthMismatch}
+var Reasons = []string{ReasonTimeout, ReasonConnect, ReasonHTTP4xx, ReasonHTTP5xx, ReasonStreamError, ReasonShortOutput, ReasonLengthMismatch, ReasonContextLength}
 
 // RequestIDPrefix starts the X-Request-Id of every probe request, so probe
 // traffic can be found in vLLM's logs and told apart at a gateway.
@@ -49,16 +53,27 @@ type Result struct {
 	RequestID string // the X-Request-Id sent
 	Start     time.Time
 	// Reason is "" on success, else one of Reasons.
-	Reason     string
+	Reason string
+	// Detail says what failed: the server's error text (HTTP error body or
+	// in-stream error, truncated to 240 characters, credentials scrubbed)
+	// or the probe's own description. Empty on success.
+	Detail string
+	// Refused: not sent, the profile does not fit the served model's
+	// max_model_len even shrunk (Detail says so).
+	Refused    bool
 	StatusCode int
 	// RetryAfter is the server's Retry-After on 503, if any.
 	RetryAfter time.Duration
 
-	// Chunks counts stream chunks with a non-empty choices list.
+	// Chunks counts the stream chunks that carry generated text (a
+	// completions choice's text, a chat delta's content or reasoning). A
+	// chat role-only delta, a final chunk with only a finish reason and a
+	// usage-only chunk carry none and are not counted.
 	Chunks int
-	// TTFT: first chunk with non-empty choices. E2E: last such chunk.
+	// TTFT: the first chunk with generated text. E2E: the last one.
 	TTFT, E2E time.Duration
-	// ITL holds the gaps between successive chunks with non-empty choices.
+	// ITL holds the gaps between successive chunks with generated text
+	// (len(ITL) = Chunks-1), as vLLM's benchmark measures them.
 	ITL []time.Duration
 	// TPOT = (E2E-TTFT)/(CompletionTokens-1); valid when HasTPOT.
 	TPOT    time.Duration
@@ -79,11 +94,30 @@ type chunk struct {
 	Error   json.RawMessage `json:"error"`
 	Choices []struct {
 		FinishReason *string `json:"finish_reason"`
+		Text         string  `json:"text"` // completions
+		Delta        struct {
+			Content string `json:"content"`
+			// Reasoning models stream their thinking here (vLLM's
+			// reasoning parsers: reasoning_content, newer reasoning);
+			// those are generated tokens too.
+			ReasoningContent string `json:"reasoning_content"`
+			Reasoning        string `json:"reasoning"`
+		} `json:"delta"` // chat
 	} `json:"choices"`
 	Usage *struct {
 		PromptTokens     int `json:"prompt_tokens"`
 		CompletionTokens int `json:"completion_tokens"`
 	} `json:"usage"`
+}
+
+// hasText reports whether the chunk carries generated text.
+func (c *chunk) hasText() bool {
+	for _, ch := range c.Choices {
+		if ch.Text != "" || ch.Delta.Content != "" || ch.Delta.ReasoningContent != "" || ch.Delta.Reasoning != "" {
+			return true
+		}
+	}
+	return false
 }
 
 type streamOptions struct {
@@ -123,27 +157,26 @@ func buildRequest(pr *config.ProbeProfile, model string, prompt []int, text stri
 		StreamOptions: streamOptions{IncludeUsage: true, ContinuousUsageStats: false},
 		User:          ProbeUser,
 	}
-	path := "/v1/completions"
-	if pr.Endpoint == config.EndpointChat {
-		path = "/v1/chat/completions"
-		req.Messages = []message{{Role: "user", Content: text}}
-		req.MaxCompletionTokens = pr.OutputTokens
-	} else {
+	ep := config.ProbeEndpoints[pr.Endpoint]
+	if ep.TokenPrompt {
 		req.Prompt = prompt
 		req.MaxTokens = pr.OutputTokens
+	} else {
+		req.Messages = []message{{Role: "user", Content: text}}
+		req.MaxCompletionTokens = pr.OutputTokens
 	}
 	b, err := json.Marshal(&req)
 	if err != nil {
 		panic("probes: marshal request: " + err.Error()) // plain struct: cannot fail
 	}
-	return b, path
+	return b, ep.Path
 }
 
 // target is what one probe needs from the scheduler.
 type target struct {
 	baseURL   string
-	access    upstream.Access
 	client    *http.Client
+	upstream  *upstream.Upstream // whose credentials error texts are scrubbed of
 	now       func() time.Time
 	maxEvent  int
 	requestID string
@@ -168,11 +201,11 @@ func (t *target) do(ctx context.Context, pr *config.ProbeProfile, body []byte, p
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("X-Request-Id", t.requestID)
-	t.access.Authorize(req)
 	res.Start = t.now()
 	resp, err := t.client.Do(req)
 	if err != nil {
 		res.Reason = classifyErr(ctx, err, ReasonConnect)
+		res.Detail = t.transportDetail(res.Reason, pr, err)
 		return res
 	}
 	defer resp.Body.Close()
@@ -182,9 +215,16 @@ func (t *target) do(ctx context.Context, pr *config.ProbeProfile, body []byte, p
 		if resp.StatusCode == http.StatusServiceUnavailable {
 			res.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 		}
-		// Drain a little so the connection can be reused; the body is
-		// never logged (it may echo request content).
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		// Read a little (the connection can then be reused) for the
+		// server's error text, kept scrubbed and truncated.
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		res.Detail = fmt.Sprintf("HTTP %d", resp.StatusCode)
+		if d := errorDetail(b, t.upstream); d != "" {
+			res.Detail += ": " + d
+		}
+		if resp.StatusCode < 500 && contextLengthError(res.Detail) {
+			res.Reason = ReasonContextLength
+		}
 		return res
 	}
 	now := t.now
@@ -215,6 +255,7 @@ func (t *target) readStream(ctx context.Context, body io.Reader, now func() time
 				err = io.ErrUnexpectedEOF // ended without [DONE]: cut
 			}
 			res.Reason = classifyErr(ctx, err, ReasonStreamError)
+			res.Detail = t.transportDetail(res.Reason, pr, err)
 			return
 		}
 		data := bytes.TrimSpace(ev.Data)
@@ -224,14 +265,26 @@ func (t *target) readStream(ctx context.Context, body io.Reader, now func() time
 		}
 		var c chunk
 		if err := json.Unmarshal(data, &c); err != nil {
-			res.Reason = ReasonStreamError
+			res.Reason, res.Detail = ReasonStreamError, "a stream event is not JSON"
 			return
 		}
 		if (len(c.Error) > 0 && string(c.Error) != "null") || c.Object == "error" {
-			res.Reason = ReasonStreamError
+			// An error sent as SSE data once the stream had started
+			// (vLLM answers 200 and reports some errors in-stream).
+			res.Reason, res.Detail = ReasonStreamError, "in-stream error"
+			if d := errorDetail(data, t.upstream); d != "" {
+				res.Detail += ": " + d
+			}
+			if contextLengthError(res.Detail) {
+				res.Reason = ReasonContextLength
+			}
 			return
 		}
-		if len(c.Choices) > 0 {
+		// Only chunks with generated text are tokens: a role-only delta,
+		// a last chunk with just a finish reason (some OpenAI-compatible
+		// servers send one) and the usage chunk are not, and counting them
+		// would add ITL gaps and stretch E2E past the last token.
+		if c.hasText() {
 			if res.Chunks == 0 {
 				res.TTFT = ev.At.Sub(res.Start)
 			} else {
@@ -239,11 +292,11 @@ func (t *target) readStream(ctx context.Context, body io.Reader, now func() time
 			}
 			last = ev.At
 			res.Chunks++
-			for _, ch := range c.Choices {
-				if ch.FinishReason != nil && (*ch.FinishReason == "error" || *ch.FinishReason == "abort") {
-					res.Reason = ReasonStreamError
-					return
-				}
+		}
+		for _, ch := range c.Choices {
+			if ch.FinishReason != nil && (*ch.FinishReason == "error" || *ch.FinishReason == "abort") {
+				res.Reason, res.Detail = ReasonStreamError, "finish_reason "+*ch.FinishReason
+				return
 			}
 		}
 		// The final usage chunk (choices: []) carries the totals; if a
@@ -267,18 +320,35 @@ func (t *target) readStream(ctx context.Context, body io.Reader, now func() time
 	}
 	switch {
 	case res.Chunks == 0:
-		res.Reason = ReasonShortOutput
+		res.Reason, res.Detail = ReasonShortOutput, "no chunk with generated text"
 	case !res.HasUsage:
-		res.Reason = ReasonLengthMismatch // cannot verify lengths
+		res.Reason, res.Detail = ReasonLengthMismatch, "no usage in the stream: lengths cannot be verified" // cannot verify lengths
 	case res.CompletionTokens < pr.OutputTokens:
-		res.Reason = ReasonShortOutput
+		res.Reason, res.Detail = ReasonShortOutput, fmt.Sprintf("%d completion tokens, asked for %d", res.CompletionTokens, pr.OutputTokens)
 	case res.CompletionTokens > pr.OutputTokens:
-		res.Reason = ReasonLengthMismatch
-	case pr.Endpoint == config.EndpointCompletions && res.PromptTokens != pr.InputTokens:
+		res.Reason, res.Detail = ReasonLengthMismatch, fmt.Sprintf("%d completion tokens, asked for %d", res.CompletionTokens, pr.OutputTokens)
+	case config.ProbeEndpoints[pr.Endpoint].TokenPrompt && res.PromptTokens != pr.InputTokens:
 		// Chat prompts go through the chat template, so only token-ID
 		// prompts have an exact expected length.
-		res.Reason = ReasonLengthMismatch
+		res.Reason, res.Detail = ReasonLengthMismatch, fmt.Sprintf("usage says %d prompt tokens, %d were sent", res.PromptTokens, pr.InputTokens)
 	}
+}
+
+// transportDetail describes a failure without a server answer. The
+// error's own text is kept without the URL (net/http quotes it, and it may
+// carry credentials).
+func (t *target) transportDetail(reason string, pr *config.ProbeProfile, err error) string {
+	if reason == ReasonTimeout {
+		return fmt.Sprintf("no complete answer within the %s timeout", pr.Timeout)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return "the stream ended before [DONE]"
+	}
+	return cleanDetail(err.Error(), t.upstream)
 }
 
 // classifyErr maps a transport or body-read error: the probe's own deadline
@@ -316,40 +386,53 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 	return 0
 }
 
-// modelsResponse is GET /v1/models.
+// modelsResponse is GET /v1/models. vLLM lists each served model's
+// max_model_len (prompt plus output tokens it accepts).
 type modelsResponse struct {
 	Data []struct {
-		ID string `json:"id"`
+		ID          string `json:"id"`
+		MaxModelLen int    `json:"max_model_len"`
 	} `json:"data"`
 }
 
-// discoverModel asks the server for its first served model. On failure it
-// returns the failure reason to count.
-func (t *target) discoverModel(ctx context.Context, timeout time.Duration) (string, string) {
+// discoverModel asks the server what it serves: want's entry, or with want
+// empty the first model listed, and that model's max_model_len (0 when the
+// server does not say). On failure it returns the failure reason to count
+// and a detail.
+func (t *target) discoverModel(ctx context.Context, timeout time.Duration, want string) (model string, maxLen int, reason, detail string) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.baseURL+"/v1/models", nil)
 	if err != nil {
-		return "", ReasonConnect
+		return "", 0, ReasonConnect, "GET /v1/models: bad request"
 	}
-	t.access.Authorize(req)
 	resp, err := t.client.Do(req)
 	if err != nil {
-		return "", classifyErr(ctx, err, ReasonConnect)
+		reason := classifyErr(ctx, err, ReasonConnect)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return "", 0, reason, "GET /v1/models: " + cleanDetail(err.Error(), t.upstream)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		return "", statusReason(resp.StatusCode)
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return "", 0, statusReason(resp.StatusCode), fmt.Sprintf("GET /v1/models: HTTP %d: %s", resp.StatusCode, errorDetail(b, t.upstream))
 	}
 	var m modelsResponse
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&m); err != nil {
-		return "", classifyErr(ctx, err, ReasonStreamError)
+		return "", 0, classifyErr(ctx, err, ReasonStreamError), "GET /v1/models: the answer is not a model list"
 	}
-	if len(m.Data) == 0 || m.Data[0].ID == "" {
-		return "", ReasonHTTP4xx
+	for _, d := range m.Data {
+		if d.ID != "" && (want == "" || d.ID == want) {
+			return d.ID, max(d.MaxModelLen, 0), "", ""
+		}
 	}
-	return m.Data[0].ID, ""
+	if want != "" {
+		return want, 0, "", "" // not listed: the probe itself will tell
+	}
+	return "", 0, ReasonHTTP4xx, "GET /v1/models lists no model"
 }
 
 // BaseURL turns --vllm.url into the API base probes use: a trailing

@@ -16,10 +16,10 @@ import (
 	"github.com/prometheus/common/expfmt"
 )
 
-// TestProbeHistogramsExportDefaultBounds checks each probe histogram is
-// exported with DefaultBounds as its classic buckets and a native (sparse)
-// schema as well.
-func TestProbeHistogramsExportDefaultBounds(t *testing.T) {
+// TestProbeHistogramsExportDefaultExportBounds checks each probe histogram
+// is exported with DefaultExportBounds as its classic buckets and a native
+// (sparse) schema as well.
+func TestProbeHistogramsExportDefaultExportBounds(t *testing.T) {
 	srv := newFakeVLLM(t, nil)
 	h, _ := writeConfig(t, probesYAML("m", profile("p", "completions", 8, 4, "")))
 	s := New(Options{URL: srv.URL}, h, nil)
@@ -32,9 +32,9 @@ func TestProbeHistogramsExportDefaultBounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hists := map[string][]float64{"vllm_probe_time_to_first_token_seconds": DefaultBounds.TTFT,
-		"vllm_probe_time_per_output_token_seconds": DefaultBounds.TPOT, "vllm_probe_inter_token_latency_seconds": DefaultBounds.ITL,
-		"vllm_probe_e2e_latency_seconds": DefaultBounds.E2E}
+	hists := map[string][]float64{"vllm_probe_time_to_first_token_seconds": DefaultExportBounds.TTFT,
+		"vllm_probe_time_per_output_token_seconds": DefaultExportBounds.TPOT, "vllm_probe_inter_token_latency_seconds": DefaultExportBounds.ITL,
+		"vllm_probe_e2e_latency_seconds": DefaultExportBounds.E2E}
 	for _, mf := range mfs {
 		want, ok := hists[mf.GetName()]
 		if !ok {
@@ -46,7 +46,7 @@ func TestProbeHistogramsExportDefaultBounds(t *testing.T) {
 		for _, b := range hm.GetBucket() {
 			got = append(got, b.GetUpperBound())
 		}
-		if !slices.Equal(got, want) || hm.Schema == nil || hm.GetSampleCount() == 0 {
+		if !slices.Equal(got, want) || hm.GetSchema() != 7 || hm.GetSampleCount() == 0 {
 			t.Errorf("%s: classic bounds %v (want %v), native schema %v, count %d", mf.GetName(), got, want, hm.Schema, hm.GetSampleCount())
 		}
 	}
@@ -75,7 +75,10 @@ func TestProbesNeverFollowRedirects(t *testing.T) {
 	if n := elsewhere.Load(); n != 0 || len(other.requests()) != 0 {
 		t.Fatalf("a probe followed the redirect (%d requests elsewhere)", n)
 	}
-	if tr, ok := s.opts.Client.Transport.(*http.Transport); !ok || tr.Proxy != nil {
+	// The transport is common/config's now: check the configuration it is
+	// built from (TestProxyPolicyShared in cmd/vllm_exporter checks the
+	// behaviour with HTTP_PROXY set).
+	if cfg := s.opts.upstream().Config(); cfg.Proxy() != nil {
 		t.Fatal("the probe client may use a proxy from the environment")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	commoncfg "github.com/prometheus/common/config"
 	"math/rand/v2"
 	"net/http"
 	"sort"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/vllm-exporter/vllm_exporter/collector"
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/internal/ratelog"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 )
@@ -46,12 +48,13 @@ type Options struct {
 	// /metrics is ignored. Probes never go anywhere else.
 	URL string
 	// APIKey is sent as "Authorization: Bearer". Never logged. Shorthand
-	// for Access.BearerToken.
+	// for an Upstream whose configuration has only that credential;
+	// ignored when Upstream is set.
 	APIKey string
-	// Access holds the credentials and the proxy policy, the same the vLLM
-	// scraper uses (default: no environment proxy). Only the probes' own
-	// client (Client nil) applies its proxy policy.
-	Access upstream.Access
+	// Upstream is the connection to vLLM (TLS, credentials, proxy,
+	// redirects), the same the vLLM scraper uses; nil = the defaults (no
+	// credentials, direct). Only the probes' own client (Client nil) uses it.
+	Upstream *upstream.Upstream
 	// VLLM is a read-only view of the latest vLLM scrape (the collector's
 	// Latest), used for stall detection and, without ServerTTFT, for the
 	// server-side TTFT of vllm_probe_ttft_gap_seconds. May be nil.
@@ -63,8 +66,8 @@ type Options struct {
 	// It is called with the scheduler's lock held and must not call back
 	// into the Scheduler.
 	ServerTTFT func(model string, window time.Duration) snapshot.Value
-	// Client sends the probes; nil means the probes' own client: HTTP/1.1,
-	// proxy environment variables ignored, redirects never followed, and
+	// Client sends the probes; nil means the probes' own client from
+	// Upstream: HTTP/1.1, the configured TLS, credentials and proxy, and
 	// every socket read timestamped so chunk times are socket-read times.
 	// With a caller's client chunk times are taken when the response body's
 	// Read returns instead.
@@ -89,7 +92,7 @@ type Scheduler struct {
 	clock   Clock
 	logger  log.Logger
 	m       *metrics
-	bounds  Bounds // classic histogram bounds (BoundsFor the config at start)
+	bounds  Bounds // the snapshot histograms' bounds (BoundsFor the config at start)
 	latest  atomic.Pointer[snapshot.Probes]
 	model   atomic.Pointer[string] // effective model, for Model()
 	wake    chan struct{}
@@ -103,6 +106,14 @@ type Scheduler struct {
 	stall      stallDetector
 	history    []serverTTFT // vLLM TTFT histograms seen, for the gap without ServerTTFT
 	discovered string
+
+	// The served model's max_model_len from /v1/models (0: not given),
+	// for limitsModel; limitsOK once asked. Profiles are fitted to it.
+	maxLen      int
+	limitsModel string
+	limitsOK    bool
+	fitNotes    map[string]string // profile -> its fit decision, when not as is
+	failLog     *ratelog.Limiter  // failure lines, per profile and reason
 }
 
 type profileState struct {
@@ -118,6 +129,7 @@ type profileState struct {
 	lastTTFT                             snapshot.Value
 	lastTime                             time.Time
 	promptSeen                           int          // usage.prompt_tokens of the latest probe with usage
+	lastError                            string       // reason and detail of the latest failure
 	samples                              []timedValue // successful TTFTs, for the gap
 	gap                                  snapshot.Value
 }
@@ -132,6 +144,20 @@ type serverTTFT struct {
 	h snapshot.Histogram
 }
 
+// upstream is the connection the probes' own client follows.
+func (o *Options) upstream() *upstream.Upstream {
+	if o.Upstream != nil || o.APIKey == "" {
+		return o.Upstream
+	}
+	cfg := upstream.DefaultHTTPClientConfig()
+	cfg.Authorization = &commoncfg.Authorization{Type: "Bearer", Credentials: commoncfg.Secret(o.APIKey)}
+	u, err := upstream.New(cfg)
+	if err != nil {
+		panic("probes: a bearer token alone cannot fail to build a client: " + err.Error())
+	}
+	return u
+}
+
 // New builds a Scheduler for the probes section of holder (the shipped
 // defaults if holder is nil) and subscribes to configuration reloads: a
 // reload restarts every profile's timer (except that a profile backing off
@@ -144,11 +170,12 @@ func New(opts Options, holder *config.Holder, logger log.Logger) *Scheduler {
 	if opts.Clock == nil {
 		opts.Clock = realClock{}
 	}
-	if opts.APIKey != "" {
-		opts.Access.BearerToken = opts.APIKey
-	}
+	var clientErr error
+	// Resolved once: the client follows it, and failed probes' error texts
+	// are scrubbed of its credentials.
+	opts.Upstream = opts.upstream()
 	if opts.Client == nil {
-		opts.Client = newClient(opts.Clock.Now, nil, opts.Access.Proxy())
+		opts.Client, clientErr = newClient(opts.Clock.Now, nil, opts.Upstream)
 	}
 	seed := opts.Seed
 	if seed == 0 {
@@ -163,15 +190,20 @@ func New(opts Options, holder *config.Holder, logger log.Logger) *Scheduler {
 		opts:     opts,
 		clock:    opts.Clock,
 		logger:   logger,
-		m:        newMetrics(bounds),
+		m:        newMetrics(ExportBoundsFor(f)),
 		bounds:   bounds,
 		wake:     make(chan struct{}, 1),
 		profiles: map[string]*profileState{},
 		rng:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		fitNotes: map[string]string{},
+		failLog:  ratelog.New(failLogEvery),
 	}
 	s.baseURL, s.urlErr = BaseURL(opts.URL)
 	if s.urlErr != nil {
 		level.Error(logger).Log("msg", "probes cannot run: bad vLLM URL", "err", s.urlErr)
+	} else if clientErr != nil {
+		s.urlErr = clientErr
+		level.Error(logger).Log("msg", "probes cannot run: no HTTP client for vLLM", "err", clientErr)
 	}
 	cfg := config.DefaultProbes()
 	if holder != nil {
@@ -227,6 +259,7 @@ func (s *Scheduler) apply(cfg config.Probes) {
 	for name := range s.profiles {
 		if !keep[name] {
 			delete(s.profiles, name)
+			delete(s.fitNotes, name)
 			s.m.remove(name)
 		}
 	}
@@ -288,11 +321,15 @@ func (s *Scheduler) admitLocked(st *profileState, now time.Time) (*job, bool) {
 	}
 	st.inFlight = true
 	j := &job{st: st, cfg: pc, spend: sp, model: s.Model(), obsSeq: s.stall.seq}
+	if fit, outcome, _ := s.fitLocked(j); outcome == fitShrunk {
+		j.cfg = fit // reserved at the configured size: never less than used
+	}
+	pc = j.cfg
 	pm := &prompter{rng: s.rng, idMin: s.cfg.TokenIDMin, idMax: s.cfg.TokenIDMax}
-	if pc.Endpoint == config.EndpointChat {
-		j.text = pm.text(&pc)
-	} else {
+	if config.ProbeEndpoints[pc.Endpoint].TokenPrompt {
 		j.prompt = pm.tokens(&pc)
+	} else {
+		j.text = pm.text(&pc)
 	}
 	var id [8]byte
 	for i := range id {
@@ -407,11 +444,17 @@ func (s *Scheduler) Tick(ctx context.Context, now time.Time) {
 	wg.Wait()
 }
 
+// failLogEvery is how often one profile's failures of one reason are logged.
+const failLogEvery = 5 * time.Minute
+
 // Errors returned by ProbeOnce when it sends nothing.
 var (
 	ErrUnknownProfile = errors.New("probes: unknown profile")
 	ErrBusy           = errors.New("probes: profile already has a probe in flight")
 	ErrBudget         = errors.New("probes: budget exhausted")
+	// ErrTooLong: the profile does not fit the served model's
+	// max_model_len even shrunk; nothing was sent (Result.Detail says why).
+	ErrTooLong = errors.New("probes: profile does not fit the model's max_model_len")
 )
 
 // ProbeOnce sends one probe of the named profile now, outside its timer
@@ -442,12 +485,15 @@ func (s *Scheduler) ProbeOnce(ctx context.Context, profile string) (Result, erro
 	if res.Reason != "" && ctx.Err() != nil {
 		return res, fmt.Errorf("probes: probe abandoned, not recorded: %w", ctx.Err())
 	}
+	if res.Refused {
+		return res, fmt.Errorf("%w: %s", ErrTooLong, res.Detail)
+	}
 	return res, nil
 }
 
 // execute sends an admitted probe and records its result.
 func (s *Scheduler) execute(ctx context.Context, j *job) Result {
-	t := &target{baseURL: s.baseURL, access: s.opts.Access, client: s.opts.Client,
+	t := &target{baseURL: s.baseURL, client: s.opts.Client, upstream: s.opts.Upstream,
 		now: s.clock.Now, maxEvent: s.opts.MaxEventBytes, requestID: j.reqID}
 	if s.opts.VLLM != nil {
 		// Look at vLLM once more just before the deadline: a request the
@@ -458,22 +504,12 @@ func (s *Scheduler) execute(ctx context.Context, j *job) Result {
 	}
 	var res Result
 	if s.urlErr != nil {
-		res = Result{Start: s.clock.Now(), Reason: ReasonConnect}
-	} else if j.model == "" {
-		// Ask the server which model it serves; the answer is reused.
-		model, reason := t.discoverModel(ctx, j.cfg.Timeout)
-		if reason != "" {
-			res = Result{Start: s.clock.Now(), Reason: reason}
-		} else {
-			s.mu.Lock()
-			if s.discovered != model {
-				level.Info(s.logger).Log("msg", "probes use the model vLLM lists first", "model", model)
-			}
-			s.discovered = model
-			s.setModelLocked()
-			s.mu.Unlock()
-			j.model = model
-		}
+		res = Result{Start: s.clock.Now(), Reason: ReasonConnect, Detail: "unusable vLLM URL"}
+	} else if reason, detail := s.resolveTarget(ctx, t, j); reason != "" {
+		res = Result{Start: s.clock.Now(), Reason: reason, Detail: detail}
+	} else if msg, refused := s.fitJob(j); refused {
+		s.refuse(j, msg)
+		return Result{Profile: j.cfg.Name, RequestID: j.reqID, Start: s.clock.Now(), Refused: true, Detail: msg}
 	}
 	if res.Reason == "" {
 		body, path := buildRequest(&j.cfg, j.model, j.prompt, j.text)
@@ -493,6 +529,125 @@ func (s *Scheduler) execute(ctx context.Context, j *job) Result {
 		s.opts.Health.Report("probes", s.clock.Now().Sub(res.Start), s.urlErr)
 	}
 	return res
+}
+
+// resolveTarget asks /v1/models for the model to probe (when none is
+// configured or discovered) and its max_model_len (once per model; again
+// after a 404 or a context-length failure). A failure fails the probe only
+// when the model is still unknown; with a configured model the probe goes
+// on without the limit and asks again next time.
+func (s *Scheduler) resolveTarget(ctx context.Context, t *target, j *job) (reason, detail string) {
+	s.mu.Lock()
+	known := j.model != "" && s.limitsOK && s.limitsModel == j.model
+	s.mu.Unlock()
+	if known {
+		return "", ""
+	}
+	model, maxLen, reason, detail := t.discoverModel(ctx, j.cfg.Timeout, j.model)
+	if reason != "" {
+		if j.model == "" {
+			return reason, detail
+		}
+		if reason == ReasonHTTP4xx || reason == ReasonStreamError {
+			// The server does not list its models (a proxy, another
+			// OpenAI-compatible server): probe without the limit, and
+			// do not ask on every probe.
+			s.mu.Lock()
+			s.limitsModel, s.maxLen, s.limitsOK = j.model, 0, true
+			s.mu.Unlock()
+		}
+		return "", ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if j.model == "" {
+		if s.discovered != model {
+			level.Info(s.logger).Log("msg", "probes use the model vLLM lists first", "model", model)
+		}
+		s.discovered = model
+		s.setModelLocked()
+		j.model = model
+	}
+	if !s.limitsOK || s.limitsModel != model || s.maxLen != maxLen {
+		level.Info(s.logger).Log("msg", "served model's context", "model", model, "max_model_len", maxLen)
+	}
+	s.limitsModel, s.maxLen, s.limitsOK = model, maxLen, true
+	return "", ""
+}
+
+// fitLocked fits a job's profile to what is known of the served model.
+func (s *Scheduler) fitLocked(j *job) (config.ProbeProfile, fitOutcome, string) {
+	if !s.limitsOK || s.limitsModel == "" || (j.model != "" && j.model != s.limitsModel) {
+		return j.cfg, fitAsIs, ""
+	}
+	fit, outcome, msg := fitProfile(j.st.cfg, s.limitsModel, s.maxLen, j.st.promptSeen)
+	if s.fitNotes[j.st.cfg.Name] != msg {
+		switch outcome {
+		case fitShrunk:
+			level.Warn(s.logger).Log("msg", msg, "profile", j.st.cfg.Name, "input_tokens", fit.InputTokens, "output_tokens", fit.OutputTokens, "max_model_len", s.maxLen)
+		case fitRefused:
+			level.Error(s.logger).Log("msg", msg, "profile", j.st.cfg.Name, "max_model_len", s.maxLen)
+		}
+		if msg == "" {
+			delete(s.fitNotes, j.st.cfg.Name)
+		} else {
+			s.fitNotes[j.st.cfg.Name] = msg
+		}
+	}
+	return fit, outcome, msg
+}
+
+// fitJob fits a job admitted before the model's limit was known; a shrunk
+// profile gets a new prompt of the fitted length.
+func (s *Scheduler) fitJob(j *job) (msg string, refused bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fit, outcome, msg := s.fitLocked(j)
+	switch {
+	case outcome == fitRefused:
+		return msg, true
+	case outcome == fitShrunk && fit.InputTokens != j.cfg.InputTokens:
+		j.cfg = fit
+		pm := &prompter{rng: s.rng, idMin: s.cfg.TokenIDMin, idMax: s.cfg.TokenIDMax}
+		if fit.Endpoint == config.EndpointChat {
+			j.text = pm.text(&fit)
+		} else {
+			j.prompt = pm.tokens(&fit)
+		}
+	}
+	return "", false
+}
+
+// refuse ends a job that does not fit the model: nothing was sent, so it
+// is neither a request nor a failure but a skip (reason max_model_len),
+// and its budget reservation is returned.
+func (s *Scheduler) refuse(j *job, msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j.st.inFlight = false
+	if j.spend != nil {
+		j.spend.tokens = 0
+	}
+	if s.profiles[j.cfg.Name] != j.st {
+		return
+	}
+	j.st.lastError = "not sent: " + msg
+	s.m.skipped.WithLabelValues(j.cfg.Name, SkipModelLen).Inc()
+	s.publishLocked(s.clock.Now())
+}
+
+// FitNotes lists how profiles were fitted to the served model's
+// max_model_len (shrunk or refused), sorted; empty when all fit as
+// configured or the limit is unknown.
+func (s *Scheduler) FitNotes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.fitNotes))
+	for _, m := range s.fitNotes {
+		out = append(out, m)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // abandon ends a probe its caller cancelled without recording it; the
@@ -516,6 +671,17 @@ func (s *Scheduler) record(j *job, res *Result) {
 	if res.StatusCode == http.StatusNotFound && s.cfg.Model == "" {
 		s.discovered = "" // the served model may have changed
 		s.setModelLocked()
+	}
+	switch n := contextLength(res.Detail); {
+	case res.Reason == ReasonContextLength && n > 0 && j.model != "":
+		// A server that does not list max_model_len says it in its error:
+		// the next probes are fitted to it.
+		if !s.limitsOK || s.maxLen != n {
+			level.Info(s.logger).Log("msg", "served model's context, from the server's error", "model", j.model, "max_model_len", n)
+		}
+		s.limitsModel, s.maxLen, s.limitsOK = j.model, n, true
+	case res.StatusCode == http.StatusNotFound || res.Reason == ReasonContextLength:
+		s.limitsOK = false // ask /v1/models again: the server may have restarted with another context
 	}
 	wasStalled := s.stall.stalled
 	s.stall.probeDone(j.obsSeq, res.Reason == ReasonTimeout || !res.FirstToken())
@@ -557,8 +723,17 @@ func (s *Scheduler) record(j *job, res *Result) {
 
 	if res.Reason != "" {
 		st.failures[res.Reason]++
+		st.lastError = res.Reason
+		if res.Detail != "" {
+			st.lastError += ": " + res.Detail
+		}
 		s.m.failures.WithLabelValues(name, res.Reason).Inc()
-		level.Debug(s.logger).Log("msg", "probe failed", "profile", name, "reason", res.Reason, "status", res.StatusCode)
+		// One line per profile and reason per failLogEvery, with the
+		// server's error text and how many were not logged since.
+		if ok, suppressed := s.failLog.Allow(name+"/"+res.Reason, end); ok {
+			level.Warn(s.logger).Log("msg", "probe failed", "profile", name, "reason", res.Reason, "status", res.StatusCode,
+				"error", res.Detail, "suppressed", suppressed)
+		}
 		s.backoffLocked(st, res, end)
 	} else {
 		st.consecutive = 0
@@ -744,6 +919,7 @@ func (s *Scheduler) publishLocked(now time.Time) {
 			TTFT: st.ttft.snapshot(), TPOT: st.tpot.snapshot(), ITL: st.itl.snapshot(), E2E: st.e2e.snapshot(),
 			LastSuccess: st.lastSuccess, LastTTFT: st.lastTTFT, LastTime: st.lastTime,
 			OutputTokensReceived: st.outTokens, Chunks: st.chunks, BudgetSkips: st.skipped, TTFTGap: st.gap,
+			LastError: st.lastError, FitNote: s.fitNotes[name],
 		}
 	}
 	s.latest.Store(p)

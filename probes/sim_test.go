@@ -106,7 +106,7 @@ func startLockstep(t *testing.T, cfg vllmsim.Config) *lockstep {
 func (ls *lockstep) scheduler(t *testing.T, yaml string) *Scheduler {
 	h, _ := writeConfig(t, yaml)
 	clk := simClock{ls.sim}
-	client := newClient(clk.Now, func(c net.Conn) net.Conn { return &countConn{Conn: c, in: &ls.read, out: new(atomic.Int64)} }, nil)
+	client := mustNewClient(t, clk.Now, func(c net.Conn) net.Conn { return &countConn{Conn: c, in: &ls.read, out: new(atomic.Int64)} })
 	return New(Options{URL: ls.url, Clock: clk, Client: client}, h, nil)
 }
 
@@ -281,8 +281,9 @@ func TestSimTTFTAndTPOTMatchGroundTruth(t *testing.T) {
 		return res.TTFT.Seconds(), rec.TTFT.Seconds(), res.TPOT.Seconds(), rec.TPOT.Seconds()
 	}
 
-	// A chat probe (role delta + 4 content chunks of 8 tokens) too.
-	check("chat", 64, 8, 1+1+(8-1+1)/2, true)
+	// A chat probe too: 5 content chunks carry its 8 tokens; the role-only
+	// delta before them carries no text and is not counted.
+	check("chat", 64, 8, 1+(8-1+1)/2, true)
 
 	var probeTTFT, probeTPOT, simTTFT, simTPOT []float64
 	for range 5 {

@@ -96,7 +96,12 @@ func (w *Watchdog) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, r := range w.Status() {
 		gauge(descObjective, r.Objective, r.SLO, r.Model)
-		ws := append(append([]WindowResult(nil), r.Windows...), r.PeriodWindow)
+		// The windows the alerts read (the workbook's pairs and the fast
+		// tier's 1m); the period window and the event counts only on request.
+		ws := append(make([]WindowResult, 0, len(r.Windows)+len(r.Fast)+1), r.Windows...)
+		if w.opts.PeriodWindowSeries {
+			ws = append(ws, r.PeriodWindow)
+		}
 		for _, f := range r.Fast {
 			// the fast tier's windows not already exported (1m for 30d)
 			if _, dup := r.Window(f.Name); !dup {
@@ -104,7 +109,9 @@ func (w *Watchdog) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		for _, wr := range ws {
-			gauge(descEvents, wr.Total, r.SLO, r.Model, wr.Name)
+			if w.opts.WindowEvents {
+				gauge(descEvents, wr.Total, r.SLO, r.Model, wr.Name)
+			}
 			if wr.ErrorRatio.OK {
 				gauge(descErrorRatio, wr.ErrorRatio.V, r.SLO, r.Model, wr.Name)
 				gauge(descBurnRate, wr.BurnRate.V, r.SLO, r.Model, wr.Name)

@@ -1,6 +1,7 @@
 package slo
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,13 +44,16 @@ vllm_slo_last_evaluation_timestamp_seconds{model="m",slo="ttft"} 1.77232326e+09
 		"vllm_slo_objective_ratio", "vllm_slo_last_evaluation_timestamp_seconds"); err != nil {
 		t.Fatal(err)
 	}
-	// Every window plus the period: 5m 30m 1h 2h 6h 1d 3d 30d, and the
-	// fast tier's 1m (its 5m is the workbook's).
-	if n := testutil.CollectAndCount(w, "vllm_slo_error_ratio"); n != 9 {
-		t.Fatalf("error ratio series: %d", n)
+	// The windows the alerts read: 5m 30m 1h 2h 6h 1d 3d, and the fast
+	// tier's 1m (its 5m is the workbook's); not the period (30d) and no
+	// event counts unless asked for.
+	for _, name := range []string{"vllm_slo_error_ratio", "vllm_slo_burn_rate"} {
+		if got := windowLabels(t, w, name); got != "1d 1h 1m 2h 30m 3d 5m 6h" {
+			t.Errorf("%s windows: %s", name, got)
+		}
 	}
-	if n := testutil.CollectAndCount(w, "vllm_slo_burn_rate"); n != 9 {
-		t.Fatalf("burn rate series: %d", n)
+	if n := testutil.CollectAndCount(w, "vllm_slo_events"); n != 0 {
+		t.Errorf("vllm_slo_events exported by default: %d series", n)
 	}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(w)
@@ -74,5 +78,60 @@ func TestHooksRunAfterEachTick(t *testing.T) {
 	w.Tick(t0.Add(time.Second))
 	if len(h1.ticks) != 2 || len(h2.ticks) != 1 || !h2.ticks[0].Equal(t0.Add(time.Second)) {
 		t.Fatalf("hooks: %v %v", h1.ticks, h2.ticks)
+	}
+}
+
+// windowLabels are the sorted window label values of name's series.
+func windowLabels(t *testing.T, c prometheus.Collector, name string) string {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ws []string
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "window" {
+					ws = append(ws, l.GetValue())
+				}
+			}
+		}
+	}
+	slices.Sort(ws)
+	return strings.Join(ws, " ")
+}
+
+// TestCollectorOptInWindowSeries: --slo.window-events adds vllm_slo_events
+// for every exported window, --slo.period-window-series the period's
+// window to all three per-window families.
+func TestCollectorOptInWindowSeries(t *testing.T) {
+	for _, c := range []struct {
+		opts           Options
+		events, ratios string
+	}{
+		{Options{WindowEvents: true}, "1d 1h 1m 2h 30m 3d 5m 6h", "1d 1h 1m 2h 30m 3d 5m 6h"},
+		{Options{PeriodWindowSeries: true}, "", "1d 1h 1m 2h 30d 30m 3d 5m 6h"},
+		{Options{WindowEvents: true, PeriodWindowSeries: true}, "1d 1h 1m 2h 30d 30m 3d 5m 6h", "1d 1h 1m 2h 30d 30m 3d 5m 6h"},
+	} {
+		src := &fakeVLLM{}
+		w := New(c.opts, holderFor(t, ttft99), Sources{VLLM: src}, nil)
+		tr := &traffic{}
+		src.set(tr.snap(t0))
+		w.Tick(t0)
+		tr.add(95, 5)
+		src.set(tr.snap(t0.Add(time.Minute)))
+		w.Tick(t0.Add(time.Minute))
+		if got := windowLabels(t, w, "vllm_slo_events"); got != c.events {
+			t.Errorf("%+v: vllm_slo_events windows %q, want %q", c.opts, got, c.events)
+		}
+		if got := windowLabels(t, w, "vllm_slo_burn_rate"); got != c.ratios {
+			t.Errorf("%+v: vllm_slo_burn_rate windows %q, want %q", c.opts, got, c.ratios)
+		}
 	}
 }

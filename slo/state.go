@@ -85,6 +85,7 @@ func decodeRing(sr stateRing, r *ring) error {
 	if !sr.Init {
 		return nil
 	}
+	r.changed()
 	r.init, r.head = true, sr.Head
 	for i := range r.bad {
 		r.bad[i], r.total[i] = 0, 0

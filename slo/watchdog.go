@@ -70,6 +70,15 @@ type Options struct {
 	// idle timeout loses them (and its place in the state file). Zero
 	// value: the defaults.
 	Models modelset.Limits
+	// WindowEvents exports vllm_slo_events for each exported window
+	// (--slo.window-events). Off by default: no shipped alert, dashboard
+	// panel or verdict reads it (min_events is applied in the watchdog).
+	WindowEvents bool
+	// PeriodWindowSeries exports the per-window series of the period
+	// window (30d) as well (--slo.period-window-series). Off by default: no
+	// shipped alert uses the period as a burn window, and its error ratio
+	// is vllm_slo_error_budget_remaining_ratio's complement.
+	PeriodWindowSeries bool
 }
 
 // WindowResult is one alert window of one SLO series.

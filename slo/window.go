@@ -2,6 +2,7 @@ package slo
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -141,7 +142,27 @@ type ring struct {
 	total []float32
 	head  int64 // absolute index of the newest bucket
 	init  bool
+	// older caches sums' totals of the buckets before now's: a watchdog
+	// ticks on every vLLM scrape (5 s), several times per bucket (30 s in a
+	// 30-day SLO's 3-day ring of 8640), and only now's bucket changes
+	// between those ticks. gen counts the other changes.
+	gen   uint64
+	older sumsCache
 }
+
+// sumsCache is the sums of the buckets end-1 back to each span's start, for
+// one end index, ring generation and set of spans.
+type sumsCache struct {
+	ok         bool
+	end, head  int64
+	gen        uint64
+	spans      []time.Duration
+	bad, total []float64
+}
+
+// changed invalidates the cached sums: the ring changed other than in the
+// cached end's own bucket.
+func (r *ring) changed() { r.gen++ }
 
 func newRing(width, span time.Duration) *ring {
 	n := int((span+width-1)/width) + 1
@@ -168,6 +189,7 @@ func (r *ring) slot(i int64) int {
 // advance moves head forward to i, clearing the buckets it passes.
 func (r *ring) advance(i int64) {
 	if !r.init {
+		r.changed()
 		r.head, r.init = i, true
 		s := r.slot(i)
 		r.bad[s], r.total[s] = 0, 0
@@ -176,6 +198,7 @@ func (r *ring) advance(i int64) {
 	if i <= r.head {
 		return
 	}
+	r.changed()
 	n := int64(len(r.bad))
 	from := r.head + 1
 	if i-from >= n {
@@ -195,6 +218,9 @@ func (r *ring) add(t time.Time, bad, total float64) {
 	if i <= r.head-int64(len(r.bad)) {
 		return
 	}
+	if !r.older.ok || i != r.older.end {
+		r.changed() // a bucket the cached sums may hold
+	}
 	s := r.slot(i)
 	r.bad[s] = float32(float64(r.bad[s]) + bad)
 	r.total[s] = float32(float64(r.total[s]) + total)
@@ -202,6 +228,9 @@ func (r *ring) add(t time.Time, bad, total float64) {
 
 // sums returns, for each span in spans (ascending), the events in the
 // buckets covering (now-span, now]: ceil(span/width) buckets ending at now's.
+// The buckets before now's are summed once per bucket width (sumsCache);
+// every call adds now's own bucket to them. Counts are whole events, so the
+// sums are exact in any order.
 func (r *ring) sums(now time.Time, spans []time.Duration) (bad, total []float64) {
 	bad = make([]float64, len(spans))
 	total = make([]float64, len(spans))
@@ -209,11 +238,33 @@ func (r *ring) sums(now time.Time, spans []time.Duration) (bad, total []float64)
 		return
 	}
 	end := r.index(now)
+	c := &r.older
+	if !c.ok || c.end != end || c.head != r.head || c.gen != r.gen || !slices.Equal(c.spans, spans) {
+		c.spans = append(c.spans[:0], spans...)
+		c.bad, c.total = r.walk(end, spans, 1, c.bad, c.total)
+		c.end, c.head, c.gen, c.ok = end, r.head, r.gen, true
+	}
+	var b, t float64
+	if end <= r.head && end > r.head-int64(len(r.bad)) {
+		s := r.slot(end)
+		b, t = float64(r.bad[s]), float64(r.total[s])
+	}
+	for wi := range spans {
+		bad[wi], total[wi] = c.bad[wi]+b, c.total[wi]+t
+	}
+	return
+}
+
+// walk sums, for each span in spans (ascending), the buckets end-from back
+// to the span's first (ceil(span/width) buckets ending at end's), into bad
+// and total (reused when long enough).
+func (r *ring) walk(end int64, spans []time.Duration, from int64, bad, total []float64) ([]float64, []float64) {
+	bad, total = slices.Grow(bad[:0], len(spans))[:len(spans)], slices.Grow(total[:0], len(spans))[:len(spans)]
 	n := int64(len(r.bad))
 	var b, t float64
-	var k int64
-	// Walk back from end's slot without a modulo per bucket.
-	slot := r.slot(end)
+	k := from
+	// Walk back from end-from's slot without a modulo per bucket.
+	slot := r.slot(end - from)
 	for wi, sp := range spans {
 		cnt := int64((sp + r.width - 1) / r.width)
 		if cnt > n {
@@ -232,10 +283,9 @@ func (r *ring) sums(now time.Time, spans []time.Duration) (bad, total []float64)
 		}
 		bad[wi], total[wi] = b, t
 	}
-	return
+	return bad, total
 }
 
-// empty reports whether the ring holds no events at all.
 func (r *ring) empty() bool {
 	for _, v := range r.total {
 		if v != 0 {

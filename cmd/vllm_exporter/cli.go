@@ -5,6 +5,7 @@ package main
 // others, and a version for builds without the Makefile's ldflags.
 
 import (
+	"context"
 	"fmt"
 	"runtime/debug"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"text/template"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
 	"github.com/prometheus/common/version"
 )
 
@@ -37,7 +39,20 @@ func commandUses(cmd *command, name string) bool {
 	return false
 }
 
-func findCommand(name string) *command {
+// command is a subcommand (`rules`, `diagnose`, `capacity`), listed in
+// newCLI. Serving stays the default command, so `vllm_exporter
+// --vllm.url=...` needs no subcommand.
+type command struct {
+	name, help string
+	// uses names the app-level (serving) flags the command reads besides
+	// its own; a trailing "." is a prefix. Its help lists only those, and
+	// any other serving flag is an error.
+	uses []string
+	// run runs the command once the command line is parsed.
+	run func(ctx context.Context, logger log.Logger) error
+}
+
+func findCommand(commands []command, name string) *command {
 	for i := range commands {
 		if commands[i].name == name {
 			return &commands[i]
@@ -54,12 +69,12 @@ var usageTemplate = strings.Replace(kingpin.DefaultUsageTemplate,
 	"{{if .Context.Flags -}}\nFlags:\n{{CommandFlags .Context.SelectedCommand .Context.Flags|FlagsToTwoColumns|FormatTwoColumns}}", 1)
 
 // usageFuncs backs usageTemplate.
-var usageFuncs = template.FuncMap{
-	"CommandFlags": func(sel *kingpin.CmdModel, all []*kingpin.FlagModel) []*kingpin.FlagModel {
+func usageFuncs(commands []command) template.FuncMap {
+	return template.FuncMap{"CommandFlags": func(sel *kingpin.CmdModel, all []*kingpin.FlagModel) []*kingpin.FlagModel {
 		if sel == nil {
 			return all
 		}
-		cmd := findCommand(sel.FullCommand)
+		cmd := findCommand(commands, sel.FullCommand)
 		if cmd == nil { // serve: every flag is a serving flag
 			return all
 		}
@@ -75,14 +90,14 @@ var usageFuncs = template.FuncMap{
 			}
 		}
 		return out
-	},
+	}}
 }
 
 // checkCommandFlags rejects app-level flags given to a subcommand that does
 // not read them: `vllm_exporter rules --web.listen-address=...` would
 // otherwise be silently ignored.
-func checkCommandFlags(app *kingpin.Application, cmdName string, args []string) error {
-	cmd := findCommand(cmdName)
+func checkCommandFlags(app *kingpin.Application, commands []command, cmdName string, args []string) error {
+	cmd := findCommand(commands, cmdName)
 	if cmd == nil {
 		return nil
 	}

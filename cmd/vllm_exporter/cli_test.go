@@ -46,7 +46,8 @@ func helpFlags(t *testing.T, args ...string) []string {
 // `help <subcommand>` lists the subcommand's own flags and the serving
 // flags it reads, nothing else; `--help` (serve) lists every serving flag.
 func TestSubcommandHelpShowsOnlyItsFlags(t *testing.T) {
-	app, _, _, _ := newCLI()
+	c := newCLI()
+	app, commands := c.app, c.commands
 	var serving []string
 	for _, f := range app.Model().Flags {
 		if !f.Hidden {
@@ -128,7 +129,7 @@ func enumOptions(v kingpin.Value) []string {
 
 // Every flag that takes one of a fixed set of values lists them in its help.
 func TestEnumFlagsListTheirValues(t *testing.T) {
-	app, _, _, _ := newCLI()
+	app := newCLI().app
 	flagsOf := map[string][]*kingpin.FlagModel{"": app.Model().Flags}
 	for _, c := range app.Model().Commands {
 		flagsOf[c.Name] = c.Flags
@@ -163,19 +164,15 @@ func TestLandingPageLinksOnlyServedRoutes(t *testing.T) {
 		}
 		x := &exporter{logger: log.NewNopLogger(), registry: prometheus.NewRegistry(), config: holder,
 			vllmURL: "http://127.0.0.1:1", vllm: vllm.New(vllm.Options{URL: "http://127.0.0.1:1"}, nil)}
+		c := newCLI()
+		args := []string{}
 		if pprof {
-			app, _, _, _ := newCLI()
-			if _, err := app.Parse([]string{"--web.enable-pprof"}); err != nil {
-				t.Fatal(err)
-			}
-			for _, e := range extensions {
-				if e.name == "pprof" {
-					if err := e.start(t.Context(), x); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			args = append(args, "--web.enable-pprof")
 		}
+		if _, err := c.app.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		startPprof(*c.flags.pprof, x)
 		h, err := x.routes(&flags{telemetryPath: "/metrics"})
 		if err != nil {
 			t.Fatal(err)

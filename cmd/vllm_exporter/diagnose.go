@@ -1,8 +1,8 @@
 package main
 
-// The bottleneck classifier in the serving exporter, and the `diagnose` and
-// `capacity` subcommands. Registered from init() through main.go's
-// extension and command hooks.
+// The bottleneck classifier in the serving exporter (built by wire after
+// the SLO watchdog, whose hook it is), and the `diagnose` and `capacity`
+// subcommands, which watch vLLM like the exporter does.
 
 import (
 	"context"
@@ -29,27 +29,30 @@ import (
 )
 
 // bottleneckFlags are the app-level flags shared by serve, diagnose and
-// capacity (--model.*, --cost.*).
+// capacity (--model.*, --gpu.peak-*, --cost.*).
 type bottleneckFlags struct {
-	app  *kingpin.Application // to read core's flags (--vllm.url, ...) from the subcommands
 	spec bottleneck.ModelSpec
 	cost bottleneck.CostSpec
-
-	classifier *bottleneck.Classifier // the serving exporter's, once started
 }
 
-var bnFlags = &bottleneckFlags{}
+// diagnoseUses are the serving flags diagnose and capacity read: they watch
+// vLLM like the exporter does (fromAppFlags).
+var diagnoseUses = append([]string{"config.file", "collector.gpu", "probe.enabled", "model.", "cost."}, vllmAccessFlags...)
 
-func init() {
-	register(extension{name: "bottleneck", order: 40, flags: bnFlags.add, start: bnFlags.start})
-	// Both watch vLLM like the exporter does (fromAppFlags).
-	uses := append([]string{"config.file", "collector.gpu", "probe.enabled", "model.", "cost."}, vllmAccessFlags...)
-	registerCommand(command{name: "diagnose", help: "Watch a vLLM server for --duration, classify its bottleneck and print a report (SLOs, evidence, roofline, recommended knob).", setup: setupDiagnose, uses: uses})
-	registerCommand(command{name: "capacity", help: "Print the GPUs needed for a daily request volume (required = daily / 86,400; GPUs = ceil(required / per-GPU throughput) x headroom).", setup: setupCapacity, uses: uses})
+func newDiagnoseCommand(app *kingpin.Application, f *flags) command {
+	c := command{name: "diagnose", help: "Watch a vLLM server for --duration, classify its bottleneck and print a report (SLOs, evidence, roofline, recommended knob).", uses: diagnoseUses}
+	c.run = setupDiagnose(app.Command(c.name, c.help), f)
+	return c
 }
 
-func (b *bottleneckFlags) add(app *kingpin.Application) {
-	b.app = app
+func newCapacityCommand(app *kingpin.Application, f *flags) command {
+	c := command{name: "capacity", help: "Print the GPUs needed for a daily request volume (required = daily / 86,400; GPUs = ceil(required / per-GPU throughput) x headroom).", uses: diagnoseUses}
+	c.run = setupCapacity(app.Command(c.name, c.help), f)
+	return c
+}
+
+func addBottleneckFlags(app *kingpin.Application) *bottleneckFlags {
+	b := &bottleneckFlags{}
 	app.Flag("model.weight-bytes", "Bytes of model weights one decode step reads (decode roofline); overrides --model.parameters.").Float64Var(&b.spec.WeightBytes)
 	app.Flag("model.parameters", "Model parameter count, with --model.bytes-per-parameter, when --model.weight-bytes is not given.").Float64Var(&b.spec.Parameters)
 	app.Flag("model.bytes-per-parameter", "Bytes per parameter (2 for FP16/BF16, 1 for FP8, 0.5 for INT4).").Float64Var(&b.spec.BytesPerParameter)
@@ -60,6 +63,7 @@ func (b *bottleneckFlags) add(app *kingpin.Application) {
 	app.Flag("gpu.peak-memory-bandwidth", "One GPU's peak memory bandwidth in bytes/s for vllm_model_bandwidth_utilization_ratio (default: NVML's peak).").Float64Var(&b.spec.PeakMemoryBandwidth)
 	app.Flag("cost.gpu-hour", "Price of one GPU-hour; enables vllm_cost_per_million_output_tokens.").Float64Var(&b.cost.GPUHour)
 	app.Flag("cost.gpus", "GPUs serving this vLLM, for cost and capacity per GPU (default: the GPUs NVML sees, else 1).").IntVar(&b.cost.GPUs)
+	return b
 }
 
 func (b *bottleneckFlags) validate() error {
@@ -72,48 +76,28 @@ func (b *bottleneckFlags) validate() error {
 	return nil
 }
 
-// flagString reads one of core's app-level flags after parsing ("" if absent).
-func (b *bottleneckFlags) flagString(name string) string {
-	if b.app == nil {
-		return ""
-	}
-	if f := b.app.GetFlag(name); f != nil && f.Model().Value != nil {
-		return f.Model().Value.String()
-	}
-	return ""
-}
-
-func (b *bottleneckFlags) flagDuration(name string, def time.Duration) time.Duration {
-	if d, err := time.ParseDuration(b.flagString(name)); err == nil && d > 0 {
-		return d
-	}
-	return def
-}
-
-// start runs the classifier inside the serving exporter: as a hook of the
-// SLO watchdog (ticked right after each SLO evaluation, with the watchdog's
-// verdict gating capacity) when the watchdog runs, else on its own loop.
-func (b *bottleneckFlags) start(_ context.Context, x *exporter) error {
+// startBottleneck is the classifier in the serving exporter over src,
+// registered: a hook of the SLO watchdog w (ticked right after each SLO
+// evaluation, with the watchdog's verdict gating capacity) when there is
+// one, else on its own loop every interval.
+func startBottleneck(b *bottleneckFlags, interval time.Duration, x *exporter, src bottleneck.Sources, w *slo.Watchdog) (*bottleneck.Classifier, error) {
 	if err := b.validate(); err != nil {
-		return err
+		return nil, err
 	}
 	opts := bottleneck.Options{Model: b.spec, Cost: b.cost}
-	if sloWatchdog != nil {
-		opts.SLOHolds = sloHolds(sloWatchdog)
+	if w != nil {
+		opts.SLOHolds = sloHolds(w)
 	}
-	c := bottleneck.New(opts, x.config,
-		bottleneck.Sources{VLLM: x.vllm, GPU: x.gpu, Probes: x.probes}, log.With(x.logger, "component", "bottleneck"))
+	c := bottleneck.New(opts, x.config, src, log.With(x.logger, "component", "bottleneck"))
 	if err := x.registry.Register(c); err != nil {
-		return err
+		return nil, err
 	}
-	b.classifier = c
-	if sloWatchdog != nil {
-		sloWatchdog.AddHook(c)
-		return nil
+	if w != nil {
+		w.AddHook(c)
+		return c, nil
 	}
-	interval := b.flagDuration("slo.interval", slo.DefaultInterval)
 	x.goRun(func(ctx context.Context) { c.Run(ctx, interval) })
-	return nil
+	return c, nil
 }
 
 // sloHolds adapts the watchdog's results: a model's SLOs hold while every
@@ -141,7 +125,7 @@ func sloHolds(w interface{ Status() []slo.Result }) func(model string, now time.
 // diagnoseOpts is one diagnose run.
 type diagnoseOpts struct {
 	url, configFile    string
-	access             upstream.Access
+	upstream           *upstream.Upstream
 	timeout            time.Duration
 	duration, interval time.Duration
 	window             time.Duration
@@ -167,8 +151,8 @@ type gpuSampler interface {
 // diagnoseGPU opens NVML unless --no-collector.gpu; nil when there is no
 // GPU collector in this build. NVML failing to initialise is not an error:
 // the sampler reports down and the report says which classes need a GPU.
-func diagnoseGPU(logger log.Logger) (*gpu.Sampler, error) {
-	if bnFlags.flagString("collector.gpu") == "false" {
+func diagnoseGPU(f *gpuFlags, logger log.Logger) (*gpu.Sampler, error) {
+	if !*f.enabled {
 		return nil, nil
 	}
 	s, err := gpu.NewFromLibrary(gpu.Options{}, log.With(logger, "component", "gpu"))
@@ -178,7 +162,7 @@ func diagnoseGPU(logger log.Logger) (*gpu.Sampler, error) {
 	return s, err
 }
 
-func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, log.Logger) error {
+func setupDiagnose(cmd *kingpin.CmdClause, f *flags) func(context.Context, log.Logger) error {
 	o := &diagnoseOpts{}
 	cmd.Flag("duration", "How long to watch.").Default("60s").DurationVar(&o.duration)
 	cmd.Flag("interval", "Scrape and classify every this long.").Default("5s").DurationVar(&o.interval)
@@ -187,7 +171,7 @@ func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, log.Logger) err
 	cmd.Flag("probe-every", "Send the cold/warm probe pair every this many ticks (--no-probe.enabled: never).").Default("2").IntVar(&o.probeEvery)
 	o.probes = true
 	return func(ctx context.Context, logger log.Logger) error {
-		done, err := fromAppFlags(o, logger)
+		done, err := fromAppFlags(o, f, logger)
 		if err != nil {
 			return err
 		}
@@ -200,20 +184,25 @@ func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, log.Logger) err
 // fromAppFlags fills o from the app-level flags (core's --vllm.*,
 // --config.file, --collector.gpu, --probe.enabled and ours) and opens NVML;
 // done releases it.
-func fromAppFlags(o *diagnoseOpts, logger log.Logger) (done func(), err error) {
-	if err := bnFlags.validate(); err != nil {
+func fromAppFlags(o *diagnoseOpts, f *flags, logger log.Logger) (done func(), err error) {
+	if err := f.bottleneck.validate(); err != nil {
 		return nil, err
 	}
-	o.url = bnFlags.flagString("vllm.url")
-	o.configFile = bnFlags.flagString("config.file")
-	o.timeout = bnFlags.flagDuration("vllm.timeout", vllm.DefaultTimeout)
-	if o.access, err = readAccess(o.url, bnFlags.flagString("vllm.api-key-file"), bnFlags.flagString("vllm.basic-auth-username"),
-		bnFlags.flagString("vllm.basic-auth-password-file"), bnFlags.flagString("vllm.proxy-from-environment") == "true"); err != nil {
+	o.url, o.configFile = f.vllmURL, f.configFile
+	o.timeout = f.timeout
+	if o.timeout <= 0 {
+		o.timeout = vllm.DefaultTimeout
+	}
+	cfg, err := config.Load(o.configFile)
+	if err != nil {
 		return nil, err
 	}
-	o.spec, o.cost = bnFlags.spec, bnFlags.cost
-	o.probes = o.probes && bnFlags.flagString("probe.enabled") != "false"
-	g, err := diagnoseGPU(logger)
+	if o.upstream, err = connectVLLM(cfg, f); err != nil {
+		return nil, err
+	}
+	o.spec, o.cost = f.bottleneck.spec, f.bottleneck.cost
+	o.probes = o.probes && f.probe.enabled
+	g, err := diagnoseGPU(f.gpu, logger)
 	if err != nil || g == nil {
 		return func() {}, err
 	}
@@ -272,7 +261,7 @@ func runDiagnose(ctx context.Context, o diagnoseOpts, w io.Writer, logger log.Lo
 		return bottleneck.Report{}, err
 	}
 	scraper := vllm.New(vllm.Options{
-		URL: o.url, Interval: o.interval, Timeout: o.timeout, Access: o.access,
+		URL: o.url, Interval: o.interval, Timeout: o.timeout, Upstream: o.upstream,
 		Windows: []time.Duration{th.Window}, Retention: th.BaselineWindow,
 	}, log.With(logger, "component", "vllm"))
 	src := bottleneck.Sources{VLLM: scraper}
@@ -364,7 +353,7 @@ func newProbePair(o diagnoseOpts, scraper *vllm.Scraper, logger log.Logger) (*pr
 	if err != nil {
 		return nil, fmt.Errorf("diagnose probe profiles: %w", err)
 	}
-	sched := probes.New(probes.Options{URL: o.url, Access: o.access, VLLM: scraper.Latest}, holder, log.With(logger, "component", "probes"))
+	sched := probes.New(probes.Options{URL: o.url, Upstream: o.upstream, VLLM: scraper.Latest}, holder, log.With(logger, "component", "probes"))
 	return &probePair{sched: sched}, nil
 }
 
@@ -387,7 +376,7 @@ func (p *probePair) send(ctx context.Context, _ time.Time) {
 
 func (p *probePair) wait() { p.wg.Wait() }
 
-func setupCapacity(cmd *kingpin.CmdClause) func(context.Context, log.Logger) error {
+func setupCapacity(cmd *kingpin.CmdClause, f *flags) func(context.Context, log.Logger) error {
 	var daily, perGPU, headroom float64
 	o := &diagnoseOpts{output: "text"}
 	cmd.Flag("daily-requests", "Requests per day to plan for.").Required().Float64Var(&daily)
@@ -399,7 +388,7 @@ func setupCapacity(cmd *kingpin.CmdClause) func(context.Context, log.Logger) err
 	return func(ctx context.Context, logger log.Logger) error {
 		basis := ""
 		if perGPU == 0 {
-			done, err := fromAppFlags(o, logger)
+			done, err := fromAppFlags(o, f, logger)
 			if err != nil {
 				return err
 			}
@@ -410,7 +399,7 @@ func setupCapacity(cmd *kingpin.CmdClause) func(context.Context, log.Logger) err
 			}
 			perGPU, basis = m.perGPU, m.basis
 		}
-		return runCapacity(os.Stdout, bnFlags.flagString("config.file"), daily, perGPU, headroom, bnFlags.cost.GPUHour, basis)
+		return runCapacity(os.Stdout, f.configFile, daily, perGPU, headroom, f.bottleneck.cost.GPUHour, basis)
 	}
 }
 

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -195,11 +197,12 @@ func TestDiagnoseCommandLine(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	if bnFlags.cost.GPUHour != 1 {
-		t.Errorf("--cost.gpu-hour not parsed: %v", bnFlags.cost.GPUHour)
+	c := newCLI()
+	if _, err := c.app.Parse([]string{"diagnose", "--vllm.url=http://vllm.example:8000", "--cost.gpu-hour=2"}); err != nil {
+		t.Fatal(err)
 	}
-	if bnFlags.flagString("vllm.url") == "" {
-		t.Error("core's --vllm.url not readable from the bottleneck flags")
+	if c.flags.vllmURL != "http://vllm.example:8000" || c.flags.bottleneck.cost.GPUHour != 2 {
+		t.Errorf("core's --vllm.url and --cost.gpu-hour not parsed for diagnose: %q %v", c.flags.vllmURL, c.flags.bottleneck.cost.GPUHour)
 	}
 }
 
@@ -234,9 +237,9 @@ func TestDiagnoseThrottledWithGPU(t *testing.T) {
 	checkGolden(t, "diagnose_throttled_gpu.txt", maskNumbers(txt))
 }
 
-// TestBottleneckExtension starts the serve-side classifier the way main
+// TestStartBottleneck starts the serve-side classifier the way wire
 // does and checks it registers, schedules its loop and classifies on a tick.
-func TestBottleneckExtension(t *testing.T) {
+func TestStartBottleneck(t *testing.T) {
 	s := startSim(t, "queueing", 5)
 	holder, err := config.NewHolder("")
 	if err != nil {
@@ -244,11 +247,10 @@ func TestBottleneckExtension(t *testing.T) {
 	}
 	x := &exporter{logger: log.NewNopLogger(), registry: prometheus.NewRegistry(), config: holder,
 		vllm: vllm.New(vllm.Options{URL: s.URL(), Interval: 10 * time.Second, Windows: []time.Duration{time.Minute}}, log.NewNopLogger())}
-	saved := sloWatchdog
-	sloWatchdog = nil // no watchdog: the classifier runs its own loop
-	t.Cleanup(func() { sloWatchdog = saved })
 	b := &bottleneckFlags{spec: bottleneck.ModelSpec{WeightBytes: 16e9, MemoryBandwidth: 2.68e12}}
-	if err := b.start(context.Background(), x); err != nil {
+	// No watchdog: the classifier runs its own loop.
+	classifier, err := startBottleneck(b, slo.DefaultInterval, x, classifierSources(x.vllm, nil, nil), nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if len(x.loops) != 1 {
@@ -258,7 +260,7 @@ func TestBottleneckExtension(t *testing.T) {
 		s.Advance(10 * time.Second)
 		x.vllm.ScrapeOnce(context.Background(), s.Now())
 	}
-	b.classifier.Tick(s.Now())
+	classifier.Tick(s.Now())
 	mfs, err := x.registry.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -278,14 +280,14 @@ func TestBottleneckExtension(t *testing.T) {
 		t.Fatalf("vllm_bottleneck series at 1: %d, want exactly 1", ones)
 	}
 	b.spec.WeightBytes = -1
-	if err := b.start(context.Background(), x); err == nil {
+	if _, err := startBottleneck(b, slo.DefaultInterval, x, classifierSources(x.vllm, nil, nil), nil); err == nil {
 		t.Error("negative --model.weight-bytes accepted")
 	}
 }
 
 // With the SLO watchdog running, the classifier is its hook: a watchdog tick
 // classifies, and no loop of its own is scheduled.
-func TestBottleneckExtensionAsWatchdogHook(t *testing.T) {
+func TestStartBottleneckAsWatchdogHook(t *testing.T) {
 	s := startSim(t, "healthy", 5)
 	holder, err := config.NewHolder("")
 	if err != nil {
@@ -293,12 +295,9 @@ func TestBottleneckExtensionAsWatchdogHook(t *testing.T) {
 	}
 	scraper := vllm.New(vllm.Options{URL: s.URL(), Interval: 10 * time.Second, Windows: []time.Duration{time.Minute}}, log.NewNopLogger())
 	w := slo.New(slo.Options{Interval: 10 * time.Second}, holder, slo.Sources{VLLM: scraper}, log.NewNopLogger())
-	saved := sloWatchdog
-	sloWatchdog = w
-	t.Cleanup(func() { sloWatchdog = saved })
 	x := &exporter{logger: log.NewNopLogger(), registry: prometheus.NewRegistry(), config: holder, vllm: scraper}
-	b := &bottleneckFlags{}
-	if err := b.start(context.Background(), x); err != nil {
+	classifier, err := startBottleneck(&bottleneckFlags{}, slo.DefaultInterval, x, classifierSources(scraper, nil, nil), w)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if len(x.loops) != 0 {
@@ -307,7 +306,7 @@ func TestBottleneckExtensionAsWatchdogHook(t *testing.T) {
 	s.Advance(10 * time.Second)
 	scraper.ScrapeOnce(context.Background(), s.Now())
 	w.Tick(s.Now())
-	if sts := b.classifier.States(); len(sts) != 1 || sts[0].Ticks != 1 {
+	if sts := classifier.States(); len(sts) != 1 || sts[0].Ticks != 1 {
 		t.Fatalf("after one watchdog tick: %+v", sts)
 	}
 }
@@ -497,4 +496,78 @@ func TestDiagnoseSlowGPUWithoutNVMLSaysWhatItCannotRuleOut(t *testing.T) {
 		t.Fatalf("slow GPU without NVML: class %s, cannot rule out %v\n%s", m.Class, m.CannotRuleOut, out.String())
 	}
 	t.Logf("20x slower GPU, no NVML: %s; cannot rule out: %v", m.Class, m.CannotRuleOut)
+}
+
+// diagnose against a model with a 1,024-token context. A server that lists
+// max_model_len (the simulator, like vLLM): the cold/warm pair (1,024 + 8
+// tokens) is shrunk to 1,016 + 8, the report says so and the probes
+// succeed. A third-party simulator that lists no limit and answers the
+// oversized pair with an in-stream error: the first pair fails, the report
+// gives the reason (context_length) and the server's error text, not only
+// "N sent, N failed", and the length that error names fits the later pairs.
+func TestDiagnoseProbePairFitsSmallContext(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-time simulator run")
+	}
+	for _, listed := range []bool{true, false} {
+		sim, err := vllmsim.New(vllmsim.Config{Seed: 5, MaxModelLen: 1024})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sim.StartClock()
+		h := sim.Handler()
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case listed:
+			case r.URL.Path == "/v1/models":
+				fmt.Fprint(w, `{"object":"list","data":[{"id":"meta-llama/Llama-3.1-8B-Instruct","object":"model"}]}`)
+				return
+			case r.URL.Path == "/v1/completions":
+				var req struct {
+					Prompt    []int `json:"prompt"`
+					MaxTokens int   `json:"max_tokens"`
+				}
+				b, _ := io.ReadAll(r.Body)
+				_ = json.Unmarshal(b, &req)
+				if n := len(req.Prompt) + req.MaxTokens; n > 1024 {
+					w.Header().Set("Content-Type", "text/event-stream")
+					fmt.Fprintf(w, `data: {"error":{"message":"This model's maximum context length is 1024 tokens. However, you requested %d tokens.","type":"BadRequestError","code":400}}`+"\n\ndata: [DONE]\n\n", n)
+					return
+				}
+				r.Body = io.NopCloser(bytes.NewReader(b))
+			}
+			h.ServeHTTP(w, r)
+		}))
+		var out bytes.Buffer
+		rep, err := runDiagnose(context.Background(), diagnoseOpts{
+			url: srv.URL, timeout: 5 * time.Second, duration: 3 * time.Second, interval: 500 * time.Millisecond,
+			window: time.Second, output: "text", probes: true, probeEvery: 1,
+		}, &out, log.NewNopLogger())
+		srv.Close()
+		sim.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		txt := out.String()
+		var sent, failed float64
+		for _, l := range rep.Probes {
+			sent, failed = sent+l.Requests, failed+l.Failures
+		}
+		if sent < 2 {
+			t.Fatalf("listed=%v: %v probes sent; report:\n%s", listed, sent, txt)
+		}
+		if listed {
+			if failed != 0 || !strings.Contains(txt, "input_tokens 1024 -> 1016, output_tokens 8") {
+				t.Errorf("listed max_model_len: %v of %v failed, or no fit note; report:\n%s", failed, sent, txt)
+			}
+			continue
+		}
+		// The first pair fails; the length its error names fits the rest.
+		if failed < 1 || failed >= sent || !strings.Contains(txt, "failed (context_length ") ||
+			!strings.Contains(txt, "last error: context_length: in-stream error: This model's maximum context length is 1024 tokens. However, you requested 1032 tokens.") ||
+			!strings.Contains(txt, "input_tokens 1024 -> 1016, output_tokens 8") {
+			t.Errorf("unlisted max_model_len: %v of %v failed; the report must give the reason, the server's text and the fit:\n%s", failed, sent, txt)
+		}
+		t.Logf("report of the failing pair:\n%s", txt[strings.Index(txt, "Probes:"):])
+	}
 }

@@ -44,7 +44,8 @@ func flagTable(b *bytes.Buffer, flags []*kingpin.FlagModel, only func(string) bo
 // flagReference renders every flag of the binary: serve's, then each
 // subcommand's own followed by the serving flags it reads.
 func flagReference() string {
-	app, _, _, _ := newCLI()
+	c := newCLI()
+	app, commands := c.app, c.commands
 	var b bytes.Buffer
 	b.WriteString("### `vllm_exporter` (serve, the default command)\n\n")
 	flagTable(&b, app.Model().Flags, nil)

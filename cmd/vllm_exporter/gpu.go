@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"time"
@@ -15,24 +14,15 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/collector/gpu"
 )
 
-// The GPU sampler plugs into the exporter as a source (order 10: before the
-// SLO watchdog and the bottleneck classifier, which read x.gpu).
-func init() {
-	var f *gpuFlags
-	register(extension{
-		name:  "gpu",
-		order: 10,
-		flags: func(app *kingpin.Application) { f = registerGPUFlags(app) },
-		start: func(_ context.Context, x *exporter) error {
-			s, err := setupGPU(f, x.registry, x.health, log.With(x.logger, "component", "gpu"))
-			if err != nil || s == nil {
-				return err
-			}
-			x.gpu = s
-			x.goRun(s.Run)
-			return nil
-		},
-	})
+// startGPU is the GPU sampler of the serving exporter (nil when disabled or
+// absent on this host), registered and scheduled.
+func startGPU(f *gpuFlags, x *exporter) (*gpu.Sampler, error) {
+	s, err := setupGPU(f, x.registry, x.health, log.With(x.logger, "component", "gpu"))
+	if err != nil || s == nil {
+		return nil, err
+	}
+	x.goRun(s.Run)
+	return s, nil
 }
 
 // newGPUSampler creates the sampler on the system's NVML library. Tests of

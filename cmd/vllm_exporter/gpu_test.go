@@ -18,6 +18,7 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/collector/gpu"
 	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim/vllmsimtest"
 )
 
 func parseGPUFlags(t *testing.T, args ...string) *gpuFlags {
@@ -148,14 +149,7 @@ func TestBinaryWithoutNVIDIADriver(t *testing.T) {
 	if err != nil {
 		t.Skip("no go command to build the binary")
 	}
-	sim, err := vllmsim.New(vllmsim.Config{Seed: 5, Scenario: "healthy", LoadGen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sim.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
+	sim := vllmsimtest.Start(t, vllmsim.Config{Seed: 5, Scenario: "healthy", LoadGen: true})
 
 	for _, b := range []struct {
 		name   string
@@ -229,8 +223,10 @@ func TestBinaryWithoutNVIDIADriver(t *testing.T) {
 						b.absent != "" && testutil.ScrapeValue(addr, `vllm_exporter_collector_absent{collector="gpu",reason="`+b.absent+`"} `) == 1)
 			}
 			waitFor("vLLM series and the GPU collector's state", serving)
-			// Many GPU sampler intervals later it still serves and says the same.
-			time.Sleep(time.Second)
+			// Many GPU sampler intervals later (five scrapes of 200ms, twenty
+			// sampler intervals) it still serves and says the same.
+			scrapes := testutil.ScrapeValue(addr, "vllm_exporter_scrapes_total ")
+			waitFor("five more scrapes", func() bool { return testutil.ScrapeValue(addr, "vllm_exporter_scrapes_total ") >= scrapes+5 })
 			waitFor("a later scrape", serving)
 			for _, name := range []string{"vllm_gpu_up{", "vllm_gpu_info{", "vllm_gpu_gpm_supported{"} {
 				if v := testutil.ScrapeValue(addr, name); v != -1 {

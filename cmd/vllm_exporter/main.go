@@ -2,10 +2,13 @@
 // version-independent Prometheus series about it: vLLM's own metrics under
 // names that survive vLLM upgrades, plus derived rates and windowed quantiles.
 //
-// main.go holds what every deployment runs (flags, logging, the vLLM
-// scraper, the HTTP server). Optional parts (GPU sampler, probe scheduler,
-// SLO watchdog, demo, subcommands) live in their own files and plug in
-// through register/registerCommand from init(), so they never edit this file.
+// main.go holds the command line (every flag, grouped by capability) and
+// the process around the exporter (logging, signals, the HTTP server).
+// wire.go constructs the components, in one function, in the order their
+// dependencies dictate. Each capability (gpu.go, probes.go, slo.go,
+// diagnose.go for the classifier, vllmhealth.go, pprof.go) has its own file
+// with its flags and a constructor that registers its own collectors and
+// handlers; subcommands (rules, diagnose, capacity) are listed in newCLI.
 package main
 
 import (
@@ -17,9 +20,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -27,8 +28,6 @@ import (
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/common/version"
@@ -36,12 +35,9 @@ import (
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 	sloggokit "github.com/tjhop/slog-gokit"
 
-	"github.com/vllm-exporter/vllm_exporter/collector"
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
-	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
-	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 )
 
 const program = "vllm_exporter"
@@ -50,77 +46,12 @@ const program = "vllm_exporter"
 // (9090), Alertmanager (9093), node_exporter (9100) or dcgm-exporter (9400).
 const defaultListenAddress = ":9470"
 
-// exporter is the running process: what extensions get to wire into.
-type exporter struct {
-	logger   log.Logger
-	registry *prometheus.Registry
-	config   *config.Holder
-	health   *collector.Health // vllm_exporter_collector_{up,duration_seconds}
-	vllm     *vllm.Scraper
-	vllmURL  string // base URL, also what probes talk to
-	// models is the bound on model names shared by every per-model
-	// structure (scraper, windows, SLO watchdog and its state file).
-	models modelset.Limits
-	// access is the credentials (--vllm.api-key-file or $VLLM_API_KEY,
-	// basic auth) and proxy policy shared by the scraper and the probes.
-	access upstream.Access
-
-	// Sources published by extensions that have started, for the ones that
-	// start after them (the SLO watchdog reads all three). Nil = disabled.
-	gpu    interface{ Latest() *snapshot.GPU }
-	probes interface{ Latest() *snapshot.Probes }
-
-	loops []func(ctx context.Context)
-
-	// handlers are extra HTTP routes (ServeMux pattern -> handler) that
-	// extensions add in start, e.g. /debug/pprof/ behind --web.enable-pprof.
-	handlers map[string]http.Handler
-}
-
-// goRun schedules a background loop; loops start once every extension has
-// been wired, and are stopped through ctx on shutdown.
-func (x *exporter) goRun(loop func(ctx context.Context)) { x.loops = append(x.loops, loop) }
-
-// extension is an optional part of the exporter living in its own file
-// (gpu.go, probes.go, slo.go, ...), registered from that file's init().
-type extension struct {
-	name string
-	// order: sources (gpu 10, probes 20) start before consumers (slo 30,
-	// bottleneck 40), because consumers read x.gpu and x.probes.
-	order int
-	// flags adds the extension's serve flags to the application.
-	flags func(app *kingpin.Application)
-	// start builds the component, registers its collectors on x.registry,
-	// sets x.gpu/x.probes if it is a source, and schedules loops with
-	// x.goRun. It runs after the vLLM scraper exists.
-	start func(ctx context.Context, x *exporter) error
-}
-
-var extensions []extension
-
-func register(e extension) { extensions = append(extensions, e) }
-
-// command is a subcommand (`rules`, `diagnose`, `capacity`) registered from
-// its own file. Serving stays the default command, so
-// `vllm_exporter --vllm.url=...` needs no subcommand.
-type command struct {
-	name, help string
-	// uses names the app-level (serving) flags the command reads besides
-	// its own; a trailing "." is a prefix. Its help lists only those, and
-	// any other serving flag is an error (cli.go).
-	uses []string
-	// setup adds the command's flags and returns what runs it.
-	setup func(cmd *kingpin.CmdClause) func(ctx context.Context, logger log.Logger) error
-}
-
-var commands []command
-
-func registerCommand(c command) { commands = append(commands, c) }
-
-// flags are the core's command-line flags.
+// flags are the serving command line: the core's flags, then each
+// capability's (subcommands read the ones they need, see command.uses).
 type flags struct {
 	web            *web.FlagConfig
 	telemetryPath  string
+	goMemStats     bool
 	disableExpMets bool
 
 	vllmURL      string
@@ -143,6 +74,12 @@ type flags struct {
 	demo        bool
 
 	logLevel, logFormat string
+
+	gpu        *gpuFlags
+	probe      *probeFlags
+	slo        *sloFlags
+	bottleneck *bottleneckFlags
+	pprof      *bool
 }
 
 func newApp() (*kingpin.Application, *flags, *kingpin.CmdClause) {
@@ -153,6 +90,7 @@ func newApp() (*kingpin.Application, *flags, *kingpin.CmdClause) {
 	f.web = kingpinflag.AddFlags(app, defaultListenAddress)
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.telemetryPath)
 	app.Flag("web.disable-exporter-metrics", "Exclude the exporter's own go_* and process_* metrics.").BoolVar(&f.disableExpMets)
+	app.Flag("web.go-memstats", "Also export the Go runtime's go_memstats_* series (25); by default the exporter's heap is go_memory_classes_heap_objects_bytes + go_memory_classes_heap_unused_bytes.").BoolVar(&f.goMemStats)
 	app.Flag("vllm.url", "Base URL of the vLLM server (its /metrics is scraped; probes use the same server).").Default("http://localhost:8000").StringVar(&f.vllmURL)
 	app.Flag("vllm.scrape-interval", "How often to scrape vLLM's /metrics.").Default(vllm.DefaultInterval.String()).DurationVar(&f.interval)
 	app.Flag("vllm.timeout", "Timeout of one scrape of vLLM's /metrics.").Default(vllm.DefaultTimeout.String()).DurationVar(&f.timeout)
@@ -171,27 +109,36 @@ func newApp() (*kingpin.Application, *flags, *kingpin.CmdClause) {
 	app.Flag("demo", "Start a simulated vLLM in-process and export it (no vLLM needed).").BoolVar(&f.demo)
 	app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").Default("info").EnumVar(&f.logLevel, "debug", "info", "warn", "error")
 	app.Flag("log.format", "Output format of log messages. One of: [logfmt, json]").Default("logfmt").EnumVar(&f.logFormat, "logfmt", "json")
+	f.gpu = registerGPUFlags(app)
+	f.probe = addProbeFlags(app)
+	f.slo = addSLOFlags(app)
+	f.bottleneck = addBottleneckFlags(app)
+	f.pprof = addPprofFlags(app)
 	serve := app.Command("serve", "Run the exporter (the default command).").Default()
 	return app, f, serve
 }
 
-// newCLI is the whole command line: the core's flags, every extension's,
-// every subcommand with its runner (by name).
-func newCLI() (*kingpin.Application, *flags, *kingpin.CmdClause, map[string]func(context.Context, log.Logger) error) {
+// cli is the whole command line: the serving flags and the subcommands.
+type cli struct {
+	app      *kingpin.Application
+	flags    *flags
+	serve    *kingpin.CmdClause
+	commands []command
+}
+
+// newCLI builds the command line. The subcommands are listed here; each
+// adds its own flags and reads the serving flags it names in uses.
+func newCLI() *cli {
 	app, f, serve := newApp()
+	c := &cli{app: app, flags: f, serve: serve}
+	c.commands = []command{
+		newDiagnoseCommand(app, f),
+		newCapacityCommand(app, f),
+		newRulesCommand(app, f),
+	}
 	app.UsageTemplate(usageTemplate)
-	app.UsageFuncs(usageFuncs)
-	slices.SortStableFunc(extensions, func(a, b extension) int { return a.order - b.order })
-	for _, e := range extensions {
-		if e.flags != nil {
-			e.flags(app)
-		}
-	}
-	runners := map[string]func(context.Context, log.Logger) error{}
-	for _, c := range commands {
-		runners[c.name] = c.setup(app.Command(c.name, c.help))
-	}
-	return app, f, serve, runners
+	app.UsageFuncs(usageFuncs(c.commands))
+	return c
 }
 
 func main() {
@@ -200,36 +147,27 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	app, f, serve, runners := newCLI()
-	app.UsageWriter(stdout)
-	app.ErrorWriter(stderr)
-	app.Terminate(func(code int) { os.Exit(code) })
+	c := newCLI()
+	c.app.UsageWriter(stdout)
+	c.app.ErrorWriter(stderr)
+	c.app.Terminate(func(code int) { os.Exit(code) })
 
-	cmd, err := app.Parse(args)
+	name, err := c.app.Parse(args)
 	if err == nil {
-		err = checkCommandFlags(app, cmd, args)
+		err = checkCommandFlags(c.app, c.commands, name, args)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", program, err)
 		return 2
 	}
+	f := c.flags
 	logger, slogger := newLogger(f.logLevel, f.logFormat, stderr)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	if cmd != serve.FullCommand() {
-		if err := runners[cmd](ctx, logger); err != nil {
-			level.Error(logger).Log("msg", "command failed", "command", cmd, "err", err)
-			// A command may say which exit status its failure means (2: a
-			// usage error, as for unparsable flags).
-			var coded interface{ ExitCode() int }
-			if errors.As(err, &coded) {
-				return coded.ExitCode()
-			}
-			return 1
-		}
-		return 0
+	if cmd := findCommand(c.commands, name); cmd != nil {
+		return runCommand(ctx, cmd, logger)
 	}
 	if f.configCheck {
 		return checkConfig(f, stdout, stderr)
@@ -239,6 +177,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// runCommand runs a subcommand and maps its error to the exit status.
+func runCommand(ctx context.Context, cmd *command, logger log.Logger) int {
+	err := cmd.run(ctx, logger)
+	if err == nil {
+		return 0
+	}
+	level.Error(logger).Log("msg", "command failed", "command", cmd.name, "err", err)
+	// A command may say which exit status its failure means (2: a usage
+	// error, as for unparsable flags).
+	var coded interface{ ExitCode() int }
+	if errors.As(err, &coded) {
+		return coded.ExitCode()
+	}
+	return 1
 }
 
 // newLogger builds the go-kit logger used everywhere, and the *slog.Logger
@@ -271,6 +225,10 @@ func checkConfig(f *flags, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "web config %s is valid\n", wc)
 	}
+	if _, err := connectVLLM(cfg, f); err != nil {
+		fmt.Fprintf(stderr, "config: %v\n", err)
+		return 1
+	}
 	fmt.Fprintf(stdout, "config %s is valid (%d SLOs)\n", cfg.Source, len(cfg.SLOs))
 	return 0
 }
@@ -298,155 +256,6 @@ func parseWindows(s string, interval time.Duration) ([]time.Duration, error) {
 		return nil, errors.New("--vllm.windows: no window given")
 	}
 	return out, nil
-}
-
-func readAPIKey(file string) (string, error) {
-	if file == "" {
-		return os.Getenv("VLLM_API_KEY"), nil
-	}
-	return upstream.ReadSecretFile("vllm.api-key-file", file)
-}
-
-// readAccess builds the credentials and proxy policy every request to vLLM
-// uses, from the flags (and $VLLM_API_KEY). Basic auth comes either from the
-// URL or from the flag pair, never both, so which password is sent is never
-// a guess.
-func readAccess(vllmURL, apiKeyFile, basicUser, basicPWFile string, proxyFromEnv bool) (upstream.Access, error) {
-	a := upstream.Access{ProxyFromEnvironment: proxyFromEnv}
-	var err error
-	if a.BearerToken, err = readAPIKey(apiKeyFile); err != nil {
-		return a, err
-	}
-	switch {
-	case basicUser == "" && basicPWFile == "":
-	case basicUser == "" || basicPWFile == "":
-		return a, errors.New("--vllm.basic-auth-username and --vllm.basic-auth-password-file go together")
-	case upstream.HasUserInfo(vllmURL):
-		return a, errors.New("--vllm.url carries credentials and --vllm.basic-auth-username is set: use one")
-	default:
-		a.Username = basicUser
-		if a.Password, err = upstream.ReadSecretFile("vllm.basic-auth-password-file", basicPWFile); err != nil {
-			return a, err
-		}
-	}
-	return a, nil
-}
-
-func serveMain(ctx context.Context, f *flags, logger log.Logger, slogger *slog.Logger) error {
-	level.Info(logger).Log("msg", "starting "+program, "version", version.Info(), "build_context", version.BuildContext())
-	tuneRuntime(pprofEnabled)
-	if f.interval <= 0 || f.timeout <= 0 {
-		return errors.New("--vllm.scrape-interval and --vllm.timeout must be positive")
-	}
-	if f.maxModels <= 0 || f.modelIdle <= 0 {
-		return errors.New("--vllm.max-models and --vllm.model-idle-timeout must be positive")
-	}
-	windows, err := parseWindows(f.windows, f.interval)
-	if err != nil {
-		return err
-	}
-	if !f.demo {
-		if err := upstream.ValidateURL(f.vllmURL); err != nil {
-			return fmt.Errorf("--vllm.url: %w", err)
-		}
-	}
-	access, err := readAccess(f.vllmURL, f.apiKeyFile, f.basicUser, f.basicPWFile, f.proxyFromEnv)
-	if err != nil {
-		return err
-	}
-	holder, err := config.NewHolder(f.configFile)
-	if err != nil {
-		return fmt.Errorf("loading config: %w", err)
-	}
-
-	x := &exporter{
-		logger:   logger,
-		registry: prometheus.NewRegistry(),
-		config:   holder,
-		health:   collector.NewHealth(),
-		vllmURL:  f.vllmURL,
-		access:   access,
-		models:   modelset.Limits{Max: f.maxModels, IdleTimeout: f.modelIdle, Stats: modelset.NewStats()},
-	}
-	if f.demo {
-		url, stopDemo, err := startDemo(ctx, log.With(logger, "component", "demo"))
-		if err != nil {
-			return fmt.Errorf("--demo: %w", err)
-		}
-		defer stopDemo()
-		x.vllmURL = url
-		level.Info(logger).Log("msg", "demo mode: scraping the simulated vLLM", "url", url)
-	}
-	x.vllm = vllm.New(vllm.Options{
-		URL:          x.vllmURL,
-		Interval:     f.interval,
-		Timeout:      f.timeout,
-		MaxBodyBytes: f.maxBodyBytes,
-		Windows:      windows,
-		Access:       access,
-		Models:       x.models,
-		Health:       x.health,
-		PerPriority:  f.perPriority,
-		// The classifier compares the prefix-cache hit ratio with a longer
-		// baseline window; keep enough thinned history to answer it.
-		Retention: holder.Get().Bottleneck.BaselineWindow,
-	}, log.With(logger, "component", "vllm"))
-	holder.Subscribe(func(f *config.File) { x.vllm.Retain(f.Bottleneck.BaselineWindow) })
-
-	reloadGauges := configReloadCollectors(holder)
-	x.registry.MustRegister(versioncollector.NewCollector(program), x.health, x.vllm, x.models.Stats, reloadGauges[0], reloadGauges[1], startTimeGauge(time.Now()))
-	if !f.disableExpMets {
-		x.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	}
-	x.goRun(x.vllm.Run)
-
-	for _, e := range extensions {
-		if e.start == nil {
-			continue
-		}
-		if err := e.start(ctx, x); err != nil {
-			return fmt.Errorf("%s: %w", e.name, err)
-		}
-	}
-
-	// Every way out of here (a signal, or the listener failing) must stop
-	// the loops before waiting for them: deferred calls run last-in first-out.
-	loopCtx, stopLoops := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	for _, loop := range x.loops {
-		wg.Go(func() { loop(loopCtx) })
-	}
-	defer wg.Wait()
-	defer stopLoops()
-
-	go reloadOnSIGHUP(ctx, holder, logger)
-
-	handler, err := x.routes(f)
-	if err != nil {
-		return err
-	}
-	srv := newHTTPServer(handler)
-	errc := make(chan error, 1)
-	go func() { errc <- web.ListenAndServe(srv, f.web, slogger) }()
-	// Everything is initialised: give back the executable pages start-up
-	// mapped but serving does not use (pageout_linux.go).
-	if before, after, err := releaseBinaryPages(); err != nil {
-		level.Debug(logger).Log("msg", "could not release unused executable pages", "err", err)
-	} else {
-		level.Debug(logger).Log("msg", "released unused executable pages", "rss_file_kib_before", before, "rss_file_kib_after", after)
-	}
-	select {
-	case err := <-errc:
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
-		}
-		return err
-	case <-ctx.Done():
-		level.Info(logger).Log("msg", "shutting down")
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return srv.Shutdown(sctx)
-	}
 }
 
 // newHTTPServer bounds every phase of a connection, so slow or stuck
@@ -564,7 +373,7 @@ func (x *exporter) routes(f *flags) (http.Handler, error) {
 	}
 	if f.telemetryPath != "/" && f.telemetryPath != "" {
 		// Link only what is served: the profiling links only with
-		// --web.enable-pprof (its extension adds the route).
+		// --web.enable-pprof (startPprof adds the route).
 		profiling := "false"
 		if _, ok := x.handlers["GET /debug/pprof/"]; ok {
 			profiling = "true"

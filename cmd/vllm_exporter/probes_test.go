@@ -6,10 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
+	commoncfg "github.com/prometheus/common/config"
 
 	"github.com/vllm-exporter/vllm_exporter/collector"
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
@@ -17,6 +17,7 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim/vllmsimtest"
 	"github.com/vllm-exporter/vllm_exporter/probes"
 )
 
@@ -40,28 +41,20 @@ func TestServerMedianTTFT(t *testing.T) {
 }
 
 func TestProbeFlags(t *testing.T) {
-	app, _, _ := newApp()
-	addProbeFlags(app)
+	app, f, _ := newApp()
 	if _, err := app.Parse([]string{"--no-probe.enabled", "--probe.max-event-bytes=4096"}); err != nil {
 		t.Fatal(err)
 	}
-	if probeFlags.enabled || probeFlags.maxEventBytes != 4096 {
-		t.Fatalf("flags not parsed: %+v", probeFlags)
+	if f.probe.enabled || f.probe.maxEventBytes != 4096 {
+		t.Fatalf("flags not parsed: %+v", f.probe)
 	}
 }
 
-// TestStartProbesWiring starts the probes extension the way main does and
-// checks it reaches only --vllm.url, with the API key, and registers its
-// series and health.
+// TestStartProbesWiring starts the probes the way wire does and checks they
+// reach only --vllm.url, over the shared connection (its API key), and
+// register their series and health.
 func TestStartProbesWiring(t *testing.T) {
-	sim, err := vllmsim.New(vllmsim.Config{Addr: "127.0.0.1:0", APIKey: "k3y", Seed: 9})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sim.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
+	sim := vllmsimtest.Start(t, vllmsim.Config{Addr: "127.0.0.1:0", APIKey: "k3y", Seed: 9})
 	cfgPath := filepath.Join(t.TempDir(), "c.yml")
 	yaml := "probes:\n  profiles:\n    - {name: wired, endpoint: completions, input_tokens: 16, output_tokens: 4, interval: 1m, timeout: 5s, jitter: 0s}\n"
 	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
@@ -71,12 +64,17 @@ func TestStartProbesWiring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := upstream.DefaultHTTPClientConfig()
+	cfg.Authorization = &commoncfg.Authorization{Type: "Bearer", Credentials: "k3y"}
+	up, err := upstream.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	x := &exporter{logger: log.NewNopLogger(), registry: prometheus.NewPedanticRegistry(), config: h,
-		health: collector.NewHealth(), vllm: vllm.New(vllm.Options{URL: sim.URL()}, log.NewNopLogger()),
-		vllmURL: sim.URL() + "/metrics", access: upstream.Access{BearerToken: "k3y"}}
+		health: collector.NewHealth(), vllmURL: sim.URL() + "/metrics", upstream: up}
+	scraper := vllm.New(vllm.Options{URL: sim.URL()}, log.NewNopLogger())
 	x.registry.MustRegister(x.health)
-	probeFlags.enabled, probeFlags.maxEventBytes = true, 1<<20
-	if err := startProbes(context.Background(), x); err != nil {
+	if x.probes, err = startProbes(&probeFlags{enabled: true, maxEventBytes: 1 << 20}, x, up, scraper); err != nil {
 		t.Fatal(err)
 	}
 	if x.probes == nil || len(x.loops) != 1 {
@@ -85,10 +83,7 @@ func TestStartProbesWiring(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { x.loops[0](ctx); close(done) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for x.probes.Latest().Profiles["wired"].Requests == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, "the first probe", func() bool { return x.probes.Latest().Profiles["wired"].Requests > 0 })
 	cancel()
 	<-done
 	p := x.probes.Latest().Profiles["wired"]
@@ -116,13 +111,11 @@ func TestStartProbesWiring(t *testing.T) {
 		}
 	}
 
-	probeFlags.enabled = false
 	y := &exporter{vllmURL: "ftp://nope"}
-	if err := startProbes(context.Background(), y); err != nil || y.probes != nil {
+	if p, err := startProbes(&probeFlags{enabled: false}, y, nil, scraper); err != nil || p != nil {
 		t.Fatalf("--no-probe.enabled still started probes: %v", err)
 	}
-	probeFlags.enabled = true
-	if err := startProbes(context.Background(), y); err == nil {
+	if _, err := startProbes(&probeFlags{enabled: true}, y, nil, scraper); err == nil {
 		t.Fatal("a non-http vLLM URL was accepted")
 	}
 }

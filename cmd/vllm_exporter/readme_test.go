@@ -15,16 +15,7 @@ import (
 // and on each subcommand, must be documented there as `--name`.
 func TestDocsDocumentEveryFlag(t *testing.T) {
 	readme := []byte(testutil.DocsText(t))
-	app, _, _ := newApp()
-	for _, e := range extensions {
-		if e.flags != nil {
-			e.flags(app)
-		}
-	}
-	for _, c := range commands {
-		c.setup(app.Command(c.name, c.help))
-	}
-	model := app.Model()
+	model := newCLI().app.Model()
 	check := func(where string, flags []*kingpin.FlagModel) {
 		for _, f := range flags {
 			if f.Hidden || f.Name == "help" || f.Name == "version" || f.Name == "help-long" || f.Name == "help-man" || f.Name == "completion-bash" || f.Name == "completion-script-bash" || f.Name == "completion-script-zsh" {

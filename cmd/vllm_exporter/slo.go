@@ -1,12 +1,8 @@
 package main
 
-// The SLO watchdog and the `rules` subcommand, plugged into main.go through
-// register/registerCommand (owned by the slo area).
-//
-// The watchdog (order 30) starts after the sources (gpu 10, probes 20) and
-// reads x.vllm, x.gpu and x.probes. The bottleneck extension (order 40)
-// attaches its classifier with sloWatchdog.AddHook(classifier) when
-// sloWatchdog is not nil.
+// The SLO watchdog (built by wire after its sources: the scraper, the GPU
+// sampler and the probes; the classifier and the health verdict are its
+// hooks) and the `rules` subcommand.
 
 import (
 	"context"
@@ -30,67 +26,34 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/slo/interop"
 )
 
-// sloWatchdog is the running watchdog (nil until the slo extension has
-// started, and in subcommands). Hooks (the bottleneck classifier) attach to it.
-var sloWatchdog *slo.Watchdog
+// startSLO is the SLO watchdog over src, registered and scheduled.
+func startSLO(f *sloFlags, x *exporter, src slo.Sources) (*slo.Watchdog, error) {
+	w, err := setupSLO(f, x.config, src, x.models, x.registry, x.logger)
+	if err != nil {
+		return nil, err
+	}
+	x.goRun(w.Run)
+	return w, nil
+}
 
-func init() {
-	var f *sloFlags
-	register(extension{
-		name:  "slo",
-		order: 30,
-		flags: func(app *kingpin.Application) {
-			f = addSLOFlags(app)
-			rulesApp = app
-		},
-		start: func(ctx context.Context, x *exporter) error {
-			src := slo.Sources{VLLM: x.vllm}
-			if x.gpu != nil {
-				src.GPU = x.gpu
-			}
-			if x.probes != nil {
-				src.Probes = x.probes
-			}
-			w, err := setupSLO(f, x.config, src, x.models, x.registry, x.logger)
-			if err != nil {
-				return err
-			}
-			sloWatchdog = w
-			x.goRun(w.Run)
-			return nil
-		},
-	})
-	registerCommand(command{
+// newRulesCommand is `vllm_exporter rules`; it reads --config.file.
+func newRulesCommand(app *kingpin.Application, f *flags) command {
+	c := command{
 		name: "rules",
 		help: "Write Prometheus recording and alerting rules equivalent to the SLO watchdog for the SLOs of --config.file (default: the shipped SLOs) and exit.",
 		uses: []string{"config.file"},
-		setup: func(cmd *kingpin.CmdClause) func(context.Context, log.Logger) error {
-			rc := addRulesFlags(cmd)
-			return func(_ context.Context, _ log.Logger) error {
-				return rc.run(appConfigFile(), os.Stdout)
-			}
-		},
-	})
-}
-
-// rulesApp is the application the flags were added to; the rules command
-// reads the global --config.file from it.
-var rulesApp *kingpin.Application
-
-func appConfigFile() string {
-	if rulesApp == nil {
-		return ""
 	}
-	if fl := rulesApp.GetFlag("config.file"); fl != nil && fl.Model().Value != nil {
-		return fl.Model().Value.String()
-	}
-	return ""
+	rc := addRulesFlags(app.Command(c.name, c.help))
+	c.run = func(context.Context, log.Logger) error { return rc.run(f.configFile, os.Stdout) }
+	return c
 }
 
 // sloFlags are the --slo.* flags.
 type sloFlags struct {
-	interval  *time.Duration
-	stateFile *string
+	interval           *time.Duration
+	stateFile          *string
+	windowEvents       *bool
+	periodWindowSeries *bool
 }
 
 func addSLOFlags(app *kingpin.Application) *sloFlags {
@@ -100,6 +63,12 @@ func addSLOFlags(app *kingpin.Application) *sloFlags {
 		stateFile: app.Flag("slo.state-file",
 			"File where the SLO watchdog checkpoints its window state every tick and on shutdown, restored at start (empty: no checkpoint; budgets restart with the process).").
 			Default("").String(),
+		windowEvents: app.Flag("slo.window-events",
+			"Also export vllm_slo_events (the events in each window; 1 series per SLO, model and window). Off by default: no shipped alert, panel or verdict reads it.").
+			Default("false").Bool(),
+		periodWindowSeries: app.Flag("slo.period-window-series",
+			"Also export vllm_slo_error_ratio and vllm_slo_burn_rate (and with --slo.window-events vllm_slo_events) for the SLO period's window (30d). Off by default: no shipped alert burns over the period; vllm_slo_error_budget_remaining_ratio carries it.").
+			Default("false").Bool(),
 	}
 }
 
@@ -109,7 +78,8 @@ func setupSLO(f *sloFlags, holder *config.Holder, src slo.Sources, models models
 	if *f.interval <= 0 {
 		return nil, fmt.Errorf("--slo.interval must be positive, got %s", *f.interval)
 	}
-	w := slo.New(slo.Options{Interval: *f.interval, StateFile: *f.stateFile, Models: models}, holder, src,
+	w := slo.New(slo.Options{Interval: *f.interval, StateFile: *f.stateFile, Models: models,
+		WindowEvents: *f.windowEvents, PeriodWindowSeries: *f.periodWindowSeries}, holder, src,
 		log.With(logger, "component", "slo"))
 	if err := reg.Register(w); err != nil {
 		return nil, fmt.Errorf("registering the SLO watchdog: %w", err)

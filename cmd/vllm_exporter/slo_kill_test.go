@@ -1,16 +1,15 @@
 package main
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim/vllmsimtest"
 )
 
 // TestSLOHelperProcess is not a test: it is the exporter process that
@@ -39,20 +38,14 @@ func TestSLOStateSurvivesKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts exporter processes")
 	}
-	sim, err := vllmsim.New(vllmsim.Config{Seed: 3, Scenario: "healthy"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sim.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
+	sim := vllmsimtest.Start(t, vllmsim.Config{Seed: 3, Scenario: "healthy"})
 	state := filepath.Join(t.TempDir(), "slo.state")
 	start := func() (*exec.Cmd, string) {
 		addr := testutil.FreeAddr(t)
 		cmd := exec.Command(os.Args[0], "-test.run=^TestSLOHelperProcess$", "--",
 			"--vllm.url="+sim.URL(), "--vllm.scrape-interval=200ms", "--web.listen-address="+addr,
-			"--slo.interval=200ms", "--slo.state-file="+state, "--web.disable-exporter-metrics")
+			"--slo.interval=200ms", "--slo.state-file="+state, "--web.disable-exporter-metrics",
+			"--slo.window-events", "--slo.period-window-series") // the period's event count is the measure
 		cmd.Env = append(os.Environ(), "VLLM_EXPORTER_SLO_HELPER=1")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -61,27 +54,17 @@ func TestSLOStateSurvivesKill9(t *testing.T) {
 		return cmd, addr
 	}
 	const events = `vllm_slo_events{model="meta-llama/Llama-3.1-8B-Instruct",slo="availability",window="30d"} `
-	waitFor := func(what string, cond func() bool) {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		for !cond() {
-			if ctx.Err() != nil {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
 
 	cmd, addr := start()
 	// Baseline before any traffic: the watchdog has seen the model (its
 	// events series exists, at 0) and checkpointed.
-	waitFor("baseline", func() bool {
+	waitFor(t, "baseline", func() bool {
 		_, err := os.Stat(state)
 		return testutil.ScrapeValue(addr, events) == 0 && err == nil
 	})
 	sim.SetLoadGen(true)
 	var before float64
-	waitFor("finished requests counted", func() bool {
+	waitFor(t, "finished requests counted", func() bool {
 		before = testutil.ScrapeValue(addr, events)
 		return before >= 5
 	})
@@ -91,17 +74,17 @@ func TestSLOStateSurvivesKill9(t *testing.T) {
 	cmd.Wait()
 	atKill := finished(sim)
 	// vLLM keeps serving while the exporter is down.
-	waitFor("a request to finish while the exporter is down", func() bool { return finished(sim) > atKill })
+	waitFor(t, "a request to finish while the exporter is down", func() bool { return finished(sim) > atKill })
 	sim.SetLoadGen(false)
-	waitFor("vLLM to drain", func() bool { return inFlight(sim) == 0 })
+	waitFor(t, "vLLM to drain", func() bool { return inFlight(sim) == 0 })
 	total := finished(sim)
 
 	_, addr = start()
-	waitFor("state restored", func() bool {
+	waitFor(t, "state restored", func() bool {
 		return testutil.ScrapeValue(addr, "vllm_exporter_slo_state_restored ") == 1
 	})
 	var after float64
-	waitFor("every finished request counted", func() bool {
+	waitFor(t, "every finished request counted", func() bool {
 		after = testutil.ScrapeValue(addr, events)
 		return after == total
 	})

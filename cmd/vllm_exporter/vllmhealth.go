@@ -2,46 +2,26 @@ package main
 
 import (
 	"context"
-	"net/http"
 	"time"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmhealth"
+	"github.com/vllm-exporter/vllm_exporter/slo"
 )
 
-// The health verdict (/-/vllm/healthy, /-/vllm/ready, vllm_health_verdict)
-// starts after the classifier (order 40) so that it can read its classes,
-// and is recomputed after each watchdog tick (which follows each scrape),
-// or on each scrape when the watchdog is off.
-func init() {
-	register(extension{name: "vllmhealth", order: 50, start: startVLLMHealth})
-}
-
-func startVLLMHealth(_ context.Context, x *exporter) error {
-	src := vllmhealth.Sources{VLLM: x.vllm}
-	if x.probes != nil {
-		src.Probes = x.probes
-	}
-	if c := bnFlags.classifier; c != nil {
-		src.Classes = func() map[string]string {
-			out := map[string]string{}
-			for _, st := range c.States() {
-				out[st.Model] = string(st.Class)
-			}
-			return out
-		}
-	}
+// startVLLMHealth is the health verdict (/-/vllm/healthy, /-/vllm/ready,
+// vllm_health_verdict) over src, registered with its routes. It is
+// recomputed after each watchdog tick (which follows each scrape, and the
+// classifier's tick), or on each scrape when there is no watchdog.
+func startVLLMHealth(x *exporter, src vllmhealth.Sources, w *slo.Watchdog) (*vllmhealth.Tracker, error) {
 	t := vllmhealth.New(src)
 	if err := x.registry.Register(t); err != nil {
-		return err
+		return nil, err
 	}
-	if x.handlers == nil {
-		x.handlers = map[string]http.Handler{}
-	}
-	x.handlers["GET /-/vllm/healthy"] = t.LiveHandler()
-	x.handlers["GET /-/vllm/ready"] = t.ReadyHandler()
-	if sloWatchdog != nil {
-		sloWatchdog.AddHook(t)
-		return nil
+	x.handle("GET /-/vllm/healthy", t.LiveHandler())
+	x.handle("GET /-/vllm/ready", t.ReadyHandler())
+	if w != nil {
+		w.AddHook(t)
+		return t, nil
 	}
 	x.goRun(func(ctx context.Context) {
 		ch, cancel := x.vllm.Subscribe()
@@ -55,5 +35,5 @@ func startVLLMHealth(_ context.Context, x *exporter) error {
 			}
 		}
 	})
-	return nil
+	return t, nil
 }

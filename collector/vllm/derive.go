@@ -63,21 +63,7 @@ func derive(window time.Duration, span []*snapshot.VLLM) map[string]*snapshot.De
 		dv.PromptTokensPerSecond = rate(increase(chain, func(m *snapshot.Model) snapshot.Value { return m.PromptTokens }))
 		dv.GenerationTokensPerSecond = rate(increase(chain, func(m *snapshot.Model) snapshot.Value { return m.GenerationTokens }))
 
-		finished, anyReason := 0.0, false
-		reasons := map[string]bool{}
-		for _, m := range chain {
-			for reason := range m.FinishedByReason {
-				reasons[reason] = true
-			}
-		}
-		for reason := range reasons {
-			// V0 creates a reason's series on its first use (again after a
-			// restart): absent is 0.
-			inc := increase(chain, func(m *snapshot.Model) snapshot.Value { return snapshot.Some(m.FinishedByReason[reason]) })
-			dv.FinishedPerSecondByReason[reason] = inc.V / elapsed
-			finished += inc.V
-			anyReason = true
-		}
+		finished, anyReason := finishedIncrease(chain, elapsed, dv.FinishedPerSecondByReason)
 		if anyReason {
 			dv.RequestsPerSecond = snapshot.Some(finished / elapsed)
 			if finished > 0 && preemptions.OK {
@@ -102,6 +88,26 @@ func derive(window time.Duration, span []*snapshot.VLLM) map[string]*snapshot.De
 		out[name] = dv
 	}
 	return out
+}
+
+// finishedIncrease fills perSecond with the finished requests per second by
+// reason along chain and returns their total increase; anyReason is false
+// when no reading has the family.
+func finishedIncrease(chain []*snapshot.Model, elapsed float64, perSecond map[string]float64) (total float64, anyReason bool) {
+	reasons := map[string]bool{}
+	for _, m := range chain {
+		for reason := range m.FinishedByReason {
+			reasons[reason] = true
+		}
+	}
+	for reason := range reasons {
+		// V0 creates a reason's series on its first use (again after a
+		// restart): absent is 0.
+		inc := increase(chain, func(m *snapshot.Model) snapshot.Value { return snapshot.Some(m.FinishedByReason[reason]) })
+		perSecond[reason] = inc.V / elapsed
+		total += inc.V
+	}
+	return total, len(reasons) > 0
 }
 
 // deriveNewer fills the windowed values of the families of newer vLLM

@@ -2,7 +2,6 @@ package vllm
 
 import (
 	"bytes"
-	"compress/gzip"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -18,16 +17,6 @@ import (
 
 	"github.com/vllm-exporter/vllm_exporter/collector"
 )
-
-func gzipped(t testing.TB, b []byte) []byte {
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	zw.Write(b)
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
 
 // TestFaults scrapes a good body, then the fault: vllm_up must drop to 0,
 // the reason be counted, no series from vLLM be shown as fresh, and every
@@ -298,12 +287,16 @@ func TestNoGoroutineLeak(t *testing.T) {
 		srv.set(good, faults[i%len(faults)])
 		scrapeAt(s, t0.Add(time.Duration(i+1)*5*time.Second))
 	}
+	// The goroutines are the real transport's and the test server's, on
+	// real sockets: testing/synctest cannot wait for them (it needs
+	// in-bubble I/O), so poll until they are gone; the deadline only
+	// bounds a broken run.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		n := runtime.NumGoroutine()
 		if n <= base+4 {
 			return
 		}
-		if time.Now().After(deadline) { // bounds a broken run only
+		if time.Now().After(deadline) {
 			t.Fatalf("%d goroutines after 40 failing scrapes, %d before", n, base)
 		}
 	}

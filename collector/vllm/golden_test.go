@@ -66,6 +66,7 @@ vllm_exporter_scrape_errors_total{reason="http_5xx"} 0
 vllm_exporter_scrape_errors_total{reason="http_status"} 0
 vllm_exporter_scrape_errors_total{reason="parse"} 0
 vllm_exporter_scrape_errors_total{reason="timeout"} 0
+vllm_exporter_scrape_errors_total{reason="tls"} 0
 # TYPE vllm_exporter_samples_dropped_total counter
 vllm_exporter_samples_dropped_total{reason="bucket_mismatch"} 0
 vllm_exporter_samples_dropped_total{reason="engine_limit"} 0

@@ -2,7 +2,9 @@ package vllm
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +19,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+	sharedtest "github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 // t0 is the virtual time of the first scrape in tests.
@@ -131,3 +136,57 @@ var vllmSeries = []string{
 }
 
 func scrapeAt(s *Scraper, at time.Time) { s.ScrapeOnce(context.Background(), at) }
+
+const llama = "meta-llama/Llama-3.1-8B-Instruct"
+
+// withValues returns body with the value of each listed series (name and
+// labels exactly as vLLM prints them) replaced; it fails if one is absent.
+func withValues(t testing.TB, body []byte, values map[string]string) []byte {
+	t.Helper()
+	return []byte(sharedtest.WithValues(t, string(body), values))
+}
+
+// approx: equal within floating-point noise.
+func approx(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+
+func wantValue(t *testing.T, what string, got snapshot.Value, want float64) {
+	t.Helper()
+	if !got.OK || !approx(got.V, want) {
+		t.Errorf("%s = %+v, want %v", what, got, want)
+	}
+}
+
+func wantAbsent(t *testing.T, what string, got snapshot.Value) {
+	t.Helper()
+	if got.OK {
+		t.Errorf("%s = %v, want absent", what, got.V)
+	}
+}
+
+// gzipped is b gzip-compressed, as vLLM sends it on Accept-Encoding: gzip.
+func gzipped(t testing.TB, b []byte) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(b)
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// gatherText is g's exposition in text format.
+func gatherText(t *testing.T, g prometheus.Gatherer) []byte {
+	t.Helper()
+	fams, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range fams {
+		if err := enc.Encode(mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return buf.Bytes()
+}

@@ -1,85 +1,10 @@
 package vllm
 
 import (
-	"fmt"
-	"strings"
+	"slices"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
-
-// kind is how a source family is read and how data-parallel engines combine.
-type kind int
-
-const (
-	kindGauge          kind = iota // summed over engines
-	kindGaugeMax                   // max over engines (a ratio of one engine's pool)
-	kindCounter                    // summed over engines
-	kindHistogram                  // bucket-wise sum over engines
-	kindInfo                       // labels only
-	kindStateSet                   // one sample per state, value 1 for the current one
-	kindGaugeMin                   // min over engines (a health or awake flag)
-	kindCounterMean                // mean over engines (a per-GPU counter of each engine's GPUs)
-	kindTokenHistogram             // a token-count histogram: only _sum and _count are read, summed over engines
-	kindServer                     // no model_name label: the whole server
-)
-
-func (k kind) String() string {
-	return [...]string{"gauge (sum over engines)", "gauge (max over engines)", "counter (sum over engines)", "histogram (sum over engines)", "info",
-		"state set (least awake over engines)", "gauge (min over engines)", "counter (mean over engines)",
-		"token histogram (_sum/_count, sum over engines)", "server-wide (no model_name; counted for every model)"}[k]
-}
-
-// field identifies what a source family fills in a snapshot.Model.
-type field int
-
-const (
-	fRunning field = iota
-	fWaiting
-	fSwapped
-	fKVUsage
-	fCPUKVUsage
-	fPreemptions
-	fPromptTokens
-	fGenerationTokens
-	fPrefixQueries
-	fPrefixHits
-	fFinished
-	fCacheConfig
-	fHistogram // Hist says which
-	fWaitingByReason
-	fSleepState
-	fFullyAwake
-	fSleepResource
-	fEngineHealthy
-	fSpecDrafts
-	fSpecDraftTokens
-	fSpecAccepted
-	fPromptBySource
-	fPromptCached
-	fPrefillKVComputed
-	fFlops
-	fReadBytes
-	fWriteBytes
-	fHTTPRequests
-	fFromCacheConfig // read from vllm:cache_config_info's labels (documentation row only)
-)
-
-// source is one row of the name-normalization table: a stable exported
-// series and the vLLM families it is read from. Names are in order of
-// preference; the first one present in a scrape wins and the others are
-// ignored, because vLLM emits old and new names with identical values during
-// its deprecation periods and adding them would double-count.
-type source struct {
-	Exported string // our series (without window/quantile variants)
-	Names    []string
-	Kind     kind
-	Field    field
-	Hist     snapshot.HistogramName // for fHistogram
-	// Expected says for which detected schemas a missing family is reported
-	// by vllm_exporter_expected_metric_missing.
-	Expected func(schema string, has func(name string) bool) bool
-	Versions string // documentation: which vLLM versions emit which name
-}
 
 // Schemas the detector reports (vllm_exporter_vllm_schema_info{schema}).
 const (
@@ -89,8 +14,29 @@ const (
 	SchemaNone     = "none"      // no vllm:* family at all (--disable-log-stats, or not vLLM)
 )
 
-func always(string, func(string) bool) bool   { return true }
-func neverExp(string, func(string) bool) bool { return false }
+// v1RunningHelp is V1's HELP for vllm:num_requests_running (V0 says "...
+// currently running on GPU."); the only V1 marker in 0.8.0-0.8.2 bodies of an
+// idle server, before the engine label and while prefix counters may be empty.
+const v1RunningHelp = "Number of requests in model execution batches."
+
+// schemaMarks tell the engine generation from a body (detectSchema), the
+// first that matches winning: kv_cache_usage_perc marks the 0.9.2 renames;
+// V1 always registers prefix-cache counters and labels engines from 0.8.3,
+// V0 has neither.
+var schemaMarks = []struct {
+	schema string
+	family string // the family is present ("": any vllm:* family whose first sample has label)
+	label  string
+	help   string // and has this HELP ("": any)
+}{
+	{schema: SchemaV1, family: "vllm:kv_cache_usage_perc"},
+	{schema: SchemaV1Legacy, label: "engine"},
+	{schema: SchemaV1Legacy, family: "vllm:prefix_cache_queries_total"},
+	{schema: SchemaV1Legacy, family: "vllm:gpu_prefix_cache_queries_total"},
+	{schema: SchemaV1Legacy, family: "vllm:num_requests_running", help: v1RunningHelp},
+}
+
+func always(string, func(string) bool) bool { return true }
 func v1Only(s string, _ func(string) bool) bool {
 	return s == SchemaV1Legacy || s == SchemaV1
 }
@@ -102,105 +48,232 @@ func afterGPUNamesGone(s string, has func(string) bool) bool {
 	return s == SchemaV1 && !has("vllm:gpu_cache_usage_perc")
 }
 
-// sources is the name-normalization table. docs/exporter.md shows the table rendered from it
-// (see MarkdownTable), so code and documentation cannot drift apart.
-var sources = []source{
-	{Exported: "vllm_requests_running", Names: []string{"vllm:num_requests_running"}, Kind: kindGauge, Field: fRunning, Expected: always,
-		Versions: "all versions"},
-	{Exported: "vllm_requests_waiting", Names: []string{"vllm:num_requests_waiting"}, Kind: kindGauge, Field: fWaiting, Expected: always,
-		Versions: "all versions (≈0.20+: includes deferred requests)"},
-	{Exported: "vllm_requests_swapped", Names: []string{"vllm:num_requests_swapped"}, Kind: kindGauge, Field: fSwapped, Expected: neverExp,
+// cacheConfigLabels are the vllm:cache_config_info labels re-exported. vLLM
+// changes that label set every release; these five exist in all of them.
+var cacheConfigLabels = []string{"block_size", "num_gpu_blocks", "gpu_memory_utilization", "enable_prefix_caching", "cache_dtype"}
+
+// The states vLLM documents, most awake first. Sleep level n is
+// sleepStates[n]; a resource in one of servingStates serves.
+var (
+	sleepStates    = []string{"awake", "weights_offloaded", "discard_all"}
+	resourceStates = []string{"running", "resident", "paused", "offloaded", "released", "discarded", "unknown"}
+	servingStates  = resourceStates[:2]
+)
+
+// families is the family table: one row per vLLM family the exporter reads
+// (see family). docs/exporter.md shows it rendered by MarkdownTable, so code
+// and documentation cannot drift apart. Rows without Expected are never
+// reported missing: they come with a feature, a flag or a newer version.
+var families = []family{
+	{Exported: "vllm_requests_running", Names: []string{"vllm:num_requests_running"}, Type: typeGauge, Scope: scopeEngine, Agg: aggSum,
+		Value:  func(m *snapshot.Model) *snapshot.Value { return &m.Running },
+		Engine: func(e *snapshot.EngineGauges) *snapshot.Value { return &e.Running },
+		Help:   "Requests running on the engine, summed over engines; from vllm:num_requests_running.", EngineHelp: "Requests running on one data-parallel engine; from vllm:num_requests_running.",
+		Expected: always, Versions: "all versions"},
+	{Exported: "vllm_requests_waiting", Names: []string{"vllm:num_requests_waiting"}, Type: typeGauge, Scope: scopeEngine, Agg: aggSum,
+		Value:  func(m *snapshot.Model) *snapshot.Value { return &m.Waiting },
+		Engine: func(e *snapshot.EngineGauges) *snapshot.Value { return &e.Waiting },
+		Help:   "Requests waiting to be scheduled, summed over engines; from vllm:num_requests_waiting.", EngineHelp: "Requests waiting on one data-parallel engine; from vllm:num_requests_waiting.",
+		Expected: always, Versions: "all versions (≈0.20+: includes deferred requests)"},
+	{Exported: "vllm_requests_swapped", Names: []string{"vllm:num_requests_swapped"}, Type: typeGauge, Agg: aggSum,
+		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.Swapped },
+		Help:     "Requests swapped to CPU (V0 engine only); from vllm:num_requests_swapped.",
 		Versions: "V0 only, ≤0.9.0"},
-	{Exported: "vllm_kv_cache_usage_ratio", Names: []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"}, Kind: kindGaugeMax, Field: fKVUsage, Expected: always,
-		Versions: "`kv_cache_usage_perc` 0.9.2+; `gpu_cache_usage_perc` V0 and V1 ≤0.11 (hidden ≈0.11, removed ≈0.12)"},
-	{Exported: "vllm_cpu_kv_cache_usage_ratio", Names: []string{"vllm:cpu_cache_usage_perc"}, Kind: kindGaugeMax, Field: fCPUKVUsage, Expected: neverExp,
+	{Exported: "vllm_kv_cache_usage_ratio", Names: []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"}, Type: typeGauge, Scope: scopeEngine, Agg: aggMax,
+		Value:      func(m *snapshot.Model) *snapshot.Value { return &m.KVUsage },
+		Engine:     func(e *snapshot.EngineGauges) *snapshot.Value { return &e.KVUsage },
+		Help:       "GPU KV-cache usage 0..1, max over engines; from vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc.",
+		EngineHelp: "GPU KV-cache usage 0..1 of one data-parallel engine; from vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc.",
+		Expected:   always, Versions: "`kv_cache_usage_perc` 0.9.2+; `gpu_cache_usage_perc` V0 and V1 ≤0.11 (hidden ≈0.11, removed ≈0.12)"},
+	{Exported: "vllm_cpu_kv_cache_usage_ratio", Names: []string{"vllm:cpu_cache_usage_perc"}, Type: typeGauge, Agg: aggMax,
+		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.CPUKVUsage },
+		Help:     "CPU KV-cache usage 0..1 (V0 engine only); from vllm:cpu_cache_usage_perc.",
 		Versions: "V0 only, ≤0.9.0"},
-	{Exported: "vllm_preemptions_total", Names: []string{"vllm:num_preemptions_total"}, Kind: kindCounter, Field: fPreemptions, Expected: always,
-		Versions: "all versions"},
-	{Exported: "vllm_prompt_tokens_total", Names: []string{"vllm:prompt_tokens_total"}, Kind: kindCounter, Field: fPromptTokens, Expected: always,
-		Versions: "all versions"},
-	{Exported: "vllm_generation_tokens_total", Names: []string{"vllm:generation_tokens_total"}, Kind: kindCounter, Field: fGenerationTokens, Expected: always,
-		Versions: "all versions"},
-	{Exported: "vllm_prefix_cache_queries_total", Names: []string{"vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"}, Kind: kindCounter, Field: fPrefixQueries, Expected: v1Only,
-		Versions: "V1 only: `gpu_prefix_cache_*` 0.8.0–≈0.11 (blocks before 0.9.0, tokens after); `prefix_cache_*` 0.9.2+. V0 has no counters"},
-	{Exported: "vllm_prefix_cache_hits_total", Names: []string{"vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"}, Kind: kindCounter, Field: fPrefixHits, Expected: v1Only,
-		Versions: "as prefix_cache_queries"},
-	{Exported: "vllm_requests_finished_total", Names: []string{"vllm:request_success_total"}, Kind: kindCounter, Field: fFinished, Expected: always,
-		Versions: "all versions, label `finished_reason` (V1 pre-creates stop/length/abort/error/repetition; V0 only after first use)"},
-	{Exported: "vllm_cache_config_info", Names: []string{"vllm:cache_config_info"}, Kind: kindInfo, Field: fCacheConfig, Expected: always,
-		Versions: "all versions; label set changes every release (five are re-exported)"},
-	{Exported: "vllm_kv_cache_size_tokens", Names: []string{"vllm:cache_config_info"}, Kind: kindInfo, Field: fFromCacheConfig, Expected: neverExp,
-		Versions: "label `kv_cache_size_tokens` ≈0.24+ (#42206, 2026-06); preferred over memory arithmetic in the roofline"},
-	{Exported: "vllm_kv_cache_max_concurrency", Names: []string{"vllm:cache_config_info"}, Kind: kindInfo, Field: fFromCacheConfig, Expected: neverExp,
-		Versions: "label `kv_cache_max_concurrency` ≈0.24+ (#42206)"},
-	{Exported: "vllm_requests_waiting_by_reason", Names: []string{"vllm:num_requests_waiting_by_reason"}, Kind: kindGauge, Field: fWaitingByReason, Expected: neverExp,
+	{Exported: "vllm_preemptions_total", Names: []string{"vllm:num_preemptions_total"}, Type: typeCounter, Agg: aggSum,
+		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.Preemptions },
+		Help:     "Preemptions, summed over engines; from vllm:num_preemptions_total.",
+		Expected: always, Versions: "all versions"},
+	{Exported: "vllm_prompt_tokens_total", Names: []string{"vllm:prompt_tokens_total"}, Type: typeCounter, Agg: aggSum,
+		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.PromptTokens },
+		Help:     "Prompt (prefill) tokens processed, summed over engines; from vllm:prompt_tokens_total.",
+		Expected: always, Versions: "all versions"},
+	{Exported: "vllm_generation_tokens_total", Names: []string{"vllm:generation_tokens_total"}, Type: typeCounter, Agg: aggSum,
+		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.GenerationTokens },
+		Help:     "Generated tokens, summed over engines; from vllm:generation_tokens_total.",
+		Expected: always, Versions: "all versions"},
+	{Exported: "vllm_prefix_cache_queries_total", Names: []string{"vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"}, Type: typeCounter, Agg: aggSum,
+		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.PrefixQueries },
+		Help:     "Prefix-cache queries in tokens (blocks before vLLM 0.9.0), summed over engines; from vllm:prefix_cache_queries_total or vllm:gpu_prefix_cache_queries_total.",
+		Expected: v1Only, Versions: "V1 only: `gpu_prefix_cache_*` 0.8.0–≈0.11 (blocks before 0.9.0, tokens after); `prefix_cache_*` 0.9.2+. V0 has no counters"},
+	{Exported: "vllm_prefix_cache_hits_total", Names: []string{"vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"}, Type: typeCounter, Agg: aggSum,
+		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.PrefixHits },
+		Help:     "Prefix-cache hits in tokens (blocks before vLLM 0.9.0), summed over engines; from vllm:prefix_cache_hits_total or vllm:gpu_prefix_cache_hits_total.",
+		Expected: v1Only, Versions: "as prefix_cache_queries"},
+	{Exported: "vllm_requests_finished_total", Names: []string{"vllm:request_success_total"}, Type: typeCounter, Agg: aggSum,
+		Label: "finished_reason", Limit: labelLimit{Max: MaxFinishedReasons, Drop: DropFinishedReasonLimit},
+		Map:      func(m *snapshot.Model) *map[string]float64 { return &m.FinishedByReason },
+		Help:     "Finished requests by finish reason, summed over engines; from vllm:request_success_total.",
+		Expected: always, Versions: "all versions, label `finished_reason` (V1 pre-creates stop/length/abort/error/repetition; V0 only after first use)"},
+	{Exported: "vllm_requests_corrupted_total", Names: []string{"vllm:corrupted_requests_total"}, Type: typeCounter, Agg: aggSum,
+		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.CorruptedRequests },
+		Help:     "Requests whose logits contained NaNs (corrupted output), summed over engines; from vllm:corrupted_requests_total.",
+		Versions: "≈0.12+ (#27306, 2025-11), only with the environment variable `VLLM_COMPUTE_NANS_IN_LOGITS` set"},
+	{Exported: "vllm_cache_config_info", Names: []string{"vllm:cache_config_info"}, Type: typeInfo, Scope: scopeServer, Agg: aggFirst,
+		InfoLabels: cacheConfigLabels,
+		Info:       func(m *snapshot.Model) *map[string]string { return &m.CacheConfig },
+		Help:       "vLLM's KV-cache configuration as labels, value 1; from vllm:cache_config_info.",
+		Expected:   always, Versions: "all versions; label set changes every release (five are re-exported)"},
+	{Exported: "vllm_kv_cache_size_tokens", Names: []string{"vllm:cache_config_info"}, Type: typeGauge, Scope: scopeServer, Agg: aggFirst,
+		FromLabel: "kv_cache_size_tokens",
+		Value:     func(m *snapshot.Model) *snapshot.Value { return &m.KVCacheSizeTokens },
+		Help:      "Tokens the KV-cache pool holds, as vLLM states it; from vllm:cache_config_info's kv_cache_size_tokens label.",
+		Versions:  "label `kv_cache_size_tokens` ≈0.24+ (#42206, 2026-06); preferred over memory arithmetic in the roofline"},
+	{Exported: "vllm_kv_cache_max_concurrency", Names: []string{"vllm:cache_config_info"}, Type: typeGauge, Scope: scopeServer, Agg: aggFirst,
+		FromLabel: "kv_cache_max_concurrency",
+		Value:     func(m *snapshot.Model) *snapshot.Value { return &m.KVCacheMaxConcurrency },
+		Help:      "Requests of max_model_len tokens the KV-cache pool holds at once, as vLLM states it; from vllm:cache_config_info's kv_cache_max_concurrency label.",
+		Versions:  "label `kv_cache_max_concurrency` ≈0.24+ (#42206)"},
+	{Exported: "vllm_requests_waiting_by_reason", Names: []string{"vllm:num_requests_waiting_by_reason"}, Type: typeGauge, Agg: aggSum,
+		Label: "reason", Limit: mapLimit,
+		Map:      func(m *snapshot.Model) *map[string]float64 { return &m.WaitingByReason },
+		Help:     "Waiting requests by reason (capacity: waiting for scheduling capacity; deferred: held by a transient constraint such as LoRA budget or KV transfer), summed over engines; from vllm:num_requests_waiting_by_reason.",
 		Versions: "≈0.20+ (#38435), label `reason` (`capacity`, `deferred`); queueing uses `capacity`"},
-	{Exported: "vllm_engine_awake", Names: []string{"vllm:engine_sleep_state"}, Kind: kindStateSet, Field: fSleepState, Expected: neverExp,
-		Versions: "≈0.11.1/0.12+, label `sleep_state` (`awake`, `weights_offloaded` = level 1, `discard_all` = level 2); also `vllm_engine_sleep_level`"},
-	{Exported: "vllm_engine_awake", Names: []string{"vllm:engine_fully_awake"}, Kind: kindGaugeMin, Field: fFullyAwake, Expected: neverExp,
-		Versions: "late 2026 (per-resource sleep model): 0 while any resource sleeps"},
-	{Exported: "vllm_engine_sleep_resource_state", Names: []string{"vllm:engine_sleep_resource_state"}, Kind: kindStateSet, Field: fSleepResource, Expected: neverExp,
+	{Exported: "vllm_engine_sleep_level", Names: []string{"vllm:engine_sleep_state"}, Type: typeGauge, Agg: aggLeastAwake,
+		StateLabel: "sleep_state", States: sleepStates,
+		State:    func(m *snapshot.Model) *string { return &m.Sleep.State },
+		Settle:   settleSleep,
+		Out:      func(_ *snapshot.VLLM, m *snapshot.Model) snapshot.Value { return known(m.Sleep.Known, m.Sleep.Level) },
+		Help:     "Deepest sleep level of the model's engines: 0 awake, 1 weights offloaded, 2 weights discarded; from vllm:engine_sleep_state.",
+		Versions: "≈0.11.1/0.12+, label `sleep_state` (`awake`, `weights_offloaded` = level 1, `discard_all` = level 2); also read for `vllm_engine_awake`"},
+	{Exported: "vllm_engine_awake", Names: []string{"vllm:engine_fully_awake"}, Type: typeGauge, Agg: aggMin,
+		Value:  func(m *snapshot.Model) *snapshot.Value { return &m.Sleep.FullyAwake },
+		Settle: settleSleep,
+		Out: func(_ *snapshot.VLLM, m *snapshot.Model) snapshot.Value {
+			return known(m.Sleep.Known, snapshot.Some(b2f(m.Sleep.Awake)))
+		},
+		Help:     "1 if every engine of the model is awake, 0 while one is deliberately asleep (sleep mode); from vllm:engine_sleep_state and vllm:engine_fully_awake / engine_sleep_resource_state.",
+		Versions: "late 2026 (per-resource sleep model): 0 while any resource sleeps; without it, from `engine_sleep_state`"},
+	{Exported: "vllm_engine_sleep_resource_state", Names: []string{"vllm:engine_sleep_resource_state"}, Type: typeStateSet, Agg: aggLeastAwake,
+		KeyLabel: "resource", StateLabel: "state", States: resourceStates,
+		StateMap: func(m *snapshot.Model) *map[string]string { return &m.Sleep.Resources },
+		Settle:   settleSleep,
+		Help:     "1 for each engine resource's current sleep state (least awake over engines); from vllm:engine_sleep_resource_state.",
 		Versions: "late 2026, labels `resource` (`scheduler`, `weights`, `kv_cache`), `state`"},
-	{Exported: "vllm_engine_healthy", Names: []string{"vllm:engine_healthy"}, Kind: kindGaugeMin, Field: fEngineHealthy, Expected: neverExp,
+	{Exported: "vllm_engine_healthy", Names: []string{"vllm:engine_healthy"}, Type: typeGauge, Scope: scopeModelOrServer, Agg: aggMin,
+		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.EngineHealthy },
+		Help:     "1 if every engine reports a healthy cached state, else 0 (vLLM --enable-fault-tolerance only); from vllm:engine_healthy.",
 		Versions: "late 2026, only with `--enable-fault-tolerance`; labelled by `engine` only, so it applies to every model"},
-	{Exported: "vllm_spec_decode_drafts_total", Names: []string{"vllm:spec_decode_num_drafts_total"}, Kind: kindCounter, Field: fSpecDrafts, Expected: neverExp,
+	{Exported: "vllm_spec_decode_drafts_total", Names: []string{"vllm:spec_decode_num_drafts_total"}, Type: typeCounter, Agg: aggSum,
+		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.SpecDrafts },
+		Help:     "Speculative-decoding drafts, summed over engines; from vllm:spec_decode_num_drafts_total.",
 		Versions: "V1 0.8.5+, only with speculative decoding"},
-	{Exported: "vllm_spec_decode_draft_tokens_total", Names: []string{"vllm:spec_decode_num_draft_tokens_total"}, Kind: kindCounter, Field: fSpecDraftTokens, Expected: neverExp,
+	{Exported: "vllm_spec_decode_draft_tokens_total", Names: []string{"vllm:spec_decode_num_draft_tokens_total"}, Type: typeCounter, Agg: aggSum,
+		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.SpecDraftTokens },
+		Help:     "Speculative-decoding draft tokens proposed, summed over engines; from vllm:spec_decode_num_draft_tokens_total.",
 		Versions: "V1 0.8.3+, only with speculative decoding"},
-	{Exported: "vllm_spec_decode_accepted_tokens_total", Names: []string{"vllm:spec_decode_num_accepted_tokens_total"}, Kind: kindCounter, Field: fSpecAccepted, Expected: neverExp,
+	{Exported: "vllm_spec_decode_accepted_tokens_total", Names: []string{"vllm:spec_decode_num_accepted_tokens_total"}, Type: typeCounter, Agg: aggSum,
+		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.SpecAcceptedTokens },
+		Help:     "Speculative-decoding draft tokens accepted, summed over engines; from vllm:spec_decode_num_accepted_tokens_total.",
 		Versions: "V1 0.8.3+, only with speculative decoding"},
-	{Exported: "vllm_prompt_tokens_by_source_total", Names: []string{"vllm:prompt_tokens_by_source_total"}, Kind: kindCounter, Field: fPromptBySource, Expected: neverExp,
+	{Exported: "vllm_prompt_tokens_by_source_total", Names: []string{"vllm:prompt_tokens_by_source_total"}, Type: typeCounter, Agg: aggSum,
+		Label: "source", Limit: mapLimit,
+		Map:      func(m *snapshot.Model) *map[string]float64 { return &m.PromptTokensBySource },
+		Help:     "Prompt tokens by source (local_compute, local_cache_hit, external_kv_transfer), summed over engines; from vllm:prompt_tokens_by_source_total.",
 		Versions: "≈0.16+ (#33290), label `source` (`local_compute`, `local_cache_hit`, `external_kv_transfer`)"},
-	{Exported: "vllm_prompt_tokens_cached_total", Names: []string{"vllm:prompt_tokens_cached_total"}, Kind: kindCounter, Field: fPromptCached, Expected: neverExp,
+	{Exported: "vllm_prompt_tokens_cached_total", Names: []string{"vllm:prompt_tokens_cached_total"}, Type: typeCounter, Agg: aggSum,
+		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.PromptTokensCached },
+		Help:     "Prompt tokens served from the local or external prefix cache, summed over engines; from vllm:prompt_tokens_cached_total.",
 		Versions: "≈0.16+ (#33290)"},
-	{Exported: "vllm_prompt_tokens_computed_per_second", Names: []string{"vllm:request_prefill_kv_computed_tokens"}, Kind: kindTokenHistogram, Field: fPrefillKVComputed, Expected: neverExp,
-		Versions: "≈0.13+ (#30189); the computed-token rate's fallback when `prompt_tokens_by_source` is absent"},
-	{Exported: "vllm_estimated_flops_per_gpu_total", Names: []string{"vllm:estimated_flops_per_gpu_total"}, Kind: kindCounterMean, Field: fFlops, Expected: neverExp,
+	{Exported: "vllm_prompt_tokens_computed_per_second", Names: []string{"vllm:request_prefill_kv_computed_tokens"}, Type: typeGauge, Agg: aggSumCount,
+		WindowOnly: true,
+		Value:      func(m *snapshot.Model) *snapshot.Value { return &m.PrefillKVComputedSum },
+		Count:      func(m *snapshot.Model) *snapshot.Value { return &m.PrefillKVComputedCount },
+		Versions:   "≈0.13+ (#30189); the computed-token rate's fallback when `prompt_tokens_by_source` is absent"},
+	{Exported: "vllm_estimated_flops_per_gpu_total", Names: []string{"vllm:estimated_flops_per_gpu_total"}, Type: typeCounter, Agg: aggMean,
+		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.EstimatedFlops },
+		Help:     "vLLM's estimate of floating-point operations per GPU (mean over engines), 0 without --enable-mfu-metrics; from vllm:estimated_flops_per_gpu_total.",
 		Versions: "≈0.17+ (#30950); 0 unless `--enable-mfu-metrics`"},
-	{Exported: "vllm_estimated_read_bytes_per_gpu_total", Names: []string{"vllm:estimated_read_bytes_per_gpu_total"}, Kind: kindCounterMean, Field: fReadBytes, Expected: neverExp,
+	{Exported: "vllm_estimated_read_bytes_per_gpu_total", Names: []string{"vllm:estimated_read_bytes_per_gpu_total"}, Type: typeCounter, Agg: aggMean,
+		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.EstimatedReadBytes },
+		Help:     "vLLM's estimate of bytes read from GPU memory per GPU (mean over engines); from vllm:estimated_read_bytes_per_gpu_total.",
 		Versions: "≈0.17+; 0 unless `--enable-mfu-metrics`"},
-	{Exported: "vllm_estimated_write_bytes_per_gpu_total", Names: []string{"vllm:estimated_write_bytes_per_gpu_total"}, Kind: kindCounterMean, Field: fWriteBytes, Expected: neverExp,
+	{Exported: "vllm_estimated_write_bytes_per_gpu_total", Names: []string{"vllm:estimated_write_bytes_per_gpu_total"}, Type: typeCounter, Agg: aggMean,
+		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.EstimatedWriteBytes },
+		Help:     "vLLM's estimate of bytes written to GPU memory per GPU (mean over engines); from vllm:estimated_write_bytes_per_gpu_total.",
 		Versions: "≈0.17+; 0 unless `--enable-mfu-metrics`"},
-	{Exported: "vllm_requests_refused_total", Names: []string{"http_requests_total"}, Kind: kindServer, Field: fHTTPRequests, Expected: neverExp,
+	{Exported: "vllm_requests_refused_total", Names: []string{"http_requests_total"}, Type: typeCounter, Scope: scopeServer, Agg: aggSum,
+		Label: "status", Limit: mapLimit,
+		Server:   func(v *snapshot.VLLM) *map[string]float64 { return &v.HTTPRequests },
+		Out:      refused,
+		Help:     "Requests the vLLM server answered with a 5xx (or 429 where status codes are not grouped) before or instead of the engine, summed over handlers and counted for every model of the server; from http_requests_total (vLLM's HTTP instrumentator).",
 		Versions: "0.8.3+ (HTTP instrumentator); `status` 5xx (and 429 when codes are not grouped) summed over handlers"},
-	{Exported: "vllm_time_to_first_token_seconds", Names: []string{"vllm:time_to_first_token_seconds"}, Kind: kindHistogram, Field: fHistogram, Hist: snapshot.TTFT, Expected: always,
-		Versions: "all versions; buckets extended to 2560 s in 0.8.4"},
-	{Exported: "vllm_inter_token_latency_seconds", Names: []string{"vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"}, Kind: kindHistogram, Field: fHistogram, Hist: snapshot.InterTokenLatency, Expected: always,
-		Versions: "`inter_token_latency_seconds` 0.10.2+; `time_per_output_token_seconds` (same per-step observations) up to ≈0.14"},
-	{Exported: "vllm_request_time_per_output_token_seconds", Names: []string{"vllm:request_time_per_output_token_seconds"}, Kind: kindHistogram, Field: fHistogram, Hist: snapshot.RequestTPOT,
-		Expected: afterGPUNamesGone,
-		Versions: "V1 ≈0.11+"},
-	{Exported: "vllm_e2e_request_latency_seconds", Names: []string{"vllm:e2e_request_latency_seconds"}, Kind: kindHistogram, Field: fHistogram, Hist: snapshot.E2E, Expected: always,
-		Versions: "all versions"},
-	{Exported: "vllm_request_queue_time_seconds", Names: []string{"vllm:request_queue_time_seconds"}, Kind: kindHistogram, Field: fHistogram, Hist: snapshot.QueueTime, Expected: always,
-		Versions: "V0 0.6.4+, V1 0.8.0+"},
-	{Exported: "vllm_request_prefill_time_seconds", Names: []string{"vllm:request_prefill_time_seconds"}, Kind: kindHistogram, Field: fHistogram, Hist: snapshot.PrefillTime, Expected: always,
-		Versions: "V0 0.6.4+, V1 0.8.0+"},
-	{Exported: "vllm_request_decode_time_seconds", Names: []string{"vllm:request_decode_time_seconds"}, Kind: kindHistogram, Field: fHistogram, Hist: snapshot.DecodeTime, Expected: always,
-		Versions: "V0 0.6.4+, V1 0.8.0+"},
-	{Exported: "vllm_request_inference_time_seconds", Names: []string{"vllm:request_inference_time_seconds"}, Kind: kindHistogram, Field: fHistogram, Hist: snapshot.InferenceTime, Expected: always,
-		Versions: "V0 0.6.4+, V1 0.8.0+"},
+	{Exported: "vllm_time_to_first_token_seconds", Names: []string{"vllm:time_to_first_token_seconds"}, Type: typeHistogram, Agg: aggBuckets,
+		Hist: snapshot.TTFT, Unit: "seconds", Help: "Time from request arrival to the first output token",
+		ByPriority:     "vllm_time_to_first_token_by_priority_seconds",
+		ByPriorityHelp: "Time from request arrival to the first output token in seconds per request priority (--vllm.per-priority; vLLM --scheduling-policy priority); from vllm:time_to_first_token_seconds.",
+		Expected:       always, Versions: "all versions; buckets extended to 2560 s in 0.8.4"},
+	{Exported: "vllm_inter_token_latency_seconds", Names: []string{"vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"}, Type: typeHistogram, Agg: aggBuckets,
+		Hist: snapshot.InterTokenLatency, Unit: "seconds", Help: "Time between successive output tokens (per engine step)",
+		Expected: always, Versions: "`inter_token_latency_seconds` 0.10.2+; `time_per_output_token_seconds` (same per-step observations) up to ≈0.14"},
+	{Exported: "vllm_request_time_per_output_token_seconds", Names: []string{"vllm:request_time_per_output_token_seconds"}, Type: typeHistogram, Agg: aggBuckets,
+		Hist: snapshot.RequestTPOT, Unit: "seconds", Help: "Per-request mean time per output token after the first",
+		Expected: afterGPUNamesGone, Versions: "V1 ≈0.11+"},
+	{Exported: "vllm_e2e_request_latency_seconds", Names: []string{"vllm:e2e_request_latency_seconds"}, Type: typeHistogram, Agg: aggBuckets,
+		Hist: snapshot.E2E, Unit: "seconds", Help: "End-to-end request latency",
+		ByPriority:     "vllm_e2e_request_latency_by_priority_seconds",
+		ByPriorityHelp: "End-to-end request latency in seconds per request priority (--vllm.per-priority); from vllm:e2e_request_latency_seconds.",
+		Expected:       always, Versions: "all versions"},
+	{Exported: "vllm_request_queue_time_seconds", Names: []string{"vllm:request_queue_time_seconds"}, Type: typeHistogram, Agg: aggBuckets,
+		Hist: snapshot.QueueTime, Unit: "seconds", Help: "Time requests spent waiting in the queue",
+		Expected: always, Versions: "V0 0.6.4+, V1 0.8.0+"},
+	{Exported: "vllm_request_prefill_time_seconds", Names: []string{"vllm:request_prefill_time_seconds"}, Type: typeHistogram, Agg: aggBuckets,
+		Hist: snapshot.PrefillTime, Unit: "seconds", Help: "Time requests spent in prefill",
+		Expected: always, Versions: "V0 0.6.4+, V1 0.8.0+"},
+	{Exported: "vllm_request_decode_time_seconds", Names: []string{"vllm:request_decode_time_seconds"}, Type: typeHistogram, Agg: aggBuckets,
+		Hist: snapshot.DecodeTime, Unit: "seconds", Help: "Time requests spent in decode",
+		Expected: always, Versions: "V0 0.6.4+, V1 0.8.0+"},
+	{Exported: "vllm_request_inference_time_seconds", Names: []string{"vllm:request_inference_time_seconds"}, Type: typeHistogram, Agg: aggBuckets,
+		Hist: snapshot.InferenceTime, Unit: "seconds", Help: "Time requests spent running (prefill plus decode)",
+		Expected: always, Versions: "V0 0.6.4+, V1 0.8.0+"},
 }
 
-// missingLabel is the vLLM name reported when s is expected but absent: the
-// name the detected schema would use.
-func (s *source) missingLabel(schema string) string {
-	if schema == SchemaV1 {
-		return s.Names[0]
+// settleSleep combines a model's sleep readings (vllm:engine_sleep_state,
+// engine_fully_awake, engine_sleep_resource_state) into one verdict: awake
+// only when every engine says awake and every resource serves; the level
+// is the deepest engine's.
+func settleSleep(m *snapshot.Model) {
+	s := &m.Sleep
+	s.Known = s.State != "" || s.FullyAwake.OK
+	s.Awake, s.Level = false, snapshot.Value{}
+	if !s.Known {
+		return
 	}
-	return s.Names[len(s.Names)-1]
-}
-
-// MarkdownTable renders the normalization table for docs/exporter.md.
-func MarkdownTable() string {
-	var b strings.Builder
-	b.WriteString("| exported series | type / engine aggregation | vLLM source (preferred first) | versions |\n|---|---|---|---|\n")
-	for _, s := range sources {
-		names := make([]string, len(s.Names))
-		for i, n := range s.Names {
-			names[i] = "`" + n + "`"
+	level := slices.Index(sleepStates, s.State)
+	s.Awake = level <= 0 && (!s.FullyAwake.OK || s.FullyAwake.V != 0)
+	for _, st := range s.Resources {
+		if !slices.Contains(servingStates, st) {
+			s.Awake = false
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", s.Exported, s.Kind, strings.Join(names, ", "), s.Versions)
 	}
-	return b.String()
+	switch {
+	case s.Awake:
+		s.Level = snapshot.Some(0)
+	case level > 0:
+		s.Level = snapshot.Some(float64(level))
+	}
+}
+
+// refused is the server's refused requests (see snapshot.VLLM.Refused),
+// counted for every model.
+func refused(v *snapshot.VLLM, _ *snapshot.Model) snapshot.Value {
+	n, ok := v.Refused()
+	return known(ok, snapshot.Some(n))
+}
+
+// known is v where ok, else absent.
+func known(ok bool, v snapshot.Value) snapshot.Value {
+	if !ok {
+		return snapshot.Value{}
+	}
+	return v
 }

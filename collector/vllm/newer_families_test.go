@@ -2,6 +2,7 @@ package vllm
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -265,4 +266,47 @@ vllm_engine_healthy{model="Qwen/Qwen3-32B"} 0
 	healthy := strings.Replace(base, `vllm:engine_healthy{engine="1"} 0.0`, `vllm:engine_healthy{engine="1"} 1.0`, 1)
 	_, m = lateModel(t, []byte(healthy), nil)
 	wantValue(t, "engine healthy (both engines healthy, no model_name)", m.EngineHealthy, 1)
+}
+
+// corruptedRequests is vllm:corrupted_requests_total as a two-engine vLLM
+// with VLLM_COMPUTE_NANS_IN_LOGITS prints it (HELP from vLLM's loggers.py;
+// prometheus_client sorts labels; multiprocess mode, so no _created).
+const corruptedRequests = `# HELP vllm:corrupted_requests_total Corrupted requests, in terms of total number of requests with NaNs in logits.
+# TYPE vllm:corrupted_requests_total counter
+vllm:corrupted_requests_total{engine="0",model_name="Qwen/Qwen3-32B"} 3.0
+vllm:corrupted_requests_total{engine="1",model_name="Qwen/Qwen3-32B"} 1.0
+`
+
+// A family added as one row: requests with NaN logits are read when vLLM
+// exports them (summed over engines, also in OpenMetrics form) and are
+// never required.
+func TestCorruptedRequests(t *testing.T) {
+	base := fixture(t, "vllm-late-2026-dp2-priority-spec.txt")
+	if strings.Contains(string(base), "vllm:corrupted_requests") {
+		t.Fatal("the base fixture already has the family")
+	}
+	s, m := lateModel(t, append(append([]byte(nil), base...), corruptedRequests...), nil)
+	wantValue(t, "corrupted requests", m.CorruptedRequests, 4)
+	compareNoHelp(t, s, `
+# TYPE vllm_requests_corrupted_total counter
+vllm_requests_corrupted_total{model="Qwen/Qwen3-32B"} 4
+`, "vllm_requests_corrupted_total")
+
+	// vLLM's Rust front-end: OpenMetrics declares the counter without _total.
+	om := strings.NewReplacer("# TYPE vllm:corrupted_requests_total counter", "# TYPE vllm:corrupted_requests counter",
+		"# HELP vllm:corrupted_requests_total", "# HELP vllm:corrupted_requests").Replace(corruptedRequests)
+	srv := newFakeVLLM(t, []byte(om+"# EOF\n"), "application/openmetrics-text; version=1.0.0; charset=utf-8")
+	s2 := newTestScraper(t, srv.URL, nil)
+	scrapeAt(s2, t0)
+	wantValue(t, "corrupted requests (OpenMetrics)", s2.Latest().Models[qwen].CorruptedRequests, 4)
+
+	// Absent (the default): no series, and not reported missing.
+	s3, m3 := lateModel(t, base, nil)
+	wantAbsent(t, "corrupted requests without the family", m3.CorruptedRequests)
+	if n := testutil.CollectAndCount(s3, "vllm_requests_corrupted_total"); n != 0 {
+		t.Errorf("%d vllm_requests_corrupted_total series without the family, want 0", n)
+	}
+	if slices.Contains(s3.Latest().Missing, "vllm:corrupted_requests_total") {
+		t.Error("vllm:corrupted_requests_total reported missing; it is opt-in")
+	}
 }

@@ -3,7 +3,6 @@ package vllm
 import (
 	"bytes"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -57,11 +56,11 @@ func parseFiltered(body []byte, contentType string, pre *streamed) (exposition, 
 	return exposition{fams: fams, anyVLLM: anyVLLM}, nil
 }
 
-// needed are the families the normalization table reads.
+// needed are the families the family table reads.
 var needed = func() map[string]bool {
 	m := map[string]bool{}
-	for _, s := range sources {
-		for _, n := range s.Names {
+	for _, f := range families {
+		for _, n := range f.Names {
 			m[n] = true
 		}
 	}
@@ -158,12 +157,12 @@ func isNeeded(name []byte) bool {
 }
 
 // sumCountOnly are the histogram families read for _sum and _count only
-// (kindTokenHistogram): their _bucket lines are skipped unparsed.
+// (aggSumCount): their _bucket lines are skipped unparsed.
 var sumCountOnly = func() map[string]bool {
 	m := map[string]bool{}
-	for _, s := range sources {
-		if s.Kind == kindTokenHistogram {
-			for _, n := range s.Names {
+	for _, f := range families {
+		if f.Agg == aggSumCount {
+			for _, n := range f.Names {
 				m[n] = true
 			}
 		}
@@ -327,19 +326,12 @@ type normalizer struct {
 	// admit decides whether a model_name not yet in this scrape may be
 	// kept (the scraper's modelset); nil keeps the first MaxModels.
 	admit func(name string) bool
+	// scratch is the reading of the scrape in progress, kept between
+	// scrapes so that its maps are allocated once.
+	scratch reading
 }
 
 func newNormalizer() *normalizer { return &normalizer{bounds: map[string][]float64{}} }
-
-// Label values vLLM documents. A value outside these sets is not guessed at:
-// the sample is ignored, counted in vllm_exporter_vllm_unexpected_label_values
-// and logged once.
-var (
-	knownSleepStates    = map[string]bool{"awake": true, "weights_offloaded": true, "discard_all": true}
-	knownResourceStates = map[string]bool{"running": true, "paused": true, "resident": true, "offloaded": true, "discarded": true, "released": true, "unknown": true}
-	// resourceAwake: the resource states of an engine that serves.
-	resourceAwake = map[string]bool{"running": true, "resident": true}
-)
 
 // unexpectedKey names a (vLLM family, label) pair whose values were not
 // understood, the labels of vllm_exporter_vllm_unexpected_label_values.
@@ -347,11 +339,10 @@ type unexpectedKey struct{ Metric, Label string }
 
 // result is one normalized scrape.
 type result struct {
-	schema   string
-	models   map[string]*snapshot.Model
-	expected []string // vLLM names expected for schema, sorted
-	missing  []string // subset of expected that was absent, sorted
-	http     map[string]float64
+	// vllm holds what the scrape read: schema, models, missing families
+	// and the server-wide readings; the scraper adds time and Up.
+	vllm     *snapshot.VLLM
+	expected []string // vLLM names expected for the schema, sorted
 	// unexpected counts, per family and label, the distinct values that
 	// were not understood (unknown sleep state, priority past the bound);
 	// unexpectedValues holds them for the log.
@@ -374,318 +365,183 @@ func (r *result) drop(reason, what string) {
 	}
 }
 
+// reading is the state of one normalization: what the family table's rows
+// (family.sample) read into.
+type reading struct {
+	n    *normalizer
+	r    *result
+	vllm *snapshot.VLLM
+	// server holds the readings of server-wide families (no model_name),
+	// applied to every model at the end.
+	server  *snapshot.Model
+	engines map[string]map[string]*snapshot.EngineGauges // model -> engine -> gauges
+	// means counts the samples of each aggMean reading.
+	means          map[meanKey]int
+	seenUnexpected map[string]bool
+	refused        map[string]bool // model names refused, asked once per scrape
+	present        []bool          // by row of families: the family is in the body
+	// labels are the current sample's; one map reused for every sample (a
+	// map per sample was half of what a large body's normalization
+	// allocated).
+	labels map[string]string
+}
+
+type meanKey struct {
+	m *snapshot.Model
+	f *family
+}
+
+// normalize reads every family of the table from a parsed body.
 func (n *normalizer) normalize(e exposition) *result {
-	fams := e.fams
-	has := func(name string) bool { _, ok := fams[name]; return ok }
-	r := &result{schema: detectSchema(e), models: map[string]*snapshot.Model{}, unexpected: map[unexpectedKey]int{}}
-	engines := map[string]map[string]*snapshot.EngineGauges{} // model -> engine -> gauges
-	var cacheConfig map[string]string
-	var httpByStatus map[string]float64
-	// vllm:engine_healthy is labelled by engine only in vLLM's docs (one
-	// model per process), though a build may add model_name: without it,
-	// the least healthy engine's value applies to every model.
-	var serverHealthy snapshot.Value
-	sleeping := map[string]bool{} // model -> some engine reports asleep
-	// per-model, per-field engine counts for kindCounterMean.
-	meanN := map[string]map[field]int{}
-	seenUnexpected := map[string]bool{}
-	unexpected := func(family, label, value string) {
-		k := family + "\x00" + label + "\x00" + value
-		if seenUnexpected[k] {
-			return
-		}
-		seenUnexpected[k] = true
-		r.unexpected[unexpectedKey{family, label}]++
-		if len(r.unexpectedValues) < maxMapLabels {
-			r.unexpectedValues = append(r.unexpectedValues, fmt.Sprintf("%s{%s=%q}", family, label, value))
-		}
-	}
-	// putBounded sets m[k] += v unless that would add a key past
-	// maxMapLabels.
-	putBounded := func(family, label string, m map[string]float64, k string, v float64) map[string]float64 {
-		if m == nil {
-			m = map[string]float64{}
-		}
-		if _, seen := m[k]; !seen && len(m) >= maxMapLabels {
-			unexpected(family, label, k)
-			return m
-		}
-		m[k] += v
-		return m
-	}
-
-	refused := map[string]bool{} // asked once per scrape
-	modelFor := func(name string) *snapshot.Model {
-		m := r.models[name]
-		if m == nil {
-			if refused[name] || !n.admitModel(name, len(r.models)) {
-				refused[name] = true
-				r.drop(DropModelLimit, fmt.Sprintf("model_name %q dropped: --vllm.max-models names already tracked", name))
-				return nil
-			}
-			m = &snapshot.Model{Name: name, FinishedByReason: map[string]float64{}, Histograms: map[snapshot.HistogramName]snapshot.Histogram{}}
-			r.models[name] = m
-		}
-		return m
-	}
-	engineFor := func(model, engine string) *snapshot.EngineGauges {
-		if engines[model] == nil {
-			engines[model] = map[string]*snapshot.EngineGauges{}
-		}
-		e := engines[model][engine]
-		if e == nil {
-			if len(engines[model]) >= MaxEngines {
-				r.drop(DropEngineLimit, fmt.Sprintf("engine %q of model %q dropped from the per-engine series: more than %d engines", engine, model, MaxEngines))
-				return &snapshot.EngineGauges{} // still summed into the model
-			}
-			e = &snapshot.EngineGauges{}
-			engines[model][engine] = e
-		}
-		return e
-	}
-
-	var labels map[string]string
-	for i := range sources {
-		s := &sources[i]
-		if s.Field == fFromCacheConfig {
-			continue // a documentation row: read from cache_config_info below
-		}
-		var mf *dto.MetricFamily
-		for _, name := range s.Names {
-			if mf = fams[name]; mf != nil {
-				break
-			}
-		}
+	v := &snapshot.VLLM{Schema: detectSchema(e), Models: map[string]*snapshot.Model{}}
+	r := &result{vllm: v, unexpected: map[unexpectedKey]int{}}
+	rd := n.reset(r)
+	has := func(name string) bool { _, ok := e.fams[name]; return ok }
+	for i := range families {
+		f := &families[i]
+		expected := f.Expected != nil && f.Expected(v.Schema, has)
+		mf := f.lookup(e.fams)
 		if mf == nil {
-			if s.Expected(r.schema, has) {
-				r.expected = append(r.expected, s.missingLabel(r.schema))
-				r.missing = append(r.missing, s.missingLabel(r.schema))
+			if expected {
+				r.expected = append(r.expected, f.missingLabel(v.Schema))
+				v.Missing = append(v.Missing, f.missingLabel(v.Schema))
 			}
 			continue
 		}
-		if s.Expected(r.schema, has) {
+		if expected {
 			r.expected = append(r.expected, mf.GetName())
 		}
+		rd.present[i] = true
 		for _, m := range mf.GetMetric() {
-			// One map reused for every sample: a map per sample was half of
-			// what a large body's normalization allocated.
-			labels = fillLabels(labels, m)
-			if l := longLabel(labels); l != "" {
+			rd.labels = fillLabels(rd.labels, m)
+			if l := longLabel(rd.labels); l != "" {
 				r.drop(DropLabelTooLong, fmt.Sprintf("%s sample dropped: its %s label value is longer than %d bytes", mf.GetName(), l, MaxLabelValueBytes))
 				continue
 			}
-			if s.Field == fCacheConfig {
-				if cacheConfig == nil {
-					cacheConfig = maps.Clone(labels) // labels is reused
-					delete(cacheConfig, "engine")
-				}
-				continue
-			}
-			if s.Field == fHTTPRequests {
-				if v, ok := scalar(m); ok {
-					httpByStatus = putBounded(mf.GetName(), "status", httpByStatus, labels["status"], v)
-				}
-				continue
-			}
-			modelName, ok := labels["model_name"]
-			if !ok && s.Field == fEngineHealthy {
-				if v, ok := scalar(m); ok {
-					minOf(&serverHealthy, v)
-				}
-				continue
-			}
-			if !ok {
-				continue // every engine metric carries model_name; anything else is not ours
-			}
-			mod := modelFor(modelName)
-			if mod == nil {
-				continue
-			}
-			if s.Field == fPrefillKVComputed {
-				if dh := m.GetHistogram(); dh != nil {
-					add(&mod.PrefillKVComputedSum, dh.GetSampleSum())
-					add(&mod.PrefillKVComputedCount, count(dh.SampleCountFloat, dh.GetSampleCount()))
-				}
-				continue
-			}
-			if s.Kind == kindHistogram {
-				h, err := n.histogram(mf.GetName(), m)
-				if err != nil {
-					r.drop(DropInvalidHistogram, err.Error())
-					continue
-				}
-				if old, seen := mod.Histograms[s.Hist]; seen {
-					sum, ok := old.Add(h)
-					if !ok {
-						r.drop(DropBucketMismatch, fmt.Sprintf("%s: engines of model %q have different buckets; engine %q dropped", mf.GetName(), modelName, labels["engine"]))
-						continue
-					}
-					h = sum
-				}
-				mod.Histograms[s.Hist] = h
-				if p, ok := labels["priority"]; ok && n.perPriority && (s.Hist == snapshot.TTFT || s.Hist == snapshot.E2E) {
-					n.addPriority(mod, p, s.Hist, mf.GetName(), m, unexpected)
-				}
-				continue
-			}
-			v, ok := scalar(m)
-			if !ok {
-				continue
-			}
-			switch s.Field {
-			case fRunning:
-				add(&mod.Running, v)
-				add(&engineFor(modelName, labels["engine"]).Running, v)
-			case fWaiting:
-				add(&mod.Waiting, v)
-				add(&engineFor(modelName, labels["engine"]).Waiting, v)
-			case fSwapped:
-				add(&mod.Swapped, v)
-			case fKVUsage:
-				maxOf(&mod.KVUsage, v)
-				maxOf(&engineFor(modelName, labels["engine"]).KVUsage, v)
-			case fCPUKVUsage:
-				maxOf(&mod.CPUKVUsage, v)
-			case fPreemptions:
-				add(&mod.Preemptions, v)
-			case fPromptTokens:
-				add(&mod.PromptTokens, v)
-			case fGenerationTokens:
-				add(&mod.GenerationTokens, v)
-			case fPrefixQueries:
-				add(&mod.PrefixQueries, v)
-			case fPrefixHits:
-				add(&mod.PrefixHits, v)
-			case fFinished:
-				reason := labels["finished_reason"]
-				if _, seen := mod.FinishedByReason[reason]; !seen && len(mod.FinishedByReason) >= MaxFinishedReasons {
-					r.drop(DropFinishedReasonLimit, fmt.Sprintf("finished_reason %q of model %q dropped: more than %d reasons", reason, modelName, MaxFinishedReasons))
-					continue
-				}
-				mod.FinishedByReason[reason] += v
-			case fWaitingByReason:
-				mod.WaitingByReason = putBounded(mf.GetName(), "reason", mod.WaitingByReason, labels["reason"], v)
-			case fSleepState:
-				st := labels["sleep_state"]
-				if !knownSleepStates[st] {
-					if v != 0 {
-						unexpected(mf.GetName(), "sleep_state", st)
-					}
-					continue
-				}
-				mod.Sleep.Known = true
-				switch {
-				case st == "awake" && v == 0:
-					sleeping[modelName] = true
-				case st == "weights_offloaded" && v == 1:
-					maxOf(&mod.Sleep.Level, 1)
-				case st == "discard_all" && v == 1:
-					maxOf(&mod.Sleep.Level, 2)
-				}
-			case fFullyAwake:
-				mod.Sleep.Known = true
-				if v == 0 {
-					sleeping[modelName] = true
-				}
-			case fSleepResource:
-				res, st := labels["resource"], labels["state"]
-				if v != 1 {
-					continue
-				}
-				if !knownResourceStates[st] {
-					unexpected(mf.GetName(), "state", st)
-					continue
-				}
-				if mod.Sleep.Resources == nil {
-					mod.Sleep.Resources = map[string]string{}
-				}
-				if _, seen := mod.Sleep.Resources[res]; !seen && len(mod.Sleep.Resources) >= maxMapLabels {
-					unexpected(mf.GetName(), "resource", res)
-					continue
-				}
-				// With several engines the least awake state wins.
-				if old, seen := mod.Sleep.Resources[res]; !seen || resourceAwake[old] {
-					mod.Sleep.Resources[res] = st
-				}
-			case fEngineHealthy:
-				minOf(&mod.EngineHealthy, v)
-			case fSpecDrafts:
-				add(&mod.SpecDrafts, v)
-			case fSpecDraftTokens:
-				add(&mod.SpecDraftTokens, v)
-			case fSpecAccepted:
-				add(&mod.SpecAcceptedTokens, v)
-			case fPromptBySource:
-				mod.PromptTokensBySource = putBounded(mf.GetName(), "source", mod.PromptTokensBySource, labels["source"], v)
-			case fPromptCached:
-				add(&mod.PromptTokensCached, v)
-			case fFlops, fReadBytes, fWriteBytes:
-				add(perGPUField(mod, s.Field), v)
-				if meanN[modelName] == nil {
-					meanN[modelName] = map[field]int{}
-				}
-				meanN[modelName][s.Field]++
-			}
+			rd.sample(f, mf.GetName(), m)
 		}
 	}
-	for name, m := range r.models {
-		// vLLM serves one model per process, so its cache config and its
-		// HTTP counters apply to every model_name in the scrape.
-		m.CacheConfig = cacheConfig
-		m.KVCacheSizeTokens = cacheConfigNumber(cacheConfig, "kv_cache_size_tokens")
-		m.KVCacheMaxConcurrency = cacheConfigNumber(cacheConfig, "kv_cache_max_concurrency")
-		if serverHealthy.OK {
-			minOf(&m.EngineHealthy, serverHealthy.V)
-		}
-		if m.Sleep.Known {
-			m.Sleep.Awake = !sleeping[name]
-			for _, st := range m.Sleep.Resources {
-				if !resourceAwake[st] {
-					m.Sleep.Awake = false
-				}
-			}
-			if m.Sleep.Awake {
-				m.Sleep.Level = snapshot.Some(0)
-			}
-		}
-		for f, n := range meanN[name] {
-			if v := perGPUField(m, f); n > 1 {
-				v.V /= float64(n)
-			}
-		}
-		if e := engines[name]; len(e) > 1 {
-			m.PerEngine = e
-		}
-	}
+	rd.finish()
 	sort.Strings(r.expected)
-	sort.Strings(r.missing)
-	r.http = httpByStatus
+	sort.Strings(v.Missing)
 	return r
 }
 
-// perGPUField is the Model field a per-GPU estimate counter fills.
-func perGPUField(m *snapshot.Model, f field) *snapshot.Value {
-	switch f {
-	case fFlops:
-		return &m.EstimatedFlops
-	case fReadBytes:
-		return &m.EstimatedReadBytes
+// reset readies the normalizer's scratch reading for a new scrape into r:
+// what the previous scrape's snapshot holds is handed over, never cleared
+// (the engines' inner maps, the server model's readings), only forgotten.
+func (n *normalizer) reset(r *result) *reading {
+	rd := &n.scratch
+	if rd.server == nil {
+		rd.server = &snapshot.Model{}
+		rd.engines = map[string]map[string]*snapshot.EngineGauges{}
+		rd.present = make([]bool, len(families))
 	}
-	return &m.EstimatedWriteBytes
+	*rd.server = snapshot.Model{}
+	clear(rd.engines)
+	clear(rd.means)
+	clear(rd.seenUnexpected)
+	clear(rd.refused)
+	clear(rd.present)
+	rd.n, rd.r, rd.vllm = n, r, r.vllm
+	return rd
 }
 
-// cacheConfigNumber reads a numeric vllm:cache_config_info label; "None",
-// empty, negative or non-finite values are absent.
-func cacheConfigNumber(cc map[string]string, key string) snapshot.Value {
-	s, ok := cc[key]
-	if !ok {
-		return snapshot.Value{}
+// finish applies the server-wide readings to every model, divides the
+// means, settles readings that combine families and keeps the per-engine
+// view of data-parallel models.
+func (rd *reading) finish() {
+	for k, n := range rd.means {
+		if v := k.f.Value(k.m); n > 1 {
+			v.V /= float64(n)
+		}
 	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || !(f > 0) || math.IsInf(f, 0) {
-		return snapshot.Value{}
+	for name, m := range rd.vllm.Models {
+		for i := range families {
+			if f := &families[i]; rd.present[i] && (f.Scope == scopeServer || f.Scope == scopeModelOrServer) {
+				f.applyServer(rd.server, m)
+			}
+		}
+		for i := range families {
+			if f := &families[i]; rd.present[i] && f.Settle != nil {
+				f.Settle(m)
+			}
+		}
+		if e := rd.engines[name]; len(e) > 1 {
+			m.PerEngine = e
+		}
 	}
-	return snapshot.Some(f)
+}
+
+func newModel(name string) *snapshot.Model {
+	return &snapshot.Model{Name: name, FinishedByReason: map[string]float64{}, Histograms: map[snapshot.HistogramName]snapshot.Histogram{}}
+}
+
+// modelFor returns the model a sample is about, nil when the model bound
+// refuses its name.
+func (rd *reading) modelFor(name string) *snapshot.Model {
+	m := rd.vllm.Models[name]
+	if m == nil {
+		if rd.refused[name] || !rd.n.admitModel(name, len(rd.vllm.Models)) {
+			if rd.refused == nil {
+				rd.refused = map[string]bool{}
+			}
+			rd.refused[name] = true
+			rd.r.drop(DropModelLimit, fmt.Sprintf("model_name %q dropped: --vllm.max-models names already tracked", name))
+			return nil
+		}
+		m = newModel(name)
+		rd.vllm.Models[name] = m
+	}
+	return m
+}
+
+// engineFor returns the per-engine gauges of a model's engine; past
+// MaxEngines a throwaway (the sample still counts in the model's sum).
+func (rd *reading) engineFor(model, engine string) *snapshot.EngineGauges {
+	if rd.engines[model] == nil {
+		rd.engines[model] = map[string]*snapshot.EngineGauges{}
+	}
+	e := rd.engines[model][engine]
+	if e == nil {
+		if len(rd.engines[model]) >= MaxEngines {
+			rd.r.drop(DropEngineLimit, fmt.Sprintf("engine %q of model %q dropped from the per-engine series: more than %d engines", engine, model, MaxEngines))
+			return &snapshot.EngineGauges{}
+		}
+		e = &snapshot.EngineGauges{}
+		rd.engines[model][engine] = e
+	}
+	return e
+}
+
+// unexpected counts a label value that was not understood, once per scrape.
+func (rd *reading) unexpected(family, label, value string) {
+	k := family + "\x00" + label + "\x00" + value
+	if rd.seenUnexpected[k] {
+		return
+	}
+	if rd.seenUnexpected == nil {
+		rd.seenUnexpected = map[string]bool{}
+	}
+	rd.seenUnexpected[k] = true
+	rd.r.unexpected[unexpectedKey{family, label}]++
+	if len(rd.r.unexpectedValues) < maxMapLabels {
+		rd.r.unexpectedValues = append(rd.r.unexpectedValues, fmt.Sprintf("%s{%s=%q}", family, label, value))
+	}
+}
+
+// putBounded sets m[k] += v unless that would add a key past max (then
+// counted as an unexpected label value).
+func (rd *reading) putBounded(family, label string, max int, m map[string]float64, k string, v float64) map[string]float64 {
+	if m == nil {
+		m = map[string]float64{}
+	}
+	if _, seen := m[k]; !seen && len(m) >= max {
+		rd.unexpected(family, label, k)
+		return m
+	}
+	m[k] += v
+	return m
 }
 
 // addPriority adds one child of a TTFT or e2e family to the model's
@@ -724,31 +580,26 @@ func (n *normalizer) admitModel(name string, have int) bool {
 	return n.admit(name)
 }
 
-// v1RunningHelp is V1's HELP for vllm:num_requests_running (V0 says "...
-// currently running on GPU."); the only V1 marker in 0.8.0-0.8.2 bodies of an
-// idle server, before the engine label and while prefix counters may be empty.
-const v1RunningHelp = "Number of requests in model execution batches."
-
-// detectSchema tells the engine generation from which families exist: V1
-// always registers prefix-cache counters and labels engines from 0.8.3; V0
-// has neither. kv_cache_usage_perc marks the 0.9.2 renames.
+// detectSchema tells the engine generation from the body: the first of
+// schemaMarks (names.go) that matches it wins; a body with vllm:* families
+// and no mark is V0, one without any is "none".
 func detectSchema(e exposition) string {
-	fams := e.fams
-	engineLabel := false
-	for name, mf := range fams {
-		if strings.HasPrefix(name, "vllm:") && len(mf.GetMetric()) > 0 && hasLabel(mf.GetMetric()[0], "engine") {
-			engineLabel = true
-			break
-		}
-	}
-	switch {
-	case !e.anyVLLM:
+	if !e.anyVLLM {
 		return SchemaNone
-	case fams["vllm:kv_cache_usage_perc"] != nil:
-		return SchemaV1
-	case engineLabel, fams["vllm:prefix_cache_queries_total"] != nil, fams["vllm:gpu_prefix_cache_queries_total"] != nil,
-		fams["vllm:num_requests_running"].GetHelp() == v1RunningHelp:
-		return SchemaV1Legacy
+	}
+	for _, mk := range schemaMarks {
+		if mk.family != "" {
+			mf := e.fams[mk.family]
+			if mf != nil && (mk.help == "" || mf.GetHelp() == mk.help) {
+				return mk.schema
+			}
+			continue
+		}
+		for name, mf := range e.fams {
+			if strings.HasPrefix(name, "vllm:") && len(mf.GetMetric()) > 0 && hasLabel(mf.GetMetric()[0], mk.label) {
+				return mk.schema
+			}
+		}
 	}
 	return SchemaV0
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/expfmt"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
@@ -45,20 +44,4 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 			}
 		})
 	}
-}
-
-func gatherText(t *testing.T, g prometheus.Gatherer) []byte {
-	t.Helper()
-	fams, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
-	for _, mf := range fams {
-		if err := enc.Encode(mf); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return buf.Bytes()
 }

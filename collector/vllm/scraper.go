@@ -10,6 +10,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -50,6 +52,7 @@ var DefaultWindows = []time.Duration{time.Minute, 5 * time.Minute}
 // Scrape error reasons (vllm_exporter_scrape_errors_total{reason}).
 const (
 	ReasonConnect      = "connect"
+	ReasonTLS          = "tls" // TLS handshake failed: untrusted certificate, client certificate refused, ...
 	ReasonTimeout      = "timeout"
 	ReasonHTTP4xx      = "http_4xx"
 	ReasonHTTP5xx      = "http_5xx"
@@ -58,7 +61,7 @@ const (
 	ReasonParse        = "parse" // includes a corrupt gzip stream
 )
 
-var reasons = []string{ReasonConnect, ReasonTimeout, ReasonHTTP4xx, ReasonHTTP5xx, ReasonHTTPStatus, ReasonBodyTooLarge, ReasonParse}
+var reasons = []string{ReasonConnect, ReasonTLS, ReasonTimeout, ReasonHTTP4xx, ReasonHTTP5xx, ReasonHTTPStatus, ReasonBodyTooLarge, ReasonParse}
 
 // CollectorName is the name the scraper reports under
 // vllm_exporter_collector_up{collector}.
@@ -79,13 +82,10 @@ type Options struct {
 	// beyond the largest window is thinned to at most coarseSnapshots
 	// snapshots, so memory stays bounded; Retain raises it at run time.
 	Retention time.Duration
-	// APIKey, when set, is sent as a bearer token (for auth proxies in front
-	// of vLLM; vLLM's own --api-key does not cover /metrics). Shorthand for
-	// Access.BearerToken.
-	APIKey string
-	// Access holds the credentials and the proxy policy shared with the
-	// probes (default: no credentials, no environment proxy).
-	Access upstream.Access
+	// Upstream is the connection to vLLM (TLS, credentials, proxy,
+	// redirects) shared with the probes; nil = the defaults (no
+	// credentials, direct, redirects followed within the server only).
+	Upstream *upstream.Upstream
 	// Client overrides the HTTP client (tests). Its transport must not
 	// decompress transparently; the default one does not.
 	Client *http.Client
@@ -111,6 +111,7 @@ type Scraper struct {
 	metricsURL string
 	logURL     string // metricsURL without a password, for logs
 	client     *http.Client
+	clientErr  error // why no client could be built (every scrape fails with it)
 	descs      *descs
 
 	// mu serialises scrapes and guards the fields below it.
@@ -164,20 +165,12 @@ func New(opts Options, logger log.Logger) *Scraper {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
-	if opts.APIKey != "" {
-		opts.Access.BearerToken = opts.APIKey
-	}
-	client := opts.Client
+	client, clientErr := opts.Client, error(nil)
 	if client == nil {
-		// DisableCompression: we ask for gzip ourselves so that the size
-		// limit applies to the decompressed body too.
-		client = &http.Client{Transport: &http.Transport{
-			Proxy:               opts.Access.Proxy(),
-			DialContext:         (&net.Dialer{Timeout: opts.Timeout, KeepAlive: 30 * time.Second}).DialContext,
-			DisableCompression:  true,
-			MaxIdleConnsPerHost: 1,
-			IdleConnTimeout:     90 * time.Second,
-		}, CheckRedirect: sameOriginRedirects}
+		// common/config's transport never decompresses transparently: we
+		// ask for gzip ourselves so that the size limit applies to the
+		// decompressed body too.
+		client, clientErr = opts.Upstream.Client("vllm_scrape")
 	}
 	s := &Scraper{
 		opts:       opts,
@@ -185,6 +178,7 @@ func New(opts Options, logger log.Logger) *Scraper {
 		metricsURL: MetricsURL(opts.URL),
 		logURL:     RedactedURL(MetricsURL(opts.URL)),
 		client:     client,
+		clientErr:  clientErr,
 		descs:      newDescs(),
 		norm:       newNormalizer(),
 		br:         bufio.NewReaderSize(nil, maxLineBytes),
@@ -200,17 +194,6 @@ func New(opts Options, logger log.Logger) *Scraper {
 	s.norm.perPriority = opts.PerPriority
 	s.render(nil, nil, nil, 0)
 	return s
-}
-
-// sameOriginRedirects follows a redirect only within the configured server
-// (some vLLM versions answer /metrics with 307 to /metrics/): the scraper,
-// and the API key it sends, never reach another host. A redirect elsewhere
-// is returned as is and counted as reason http_status.
-func sameOriginRedirects(req *http.Request, via []*http.Request) error {
-	if len(via) >= 3 || req.URL.Scheme != via[0].URL.Scheme || req.URL.Host != via[0].URL.Host {
-		return http.ErrUseLastResponse
-	}
-	return nil
 }
 
 // MetricsURL is the /metrics URL for a vLLM base URL.
@@ -394,7 +377,8 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct string, pre *stre
 				level.Info(s.logger).Log("msg", "model not seen for --vllm.model-idle-timeout; its state is dropped", "model", gone, "idle_timeout", s.models.IdleTimeout())
 			}
 			res = s.norm.normalize(e)
-			snap.Up, snap.Schema, snap.Models, snap.Missing, snap.HTTPRequests = true, res.schema, res.models, res.missing, res.http
+			snap = res.vllm
+			snap.Time, snap.Up = now, true
 		}
 	}
 	took := time.Since(began)
@@ -410,13 +394,13 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct string, pre *stre
 	} else {
 		s.lastOK = now
 		if s.lastReason != "" {
-			level.Info(s.logger).Log("msg", "vLLM scrape recovered", "url", s.logURL, "schema", res.schema)
+			level.Info(s.logger).Log("msg", "vLLM scrape recovered", "url", s.logURL, "schema", snap.Schema)
 		}
-		if res.schema != s.lastSchema {
+		if snap.Schema != s.lastSchema {
 			// Once at start and after a vLLM upgrade: say what was found.
-			level.Info(s.logger).Log("msg", "vLLM metric schema detected", "schema", res.schema,
-				"models", len(res.models), "missing", strings.Join(res.missing, ","))
-			s.lastSchema = res.schema
+			level.Info(s.logger).Log("msg", "vLLM metric schema detected", "schema", snap.Schema,
+				"models", len(snap.Models), "missing", strings.Join(snap.Missing, ","))
+			s.lastSchema = snap.Schema
 		}
 		if pre != nil && pre.refused > 0 {
 			res.drop(DropModelLimit, "samples of model names beyond --vllm.max-models dropped while reading the body")
@@ -527,7 +511,9 @@ func (s *Scraper) fetch(ctx context.Context) (contentType string, st streamed, r
 	// otherwise be free to pick OpenMetrics.
 	req.Header.Set("Accept", "text/plain;version=0.0.4;q=1,text/plain;q=0.9,*/*;q=0.1")
 	req.Header.Set("Accept-Encoding", "gzip")
-	s.opts.Access.Authorize(req)
+	if s.clientErr != nil {
+		return "", st, ReasonConnect, s.clientErr
+	}
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return "", st, transportReason(ctx, err), err
@@ -576,10 +562,31 @@ func (s *Scraper) fetch(ctx context.Context) (contentType string, st streamed, r
 
 // transportReason classifies an error from Client.Do.
 func transportReason(ctx context.Context, err error) string {
-	if r := bodyReason(ctx, err); r != "" {
+	if r := bodyReason(ctx, err); r == ReasonTimeout {
 		return r
 	}
+	if isTLSError(err) {
+		return ReasonTLS
+	}
 	return ReasonConnect
+}
+
+// isTLSError reports a failed TLS handshake: a server certificate the
+// client does not trust (wrong CA, wrong name), an alert from the server
+// (it wants a client certificate, or rejects the one sent), or a peer that
+// does not speak TLS.
+func isTLSError(err error) bool {
+	var (
+		verify  *tls.CertificateVerificationError
+		unknown x509.UnknownAuthorityError
+		host    x509.HostnameError
+		invalid x509.CertificateInvalidError
+		record  tls.RecordHeaderError
+		op      *net.OpError
+	)
+	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &host) ||
+		errors.As(err, &invalid) || errors.As(err, &record) ||
+		(errors.As(err, &op) && op.Op == "remote error" && strings.HasPrefix(op.Err.Error(), "tls:"))
 }
 
 // bodyReason says timeout or connect for network errors (also while the

@@ -2,7 +2,6 @@ package vllm
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -302,28 +301,6 @@ vllm:prompt_tokens_total{model_name="m"} 1.3873303552e+010
 	wantValue(t, "prompt tokens", v.Models["m"].PromptTokens, 13873303552)
 }
 
-// The normalization table and the exported Descs agree: every table row is
-// an exported series.
-func TestTableRowsAreExported(t *testing.T) {
-	s := New(Options{URL: "http://127.0.0.1:1"}, nil)
-	ch := make(chan *prometheus.Desc, 100)
-	s.Describe(ch)
-	close(ch)
-	var all string
-	for d := range ch {
-		all += d.String() + "\n"
-	}
-	for _, src := range sources {
-		if !strings.Contains(all, `fqName: "`+src.Exported+`"`) {
-			t.Errorf("table row %s is not an exported series", src.Exported)
-		}
-	}
-	table := MarkdownTable()
-	if got := strings.Count(table, "\n"); got != len(sources)+2 {
-		t.Errorf("markdown table has %d lines, want %d", got, len(sources)+2)
-	}
-}
-
 // Bad data from vLLM never costs the process: the text parser refuses a
 // non-UTF-8 label value (the whole scrape is a parse error, as in
 // Prometheus), and a histogram with an infinite bucket count, which the
@@ -396,31 +373,5 @@ func TestLabelValuesAreBounded(t *testing.T) {
 	reg.MustRegister(s)
 	if n, _ := testutil.GatherAndCount(reg, "vllm_requests_running"); n != MaxModels {
 		t.Errorf("%d vllm_requests_running series, want %d", n, MaxModels)
-	}
-}
-
-// Every series read from vLLM says in its HELP where it comes from.
-func TestHelpNamesTheSource(t *testing.T) {
-	for _, d := range newDescs().all() {
-		str := d.String()
-		if strings.Contains(str, `fqName: "vllm_exporter_`) || strings.Contains(str, `fqName: "vllm_up"`) {
-			continue
-		}
-		if !strings.Contains(str, "; from vllm:") && !strings.Contains(str, "; derived from vllm:") && !strings.Contains(str, "; from http_requests_total") {
-			t.Errorf("HELP does not name its vLLM source: %s", str)
-		}
-	}
-}
-
-// TestDocsShowTheNormalizationTable: docs/exporter.md carries the table
-// rendered from the Go table verbatim, so code and documentation cannot
-// drift apart. After changing sources, paste MarkdownTable()'s output there.
-func TestDocsShowTheNormalizationTable(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/exporter.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(doc), MarkdownTable()) {
-		t.Errorf("docs/exporter.md does not contain the name-normalization table rendered by MarkdownTable(); replace its table with:\n%s", MarkdownTable())
 	}
 }

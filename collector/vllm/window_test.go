@@ -2,36 +2,12 @@ package vllm
 
 import (
 	"fmt"
-	"math"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
-
-const llama = "meta-llama/Llama-3.1-8B-Instruct"
-
-// withValues returns body with the value of each listed series (name and
-// labels exactly as vLLM prints them) replaced; it fails if one is absent.
-func withValues(t *testing.T, body []byte, values map[string]string) []byte {
-	t.Helper()
-	lines := strings.Split(string(body), "\n")
-	for series, v := range values {
-		found := false
-		for i, l := range lines {
-			if strings.HasPrefix(l, series+" ") {
-				lines[i] = series + " " + v
-				found = true
-			}
-		}
-		if !found {
-			t.Fatalf("series %s not in body", series)
-		}
-	}
-	return []byte(strings.Join(lines, "\n"))
-}
 
 // v1Series names one series of the V1 fixture.
 func v1Series(name string, extra ...string) string {
@@ -77,22 +53,6 @@ func v1After60s(t *testing.T, base []byte) []byte {
 		vals[ttftBucket(le)] = "1268.0"
 	}
 	return withValues(t, base, vals)
-}
-
-func approx(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
-
-func wantValue(t *testing.T, what string, got snapshot.Value, want float64) {
-	t.Helper()
-	if !got.OK || !approx(got.V, want) {
-		t.Errorf("%s = %+v, want %v", what, got, want)
-	}
-}
-
-func wantAbsent(t *testing.T, what string, got snapshot.Value) {
-	t.Helper()
-	if got.OK {
-		t.Errorf("%s = %v, want absent", what, got.V)
-	}
 }
 
 func TestWindowOverFixtureSequence(t *testing.T) {

@@ -52,6 +52,14 @@ type Bottleneck struct {
 	// prefill) below this fraction of the best the same server showed over
 	// capacity_horizon is "slower than this server should manage" (0.5).
 	PrefillSlowRatio float64 `yaml:"prefill_slow_ratio"`
+	// PrefillTailRatio and PrefillTailOverQueue define the prefill tail,
+	// the other way prefill bounds TTFT: a few long prompts (documents
+	// among short chat) whose prefill makes p99 TTFT miss its target while
+	// the median stays fast. p99 TTFT at least PrefillTailRatio times the
+	// median (4) and p99 prefill at least PrefillTailOverQueue times p99
+	// queue time (2: the tail is prefill work, not a wait in the queue).
+	PrefillTailRatio     float64 `yaml:"prefill_tail_ratio"`
+	PrefillTailOverQueue float64 `yaml:"prefill_tail_over_queue"`
 
 	// RooflineNearRatio: decode efficiency (measured / predicted) at least
 	// this is "at the roofline" (0.7); RooflineFarRatio: below this is "far
@@ -142,6 +150,8 @@ func DefaultBottleneck() Bottleneck {
 		PrefillShareMin:           0.33,
 		LongPromptTokens:          1024,
 		PrefillSlowRatio:          0.5,
+		PrefillTailRatio:          4,
+		PrefillTailOverQueue:      2,
 		RooflineNearRatio:         0.7,
 		RooflineFarRatio:          0.5,
 		DRAMBandwidthHighRatio:    0.6,
@@ -201,6 +211,8 @@ func (b *Bottleneck) Validate() error {
 		ratio("prefill_share_min", b.PrefillShareMin),
 		pos("long_prompt_tokens", b.LongPromptTokens),
 		ratio("prefill_slow_ratio", b.PrefillSlowRatio),
+		pos("prefill_tail_ratio", b.PrefillTailRatio),
+		pos("prefill_tail_over_queue", b.PrefillTailOverQueue),
 		ratio("roofline_near_ratio", b.RooflineNearRatio),
 		ratio("roofline_far_ratio", b.RooflineFarRatio),
 		ratio("dram_bandwidth_high_ratio", b.DRAMBandwidthHighRatio),

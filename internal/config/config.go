@@ -12,10 +12,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	commoncfg "github.com/prometheus/common/config"
 	"gopkg.in/yaml.v3"
 )
 
@@ -27,6 +29,14 @@ var DefaultYAML []byte
 
 // File is one parsed, validated configuration file.
 type File struct {
+	// VLLM is how the exporter connects to the vLLM server, for scrapes and
+	// probes alike: Prometheus' HTTP client configuration (tls_config,
+	// authorization, basic_auth, proxy_url, follow_redirects, ...). The
+	// --vllm.api-key-file, --vllm.basic-auth-* and
+	// --vllm.proxy-from-environment flags are shortcuts that fill it.
+	// Relative file names are relative to the configuration file.
+	VLLM commoncfg.HTTPClientConfig `yaml:"vllm"`
+
 	Probes     Probes     `yaml:"probes"`
 	SLOs       []SLO      `yaml:"slos"`
 	Bottleneck Bottleneck `yaml:"bottleneck"`
@@ -45,7 +55,7 @@ type File struct {
 // Parse decodes and validates a configuration document. Fields absent from
 // the document keep their defaults.
 func Parse(data []byte, source string) (*File, error) {
-	f := &File{Probes: DefaultProbes(), SLOs: DefaultSLOs(), Bottleneck: DefaultBottleneck(), Source: source}
+	f := &File{VLLM: commoncfg.DefaultHTTPClientConfig, Probes: DefaultProbes(), SLOs: DefaultSLOs(), Bottleneck: DefaultBottleneck(), Source: source}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(f); err != nil && !errors.Is(err, io.EOF) {
@@ -111,7 +121,12 @@ func Load(path string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Parse(data, path)
+	f, err := Parse(data, path)
+	if err != nil {
+		return nil, err
+	}
+	f.VLLM.SetDirectory(filepath.Dir(path))
+	return f, nil
 }
 
 // readCapped reads path, failing without reading on past max bytes.
@@ -133,6 +148,9 @@ func readCapped(path string, max int64) ([]byte, error) {
 
 // Validate checks every section; errors name the offending field.
 func (f *File) Validate() error {
+	if err := f.VLLM.Validate(); err != nil {
+		return fmt.Errorf("vllm: %w", err)
+	}
 	if err := f.Probes.Validate(); err != nil {
 		return fmt.Errorf("probes: %w", err)
 	}
@@ -164,6 +182,7 @@ type Holder struct {
 	current atomic.Pointer[File]
 
 	mu          sync.Mutex
+	checks      []func(*File) error
 	subscribers []func(*File)
 	lastOK      atomic.Bool
 	lastReload  atomic.Int64 // unix nanoseconds of the last successful load
@@ -188,6 +207,16 @@ func (h *Holder) Get() *File { return h.current.Load() }
 // Path is the configured file path ("" for the default).
 func (h *Holder) Path() string { return h.path }
 
+// Check registers fn to vet each reloaded configuration before it replaces
+// the running one: a check that needs more than the file (the vllm:
+// section resolved with command-line flags) fails the reload like a parse
+// error does.
+func (h *Holder) Check(fn func(*File) error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.checks = append(h.checks, fn)
+}
+
 // Subscribe registers fn to be called with each newly loaded configuration.
 func (h *Holder) Subscribe(fn func(*File)) {
 	h.mu.Lock()
@@ -201,6 +230,11 @@ func (h *Holder) Reload() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	f, err := Load(h.path)
+	for _, check := range h.checks {
+		if err == nil {
+			err = check(f)
+		}
+	}
 	if err != nil {
 		h.lastOK.Store(false)
 		return err

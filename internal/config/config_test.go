@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,5 +94,65 @@ func TestLoadSizeCap(t *testing.T) {
 	os.Rename(over, at)
 	if err := h.Reload(); err == nil || h.Get() != running || h.LastReloadSuccessful() {
 		t.Fatalf("reload of an oversize file: err %v, config kept %v", err, h.Get() == running)
+	}
+}
+
+// TestHolderCheckVetsReloads: a check that needs more than the file (the
+// vllm: section with the command line's shortcuts) fails a reload like a
+// parse error: the running configuration stays and no subscriber runs.
+func TestHolderCheckVetsReloads(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.yml")
+	write := func(s string) {
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("vllm:\n  follow_redirects: true\n")
+	h, err := NewHolder(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []*File
+	h.Subscribe(func(f *File) { got = append(got, f) })
+	h.Check(func(f *File) error {
+		if !f.VLLM.FollowRedirects {
+			return errors.New("vllm: redirects are needed here")
+		}
+		return nil
+	})
+	write("vllm:\n  follow_redirects: false\n")
+	if err := h.Reload(); err == nil || !strings.Contains(err.Error(), "redirects are needed") {
+		t.Fatalf("reload past a failing check: %v", err)
+	}
+	if h.LastReloadSuccessful() || !h.Get().VLLM.FollowRedirects || len(got) != 0 {
+		t.Fatal("a configuration the check refused replaced the running one")
+	}
+	write("vllm:\n  follow_redirects: true\n  tls_config: {ca_file: ca.pem}\n")
+	if err := h.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	// Relative file names are relative to the configuration file.
+	if want := filepath.Join(filepath.Dir(p), "ca.pem"); h.Get().VLLM.TLSConfig.CAFile != want || len(got) != 1 {
+		t.Fatalf("ca_file %q, want %q; %d reloads seen", h.Get().VLLM.TLSConfig.CAFile, want, len(got))
+	}
+}
+
+// TestVLLMSectionDefaultsAndSecrets: no vllm: section is a direct
+// connection that follows redirects; an inline credential is a Secret that
+// prints as <secret>; unknown keys are errors.
+func TestVLLMSectionDefaultsAndSecrets(t *testing.T) {
+	f := Default()
+	if !f.VLLM.FollowRedirects || f.VLLM.Authorization != nil || f.VLLM.ProxyFromEnvironment || f.VLLM.ProxyURL.URL != nil {
+		t.Fatalf("default vllm section: %+v", f.VLLM)
+	}
+	f, err := Parse([]byte("vllm:\n  authorization: {credentials: sk-Inline9secret}\n"), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := f.VLLM.String(); strings.Contains(s, "sk-Inline9secret") || !strings.Contains(s, "<secret>") {
+		t.Fatalf("the inline credential prints: %s", s)
+	}
+	if _, err := Parse([]byte("vllm:\n  tls_confg: {ca_file: x}\n"), "t"); err == nil || !strings.Contains(err.Error(), "tls_confg") {
+		t.Fatalf("a misspelt key was accepted: %v", err)
 	}
 }

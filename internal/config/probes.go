@@ -3,7 +3,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"time"
 )
 
@@ -15,6 +17,24 @@ const (
 	PrefixCold = "cold" // a unique random prompt each time: nothing can be cached
 	PrefixWarm = "warm" // a fixed shared prefix of warm_prefix_tokens tokens
 )
+
+// ProbeEndpoint is one kind of probe: the vLLM route it streams from and
+// the prompt it sends.
+type ProbeEndpoint struct {
+	// Path is the route under the vLLM base URL.
+	Path string
+	// TokenPrompt: the prompt is a list of token IDs, so the prompt length
+	// vLLM reports must equal input_tokens exactly. Otherwise it is a chat
+	// message, which the chat template lengthens.
+	TokenPrompt bool
+}
+
+// ProbeEndpoints are the probe kinds, by a profile's `endpoint` value: the
+// one place the probes and the validation look them up.
+var ProbeEndpoints = map[string]ProbeEndpoint{
+	EndpointCompletions: {Path: "/v1/completions", TokenPrompt: true},
+	EndpointChat:        {Path: "/v1/chat/completions"},
+}
 
 // Probes is the `probes:` section: synthetic streaming probe profiles and the
 // budgets that keep them invisible to production. Owned by the probes work
@@ -143,8 +163,8 @@ func (pr *ProbeProfile) Validate() error {
 	case !profileNameRE.MatchString(pr.Name):
 		return fmt.Errorf("name: %q must match %s", pr.Name, profileNameRE)
 	}
-	if pr.Endpoint != EndpointCompletions && pr.Endpoint != EndpointChat {
-		return fmt.Errorf("endpoint: %q must be %q or %q", pr.Endpoint, EndpointCompletions, EndpointChat)
+	if _, ok := ProbeEndpoints[pr.Endpoint]; !ok {
+		return fmt.Errorf("endpoint: %q must be one of %q", pr.Endpoint, slices.Sorted(maps.Keys(ProbeEndpoints)))
 	}
 	if pr.InputTokens < 1 || pr.InputTokens > 1<<20 {
 		return fmt.Errorf("input_tokens: must be in [1, 1048576], got %d", pr.InputTokens)

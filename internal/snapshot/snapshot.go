@@ -129,6 +129,9 @@ type Model struct {
 	// EngineHealthy is vllm:engine_healthy (--enable-fault-tolerance), min
 	// over engines: 1 = every engine's cached state is healthy.
 	EngineHealthy Value
+	// CorruptedRequests is vllm:corrupted_requests_total (≈0.12+, only with
+	// VLLM_COMPUTE_NANS_IN_LOGITS): requests with NaNs in their logits.
+	CorruptedRequests Value
 
 	// Speculative decoding counters (vllm:spec_decode_*), present only
 	// with speculative decoding.
@@ -170,6 +173,11 @@ type Sleep struct {
 	// (scheduler, weights, kv_cache -> running, paused, resident, offloaded,
 	// discarded, released, unknown).
 	Resources map[string]string
+	// State is the least awake current vllm:engine_sleep_state over engines
+	// (awake, weights_offloaded, discard_all); "" when not reported.
+	State string
+	// FullyAwake is vllm:engine_fully_awake, min over engines.
+	FullyAwake Value
 }
 
 // Asleep reports whether the model's engine says it is deliberately asleep.
@@ -324,9 +332,16 @@ type ProbeProfile struct {
 
 	// Added by the probes work:
 	OutputTokensReceived float64 // usage.completion_tokens summed over probes
-	Chunks               float64 // stream chunks with non-empty choices
+	Chunks               float64 // stream chunks that carry generated text
 	BudgetSkips          float64 // scheduled probes skipped for the budget
 	// TTFTGap is median probe TTFT minus median server TTFT over the gap
 	// window (absent without server data or probe successes in the window).
 	TTFTGap Value
+	// LastError is the latest failure's reason and what failed (the
+	// server's error text, truncated and scrubbed), or why the profile was
+	// not sent; empty if none since start.
+	LastError string
+	// FitNote says how the profile was fitted to the served model's
+	// max_model_len (shrunk or refused); empty when it fits as configured.
+	FitNote string
 }

@@ -25,7 +25,9 @@ import (
 // State is the verdict's one-word answer.
 type State string
 
-// The states, in the order they are checked.
+// The states. Evaluate checks starting, down, unhealthy and asleep first,
+// then livelocked before stalled (the livelock is the more specific
+// diagnosis of an engine that makes no tokens), and serving last.
 const (
 	// Starting: no scrape of vLLM attempted yet.
 	Starting State = "starting"
@@ -101,15 +103,21 @@ func Evaluate(v *snapshot.VLLM, p *snapshot.Probes, classes map[string]string, n
 			return out(Asleep, "the engine of model %q sleeps on purpose (level %s)", name, level)
 		}
 	}
+	// The livelock first: a livelocked engine makes no tokens with requests
+	// present, so the probes' stall detector and the generic stall class
+	// see it too; the livelock is the specific diagnosis, and checking it
+	// after them would flip the verdict between stalled and livelocked.
+	for _, name := range sortedKeys(classes) {
+		if classes[name] == classLivelock {
+			return out(Livelocked, "model %q: deferred requests pile up, generation near 0 (bottleneck deferred_livelock, vllm #53130); restart", name)
+		}
+	}
 	if p != nil && p.EngineStalled {
 		return out(Stalled, "probes get no token while requests run and generation does not move")
 	}
 	for _, name := range sortedKeys(classes) {
-		switch classes[name] {
-		case classStalled:
+		if classes[name] == classStalled {
 			return out(Stalled, "model %q: requests present, token counters still (bottleneck engine_stalled)", name)
-		case classLivelock:
-			return out(Livelocked, "model %q: deferred requests pile up, generation near 0 (bottleneck deferred_livelock, vllm #53130); restart", name)
 		}
 	}
 	if len(models) == 0 {

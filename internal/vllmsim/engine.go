@@ -200,7 +200,7 @@ func (e *engine) schedule(now time.Time) []schedItem {
 	preempted := false
 	for i := 0; i < len(e.running) && budget > 0; {
 		r := e.running[i]
-		n := r.numTokens() - r.numComputed
+		n := e.capLongPrefill(r.numTokens() - r.numComputed)
 		drafts := 0
 		if sd := e.sim.spec; sd.On() && n == 1 && r.outputs() > 0 {
 			// Decode with speculative decoding: verify the last token plus
@@ -269,7 +269,7 @@ func (e *engine) schedule(now time.Time) []schedItem {
 			r.registered = len(r.blocks)
 			r.numComputed = len(r.blocks) * bs
 		}
-		n := r.numTokens() - r.numComputed
+		n := e.capLongPrefill(r.numTokens() - r.numComputed)
 		if n > budget {
 			n = budget
 		}
@@ -297,6 +297,16 @@ func (e *engine) schedule(now time.Time) []schedItem {
 		budget -= n
 	}
 	return batch
+}
+
+// capLongPrefill caps a request's new tokens in one step at
+// --long-prefill-token-threshold, as vLLM's V1 scheduler does for running
+// and waiting requests alike (a decode step's one token is never above it).
+func (e *engine) capLongPrefill(n int) int {
+	if th := e.sim.cfg.LongPrefillTokenThreshold; th > 0 && n > th {
+		return th
+	}
+	return n
 }
 
 // stepDuration is the cost model: memory-bound decode plus compute-bound prefill.

@@ -123,6 +123,49 @@ func TestChunkedPrefillInterleavesDecode(t *testing.T) {
 	}
 }
 
+// --long-prefill-token-threshold: a long prompt in the running list no
+// longer takes the whole step budget, so a short prompt that arrives during
+// its prefill is admitted in the next step instead of waiting for the long
+// prefill to end; without the cap it waits.
+func TestLongPrefillThresholdLetsShortPromptsIn(t *testing.T) {
+	shortTTFT := func(threshold int) (short, long time.Duration) {
+		t.Helper()
+		s := newVirtual(t, Config{MaxNumBatchedTokens: 2048, LongPrefillTokenThreshold: threshold, MaxModelLen: 16384, NumGPUBlocks: 2048})
+		prompt := make([]int, 12000)
+		for i := range prompt {
+			prompt[i] = firstWordID + i%1000
+		}
+		if _, err := s.Submit(Request{Prompt: prompt, MaxTokens: 1}); err != nil {
+			t.Fatal(err)
+		}
+		s.Advance(30 * time.Millisecond) // the long prefill has started
+		if _, err := s.Submit(Request{Prompt: []int{300, 301, 302}, MaxTokens: 1}); err != nil {
+			t.Fatal(err)
+		}
+		runFor(s, 10*time.Second)
+		for _, r := range s.Records() {
+			if r.PromptTokens == 3 {
+				short = r.TTFT
+			} else {
+				long = r.Prefill
+			}
+		}
+		return short, long
+	}
+	uncappedShort, uncappedLong := shortTTFT(0)
+	cappedShort, cappedLong := shortTTFT(512)
+	if cappedShort*4 > uncappedShort {
+		t.Errorf("short prompt TTFT %v with the threshold, %v without: the cap should let it in early", cappedShort, uncappedShort)
+	}
+	if cappedLong <= uncappedLong {
+		t.Errorf("long prefill %v with the threshold, %v without: smaller chunks take more steps", cappedLong, uncappedLong)
+	}
+	s := newVirtual(t, Config{MaxNumBatchedTokens: 2048, LongPrefillTokenThreshold: 512})
+	if got, want := s.PrefillTime(2048, 0), s.StepTime(1, 512, 512)+s.StepTime(1, 1024, 512)+s.StepTime(1, 1536, 512)+s.StepTime(1, 2048, 512); got != want {
+		t.Errorf("PrefillTime with the threshold %v, want four 512-token steps %v", got, want)
+	}
+}
+
 func TestMaxNumSeqsCapsRunning(t *testing.T) {
 	s := newVirtual(t, Config{MaxNumSeqs: 4})
 	for i := 0; i < 10; i++ {

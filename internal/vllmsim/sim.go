@@ -43,6 +43,11 @@ type Config struct {
 	MaxNumSeqs int
 	// MaxNumBatchedTokens is the per-step token budget (chunked prefill; default 8192).
 	MaxNumBatchedTokens int
+	// LongPrefillTokenThreshold is vLLM's --long-prefill-token-threshold:
+	// a request's prefill takes at most this many tokens of a step (0 =
+	// no cap, vLLM's default), so a long prompt is prefilled in smaller
+	// chunks and short requests share its steps.
+	LongPrefillTokenThreshold int
 	// NumGPUBlocks and BlockSize size each engine's KV cache (defaults 4096
 	// and 16). On V1 versions one block is vLLM's null block, so
 	// NumGPUBlocks-1 hold tokens and KV usage is 1 - free/(NumGPUBlocks-1).
@@ -208,6 +213,8 @@ func (c *Config) setDefaults() error {
 		c.Addr = "127.0.0.1:0"
 	}
 	switch {
+	case c.LongPrefillTokenThreshold < 0:
+		return errors.New("vllmsim: long_prefill_token_threshold must not be negative")
 	case c.DataParallelSize < 1 || c.MaxNumSeqs < 1 || c.MaxNumBatchedTokens < 1 || c.NumGPUBlocks < 1 ||
 		c.BlockSize < 1 || c.MaxModelLen < 1 || c.StreamInterval < 1 || c.MeanOutputTokens < 1 || c.APIServerCount < 1:
 		return errors.New("vllmsim: sizes must be positive")
@@ -489,7 +496,8 @@ func (s *Sim) StepTime(seqs, ctx, prefill int) time.Duration {
 
 // PrefillTime is the model's time for an otherwise idle engine to prefill a
 // prompt of promptTokens of which cachedTokens hit the prefix cache: the sum of
-// its chunked-prefill steps (max_num_batched_tokens per step). This is the
+// its chunked-prefill steps (max_num_batched_tokens per step, at most
+// long_prefill_token_threshold when set). This is the
 // minimum server-side TTFT for that prompt.
 func (s *Sim) PrefillTime(promptTokens, cachedTokens int) time.Duration {
 	s.mu.Lock()
@@ -500,6 +508,9 @@ func (s *Sim) PrefillTime(promptTokens, cachedTokens int) time.Duration {
 		n := promptTokens - done
 		if n > s.cfg.MaxNumBatchedTokens {
 			n = s.cfg.MaxNumBatchedTokens
+		}
+		if th := s.cfg.LongPrefillTokenThreshold; th > 0 && n > th {
+			n = th
 		}
 		done += n
 		d += s.costLocked(1, done, n)

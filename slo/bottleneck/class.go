@@ -11,11 +11,15 @@ type Class string
 // The classes, in priority order: when several rules hold on one tick the
 // earliest wins. Why this order:
 //
-//   - gpu_fault, engine_stalled: when the hardware or the engine is broken
-//     every other signal is a symptom (or stale), and no knob helps.
-//   - deferred_livelock right after them: the engine still steps, but the
-//     scheduler admits nothing (vllm #53130); only a restart helps, and the
-//     queueing and batch signals it produces are symptoms.
+//   - gpu_fault: when the hardware is broken every other signal is a
+//     symptom (or stale), and no knob helps.
+//   - deferred_livelock before engine_stalled: the engine still steps, but
+//     the scheduler admits nothing (vllm #53130), so tokens stop with
+//     requests present, which the generic stall check also sees; the
+//     livelock is the specific cause (a pile of deferred requests, nothing
+//     running, a free KV cache) and has its own advice. Only a restart
+//     helps, and the queueing and batch signals it produces are symptoms.
+//   - engine_stalled: requests present, no tokens, no more specific cause.
 //   - throttled: a power/thermal clock cap is outside vLLM; it slows every
 //     step, so the queueing and KV pressure it causes downstream must not be
 //     blamed on scheduler knobs. It needs an active reason AND degraded TPOT,
@@ -60,7 +64,7 @@ const (
 
 // Classes lists every class in priority order (the state set's label values).
 var Classes = []Class{
-	GPUFault, ServerUnavailable, EngineStalled, DeferredLivelock, Throttled, KVCacheExhausted, TooManySequences,
+	GPUFault, ServerUnavailable, DeferredLivelock, EngineStalled, Throttled, KVCacheExhausted, TooManySequences,
 	Queueing, PrefixCacheMiss, PrefillBound, CommunicationBound,
 	MemoryBoundDecode, DecodeOverhead, BatchTooSmall, NearOptimal,
 }
@@ -109,8 +113,8 @@ var advice = map[Class]Advice{
 		"enable prefix caching (--enable-prefix-caching), keep shared prefixes byte-identical, and give the cache room (lower --max-num-seqs or raise --gpu-memory-utilization)",
 	},
 	PrefillBound: {
-		"TTFT is over its target, spent in prefill, and prefill runs at under half the speed this server has shown (not merely long prompts)",
-		"enable chunked prefill and raise --max-num-batched-tokens for prefill throughput; enable prefix caching when prompts share a prefix; shorten context, or route long prompts to a separate pool",
+		"TTFT is over its target and spent in prefill, not in the queue: prefill runs at under half the speed this server has shown (not merely long prompts), or a few long prompts (documents among chat) make a p99 TTFT tail while the median stays fast",
+		"slow prefill: enable chunked prefill and raise --max-num-batched-tokens for prefill throughput, enable prefix caching when prompts share a prefix, check the attention backend; a long-prompt tail (ttft_p99_over_p50_ratio in the evidence): route long prompts to a separate pool, or let each long prompt prefill in fewer steps by raising --max-num-batched-tokens and --long-prefill-token-threshold (short requests then share longer steps: watch p50 TTFT and TPOT), and bound concurrent long prefills with --max-num-partial-prefills / --max-long-partial-prefills",
 	},
 	CommunicationBound: {
 		"NVLink traffic is high under tensor parallelism while TPOT is over target",

@@ -190,7 +190,12 @@ type modelState struct {
 	prevHits     float64
 	havePrefix   bool
 	haveProgress bool
-	lastUp       time.Time // scrape time of the last successful scrape
+	// gen: the generation-token counter at the previous tick's scrape.
+	prevGen     float64
+	prevGenAt   time.Time
+	havePrevGen bool
+	genRate     snapshot.Value // the rate computed at prevGenAt
+	lastUp      time.Time      // scrape time of the last successful scrape
 
 	// The references the relative rules compare with: the best windowed
 	// prefix-cache hit ratio and prefill speed seen.
@@ -209,6 +214,26 @@ func (st *modelState) noProgress(m *snapshot.Model, at time.Time) snapshot.Value
 		st.tokens, st.tokensSince, st.haveProgress = tok, at, true
 	}
 	return snapshot.Some(at.Sub(st.tokensSince).Seconds())
+}
+
+// recentGeneration is the generation rate (tokens/s, scrape time) since the
+// previous tick's scrape; absent on the first tick and after a counter
+// reset. A tick without a newer scrape keeps the last rate.
+func (st *modelState) recentGeneration(m *snapshot.Model, at time.Time) snapshot.Value {
+	if !m.GenerationTokens.OK {
+		st.havePrevGen = false
+		return snapshot.Value{}
+	}
+	prev, prevAt, ok := st.prevGen, st.prevGenAt, st.havePrevGen
+	if ok && !at.After(prevAt) {
+		return st.genRate // the same scrape again
+	}
+	st.prevGen, st.prevGenAt, st.havePrevGen = m.GenerationTokens.V, at, true
+	st.genRate = snapshot.Value{}
+	if d := m.GenerationTokens.V - prev; ok && d >= 0 {
+		st.genRate = snapshot.Some(d / at.Sub(prevAt).Seconds())
+	}
+	return st.genRate
 }
 
 // recentHitRatio is the prefix-cache hit ratio since the previous tick
@@ -358,7 +383,7 @@ func (c *Classifier) Tick(now time.Time) {
 		}
 		in := Inputs{Now: now, Model: m, Window: win[name], GPU: gpu, Probes: probes,
 			KVUsage: st.sustainedKV(m.KVUsage, now, th.Window), NoProgress: st.noProgress(m, latest.Time),
-			RecentHitRatio: st.recentHitRatio(m)}
+			RecentHitRatio: st.recentHitRatio(m), RecentGenerationTokensPerSecond: st.recentGeneration(m, latest.Time)}
 		in.HitRatioReference, in.PrefillSpeedReference = st.references(now, th, in.Window)
 		in.Roofline = ComputeRoofline(c.opts.Model, m, in.Window, gpu, th.BandwidthEfficiency)
 		raw, findings := Evaluate(in, th)
@@ -406,7 +431,7 @@ func (c *Classifier) tickDown(now time.Time, latest *snapshot.VLLM, th config.Bo
 		st.Unavailable = nil
 		st.SLO = SLOCheck{Quantile: th.SLOQuantile, TTFTTarget: th.TTFTTargetSeconds, TPOTTarget: th.TPOTTargetSeconds}
 		st.Capacity = Capacity{}
-		st.kv, st.haveProgress, st.havePrefix = nil, false, false
+		st.kv, st.haveProgress, st.havePrefix, st.havePrevGen = nil, false, false, false
 	}
 }
 

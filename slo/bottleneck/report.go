@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -36,6 +38,13 @@ type ProbeLine struct {
 	Requests   float64  `json:"requests"`
 	Failures   float64  `json:"failures"`
 	MedianTTFT *float64 `json:"median_ttft_seconds,omitempty"`
+	// FailureReasons counts the failures by reason (vllm_probe_failures_total's
+	// reason); LastError is the latest failure's reason and the server's
+	// error text (truncated, credentials scrubbed), or why nothing was sent.
+	FailureReasons map[string]float64 `json:"failure_reasons,omitempty"`
+	LastError      string             `json:"last_error,omitempty"`
+	// Fit says how the profile was fitted to the model's max_model_len.
+	Fit string `json:"fit,omitempty"`
 }
 
 // ModelReport is one model's diagnosis.
@@ -213,9 +222,15 @@ func ProbeLines(p *snapshot.Probes) []ProbeLine {
 		if pr == nil {
 			continue
 		}
-		l := ProbeLine{Profile: name, Prefix: pr.Prefix, Requests: pr.Requests}
-		for _, n := range pr.Failures {
+		l := ProbeLine{Profile: name, Prefix: pr.Prefix, Requests: pr.Requests, LastError: pr.LastError, Fit: pr.FitNote}
+		for r, n := range pr.Failures {
 			l.Failures += n
+			if n > 0 {
+				if l.FailureReasons == nil {
+					l.FailureReasons = map[string]float64{}
+				}
+				l.FailureReasons[r] = n
+			}
 		}
 		l.MedianTTFT = ptr(pr.TTFT.Quantile(0.5))
 		out = append(out, l)
@@ -344,7 +359,21 @@ func RenderText(w io.Writer, r Report) error {
 		p("")
 		p("Probes:")
 		for _, l := range r.Probes {
-			p("  %-12s %-5s %3.0f sent, %3.0f failed, median TTFT %s", l.Profile, l.Prefix, l.Requests, l.Failures, secs(l.MedianTTFT))
+			failed := fmt.Sprintf("%3.0f failed", l.Failures)
+			if len(l.FailureReasons) > 0 {
+				var parts []string
+				for _, reason := range slices.Sorted(maps.Keys(l.FailureReasons)) {
+					parts = append(parts, fmt.Sprintf("%s %.0f", reason, l.FailureReasons[reason]))
+				}
+				failed += " (" + strings.Join(parts, ", ") + ")"
+			}
+			p("  %-12s %-5s %3.0f sent, %s, median TTFT %s", l.Profile, l.Prefix, l.Requests, failed, secs(l.MedianTTFT))
+			if l.Fit != "" {
+				p("    %s", l.Fit)
+			}
+			if l.LastError != "" {
+				p("    last error: %s", l.LastError)
+			}
 		}
 	}
 	_, err := io.WriteString(w, b.String())

@@ -22,6 +22,11 @@ type Inputs struct {
 	// since the previous tick. The classifier fills both from its state.
 	NoProgress     snapshot.Value
 	RecentHitRatio snapshot.Value
+	// RecentGenerationTokensPerSecond is the generation rate since the
+	// previous tick (the classifier fills it from its state): a livelock
+	// stops generation at once, and the window's mean would remember the
+	// tokens from before it for a whole window.
+	RecentGenerationTokensPerSecond snapshot.Value
 	// HitRatioReference is the best windowed prefix-cache hit ratio seen
 	// over the baseline window before this tick; PrefillSpeedReference the
 	// best prefill speed (see PrefillSpeed) over the capacity horizon. The
@@ -75,7 +80,7 @@ type Finding struct {
 // several hold on one tick the earliest wins. A new class adds its rule here
 // and its name to Classes at the same position.
 var ruleOrder = []func(rules) Finding{
-	rules.gpuFault, rules.engineStalled, rules.deferredLivelock, rules.throttled, rules.kvExhausted,
+	rules.gpuFault, rules.deferredLivelock, rules.engineStalled, rules.throttled, rules.kvExhausted,
 	rules.tooManySequences, rules.queueing, rules.prefixCacheMiss, rules.prefillBound,
 	rules.communicationBound, rules.memoryBoundDecode, rules.decodeOverhead,
 	rules.batchTooSmall,
@@ -197,19 +202,37 @@ func (r rules) engineStalled() Finding {
 
 // deferredLivelock is vllm #53130: deferred requests pile up, few wait for
 // capacity, the KV cache has room and generation all but stopped. Only a
-// server that splits its queue by reason (≈0.20+) can show it.
+// server that splits its queue by reason (≈0.20+) can show it. It is
+// checked before engine_stalled: a livelocked engine makes no tokens with
+// requests present, which is also what the generic stall check sees, but
+// the livelock has its own cause and advice. KV usage and generation are
+// read as they are now (the latest scrape, the rate since the previous
+// tick), not as window means, which remember the traffic before the
+// scheduler stopped admitting for a whole window.
 func (r rules) deferredLivelock() Finding {
 	m, w := r.in.Model, r.in.Window
-	deferred, capacity, kv := m.WaitingDeferred(), m.WaitingForCapacity(), r.kv()
-	if !deferred.OK || !capacity.OK || !kv.OK || w == nil || !w.GenerationTokensPerSecond.OK || m.Asleep() {
+	if m == nil || m.Asleep() {
 		return Finding{Class: DeferredLivelock}
 	}
-	return all(DeferredLivelock,
+	deferred, capacity, kv := m.WaitingDeferred(), m.WaitingForCapacity(), m.KVUsage
+	gen := r.in.RecentGenerationTokensPerSecond
+	if !gen.OK && w != nil {
+		gen = w.GenerationTokensPerSecond
+	}
+	if !deferred.OK || !capacity.OK || !kv.OK || !gen.OK {
+		return Finding{Class: DeferredLivelock}
+	}
+	ev := []Evidence{
 		gate("requests_waiting_deferred", deferred.V, ">=", r.th.DeferredLivelockMinDeferred, "requests"),
 		gate("deferred_over_capacity_waiting_ratio", deferred.V/math.Max(capacity.V, 1), ">=", r.th.DeferredLivelockDeferredOverCapacity, "ratio"),
 		gate("kv_cache_usage_ratio", kv.V, "<", r.th.DeferredLivelockKVMax, "ratio"),
-		gate("generation_tokens_per_second", w.GenerationTokensPerSecond.V, "<=", r.th.DeferredLivelockMaxGenerationTokensPerSecond, "tokens/s"),
-		note("requests_waiting_capacity", capacity.V, "requests"))
+		gate("generation_tokens_per_second", gen.V, "<=", r.th.DeferredLivelockMaxGenerationTokensPerSecond, "tokens/s"),
+		note("requests_waiting_capacity", capacity.V, "requests"),
+	}
+	if m.Running.OK {
+		ev = append(ev, note("requests_running", m.Running.V, "requests"))
+	}
+	return all(DeferredLivelock, ev...)
 }
 
 // capped reports whether a GPU's clocks are held down enough to slow decode:
@@ -435,11 +458,37 @@ func PrefillSpeed(w *snapshot.Derived) snapshot.Value {
 	return snapshot.Some(computed / d.Sum)
 }
 
-// prefillBound: TTFT over target, spent in prefill (not in the queue), and
-// prefill slower than this server has shown it can run. A long-prompt
-// workload on a healthy server has a long TTFT but its usual prefill
-// speed, so it is not prefill_bound.
+// prefillBound: TTFT over target and spent in prefill (not in the queue),
+// in one of two ways. Slow prefill: prefill runs slower than this server
+// has shown it can (a long-prompt workload on a healthy server has a long
+// TTFT but its usual prefill speed, so it is not prefill_bound). The
+// prefill tail: a few long prompts among short ones (documents among
+// chat) make p99 TTFT miss its target while the median stays fast; their
+// prefill, not the queue, is the tail. When neither holds, the one with
+// more of its gates holding is returned (the nearer miss, for reports).
 func (r rules) prefillBound() Finding {
+	slow := r.prefillSlow()
+	if slow.Holds {
+		return slow
+	}
+	if tail := r.prefillTail(); tail.Holds || gatesHeld(tail) > gatesHeld(slow) {
+		return tail
+	}
+	return slow
+}
+
+// gatesHeld counts a finding's gating evidence that holds.
+func gatesHeld(f Finding) int {
+	n := 0
+	for _, e := range f.Evidence {
+		if e.Op != "" && e.Holds() {
+			n++
+		}
+	}
+	return n
+}
+
+func (r rules) prefillSlow() Finding {
 	ttft := r.slo(snapshot.TTFT, r.th.SLOQuantile)
 	ttft99, pf99 := r.slo(snapshot.TTFT, 0.99), r.slo(snapshot.PrefillTime, 0.99)
 	speed, ref := PrefillSpeed(r.in.Window), r.in.PrefillSpeedReference
@@ -459,10 +508,46 @@ func (r rules) prefillBound() Finding {
 		tp.Op = "<="
 		ev = append(ev, tp)
 	}
-	if w := r.in.Window; w != nil && w.PromptTokensPerSecond.OK && w.RequestsPerSecond.OK && w.RequestsPerSecond.V > 0 {
-		ev = append(ev, note("prompt_tokens_per_request", w.PromptTokensPerSecond.V/w.RequestsPerSecond.V, "tokens"))
+	return all(PrefillBound, append(ev, r.promptTokensPerRequest()...)...)
+}
+
+// prefillTail: p99 TTFT over its target and many times the median while
+// p90 TTFT is within it (a tail: a few requests, not the body of the
+// traffic; a workload turning to long prompts has a long p90 as soon as
+// they are more than a tenth of the window), p99 prefill most of p99 TTFT
+// and well above p99 queue time, and the median decode step within the
+// TPOT target. The median, not the SLO quantile,
+// of TPOT: the long prompts' prefill chunks share steps with decode and
+// lengthen the slowest inter-token gaps too, while a server whose every
+// step is slow (clocks) has a slow median and is left to the decode-side
+// classes.
+func (r rules) prefillTail() Finding {
+	ttft50, ttft90, ttft99 := r.slo(snapshot.TTFT, 0.5), r.slo(snapshot.TTFT, 0.9), r.slo(snapshot.TTFT, 0.99)
+	pf99, q99 := r.slo(snapshot.PrefillTime, 0.99), r.slo(snapshot.QueueTime, 0.99)
+	tpot50 := r.slo(snapshot.RequestTPOT, 0.5)
+	if !ttft50.OK || !ttft90.OK || !ttft99.OK || !pf99.OK || !q99.OK || !tpot50.OK || !(ttft50.V > 0) || !(ttft99.V > 0) {
+		return Finding{Class: PrefillBound}
 	}
-	return all(PrefillBound, ev...)
+	ev := []Evidence{
+		gate("ttft_p99_seconds", ttft99.V, ">", r.th.TTFTTargetSeconds, "seconds"),
+		gate("ttft_p99_over_p50_ratio", ttft99.V/ttft50.V, ">=", r.th.PrefillTailRatio, "ratio"),
+		gate("ttft_p90_seconds", ttft90.V, "<=", r.th.TTFTTargetSeconds, "seconds"),
+		gate("prefill_share_of_ttft_ratio", math.Min(pf99.V/ttft99.V, 1), ">=", r.th.PrefillShareMin, "ratio"),
+		gate("prefill_over_queue_time_p99_ratio", pf99.V/math.Max(q99.V, 1e-3), ">=", r.th.PrefillTailOverQueue, "ratio"),
+		gate("tpot_p50_seconds", tpot50.V, "<=", r.th.TPOTTargetSeconds, "seconds"),
+		note("ttft_p50_seconds", ttft50.V, "seconds"),
+		note("prefill_p99_seconds", pf99.V, "seconds"),
+		note("queue_time_p99_seconds", q99.V, "seconds"),
+	}
+	return all(PrefillBound, append(ev, r.promptTokensPerRequest()...)...)
+}
+
+// promptTokensPerRequest is the window's mean prompt length, as context.
+func (r rules) promptTokensPerRequest() []Evidence {
+	if w := r.in.Window; w != nil && w.PromptTokensPerSecond.OK && w.RequestsPerSecond.OK && w.RequestsPerSecond.V > 0 {
+		return []Evidence{note("prompt_tokens_per_request", w.PromptTokensPerSecond.V/w.RequestsPerSecond.V, "tokens")}
+	}
+	return nil
 }
 
 func (r rules) communicationBound() Finding {

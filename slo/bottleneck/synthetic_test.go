@@ -604,7 +604,7 @@ func TestAdviceNamesTheSeedKnobs(t *testing.T) {
 		KVCacheExhausted:   {"--kv-cache-dtype fp8", "higher --gpu-memory-utilization", "lower --max-num-seqs", "--max-model-len"},
 		Queueing:           {"replicas", "raise --max-num-seqs only if"},
 		PrefixCacheMiss:    {"--enable-prefix-caching", "byte-identical"},
-		PrefillBound:       {"chunked prefill", "raise --max-num-batched-tokens", "prefix caching"},
+		PrefillBound:       {"chunked prefill", "raise --max-num-batched-tokens", "prefix caching", "separate pool", "--long-prefill-token-threshold"},
 		CommunicationBound: {"reduce the TP degree", "--tensor-parallel-size"},
 		MemoryBoundDecode:  {"quantize", "faster memory", "raise --max-num-seqs"},
 		DecodeOverhead:     {"CUDA graphs", "--async-scheduling", "sampling"},

@@ -109,7 +109,7 @@ func TestFaultGPULostMidRun(t *testing.T) {
 	sim := hardSim(t)
 	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL(), "--collector.gpu.interval=100ms", "--no-probe.enabled"}, hardScrapeArgs...)...)
 	if h.x.gpu == nil {
-		t.Fatal("the GPU extension did not use the injected sampler")
+		t.Fatal("the GPU collector did not use the injected sampler")
 	}
 	up := func(gpu string, v float64) func(hardMetrics) (bool, string) {
 		return hardIs("vllm_gpu_up", v, "gpu", gpu)

@@ -1,7 +1,7 @@
 package main
 
-// In-process harness for the hardening tests: the whole exporter (serveMain
-// with every registered extension) on a loopback port, driven over HTTP, with
+// In-process harness for the hardening tests: the whole exporter (serveMain,
+// every component wired) on a loopback port, driven over HTTP, with
 // its logs captured, and checks for leaked goroutines and retained heap.
 
 import (
@@ -10,42 +10,19 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/signal"
 	"runtime"
 	"runtime/pprof"
-	"slices"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
-// hardStarted is the *exporter of the most recent serveMain, captured by a
-// test-only extension that runs after every real one (tests are sequential).
-var (
-	hardStarted atomic.Pointer[exporter]
-	// hardExtraStart, when set by a test, runs in that extension's start.
-	hardExtraStart atomic.Pointer[func(context.Context, *exporter) error]
-)
-
-func init() {
-	register(extension{name: "hardening-test-observer", order: 1 << 20, start: func(ctx context.Context, x *exporter) error {
-		hardStarted.Store(x)
-		if f := hardExtraStart.Load(); f != nil {
-			return (*f)(ctx, x)
-		}
-		return nil
-	}})
-	// os/signal starts its watcher goroutine on the first Notify and keeps
-	// it for the life of the process; start it now so it is not counted as
-	// a leak of the first test that runs serveMain.
-	c := make(chan os.Signal, 1)
-	signal.Notify(c, syscall.SIGUSR2)
-	signal.Stop(c)
-}
+// hardExtraStart, when set by a test, runs on the wired exporter before
+// it serves (to register a test collector).
+var hardExtraStart atomic.Pointer[func(context.Context, *exporter) error]
 
 // hardExporter is one running in-process exporter.
 type hardExporter struct {
@@ -65,12 +42,6 @@ func hardStart(t *testing.T, client *http.Client, args ...string) *hardExporter 
 	t.Helper()
 	addr := testutil.FreeAddr(t)
 	app, f, _ := newApp()
-	slices.SortStableFunc(extensions, func(a, b extension) int { return a.order - b.order })
-	for _, e := range extensions {
-		if e.flags != nil {
-			e.flags(app)
-		}
-	}
 	if _, err := app.Parse(append([]string{"--web.listen-address=" + addr}, args...)); err != nil {
 		t.Fatalf("flags %q: %v", args, err)
 	}
@@ -85,10 +56,18 @@ func hardStart(t *testing.T, client *http.Client, args ...string) *hardExporter 
 			scheme = "https"
 		}
 	}
-	hardStarted.Store(nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &hardExporter{t: t, base: scheme + "://" + addr, client: client, logs: logs, cancel: cancel, done: make(chan error, 1)}
-	go func() { h.done <- serveMain(ctx, f, logger, slogger) }()
+	wired := make(chan *exporter, 1)
+	go func() {
+		h.done <- serveWired(ctx, f, logger, slogger, func(x *exporter) error {
+			wired <- x
+			if fn := hardExtraStart.Load(); fn != nil {
+				return (*fn)(ctx, x)
+			}
+			return nil
+		})
+	}()
 	t.Cleanup(func() { h.stop() })
 	// Up when the listener answers anything at all.
 	h.eventually("listener up", func() (bool, string) {
@@ -105,7 +84,10 @@ func hardStart(t *testing.T, client *http.Client, args ...string) *hardExporter 
 		resp.Body.Close()
 		return true, ""
 	})
-	h.x = hardStarted.Load()
+	select {
+	case h.x = <-wired:
+	default: // exited early: reported by the wait above
+	}
 	return h
 }
 

@@ -2,17 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -26,45 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/exporter-toolkit/web"
 	"golang.org/x/crypto/bcrypt"
-)
 
-// hardSelfSigned writes a self-signed certificate for 127.0.0.1 and its key
-// into dir and returns their paths and a pool trusting the certificate.
-func hardSelfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "vllm_exporter test"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool = x509.NewCertPool()
-	pool.AddCert(cert)
-	return certFile, keyFile, pool
-}
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
+)
 
 // TestSecurityTLSAndBasicAuth: --web.config.file with TLS and a bcrypt
 // basic-auth user. Plain HTTP is refused, an untrusted certificate fails the
@@ -72,7 +28,8 @@ func hardSelfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x
 // pprof included), the right ones are served.
 func TestSecurityTLSAndBasicAuth(t *testing.T) {
 	dir := t.TempDir()
-	certFile, keyFile, pool := hardSelfSigned(t, dir)
+	pki := testutil.NewPKI(t, "localhost")
+	certFile, keyFile, pool := pki.ServerCertFile, pki.ServerKeyFile, pki.CA
 	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret-pass"), bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)

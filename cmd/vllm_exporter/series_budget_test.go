@@ -1,0 +1,73 @@
+package main
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
+)
+
+// samples counts the samples (non-comment, non-empty lines) of a text
+// exposition body.
+func samples(body string) int {
+	n := 0
+	for line := range strings.Lines(body) {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestSeriesBudget: one pod, one model, today's vLLM layout (the simulator
+// at v1-0.33 with its load generator): the exporter at its defaults exports
+// at most 1.5 times the samples of vLLM's own /metrics (the floor; the goal
+// is 1.0, docs/cost.md, scripts/series.sh). The scrape, windows and SLO
+// intervals are shortened so that every window fills within seconds: the
+// number of --vllm.windows, not their length, sets the series count.
+func TestSeriesBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the exporter binary")
+	}
+	sim, err := vllmsim.New(vllmsim.Config{Seed: 11, Scenario: "healthy", LoadGen: true, MetricsVersion: vllmsim.MetricsLatest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	p := startBinary(t, "--vllm.url="+sim.URL(), "--vllm.scrape-interval=250ms", "--vllm.windows=1s,2s", "--slo.interval=250ms")
+	p.WaitServing("/metrics", http.StatusOK)
+
+	// Settled: a probe recorded, the SLO watchdog evaluated, both windows'
+	// quantiles out. 90 s bounds the wait for the first probe (default
+	// interval 15 s plus jitter) on a loaded machine; it is not a timing
+	// assertion.
+	var body string
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		_, body = p.Get("/metrics")
+		const probed = `vllm_probe_requests_total{profile="short-chat"} `
+		if strings.Contains(body, probed) && !strings.Contains(body, probed+"0\n") {
+			if strings.Contains(body, "vllm_slo_last_evaluation_timestamp_seconds{") &&
+				strings.Contains(body, `vllm_time_to_first_token_window_seconds{model="meta-llama/Llama-3.1-8B-Instruct",window="2s",quantile="0.5"}`) {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not settled after 90 s:\n%s", body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	_, vllmBody := testutil.HTTPGet(sim.URL() + "/metrics")
+	exp, own := samples(body), samples(vllmBody)
+	ratio := float64(exp) / float64(own)
+	t.Logf("samples on /metrics: exporter %d, vLLM's own %d, ratio %.2f (goal 1.0, floor 1.5)", exp, own, ratio)
+	if own < 100 || ratio > 1.5 {
+		t.Errorf("exporter %d samples against vLLM's %d: %.2fx, over the 1.5x floor (docs/cost.md)", exp, own, ratio)
+	}
+}

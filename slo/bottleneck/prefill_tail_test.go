@@ -1,0 +1,77 @@
+package bottleneck
+
+import (
+	"testing"
+	"time"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+)
+
+// tailInputs is one window of a server with the given TTFT, prefill and
+// queue-time quantiles and median TPOT, nothing waiting, KV half full.
+func tailInputs(ttft50, ttft90, ttft99, pf99, q99, tpot50 float64) Inputs {
+	now := time.Unix(1_800_000_000, 0)
+	qs := func(p50, p90, p99 float64) map[float64]snapshot.Value {
+		return map[float64]snapshot.Value{0.5: snapshot.Some(p50), 0.9: snapshot.Some(p90), 0.95: snapshot.Some((p90 + p99) / 2), 0.99: snapshot.Some(p99)}
+	}
+	w := &snapshot.Derived{Start: now.Add(-time.Minute), End: now,
+		PromptTokensPerSecond: snapshot.Some(3600), RequestsPerSecond: snapshot.Some(4.1), GenerationTokensPerSecond: snapshot.Some(800),
+		Quantiles: map[snapshot.HistogramName]map[float64]snapshot.Value{
+			snapshot.TTFT:              qs(ttft50, ttft90, ttft99),
+			snapshot.PrefillTime:       qs(ttft50*0.8, ttft90*0.9, pf99),
+			snapshot.QueueTime:         qs(0.01, q99/2, q99),
+			snapshot.InterTokenLatency: qs(tpot50, tpot50*4, tpot50*10),
+		}}
+	m := &snapshot.Model{Name: "m", Running: snapshot.Some(30), Waiting: snapshot.Some(0), KVUsage: snapshot.Some(0.5),
+		PromptTokens: snapshot.Some(1e6), GenerationTokens: snapshot.Some(1e6)}
+	return Inputs{Now: now, Model: m, Window: w}
+}
+
+// The prefill tail (a few long documents among short chat) is
+// prefill_bound with the prefill-versus-queue evidence; its near misses
+// are not: uniformly long prompts (no tail), a tail made in the queue, a
+// slow body (p90 over target), and every step slow (median TPOT over).
+func TestPrefillTail(t *testing.T) {
+	th := config.DefaultBottleneck()
+	cases := []struct {
+		name string
+		in   Inputs
+		want bool
+	}{
+		{"documents among chat", tailInputs(0.3, 0.6, 3.5, 3.4, 0.5, 0.02), true},
+		{"uniformly long prompts", tailInputs(2.5, 3, 3.5, 3.4, 0.3, 0.02), false},
+		{"tail made in the queue", tailInputs(0.3, 0.6, 3.5, 0.9, 3.2, 0.02), false},
+		{"queue as long as prefill", tailInputs(0.3, 0.6, 3.5, 3.4, 2, 0.02), false},
+		{"slow body", tailInputs(0.3, 1.5, 3.5, 3.4, 0.5, 0.02), false},
+		{"every step slow", tailInputs(0.3, 0.6, 3.5, 3.4, 0.5, 0.08), false},
+		{"tail within target", tailInputs(0.1, 0.3, 0.9, 0.85, 0.1, 0.02), false},
+	}
+	for _, c := range cases {
+		class, findings := Evaluate(c.in, th)
+		if got := class == PrefillBound; got != c.want {
+			t.Errorf("%s: class %s, want prefill_bound %v; findings %+v", c.name, class, c.want, findings)
+			continue
+		}
+		if !c.want {
+			continue
+		}
+		ev := map[string]Evidence{}
+		for _, f := range findings {
+			if f.Class == PrefillBound {
+				for _, e := range f.Evidence {
+					ev[e.Signal] = e
+				}
+			}
+		}
+		for _, s := range []string{"ttft_p99_seconds", "ttft_p99_over_p50_ratio", "ttft_p90_seconds", "prefill_share_of_ttft_ratio",
+			"prefill_over_queue_time_p99_ratio", "tpot_p50_seconds", "prefill_p99_seconds", "queue_time_p99_seconds"} {
+			if _, ok := ev[s]; !ok {
+				t.Errorf("%s: evidence lacks %s: %v", c.name, s, ev)
+			}
+		}
+		if e := ev["prefill_over_queue_time_p99_ratio"]; e.Value != 3.4/0.5 || e.Threshold != th.PrefillTailOverQueue {
+			t.Errorf("%s: prefill over queue %+v, want %v against %v", c.name, e, 3.4/0.5, th.PrefillTailOverQueue)
+		}
+	}
+}
