@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/e2e"
 	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
@@ -60,7 +61,8 @@ func TestDeployConfigsLoadWithoutWarnings(t *testing.T) {
 			if err := json.Unmarshal([]byte(body), &rules); err != nil || len(rules.Data.Groups) == 0 {
 				t.Errorf("prometheus %s loaded no rule groups from the shipped config: %v\n%.500s", v, err, body)
 			}
-			p.Signal(syscall.SIGTERM)
+			p.Cmd.Process.Signal(syscall.SIGTERM)
+			p.Wait(30 * time.Second)
 			if w := warnings(p.Logs.String()); len(w) > 0 {
 				t.Errorf("prometheus %s warns loading the shipped config:\n%s", v, strings.Join(w, "\n"))
 			}
@@ -83,7 +85,9 @@ func TestDeployConfigsLoadWithoutWarnings(t *testing.T) {
 				"--storage.path="+t.TempDir(),
 				"--cluster.listen-address=")
 			p.WaitServing("/-/ready", 200)
-			p.Signal(syscall.SIGTERM)
+			// Its exit status after SIGTERM is not the point: the logs are.
+			p.Cmd.Process.Signal(syscall.SIGTERM)
+			p.Wait(30 * time.Second)
 			logs := p.Logs.String()
 			if !strings.Contains(logs, "Completed loading of configuration file") {
 				t.Errorf("alertmanager %s never logged loading the config:\n%s", v, logs)
