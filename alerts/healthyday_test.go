@@ -4,11 +4,17 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
+	"gopkg.in/yaml.v3"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/e2e"
 )
 
 // dayReplica is one vLLM replica's cumulative counters, one sample a minute.
@@ -122,73 +128,190 @@ func healthyDay(minutes, breachAt int) []dayReplica {
 	return out
 }
 
-// promtoolSeries renders the replicas as promtool input series, one
-// sample every 30 s (interval 30s): the minute's counters plus a sample
-// half-way to the next minute (none where either is missing). Prometheus 3
-// range selectors are left-open, so a [1m] window over one sample a minute
-// holds a single sample and rate() over it is empty; at 30 s it holds two.
-func promtoolSeries(reps []dayReplica) []testutil.InputSeries {
-	var in []testutil.InputSeries
+// promtoolSeries renders the replicas as promtool input_series, vLLM's
+// latency histograms as classic buckets (_count, and the bucket at the SLO
+// threshold with Prometheus 3's `le` spelling), or with nhcb as native
+// histograms with custom buckets (convert_classic_histograms_to_nhcb: one
+// bound, the threshold; no _bucket or _count series).
+func promtoolSeries(reps []dayReplica, nhcb bool) string {
+	var b strings.Builder
+	values := func(v []float64) string {
+		s := make([]string, len(v))
+		for i, x := range v {
+			if math.IsNaN(x) {
+				s[i] = "_"
+			} else {
+				s[i] = strconv.FormatFloat(x, 'f', -1, 64)
+			}
+		}
+		return strings.Join(s, " ")
+	}
+	// histogram renders a cumulative custom-bucket histogram per sample:
+	// good observations at or below bound, the rest above (sum: good ones
+	// at half the bound, bad ones at twice it).
+	histogram := func(total, good []float64, bound string) string {
+		s := make([]string, len(total))
+		le, _ := strconv.ParseFloat(bound, 64)
+		for i := range total {
+			if math.IsNaN(total[i]) {
+				s[i] = "_"
+				continue
+			}
+			g, bad := good[i], total[i]-good[i]
+			s[i] = fmt.Sprintf("{{schema:-53 sum:%s count:%s custom_values:[%s] buckets:[%s %s]}}",
+				strconv.FormatFloat(g*le/2+bad*le*2, 'f', -1, 64), strconv.FormatFloat(total[i], 'f', -1, 64), bound,
+				strconv.FormatFloat(g, 'f', -1, 64), strconv.FormatFloat(bad, 'f', -1, 64))
+		}
+		return strings.Join(s, " ")
+	}
+	hists := []struct{ name, bound, fam string }{
+		{"vllm_time_to_first_token_seconds", "1", "ttft"},
+		{"vllm_request_time_per_output_token_seconds", "0.1", "tpot"},
+		{"vllm_e2e_request_latency_seconds", "60", "e2e"},
+	}
 	for _, r := range reps {
 		base := fmt.Sprintf(`job="vllm",instance=%q,model=%q`, r.instance, r.model)
+		for _, h := range hists {
+			if nhcb {
+				fmt.Fprintf(&b, "      - series: '%s{%s}'\n        values: '%s'\n", h.name, base, histogram(r.series[h.fam], r.series[h.fam+"_good"], h.bound))
+				continue
+			}
+			fmt.Fprintf(&b, "      - series: '%s_count{%s}'\n        values: '%s'\n", h.name, base, values(r.series[h.fam]))
+			fmt.Fprintf(&b, "      - series: '%s_bucket{%s,le=\"%s\"}'\n        values: '%s'\n", h.name, base, promLe(h.bound), values(r.series[h.fam+"_good"]))
+		}
 		for _, s := range []struct{ name, labels, fam string }{
-			{"vllm_time_to_first_token_seconds_count", "", "ttft"},
-			{"vllm_time_to_first_token_seconds_bucket", `,le="1.0"`, "ttft_good"},
-			{"vllm_request_time_per_output_token_seconds_count", "", "tpot"},
-			{"vllm_request_time_per_output_token_seconds_bucket", `,le="0.1"`, "tpot_good"},
-			{"vllm_e2e_request_latency_seconds_count", "", "e2e"},
-			{"vllm_e2e_request_latency_seconds_bucket", `,le="60.0"`, "e2e_good"},
 			{"vllm_requests_finished_total", `,finished_reason="stop"`, "stop"},
 			{"vllm_requests_finished_total", `,finished_reason="abort"`, "abort"},
 			{"vllm_preemptions_total", "", "preempt"},
 		} {
-			in = append(in, testutil.InputSeries{
-				Series: fmt.Sprintf("%s{%s%s}", s.name, base, s.labels),
-				Values: testutil.Samples(testutil.Interpolate(r.series[s.fam], 2)),
-			})
+			fmt.Fprintf(&b, "      - series: '%s{%s%s}'\n        values: '%s'\n", s.name, base, s.labels, values(r.series[s.fam]))
 		}
 	}
-	return in
+	return b.String()
+}
+
+// promLe is a bound as Prometheus 3 writes a classic `le` label ("1.0").
+func promLe(bound string) string {
+	if !strings.ContainsAny(bound, ".eE") {
+		return bound + ".0"
+	}
+	return bound
 }
 
 // A simulated healthy day (see healthyDay) pages 0 times with the shipped
 // SLO rules; the same day with a 10-minute hard breach pages (so the check
-// can fail). Evaluated by every pinned promtool at a sample every 30 s and
-// an evaluation a minute (the shipped 15s/30s would take minutes of
-// promtool time for a day).
+// can fail). Evaluated by promtool at one sample and one evaluation a minute
+// (15s/30s would take minutes of promtool time for a day; the 1m rate
+// window still holds two samples).
 func TestHealthyDayPagesZeroTimes(t *testing.T) {
 	t.Parallel()
+	promtool := e2e.RequireTool(t, "promtool")
 	rules, err := filepath.Abs("slo-rules.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const day = 24 * time.Hour
-	p := testutil.WriteRuleTest(t, t.TempDir(), "healthy-day_test.yml", testutil.RuleTestFile{
-		RuleFiles:          []string{rules},
-		EvaluationInterval: testutil.Duration(time.Minute),
-		Tests: []testutil.RuleTest{{
-			Name:        "a healthy day pages 0 times",
-			Interval:    testutil.Duration(30 * time.Second),
-			InputSeries: promtoolSeries(healthyDay(int(day/time.Minute), 0)),
-			ExprTests: []testutil.ExprTest{{
-				Expr:     `count_over_time(ALERTS{severity="critical"}[1d])`,
-				EvalTime: testutil.Duration(day),
-			}},
-		}, {
-			Name:        "the same fleet pages on a 10-minute hard TTFT breach",
-			Interval:    testutil.Duration(30 * time.Second),
-			InputSeries: promtoolSeries(healthyDay(240, 150)),
-			ExprTests: []testutil.ExprTest{{
-				Expr:     `max_over_time(ALERTS{severity="critical",alertstate="firing"}[4h])`,
-				EvalTime: testutil.Duration(4 * time.Hour),
-				ExpSamples: []testutil.ExpSample{{
-					Labels: `{alertname="VLLMSLOBurnRatePage",alertstate="firing",severity="critical",slo="ttft-p99",model="llama"}`,
-					Value:  1,
-				}},
-			}},
-		}},
-	})
-	start := time.Now()
-	testutil.RunRuleTests(t, p)
-	t.Logf("healthy day (24h, 4 replicas, spikes, a rolling restart): 0 pages; the 10-minute hard breach paged (%v)", time.Since(start).Round(time.Second))
+	const day = 24 * 60
+	// vLLM's histograms are classic only: a Prometheus scraping native
+	// histograms stores them as classic buckets, one converting to NHCB as
+	// custom-bucket histograms. Both forms, each with its own promtool.
+	for _, mode := range []struct {
+		name string
+		nhcb bool
+	}{{"classic buckets", false}, {"NHCB", true}} {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			rules := rules
+			if mode.nhcb {
+				rules = pageRulesOnly(t, rules, dir)
+			}
+			test := fmt.Sprintf(`rule_files: [%q]
+evaluation_interval: 1m
+tests:
+  - name: a healthy day pages 0 times
+    interval: 1m
+    input_series:
+%s    promql_expr_test:
+      - expr: count_over_time(ALERTS{severity="critical"}[1d])
+        eval_time: 1d
+        exp_samples: []
+  - name: the same fleet pages on a 10-minute hard TTFT breach
+    interval: 1m
+    input_series:
+%s    promql_expr_test:
+      - expr: max_over_time(ALERTS{severity="critical",alertstate="firing"}[4h])
+        eval_time: 4h
+        exp_samples:
+          - labels: '{alertname="VLLMSLOBurnRatePage",alertstate="firing",severity="critical",slo="ttft-p99",model="llama"}'
+            value: 1
+`, rules, promtoolSeries(healthyDay(day, 0), mode.nhcb), promtoolSeries(healthyDay(240, 150), mode.nhcb))
+			p := filepath.Join(dir, "healthy-day_test.yml")
+			if err := os.WriteFile(p, []byte(test), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			out, err := exec.Command(promtool, "test", "rules", p).CombinedOutput()
+			if err != nil {
+				t.Fatalf("promtool test rules: %v\n%s", err, lastLines(string(out), 40))
+			}
+			t.Logf("healthy day (24h, 4 replicas, spikes, a rolling restart), histograms as %s: 0 pages; the 10-minute hard breach paged (promtool %v)",
+				mode.name, time.Since(start).Round(time.Second))
+		})
+	}
+}
+
+// pageRulesOnly writes the SLO rules without the ticket alerts and the 1d
+// and 3d window records only they read. promtool's engine loads at most
+// 10000 samples per query (Prometheus: --query.max-samples, 50 million),
+// and a native histogram sample counts about ten: a 1d window of
+// one-minute histogram samples exceeds it. The pages read the 1h, 6h, 5m,
+// 30m and fast-tier windows, which fit.
+func pageRulesOnly(t *testing.T, path, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rf struct {
+		Groups []struct {
+			Name  string           `yaml:"name"`
+			Rules []map[string]any `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(b, &rf); err != nil {
+		t.Fatal(err)
+	}
+	dropped := 0
+	for i := range rf.Groups {
+		var keep []map[string]any
+		for _, r := range rf.Groups[i].Rules {
+			rec, _ := r["record"].(string)
+			if r["alert"] == "VLLMSLOBurnRateTicket" || strings.HasSuffix(rec, "1d") || strings.HasSuffix(rec, "3d") {
+				dropped++
+				continue
+			}
+			keep = append(keep, r)
+		}
+		rf.Groups[i].Rules = keep
+	}
+	if dropped == 0 {
+		t.Fatal("no ticket rules found to drop: the SLO rules changed shape")
+	}
+	out, err := yaml.Marshal(rf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "slo-page-rules.yml")
+	if err := os.WriteFile(p, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(s, "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
 }

@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/histq"
 )
 
 // ds is the datasource reference every panel and target uses: the
@@ -68,9 +70,15 @@ func one() *float64 { v := 1.0; return &v }
 
 func q(expr, legend string) target { return target{Expr: expr, Legend: legend} }
 
-// hq is histogram_quantile over a bucket series summed by the given labels.
-func hq(quantile, metric, filter, by string) string {
-	return fmt.Sprintf("histogram_quantile(%s, sum by (%s) (rate(%s_bucket{%s}%s)))", quantile, by, metric, filter, ri)
+// hq is histogram_quantile over a histogram summed by the given labels,
+// reading the classic buckets or the native histogram (package histq).
+func hq(quantile, metric, filter string, by ...string) string {
+	return histq.H{Name: metric, Matchers: filter, Window: ri[1 : len(ri)-1]}.Quantile(quantile, by...).String()
+}
+
+// hmean is the mean observation of a histogram per model.
+func hmean(metric, filter string) string {
+	return histq.H{Name: metric, Matchers: filter, Window: ri[1 : len(ri)-1]}.Mean("model").String()
 }
 
 func (p panel) json(id, x, y int) map[string]any {

@@ -33,13 +33,16 @@ func serverVsProbe(title, server, probe string) panel {
 	return panel{Title: title, Type: "timeseries", Unit: "s",
 		Desc: "Server-side quantiles from vLLM's histograms vs. the exporter's synthetic streaming probes (client view, includes network and API overhead).",
 		Targets: []target{
-			q(hq("0.99", server, mi, "model, le"), "server p99 {{model}}"),
-			q(hq("0.5", server, mi, "model, le"), "server p50 {{model}}"),
-			q(hq("0.99", probe, inst, "profile, le"), "probe p99 {{profile}}"),
-			q(hq("0.5", probe, inst, "profile, le"), "probe p50 {{profile}}"),
+			q(hq("0.99", server, mi, "model"), "server p99 {{model}}"),
+			q(hq("0.5", server, mi, "model"), "server p50 {{model}}"),
+			q(hq("0.99", probe, inst, "profile"), "probe p99 {{profile}}"),
+			q(hq("0.5", probe, inst, "profile"), "probe p50 {{profile}}"),
 		}}
 }
 
+// overview is the Overview dashboard as data: its rows and panels in
+// screen order. It is long because the dashboard is; one literal keeps the
+// layout readable top to bottom, as the JSON it renders.
 func overview() dashboard {
 	return dashboard{
 		File: "vllm-overview.json", UID: "vllm-exporter-overview", Title: "vLLM / Overview",
@@ -66,13 +69,13 @@ func overview() dashboard {
 				serverVsProbe("TPOT p50 / p99", "vllm_request_time_per_output_token_seconds", "vllm_probe_time_per_output_token_seconds"),
 				{Title: "E2E request latency p50 / p99", Type: "timeseries", Unit: "s", W: 12,
 					Targets: []target{
-						q(hq("0.99", "vllm_e2e_request_latency_seconds", mi, "model, le"), "p99 {{model}}"),
-						q(hq("0.5", "vllm_e2e_request_latency_seconds", mi, "model, le"), "p50 {{model}}"),
+						q(hq("0.99", "vllm_e2e_request_latency_seconds", mi, "model"), "p99 {{model}}"),
+						q(hq("0.5", "vllm_e2e_request_latency_seconds", mi, "model"), "p50 {{model}}"),
 					}},
 				{Title: "Queue time p50 / p99", Type: "timeseries", Unit: "s", W: 12,
 					Targets: []target{
-						q(hq("0.99", "vllm_request_queue_time_seconds", mi, "model, le"), "p99 {{model}}"),
-						q(hq("0.5", "vllm_request_queue_time_seconds", mi, "model, le"), "p50 {{model}}"),
+						q(hq("0.99", "vllm_request_queue_time_seconds", mi, "model"), "p99 {{model}}"),
+						q(hq("0.5", "vllm_request_queue_time_seconds", mi, "model"), "p50 {{model}}"),
 					}},
 			}},
 			{Title: "Throughput and saturation", Panels: []panel{
@@ -137,9 +140,9 @@ func overview() dashboard {
 				{Title: "Request phases (mean per request)", Type: "timeseries", Unit: "s", W: 12,
 					Desc: "Where a request's time goes: queue, prefill, decode (vLLM's request phase histograms).",
 					Targets: []target{
-						q(`sum by (model) (rate(vllm_request_queue_time_seconds_sum{`+mi+`}`+ri+`)) / sum by (model) (rate(vllm_request_queue_time_seconds_count{`+mi+`}`+ri+`))`, "queue {{model}}"),
-						q(`sum by (model) (rate(vllm_request_prefill_time_seconds_sum{`+mi+`}`+ri+`)) / sum by (model) (rate(vllm_request_prefill_time_seconds_count{`+mi+`}`+ri+`))`, "prefill {{model}}"),
-						q(`sum by (model) (rate(vllm_request_decode_time_seconds_sum{`+mi+`}`+ri+`)) / sum by (model) (rate(vllm_request_decode_time_seconds_count{`+mi+`}`+ri+`))`, "decode {{model}}"),
+						q(hmean("vllm_request_queue_time_seconds", mi), "queue {{model}}"),
+						q(hmean("vllm_request_prefill_time_seconds", mi), "prefill {{model}}"),
+						q(hmean("vllm_request_decode_time_seconds", mi), "decode {{model}}"),
 					}},
 				{Title: "KV cache usage per engine (data parallel)", Type: "timeseries", Unit: "percentunit", W: 12, Max: one(),
 					Targets: []target{q(`max by (model, instance, engine) (vllm_engine_kv_cache_usage_ratio{`+mi+`})`, "{{model}} {{instance}} engine {{engine}}")}},
@@ -282,7 +285,7 @@ func gpu() dashboard {
 
 func probes() dashboard {
 	p := `profile=~"$profile",` + inst
-	pq := func(quantile, metric string) string { return hq(quantile, metric, p, "profile, le") }
+	pq := func(quantile, metric string) string { return hq(quantile, metric, p, "profile") }
 	return dashboard{
 		File: "vllm-probes.json", UID: "vllm-exporter-probes", Title: "vLLM / Probes",
 		Desc: "Synthetic streaming probes: what a client sees (TTFT, TPOT, ITL, e2e), failures, and the gap to the server's own view.",

@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/internal/histq"
 )
 
 // RuleOptions tune GenerateRules.
@@ -130,14 +131,20 @@ func leRegex(v float64) string {
 	return strings.ReplaceAll(strings.Join(alts, "|"), `\`, `\\`)
 }
 
-// matchers joins label matchers into a selector body.
-func matchers(ms ...string) string {
+// nonEmpty drops blank matchers and trims the rest.
+func nonEmpty(ms ...string) []string {
 	var out []string
 	for _, m := range ms {
 		if strings.TrimSpace(m) != "" {
 			out = append(out, strings.TrimSpace(m))
 		}
 	}
+	return out
+}
+
+// matchers joins label matchers into a selector body.
+func matchers(ms ...string) string {
+	out := nonEmpty(ms...)
 	if len(out) == 0 {
 		return ""
 	}
@@ -189,14 +196,16 @@ func buildSLI(s *config.SLO, selector string) sli {
 		} else {
 			hs = serverHistograms[s.Metric]
 		}
-		le := matchers(selector, profileSel, `le=~"`+leRegex(s.Threshold)+`"`)
-		either := func(f func(h string) string) string {
-			parts := make([]string, len(hs))
-			for i, h := range hs {
-				parts[i] = f(h)
-			}
-			if len(parts) == 1 {
-				return parts[0]
+		// Each histogram is read however Prometheus stores it (classic
+		// buckets, native, NHCB; package histq); the threshold is a bucket
+		// boundary (validated), so the classic and NHCB forms are exact.
+		ms := strings.Join(nonEmpty(selector, profileSel), ",")
+		le := leRegex(s.Threshold)
+		either := func(f func(h histq.H) histq.Either) string {
+			var parts []string
+			for _, name := range hs {
+				e := f(histq.H{Name: name, Matchers: ms})
+				parts = append(parts, e.Classic, e.Native)
 			}
 			for i := range parts {
 				parts[i] = "(\n" + indent(parts[i]) + "\n)"
@@ -205,18 +214,13 @@ func buildSLI(s *config.SLO, selector string) sli {
 		}
 		return sli{
 			ratio: func(w string) string {
-				return either(func(h string) string {
-					return fmt.Sprintf("(\n  %s\n  -\n  %s\n)\n/\n%s",
-						sumBy("rate", h+"_count", sel, w), sumBy("rate", h+"_bucket", le, w), sumBy("rate", h+"_count", sel, w))
-				})
+				return either(func(h histq.H) histq.Either { h.Window = w; return h.AboveRatio(s.Threshold, le, "model") })
 			},
 			events: func(w string) string {
-				return either(func(h string) string { return sumBy("increase", h+"_count", sel, w) })
+				return either(func(h histq.H) histq.Either { h.Window = w; return h.Count("increase", "model") })
 			},
 			bad: func(w string) string {
-				return either(func(h string) string {
-					return sumBy("increase", h+"_count", sel, w) + "\n-\n" + sumBy("increase", h+"_bucket", le, w)
-				})
+				return either(func(h histq.H) histq.Either { h.Window = w; return h.Above("increase", s.Threshold, le, "model") })
 			},
 		}
 	case config.KindPreemption:
@@ -276,29 +280,66 @@ func escapeTemplate(s string) string {
 	return s
 }
 
+// sloRules is what one SLO's rule group is built from: its windows, the
+// selector of its recorded series and its error budget.
+type sloRules struct {
+	s      *config.SLO
+	opts   RuleOptions
+	x      sli
+	names  []string // the burn-rate windows, shortest first
+	fast   []string // the fast tier's two windows
+	period string
+	sel    string            // selects the SLO's recorded series
+	lbl    map[string]string // labels of its recording rules
+	budget float64
+	min    float64
+	enough string // "has events" condition on a window's event count
+}
+
 func sloGroup(s *config.SLO, opts RuleOptions) ruleGroup {
+	r := newSLORules(s, opts)
+	rules := r.records()
+	rules = append(rules, r.pageAlert(), r.ticketAlert())
+	return ruleGroup{Name: "vllm-slo-" + s.Name, Rules: rules}
+}
+
+func newSLORules(s *config.SLO, opts RuleOptions) *sloRules {
 	ws := Windows(s.PeriodDuration())
-	names := make([]string, len(ws))
+	r := &sloRules{s: s, opts: opts, x: buildSLI(s, opts.Selector), names: make([]string, len(ws)),
+		fast:   []string{WindowName(FastWindows[0]), WindowName(FastWindows[1])},
+		period: WindowName(s.PeriodDuration()), sel: fmt.Sprintf(`{slo=%q}`, s.Name),
+		lbl: map[string]string{"slo": s.Name}, budget: s.ErrorBudget(), min: s.MinEventsValue()}
 	for i, d := range ws {
-		names[i] = WindowName(d)
+		r.names[i] = WindowName(d)
 	}
-	period := WindowName(s.PeriodDuration())
-	x := buildSLI(s, opts.Selector)
-	lbl := map[string]string{"slo": s.Name}
-	g := ruleGroup{Name: "vllm-slo-" + s.Name}
-	add := func(r rule) { g.Rules = append(g.Rules, r) }
+	// Like the watchdog, a window burns only when it holds events (at least
+	// min_events, and always more than none): a preemption SLO's bad events
+	// are not a subset of its total, so its ratio is +Inf over a window with
+	// preemptions and no finished request.
+	r.enough = ">= " + fmtFloat(r.min)
+	if r.min <= 0 {
+		r.enough = "> 0"
+	}
+	return r
+}
+
+// records are the SLO's recording rules: error ratio and events per
+// window (the fast tier's too), the shortest window's bad events, the
+// period's ratio and events, the budget left and the objective.
+func (r *sloRules) records() []rule {
+	x, names, sel, lbl, period := r.x, r.names, r.sel, r.lbl, r.period
+	var out []rule
+	add := func(rl rule) { out = append(out, rl) }
 	for _, w := range names {
 		add(rule{Record: errorRatioRecord(w), Expr: x.ratio(w), Labels: lbl})
 		add(rule{Record: eventsRecord(w), Expr: x.events(w), Labels: lbl})
 	}
-	fastNames := []string{WindowName(FastWindows[0]), WindowName(FastWindows[1])}
-	for _, w := range fastNames {
+	for _, w := range r.fast {
 		if !slices.Contains(names, w) {
 			add(rule{Record: errorRatioRecord(w), Expr: x.ratio(w), Labels: lbl})
 			add(rule{Record: eventsRecord(w), Expr: x.events(w), Labels: lbl})
 		}
 	}
-	sel := fmt.Sprintf(`{slo=%q}`, s.Name)
 	add(rule{Record: badRecord(names[0]), Expr: x.bad(names[0]), Labels: lbl})
 	// The period's ratio from the shortest window's increases: every event
 	// is counted (window / evaluation interval) times in both sums, so the
@@ -312,83 +353,99 @@ func sloGroup(s *config.SLO, opts RuleOptions) ruleGroup {
 	// cover the period once: exact when the evaluation interval divides the
 	// shortest window (15s, 30s, 1m, 5m for 5m), and unbiased otherwise.
 	add(rule{Record: eventsRecord(period), Expr: fmt.Sprintf("sum_over_time(%s%s[%s:%s])", eventsRecord(names[0]), sel, period, names[0]), Labels: lbl})
-	budget := s.ErrorBudget()
-	add(rule{Record: budgetRecord, Expr: fmt.Sprintf("1 - %s%s / %s", errorRatioRecord(period), sel, fmtFloat(budget)), Labels: lbl})
-	add(rule{Record: objectiveRecord, Expr: fmt.Sprintf("vector(%s)", fmtFloat(s.Objective)), Labels: lbl})
+	add(rule{Record: budgetRecord, Expr: fmt.Sprintf("1 - %s%s / %s", errorRatioRecord(period), sel, fmtFloat(r.budget)), Labels: lbl})
+	add(rule{Record: objectiveRecord, Expr: fmt.Sprintf("vector(%s)", fmtFloat(r.s.Objective)), Labels: lbl})
+	return out
+}
 
-	min := s.MinEventsValue()
-	// Like the watchdog, a window burns only when it holds events (at least
-	// min_events, and always more than none): a preemption SLO's bad events
-	// are not a subset of its total, so its ratio is +Inf over a window with
-	// preemptions and no finished request.
-	enough := ">= " + fmtFloat(min)
-	if min <= 0 {
-		enough = "> 0"
+// burns is "window w burns faster than factor and holds events".
+func (r *sloRules) burns(w int, factor float64) string {
+	return fmt.Sprintf("(%s%s / %s > %s and %s%s %s)", errorRatioRecord(r.names[w]), r.sel, fmtFloat(r.budget), fmtFloat(factor),
+		eventsRecord(r.names[w]), r.sel, r.enough)
+}
+
+// pairs is any of the burn-rate pairs ps burning in both windows.
+func (r *sloRules) pairs(ps []AlertPair) string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, fmt.Sprintf("(\n  %s\n  and\n  %s\n)", r.burns(p.Long, p.Factor), r.burns(p.Short, p.Factor)))
 	}
-	cond := func(w int, factor float64) string {
-		return fmt.Sprintf("(%s%s / %s > %s and %s%s %s)", errorRatioRecord(names[w]), sel, fmtFloat(budget), fmtFloat(factor),
-			eventsRecord(names[w]), sel, enough)
+	return strings.Join(out, "\nor\n")
+}
+
+// explain says the pairs ps in words for an alert's description.
+func (r *sloRules) explain(ps []AlertPair) string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, fmt.Sprintf("%sx over %s and %s", fmtFloat(p.Factor), r.names[p.Long], r.names[p.Short]))
 	}
-	pairs := func(ps []AlertPair) string {
-		var out []string
-		for _, p := range ps {
-			out = append(out, fmt.Sprintf("(\n  %s\n  and\n  %s\n)", cond(p.Long, p.Factor), cond(p.Short, p.Factor)))
-		}
-		return strings.Join(out, "\nor\n")
-	}
-	fastF := fmtFloat(FastFactor(budget))
+	return strings.Join(out, ", or ")
+}
+
+// fastExpr is the fast tier: a hard breach over both short windows, with
+// more events than min_events; a preemption burst while a queue recovers
+// pages only if it persists.
+func (r *sloRules) fastExpr() string {
+	fastF := fmtFloat(FastFactor(r.budget))
 	fast := fmt.Sprintf("(\n  (%s%s / %s > %s and %s%s >= %s)\n  and\n  %s\n)",
-		errorRatioRecord(fastNames[0]), sel, fmtFloat(budget), fastF, eventsRecord(fastNames[0]), sel, fmtFloat(FastMin(min)),
-		fmt.Sprintf("(%s%s / %s > %s and %s%s %s)", errorRatioRecord(fastNames[1]), sel, fmtFloat(budget), fastF, eventsRecord(fastNames[1]), sel, enough))
-	if s.Kind == config.KindPreemption {
+		errorRatioRecord(r.fast[0]), r.sel, fmtFloat(r.budget), fastF, eventsRecord(r.fast[0]), r.sel, fmtFloat(FastMin(r.min)),
+		fmt.Sprintf("(%s%s / %s > %s and %s%s %s)", errorRatioRecord(r.fast[1]), r.sel, fmtFloat(r.budget), fastF, eventsRecord(r.fast[1]), r.sel, r.enough))
+	if r.s.Kind == config.KindPreemption {
 		// While a queue recovers, its backlog is admitted at once and
 		// preemptions come in a burst: page on them only if they persist.
 		fast = fmt.Sprintf("%s\nunless on (model)\n(\n%s\n  unless on (model)\n  min_over_time(%s%s[%s]) / %s > %s\n)", fast,
-			indent(queueRecovering(opts.Selector)), errorRatioRecord(fastNames[1]), sel, WindowName(PreemptionPersist), fmtFloat(budget), fastF)
+			indent(queueRecovering(r.opts.Selector)), errorRatioRecord(r.fast[1]), r.sel, WindowName(PreemptionPersist), fmtFloat(r.budget), fastF)
 	}
+	return fast
+}
+
+// A deliberately sleeping engine adds no bad events: it finishes no
+// requests, its probes pause, its refusals are left out.
+const sleepingNote = " An engine put to sleep on purpose (vllm_engine_awake 0) adds no events."
+
+const onModel = "{{ with $labels.model }} on model {{ . }}{{ end }}"
+
+// common opens both alerts' descriptions: the SLO, its objective and
+// period, and its min_events.
+func (r *sloRules) common() string {
+	what := r.s.Description
+	if what == "" {
+		what = describe(r.s)
+	}
+	return fmt.Sprintf("SLO %s (%s; objective %s over %s, min %s events per window)",
+		r.s.Name, escapeTemplate(strings.TrimSuffix(what, ".")), fmtFloat(r.s.Objective), r.period, fmtFloat(r.min))
+}
+
+func (r *sloRules) pageAlert() rule {
+	s, period := r.s, r.period
 	// A stalled engine pages on its own (VLLMEngineStalled). While it
 	// stalls and for StallAftermath after, the SLO pages it causes (the
 	// latency histograms observe the hung requests only once tokens flow
 	// again, the backlog is admitted at once) are the same incident.
-	pageExpr := pairs(PagePairs) + "\nor\n" + fast
-	pageExpr = "(\n" + indent(pageExpr) + "\n)\nunless on (model)\n" + recentStall(s.Source, opts.Selector)
-	explain := func(ps []AlertPair) string {
-		var out []string
-		for _, p := range ps {
-			out = append(out, fmt.Sprintf("%sx over %s and %s", fmtFloat(p.Factor), names[p.Long], names[p.Short]))
-		}
-		return strings.Join(out, ", or ")
-	}
-	what := s.Description
-	if what == "" {
-		what = describe(s)
-	}
-	onModel := "{{ with $labels.model }} on model {{ . }}{{ end }}"
-	common := fmt.Sprintf("SLO %s (%s; objective %s over %s, min %s events per window)",
-		s.Name, escapeTemplate(strings.TrimSuffix(what, ".")), fmtFloat(s.Objective), period, fmtFloat(min))
-	// A deliberately sleeping engine adds no bad events: it finishes no
-	// requests, its probes pause, its refusals are left out.
-	const sleeping = " An engine put to sleep on purpose (vllm_engine_awake 0) adds no events."
-	add(rule{Alert: PageAlert, Expr: pageExpr,
+	pageExpr := r.pairs(PagePairs) + "\nor\n" + r.fastExpr()
+	pageExpr = "(\n" + indent(pageExpr) + "\n)\nunless on (model)\n" + recentStall(s.Source, r.opts.Selector)
+	fastF := fmtFloat(FastFactor(r.budget))
+	return rule{Alert: PageAlert, Expr: pageExpr,
 		Labels: map[string]string{"severity": "critical", "slo": s.Name},
-		Annotations: map[string]string{
+		Annotations: withDashboard(map[string]string{
 			"summary": "SLO " + s.Name + " is burning its error budget fast" + onModel,
-			"description": common + onModel + " burns its error budget at {{ printf \"%.1f\" $value }}x over the long window (page: " +
-				explain(PagePairs) + ", or " + fastF + "x over " + fastNames[0] + " and " + fastNames[1] + " with at least " + fmtFloat(FastMin(min)) + " events: a hard breach" + preemptionNote(s) +
-				"; not within " + WindowName(StallAftermath) + " of an engine stall, which pages on its own). At 14.4x a " + period + " budget is gone in " + WindowName(time.Duration(float64(s.PeriodDuration())/14.4).Round(time.Minute)) + "." + sleeping,
-			"runbook_url": opts.RunbookURL + "#" + strings.ToLower(PageAlert),
-		}})
-	g.Rules[len(g.Rules)-1].Annotations = withDashboard(g.Rules[len(g.Rules)-1].Annotations, opts.DashboardURL, s.Name)
-	add(rule{Alert: TicketAlert, Expr: pairs(TicketPairs),
+			"description": r.common() + onModel + " burns its error budget at {{ printf \"%.1f\" $value }}x over the long window (page: " +
+				r.explain(PagePairs) + ", or " + fastF + "x over " + r.fast[0] + " and " + r.fast[1] + " with at least " + fmtFloat(FastMin(r.min)) + " events: a hard breach" + preemptionNote(s) +
+				"; not within " + WindowName(StallAftermath) + " of an engine stall, which pages on its own). At 14.4x a " + period + " budget is gone in " + WindowName(time.Duration(float64(s.PeriodDuration())/14.4).Round(time.Minute)) + "." + sleepingNote,
+			"runbook_url": r.opts.RunbookURL + "#" + strings.ToLower(PageAlert),
+		}, r.opts.DashboardURL, s.Name)}
+}
+
+func (r *sloRules) ticketAlert() rule {
+	s := r.s
+	return rule{Alert: TicketAlert, Expr: r.pairs(TicketPairs),
 		Labels: map[string]string{"severity": "warning", "slo": s.Name},
-		Annotations: map[string]string{
+		Annotations: withDashboard(map[string]string{
 			"summary": "SLO " + s.Name + " is burning its error budget" + onModel,
-			"description": common + onModel + " burns its error budget at {{ printf \"%.1f\" $value }}x over the long window (ticket: " +
-				explain(TicketPairs) + "); it will be spent before the " + period + " period ends." + sleeping,
-			"runbook_url": opts.RunbookURL + "#" + strings.ToLower(TicketAlert),
-		}})
-	g.Rules[len(g.Rules)-1].Annotations = withDashboard(g.Rules[len(g.Rules)-1].Annotations, opts.DashboardURL, s.Name)
-	return g
+			"description": r.common() + onModel + " burns its error budget at {{ printf \"%.1f\" $value }}x over the long window (ticket: " +
+				r.explain(TicketPairs) + "); it will be spent before the " + r.period + " period ends." + sleepingNote,
+			"runbook_url": r.opts.RunbookURL + "#" + strings.ToLower(TicketAlert),
+		}, r.opts.DashboardURL, s.Name)}
 }
 
 func preemptionNote(s *config.SLO) string {

@@ -5,33 +5,38 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
-// Run ticks on its own and writes a final checkpoint when its context ends;
-// a watchdog created from that file restores it.
+// Run evaluates once at start-up and writes a final checkpoint when its
+// context ends; a watchdog created from that file restores it. Run goes in
+// a synctest bubble, so its timers run on virtual time.
 func TestRunWritesFinalCheckpoint(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "slo.state")
-	src := &fakeVLLM{}
-	tr := &traffic{}
-	src.set(tr.snap(time.Now()))
-	h := holderFor(t, ttft99)
-	w := New(Options{Interval: time.Millisecond, StateFile: p, SaveEvery: 1 << 30}, h, Sources{VLLM: src}, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { w.Run(ctx); close(done) }()
-	for len(w.Status()) == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	cancel()
-	<-done
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("no checkpoint after shutdown: %v", err)
-	}
-	w2 := New(Options{StateFile: p}, h, Sources{VLLM: src}, nil)
-	if !w2.self.restored.Load() {
-		t.Fatal("checkpoint written on shutdown was not restored")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "slo.state")
+		src := &fakeVLLM{}
+		tr := &traffic{}
+		src.set(tr.snap(time.Now()))
+		h := holderFor(t, ttft99)
+		w := New(Options{Interval: time.Millisecond, StateFile: p, SaveEvery: 1 << 30}, h, Sources{VLLM: src}, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { w.Run(ctx); close(done) }()
+		synctest.Wait() // the start-up evaluation is done; Run waits for the next
+		if len(w.Status()) == 0 {
+			t.Fatal("no evaluation at start-up")
+		}
+		cancel()
+		<-done
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("no checkpoint after shutdown: %v", err)
+		}
+		w2 := New(Options{StateFile: p}, h, Sources{VLLM: src}, nil)
+		if !w2.self.restored.Load() {
+			t.Fatal("checkpoint written on shutdown was not restored")
+		}
+	})
 }
 
 // A reload that changes the objective re-judges the same events; a removed

@@ -32,87 +32,99 @@ func main() {
 	}
 }
 
-// simFlags are vllm-sim's command line.
-type simFlags struct {
-	cfg       vllmsim.Config
-	prefix    bool
-	adminAddr string
-	logLevel  string
-	rate      float64
-	burst     float64
-	buckets   string
-}
-
-func newApp() (*kingpin.Application, *simFlags) {
-	app := kingpin.New("vllm-sim", "Simulated vLLM server (API, /metrics, scheduler, scenarios, faults, load generator).")
-	f := &simFlags{}
-	app.Flag("web.listen-address", "Address to serve the vLLM API, /metrics and /admin on.").Default("127.0.0.1:8000").StringVar(&f.cfg.Addr)
-	app.Flag("admin.listen-address", "Optional second address serving the same routes, so /admin stays reachable while the main port is down.").StringVar(&f.adminAddr)
-	app.Flag("served-model-name", "Model name served; repeat for several models (each gets its own engines).").Default("meta-llama/Llama-3.1-8B-Instruct").StringsVar(&f.cfg.Models)
-	app.Flag("data-parallel-size", "Engines per model (engine label 0..N-1).").Default("1").IntVar(&f.cfg.DataParallelSize)
-	app.Flag("api-server-count", "API server processes; > 1 switches V1 /metrics to multiprocess style (no _created, no python/process).").Default("1").IntVar(&f.cfg.APIServerCount)
-	app.Flag("max-num-seqs", "Max running sequences per engine.").Default("128").IntVar(&f.cfg.MaxNumSeqs)
-	app.Flag("max-num-batched-tokens", "Token budget per engine step (chunked prefill).").Default("8192").IntVar(&f.cfg.MaxNumBatchedTokens)
-	app.Flag("num-gpu-blocks", "KV cache blocks per engine (v1 versions reserve one as vLLM's null block).").Default("4096").IntVar(&f.cfg.NumGPUBlocks)
-	app.Flag("block-size", "Tokens per KV block.").Default("16").IntVar(&f.cfg.BlockSize)
-	app.Flag("long-prefill-token-threshold", "Most prompt tokens one request may prefill in a step (0 = no cap), as vLLM's flag: long prompts share steps with short ones.").Default("0").IntVar(&f.cfg.LongPrefillTokenThreshold)
-	app.Flag("max-model-len", "Max prompt+output tokens per request.").Default("8192").IntVar(&f.cfg.MaxModelLen)
-	app.Flag("enable-prefix-caching", "Reuse KV blocks of shared prefixes (--no-enable-prefix-caching to disable).").Default("true").BoolVar(&f.prefix)
-	app.Flag("stream-interval", "Tokens per SSE chunk (first token always alone).").Default("1").IntVar(&f.cfg.StreamInterval)
-	app.Flag("metrics-version", "Exposition of /metrics: v1-0.33 (newest layout, late 2026), v1 (vLLM main 2026-08), v1-0.10 (0.10.2, deprecated names too) or v0 (0.7.3 multiprocess).").Default("v1").EnumVar(&f.cfg.MetricsVersion, vllmsim.MetricsVersions()...)
-	app.Flag("scheduling-policy", "Scheduler policy: fcfs or priority (requests' \"priority\" field orders the queue; v1-0.33 adds the priority label).").Default("fcfs").EnumVar(&f.cfg.SchedulingPolicy, vllmsim.PolicyFCFS, vllmsim.PolicyPriority)
-	app.Flag("custom-histogram-buckets", "JSON object of bucket bounds per bucket family, as vLLM's flag (e.g. '{\"time_to_first_token\":[0.1,0.5,1]}'); v1-0.33 only.").StringVar(&f.buckets)
-	app.Flag("spec-decode.num-speculative-tokens", "Speculative decoding: draft tokens per decode step (0 = off).").Default("0").IntVar(&f.cfg.SpecDecode.NumSpeculativeTokens)
-	app.Flag("spec-decode.acceptance-rate", "Speculative decoding: chance each draft position is accepted given the previous one was.").Default("0.7").Float64Var(&f.cfg.SpecDecode.AcceptanceRate)
-	app.Flag("enable-mfu-metrics", "Fill vllm:estimated_flops_per_gpu_total and the read/write byte counters (as vLLM --enable-mfu-metrics).").BoolVar(&f.cfg.EnableMFUMetrics)
-	app.Flag("health-check-stall-timeout", "Stats-based /health (vLLM VLLM_HEALTH_CHECK_STALL_TIMEOUT): 503 once requests are pending and no step completed for this long; 0 = off (v1-0.33 only).").Default("0s").DurationVar(&f.cfg.HealthStallTimeout)
-	app.Flag("enable-fault-tolerance", "Expose vllm:engine_healthy (as vLLM --enable-fault-tolerance; v1-0.33).").BoolVar(&f.cfg.EnableFaultTolerance)
-	app.Flag("enable-prompt-tokens-details", "Report usage.prompt_tokens_details.cached_tokens (when non-zero, as vLLM).").BoolVar(&f.cfg.EnablePromptTokensDetails)
-	app.Flag("api-key", "Require Authorization: Bearer <key> on /v1 routes.").Envar("VLLM_API_KEY").StringVar(&f.cfg.APIKey)
-	app.Flag("seed", "Seed for generated tokens, EOS positions and the load generator.").Default("0").Int64Var(&f.cfg.Seed)
-	app.Flag("scenario", "Initial scenario: "+strings.Join(vllmsim.Scenarios(), ", ")+".").Default("healthy").EnumVar(&f.cfg.Scenario, vllmsim.Scenarios()...)
-	app.Flag("load-gen", "Run the built-in load generator (--no-load-gen for API traffic only).").Default("true").BoolVar(&f.cfg.LoadGen)
-	app.Flag("load.rate", "Override the scenario's arrival rate (requests/s per model); 0 keeps the preset.").Default("0").Float64Var(&f.rate)
-	app.Flag("load.burstiness", "Override the scenario's burstiness (gamma shape; 1 = Poisson); 0 keeps the preset.").Default("0").Float64Var(&f.burst)
-	app.Flag("mean-output-tokens", "Mean output length of API requests without ignore_eos (geometric EOS).").Default("256").IntVar(&f.cfg.MeanOutputTokens)
-	f.cfg.Cost = vllmsim.DefaultCost
-	app.Flag("cost.step-base", "Step time model: seconds per engine step (weight read).").Default(fmt.Sprint(f.cfg.Cost.StepBase)).Float64Var(&f.cfg.Cost.StepBase)
-	app.Flag("cost.per-seq", "Step time model: seconds per scheduled sequence.").Default(fmt.Sprint(f.cfg.Cost.PerSeq)).Float64Var(&f.cfg.Cost.PerSeq)
-	app.Flag("cost.per-context-token", "Step time model: seconds per context token read (KV cache).").Default(fmt.Sprint(f.cfg.Cost.PerContextToken)).Float64Var(&f.cfg.Cost.PerContextToken)
-	app.Flag("cost.per-prefill-token", "Step time model: seconds per uncached prompt token computed.").Default(fmt.Sprint(f.cfg.Cost.PerPrefillToken)).Float64Var(&f.cfg.Cost.PerPrefillToken)
-	app.Flag("log.level", "Log level: debug, info, warn, error.").Default("info").EnumVar(&f.logLevel, "debug", "info", "warn", "error")
-	return app, f
+// options are the parsed command line.
+type options struct {
+	cfg         vllmsim.Config
+	adminAddr   string
+	logLevel    string
+	rate, burst float64 // load overrides; 0 keeps the scenario's
 }
 
 func run(args []string) error {
-	app, f := newApp()
-	if _, err := app.Parse(args); err != nil {
+	o, err := parseFlags(args)
+	if err != nil {
 		return err
 	}
-	cfg := f.cfg
-	cfg.DisablePrefixCaching = !f.prefix
-	if f.buckets != "" {
-		if err := json.Unmarshal([]byte(f.buckets), &cfg.CustomHistogramBuckets); err != nil {
-			return fmt.Errorf("--custom-histogram-buckets: %w", err)
+	logger := level.NewFilter(log.NewLogfmtLogger(log.NewSyncWriter(os.Stderr)), level.Allow(level.ParseDefault(o.logLevel, level.InfoValue())))
+	logger = log.With(logger, "ts", log.DefaultTimestampUTC)
+	return serve(o, logger)
+}
+
+// parseFlags reads the command line; vLLM's own flags keep vLLM's names.
+// It is long because it is the flag table.
+func parseFlags(args []string) (options, error) {
+	app := kingpin.New("vllm-sim", "Simulated vLLM server (API, /metrics, scheduler, scenarios, faults, load generator).")
+	var (
+		o       options
+		prefix  bool
+		buckets string
+	)
+	cfg, adminAddr, logLevel, rate, burst := &o.cfg, &o.adminAddr, &o.logLevel, &o.rate, &o.burst
+	app.Flag("web.listen-address", "Address to serve the vLLM API, /metrics and /admin on.").Default("127.0.0.1:8000").StringVar(&cfg.Addr)
+	app.Flag("admin.listen-address", "Optional second address serving the same routes, so /admin stays reachable while the main port is down.").StringVar(adminAddr)
+	app.Flag("served-model-name", "Model name served; repeat for several models (each gets its own engines).").Default("meta-llama/Llama-3.1-8B-Instruct").StringsVar(&cfg.Models)
+	app.Flag("data-parallel-size", "Engines per model (engine label 0..N-1).").Default("1").IntVar(&cfg.DataParallelSize)
+	app.Flag("api-server-count", "API server processes; > 1 switches V1 /metrics to multiprocess style (no _created, no python/process).").Default("1").IntVar(&cfg.APIServerCount)
+	app.Flag("max-num-seqs", "Max running sequences per engine.").Default("128").IntVar(&cfg.MaxNumSeqs)
+	app.Flag("max-num-batched-tokens", "Token budget per engine step (chunked prefill).").Default("8192").IntVar(&cfg.MaxNumBatchedTokens)
+	app.Flag("num-gpu-blocks", "KV cache blocks per engine (v1 versions reserve one as vLLM's null block).").Default("4096").IntVar(&cfg.NumGPUBlocks)
+	app.Flag("block-size", "Tokens per KV block.").Default("16").IntVar(&cfg.BlockSize)
+	app.Flag("long-prefill-token-threshold", "Most prompt tokens one request may prefill in a step (0 = no cap), as vLLM's flag: long prompts share steps with short ones.").Default("0").IntVar(&cfg.LongPrefillTokenThreshold)
+	app.Flag("max-model-len", "Max prompt+output tokens per request.").Default("8192").IntVar(&cfg.MaxModelLen)
+	app.Flag("enable-prefix-caching", "Reuse KV blocks of shared prefixes (--no-enable-prefix-caching to disable).").Default("true").BoolVar(&prefix)
+	app.Flag("stream-interval", "Tokens per SSE chunk (first token always alone).").Default("1").IntVar(&cfg.StreamInterval)
+	app.Flag("metrics-version", "Exposition of /metrics: v1-0.33 (newest layout, late 2026), v1 (vLLM main 2026-08), v1-0.10 (0.10.2, deprecated names too) or v0 (0.7.3 multiprocess).").Default("v1").EnumVar(&cfg.MetricsVersion, vllmsim.MetricsVersions()...)
+	app.Flag("scheduling-policy", "Scheduler policy: fcfs or priority (requests' \"priority\" field orders the queue; v1-0.33 adds the priority label).").Default("fcfs").EnumVar(&cfg.SchedulingPolicy, vllmsim.PolicyFCFS, vllmsim.PolicyPriority)
+	app.Flag("custom-histogram-buckets", "JSON object of bucket bounds per bucket family, as vLLM's flag (e.g. '{\"time_to_first_token\":[0.1,0.5,1]}'); v1-0.33 only.").StringVar(&buckets)
+	app.Flag("spec-decode.num-speculative-tokens", "Speculative decoding: draft tokens per decode step (0 = off).").Default("0").IntVar(&cfg.SpecDecode.NumSpeculativeTokens)
+	app.Flag("spec-decode.acceptance-rate", "Speculative decoding: chance each draft position is accepted given the previous one was.").Default("0.7").Float64Var(&cfg.SpecDecode.AcceptanceRate)
+	app.Flag("enable-mfu-metrics", "Fill vllm:estimated_flops_per_gpu_total and the read/write byte counters (as vLLM --enable-mfu-metrics).").BoolVar(&cfg.EnableMFUMetrics)
+	app.Flag("health-check-stall-timeout", "Stats-based /health (vLLM VLLM_HEALTH_CHECK_STALL_TIMEOUT): 503 once requests are pending and no step completed for this long; 0 = off (v1-0.33 only).").Default("0s").DurationVar(&cfg.HealthStallTimeout)
+	app.Flag("enable-fault-tolerance", "Expose vllm:engine_healthy (as vLLM --enable-fault-tolerance; v1-0.33).").BoolVar(&cfg.EnableFaultTolerance)
+	app.Flag("enable-prompt-tokens-details", "Report usage.prompt_tokens_details.cached_tokens (when non-zero, as vLLM).").BoolVar(&cfg.EnablePromptTokensDetails)
+	app.Flag("api-key", "Require Authorization: Bearer <key> on /v1 routes.").Envar("VLLM_API_KEY").StringVar(&cfg.APIKey)
+	app.Flag("seed", "Seed for generated tokens, EOS positions and the load generator.").Default("0").Int64Var(&cfg.Seed)
+	app.Flag("scenario", "Initial scenario: "+strings.Join(vllmsim.Scenarios(), ", ")+".").Default("healthy").EnumVar(&cfg.Scenario, vllmsim.Scenarios()...)
+	app.Flag("load-gen", "Run the built-in load generator (--no-load-gen for API traffic only).").Default("true").BoolVar(&cfg.LoadGen)
+	app.Flag("load.rate", "Override the scenario's arrival rate (requests/s per model); 0 keeps the preset.").Default("0").Float64Var(rate)
+	app.Flag("load.burstiness", "Override the scenario's burstiness (gamma shape; 1 = Poisson); 0 keeps the preset.").Default("0").Float64Var(burst)
+	app.Flag("mean-output-tokens", "Mean output length of API requests without ignore_eos (geometric EOS).").Default("256").IntVar(&cfg.MeanOutputTokens)
+	cfg.Cost = vllmsim.DefaultCost
+	app.Flag("cost.step-base", "Step time model: seconds per engine step (weight read).").Default(fmt.Sprint(cfg.Cost.StepBase)).Float64Var(&cfg.Cost.StepBase)
+	app.Flag("cost.per-seq", "Step time model: seconds per scheduled sequence.").Default(fmt.Sprint(cfg.Cost.PerSeq)).Float64Var(&cfg.Cost.PerSeq)
+	app.Flag("cost.per-context-token", "Step time model: seconds per context token read (KV cache).").Default(fmt.Sprint(cfg.Cost.PerContextToken)).Float64Var(&cfg.Cost.PerContextToken)
+	app.Flag("cost.per-prefill-token", "Step time model: seconds per uncached prompt token computed.").Default(fmt.Sprint(cfg.Cost.PerPrefillToken)).Float64Var(&cfg.Cost.PerPrefillToken)
+	app.Flag("log.level", "Log level: debug, info, warn, error.").Default("info").EnumVar(logLevel, "debug", "info", "warn", "error")
+	if _, err := app.Parse(args); err != nil {
+		return o, err
+	}
+	cfg.DisablePrefixCaching = !prefix
+	if buckets != "" {
+		if err := json.Unmarshal([]byte(buckets), &cfg.CustomHistogramBuckets); err != nil {
+			return o, fmt.Errorf("--custom-histogram-buckets: %w", err)
 		}
 	}
 	if cfg.Cost.StepBase < 0 || cfg.Cost.PerSeq < 0 || cfg.Cost.PerContextToken < 0 || cfg.Cost.PerPrefillToken < 0 {
-		return errors.New("--cost.* values must not be negative")
+		return o, errors.New("--cost.* values must not be negative")
 	}
-	logger := level.NewFilter(log.NewLogfmtLogger(log.NewSyncWriter(os.Stderr)), level.Allow(level.ParseDefault(f.logLevel, level.InfoValue())))
-	logger = log.With(logger, "ts", log.DefaultTimestampUTC)
+	return o, nil
+}
+
+// serve runs the simulator (and the admin listener) until SIGINT/SIGTERM.
+func serve(o options, logger log.Logger) error {
+	cfg, adminAddr, rate, burst := o.cfg, o.adminAddr, o.rate, o.burst
 
 	sim, err := vllmsim.New(cfg)
 	if err != nil {
 		return err
 	}
-	if f.rate > 0 || f.burst > 0 {
+	if rate > 0 || burst > 0 {
 		sc := sim.Scenario()
-		if f.rate > 0 {
-			sc.Load.Rate = f.rate
+		if rate > 0 {
+			sc.Load.Rate = rate
 		}
-		if f.burst > 0 {
-			sc.Load.Burstiness = f.burst
+		if burst > 0 {
+			sc.Load.Burstiness = burst
 		}
 		if err := sim.ApplyScenario(sc); err != nil {
 			return err
@@ -125,7 +137,7 @@ func run(args []string) error {
 	level.Info(logger).Log("msg", "vllm-sim listening", "url", sim.URL(), "scenario", sim.Scenario().Name,
 		"metrics_version", cfg.MetricsVersion, "models", strings.Join(sim.Config().Models, ","), "load_gen", cfg.LoadGen)
 
-	admin, err := serveAdmin(sim, f.adminAddr, logger)
+	admin, err := serveAdmin(sim, adminAddr, logger)
 	if err != nil {
 		return err
 	}

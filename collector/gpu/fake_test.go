@@ -182,6 +182,7 @@ type fakeLib struct {
 
 	mu      sync.Mutex
 	events  []nvml.EventData
+	pushed  chan struct{}          // signalled by pushEvent, wakes EventSetWait
 	tick    int                    // GpmSampleGet calls
 	sampled map[nvml.GpmSample]int // sample -> tick it was filled at
 	// noSymbol lists NVML functions this fake "driver" lacks.
@@ -189,7 +190,8 @@ type fakeLib struct {
 }
 
 func newFakeLib(t testing.TB, devs ...*fakeDev) *fakeLib {
-	l := &fakeLib{Interface: &mock.Interface{}, t: t, devs: devs, sampled: map[nvml.GpmSample]int{}, noSymbol: map[string]bool{}}
+	l := &fakeLib{Interface: &mock.Interface{}, t: t, devs: devs, sampled: map[nvml.GpmSample]int{}, noSymbol: map[string]bool{},
+		pushed: make(chan struct{}, 1)}
 	m := l.Interface
 	m.InitFunc = func() nvml.Return { return nvml.SUCCESS }
 	m.ExtensionsFunc = func() nvml.ExtendedInterface {
@@ -228,17 +230,26 @@ func newFakeLib(t testing.TB, devs ...*fakeDev) *fakeLib {
 	}
 	m.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) { return &mock.EventSet{}, nvml.SUCCESS }
 	m.EventSetFreeFunc = func(nvml.EventSet) nvml.Return { return nvml.SUCCESS }
+	// Like NVML's, the wait returns as soon as an event is queued, or
+	// ERROR_TIMEOUT after ms.
 	m.EventSetWaitFunc = func(_ nvml.EventSet, ms uint32) (nvml.EventData, nvml.Return) {
-		l.mu.Lock()
-		if len(l.events) > 0 {
-			e := l.events[0]
-			l.events = l.events[1:]
+		timeout := time.NewTimer(time.Duration(ms) * time.Millisecond)
+		defer timeout.Stop()
+		for {
+			l.mu.Lock()
+			if len(l.events) > 0 {
+				e := l.events[0]
+				l.events = l.events[1:]
+				l.mu.Unlock()
+				return e, nvml.SUCCESS
+			}
 			l.mu.Unlock()
-			return e, nvml.SUCCESS
+			select {
+			case <-l.pushed:
+			case <-timeout.C:
+				return nvml.EventData{}, nvml.ERROR_TIMEOUT
+			}
 		}
-		l.mu.Unlock()
-		time.Sleep(time.Duration(ms) * time.Millisecond)
-		return nvml.EventData{}, nvml.ERROR_TIMEOUT
 	}
 	m.GpmQueryDeviceSupportFunc = func(dev nvml.Device) (nvml.GpmSupport, nvml.Return) {
 		f := l.byDevice(dev)
@@ -274,24 +285,14 @@ func newFakeLib(t testing.TB, devs ...*fakeDev) *fakeLib {
 		for k := 0; k < int(req.NumMetrics); k++ {
 			m := &req.Metrics[k]
 			m.NvmlReturn = uint32(nvml.SUCCESS)
-			switch nvml.GpmMetricId(m.MetricId) {
-			case nvml.GPM_METRIC_DRAM_BW_UTIL:
-				m.Value = 83.5
-			case nvml.GPM_METRIC_SM_UTIL:
-				m.Value = 91
-			case nvml.GPM_METRIC_SM_OCCUPANCY:
-				m.Value = 37.5
-			case nvml.GPM_METRIC_ANY_TENSOR_UTIL:
-				m.Value = 62.25
-			case nvml.GPM_METRIC_PCIE_TX_PER_SEC:
-				m.Value = 10
-			case nvml.GPM_METRIC_PCIE_RX_PER_SEC:
-				m.Value = 20
-			case nvml.GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC:
-				m.Value = 1000
-			case nvml.GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC:
+			id := nvml.GpmMetricId(m.MetricId)
+			v, ok := fakeGPMValues[id]
+			switch {
+			case id == nvml.GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC:
 				// An NVLink counter the driver cannot read: only this series is absent.
 				m.NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
+			case ok:
+				m.Value = v
 			default:
 				m.NvmlReturn = uint32(nvml.ERROR_INVALID_ARGUMENT)
 			}
@@ -299,6 +300,17 @@ func newFakeLib(t testing.TB, devs ...*fakeDev) *fakeLib {
 		return nvml.SUCCESS
 	}
 	return l
+}
+
+// fakeGPMValues are the GPM metrics the fake driver reports.
+var fakeGPMValues = map[nvml.GpmMetricId]float64{
+	nvml.GPM_METRIC_DRAM_BW_UTIL:            83.5,
+	nvml.GPM_METRIC_SM_UTIL:                 91,
+	nvml.GPM_METRIC_SM_OCCUPANCY:            37.5,
+	nvml.GPM_METRIC_ANY_TENSOR_UTIL:         62.25,
+	nvml.GPM_METRIC_PCIE_TX_PER_SEC:         10,
+	nvml.GPM_METRIC_PCIE_RX_PER_SEC:         20,
+	nvml.GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC: 1000,
 }
 
 func (l *fakeLib) byDevice(dev nvml.Device) *fakeDev {
@@ -315,6 +327,10 @@ func (l *fakeLib) pushEvent(e nvml.EventData) {
 	l.mu.Lock()
 	l.events = append(l.events, e)
 	l.mu.Unlock()
+	select {
+	case l.pushed <- struct{}{}:
+	default: // a wake-up is already pending
+	}
 }
 
 // logBuffer is a goroutine-safe go-kit logfmt logger into a buffer.

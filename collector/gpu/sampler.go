@@ -356,7 +356,9 @@ func (s *Sampler) markLost(d *device) {
 	d.nvlPrevOK = false
 }
 
-// sampleDevice reads one GPU; fields that fail are absent.
+// sampleDevice reads one GPU; fields that fail are absent. The reads go in
+// a fixed order (core gauges, throttling, memory health, processes,
+// interconnect), each group in a function of its own.
 func (s *Sampler) sampleDevice(d *device, now time.Time) snapshot.GPUDevice {
 	if !d.up {
 		s.acquire(d)
@@ -365,12 +367,36 @@ func (s *Sampler) sampleDevice(d *device, now time.Time) snapshot.GPUDevice {
 	if !d.up {
 		return out
 	}
-	dev := d.dev
 	r := &reader{s: s, d: d}
 	out.Name, out.PCIBusID = d.name, d.pciBusID
 	out.MemoryBusWidthBits, out.MaxSMClockHz, out.MaxMemClockHz = d.busWidth, d.maxSMClock, d.maxMemClk
 	out.PeakMemBandwidthBytesPerSecond = d.peakBW
 
+	s.sampleCore(r, d.dev, &out)
+	s.sampleThrottling(r, d.dev, &out)
+	s.sampleMemoryHealth(r, d.dev, &out)
+	sampleProcesses(r, d.dev, &out)
+	s.sampleInterconnect(r, d.dev, &out, now)
+
+	if d.xid != nil {
+		out.XidTotal = make(map[uint64]float64, len(d.xid))
+		for k, v := range d.xid {
+			out.XidTotal[k] = v
+		}
+		out.LastFatalXidTime = d.lastXid
+	}
+
+	if r.lost {
+		s.markLost(d)
+		return snapshot.GPUDevice{Index: d.index, UUID: d.uuid}
+	}
+	out.Up = true
+	return out
+}
+
+// sampleCore reads utilization, memory, power, energy, clocks and
+// temperature.
+func (s *Sampler) sampleCore(r *reader, dev nvml.Device, out *snapshot.GPUDevice) {
 	if u, ok := read(r, "utilization", dev.GetUtilizationRates); ok {
 		out.UtilGPU = snapshot.Some(float64(u.Gpu) / 100)
 		out.UtilMemory = snapshot.Some(float64(u.Memory) / 100)
@@ -400,6 +426,11 @@ func (s *Sampler) sampleDevice(d *device, now time.Time) snapshot.GPUDevice {
 	if t, ok := read1(r, "temperature", dev.GetTemperature, nvml.TEMPERATURE_GPU); ok {
 		out.TemperatureCelsius = snapshot.Some(float64(t))
 	}
+}
+
+// sampleThrottling reads the clock event (throttle) reasons now and the
+// time spent throttled per policy.
+func (s *Sampler) sampleThrottling(r *reader, dev nvml.Device, out *snapshot.GPUDevice) {
 	// Drivers before r535 only have the older name of the same call.
 	reasons := dev.GetCurrentClocksEventReasons
 	if !s.has(symClocksEventReasons) {
@@ -422,6 +453,10 @@ func (s *Sampler) sampleDevice(d *device, now time.Time) snapshot.GPUDevice {
 			out.ThrottleSeconds[p.Reason] = float64(v.ViolationTime) / 1e9
 		}
 	}
+}
+
+// sampleMemoryHealth reads the ECC error counts and the row remapper.
+func (s *Sampler) sampleMemoryHealth(r *reader, dev nvml.Device, out *snapshot.GPUDevice) {
 	for _, e := range []struct {
 		name string
 		typ  nvml.MemoryErrorType
@@ -441,6 +476,10 @@ func (s *Sampler) sampleDevice(d *device, now time.Time) snapshot.GPUDevice {
 			out.RowRemapFailure = snapshot.Some(b2f(failed))
 		}
 	}
+}
+
+// sampleProcesses reads the GPU memory each compute process holds.
+func sampleProcesses(r *reader, dev nvml.Device, out *snapshot.GPUDevice) {
 	if procs, ok := read(r, "compute_processes", dev.GetComputeRunningProcesses); ok {
 		out.ProcessMemoryBytes = make(map[uint32]float64, len(procs))
 		for _, p := range procs {
@@ -452,8 +491,12 @@ func (s *Sampler) sampleDevice(d *device, now time.Time) snapshot.GPUDevice {
 			out.ProcessMemoryBytes[p.Pid] += float64(p.UsedGpuMemory)
 		}
 	}
+}
 
-	s.sampleGPM(r, &out, now)
+// sampleInterconnect reads GPM metrics, then PCIe and NVLink throughput
+// from the older calls where GPM gave none.
+func (s *Sampler) sampleInterconnect(r *reader, dev nvml.Device, out *snapshot.GPUDevice, now time.Time) {
+	s.sampleGPM(r, out, now)
 	if !out.PCIeTxBytesPerSecond.OK && !out.PCIeRxBytesPerSecond.OK {
 		// NVML samples PCIe throughput over 20 ms and reports KB/s (1024 B).
 		if v, ok := read1(r, "pcie_tx", dev.GetPcieThroughput, nvml.PCIE_UTIL_TX_BYTES); ok {
@@ -464,23 +507,8 @@ func (s *Sampler) sampleDevice(d *device, now time.Time) snapshot.GPUDevice {
 		}
 	}
 	if !out.NVLinkTxBytesPerSecond.OK && !out.NVLinkRxBytesPerSecond.OK {
-		s.sampleNVLinkCounters(r, &out, now)
+		s.sampleNVLinkCounters(r, out, now)
 	}
-
-	if d.xid != nil {
-		out.XidTotal = make(map[uint64]float64, len(d.xid))
-		for k, v := range d.xid {
-			out.XidTotal[k] = v
-		}
-		out.LastFatalXidTime = d.lastXid
-	}
-
-	if r.lost {
-		s.markLost(d)
-		return snapshot.GPUDevice{Index: d.index, UUID: d.uuid}
-	}
-	out.Up = true
-	return out
 }
 
 // violationPolicies are the nvmlDeviceGetViolationStatus policies exported as

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -419,54 +420,56 @@ func TestNoGPU(t *testing.T) {
 	}
 }
 
-// TestRunAndEvents drives Run with real goroutines: the event loop counts an
-// Xid, Run returns on cancel and shuts NVML down, and nothing is called after.
+// TestRunAndEvents drives Run with real goroutines in a synctest bubble
+// (virtual time): the event loop counts an Xid, Run returns on cancel and
+// shuts NVML down, and nothing is called after.
 func TestRunAndEvents(t *testing.T) {
-	d0 := newFakeDev(0, "GPU-00000000-0000-0000-0000-000000000000")
-	lib := newFakeLib(t, d0)
-	s := newTestSampler(t, lib, nil)
-	lib.pushEvent(nvml.EventData{Device: d0.md, EventType: nvml.EventTypeXidCriticalError, EventData: 48})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Run(ctx); close(done) }()
-	scrapes := make(chan struct{})
-	go func() { // scrapes racing the sampler and the event loop (run with -race)
-		defer close(scrapes)
-		for i := 0; i < 20; i++ {
-			testutil.CollectAndCount(s)
-			_ = s.Latest()
-		}
-	}()
-	<-scrapes
-	for {
+	synctest.Test(t, func(t *testing.T) {
+		d0 := newFakeDev(0, "GPU-00000000-0000-0000-0000-000000000000")
+		lib := newFakeLib(t, d0)
+		s := newTestSampler(t, lib, nil)
+		lib.pushEvent(nvml.EventData{Device: d0.md, EventType: nvml.EventTypeXidCriticalError, EventData: 48})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { s.Run(ctx); close(done) }()
+		scrapes := make(chan struct{})
+		go func() { // scrapes racing the sampler and the event loop (run with -race)
+			defer close(scrapes)
+			for i := 0; i < 20; i++ {
+				testutil.CollectAndCount(s)
+				_ = s.Latest()
+			}
+		}()
+		<-scrapes
+		// Every goroutine of the bubble now waits (Run on its ticker, the
+		// event loop for the next event): the queued Xid has been taken.
+		synctest.Wait()
 		s.mu.Lock()
-		n := s.devs
 		var got float64
-		if len(n) == 1 {
-			got = n[0].xid[48]
+		if len(s.devs) == 1 {
+			got = s.devs[0].xid[48]
 		}
 		s.mu.Unlock()
-		if got == 1 {
-			break
+		if got != 1 {
+			t.Fatalf("Xid 48 counted %v times, want 1", got)
 		}
-		time.Sleep(time.Millisecond)
-	}
-	cancel()
-	<-done
-	if len(lib.ShutdownCalls()) != 1 || len(lib.EventSetFreeCalls()) != 1 {
-		t.Fatalf("shutdown %d, event set free %d", len(lib.ShutdownCalls()), len(lib.EventSetFreeCalls()))
-	}
-	calls := len(d0.md.GetPowerUsageCalls())
-	if snap := s.SampleOnce(t0); snap.Up {
-		t.Fatal("sample after Close reports up")
-	}
-	if len(d0.md.GetPowerUsageCalls()) != calls {
-		t.Fatal("NVML called after Close")
-	}
-	s.Close() // idempotent
-	if len(lib.ShutdownCalls()) != 1 {
-		t.Fatal("second Close shut NVML down again")
-	}
+		cancel()
+		<-done
+		if len(lib.ShutdownCalls()) != 1 || len(lib.EventSetFreeCalls()) != 1 {
+			t.Fatalf("shutdown %d, event set free %d", len(lib.ShutdownCalls()), len(lib.EventSetFreeCalls()))
+		}
+		calls := len(d0.md.GetPowerUsageCalls())
+		if snap := s.SampleOnce(t0); snap.Up {
+			t.Fatal("sample after Close reports up")
+		}
+		if len(d0.md.GetPowerUsageCalls()) != calls {
+			t.Fatal("NVML called after Close")
+		}
+		s.Close() // idempotent
+		if len(lib.ShutdownCalls()) != 1 {
+			t.Fatal("second Close shut NVML down again")
+		}
+	})
 }
 
 // TestEventFromUnknownHandle: an event whose handle is not the one the

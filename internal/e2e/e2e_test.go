@@ -16,7 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
+	"github.com/vllm-exporter/vllm_exporter/slo"
 	"gopkg.in/yaml.v3"
 )
 
@@ -152,6 +154,8 @@ type promClient struct{ base string }
 type promResult struct {
 	Metric map[string]string `json:"metric"`
 	Value  [2]any            `json:"value"`
+	// Histogram is set instead of Value for a native histogram sample.
+	Histogram []any `json:"histogram"`
 }
 
 func (p promClient) query(q string) ([]promResult, error) {
@@ -192,21 +196,150 @@ func finite(res []promResult) bool {
 	return false
 }
 
-// TestEndToEnd runs the simulated vLLM, the exporter, a real Prometheus
-// loaded with alerts/ and the SLO rules generated for a short-period SLO
-// config, and a real Alertmanager with the shipped routing sending to a
-// webhook served here. It proves every dashboard query returns data, that a
-// hard TTFT breach pages within the expected time, and that the page
-// resolves after recovery.
+// ruleHealth returns the problems of a Prometheus' rules: a group of
+// ruleFiles not loaded, a rule failing to evaluate; and the recording rules
+// as queries (name{labels}).
+func ruleHealth(pc promClient, ruleFiles []string) (problems, records []string, err error) {
+	body, err := getBody(pc.base + "/api/v1/rules")
+	if err != nil {
+		return nil, nil, err
+	}
+	var r struct {
+		Data struct {
+			Groups []struct {
+				Name  string `json:"name"`
+				File  string `json:"file"`
+				Rules []struct {
+					Name      string            `json:"name"`
+					Type      string            `json:"type"`
+					Labels    map[string]string `json:"labels"`
+					Health    string            `json:"health"`
+					LastError string            `json:"lastError"`
+				} `json:"rules"`
+			} `json:"groups"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, nil, err
+	}
+	files := map[string]bool{}
+	for _, g := range r.Data.Groups {
+		files[filepath.Base(g.File)] = true
+		for _, rule := range g.Rules {
+			if rule.Health == "err" {
+				problems = append(problems, fmt.Sprintf("rule %s in %s fails: %s", rule.Name, g.Name, rule.LastError))
+			}
+			if rule.Type == "recording" {
+				var ms []string
+				for k, v := range rule.Labels {
+					ms = append(ms, fmt.Sprintf("%s=%q", k, v))
+				}
+				sort.Strings(ms)
+				records = append(records, rule.Name+"{"+strings.Join(ms, ",")+"}")
+			}
+		}
+	}
+	for _, f := range ruleFiles {
+		if !files[filepath.Base(f)] {
+			problems = append(problems, "Prometheus did not load "+f)
+		}
+	}
+	return problems, records, nil
+}
+
+// dataCheck tracks, for one Prometheus, the dashboard queries, variables
+// and recording rules that have not returned data yet.
+type dataCheck struct {
+	pc      promClient
+	panels  []query
+	vars    []query
+	hasGPU  bool
+	pending map[string]string // where -> query (panels: as written)
+	kind    map[string]string // where -> "panel", "var", "record"
+}
+
+func newDataCheck(pc promClient, panels, vars []query, records []string, hasGPU bool) *dataCheck {
+	d := &dataCheck{pc: pc, panels: panels, vars: vars, hasGPU: hasGPU, pending: map[string]string{}, kind: map[string]string{}}
+	for _, q := range panels {
+		d.pending[q.Where], d.kind[q.Where] = q.Expr, "panel"
+	}
+	for _, v := range vars {
+		d.pending[v.Where], d.kind[v.Where] = v.Expr, "var"
+	}
+	for _, r := range records {
+		d.pending["record "+r], d.kind["record "+r] = r, "record"
+	}
+	return d
+}
+
+// run evaluates everything still pending and returns what is left without
+// data (GPU dashboard queries without a GPU only need to evaluate).
+func (d *dataCheck) run() ([]string, error) {
+	for _, q := range d.panels {
+		if _, ok := d.pending[q.Where]; !ok {
+			continue
+		}
+		res, err := d.pc.query(Substitute(q.Expr))
+		if err != nil {
+			return nil, fmt.Errorf("%s: Prometheus rejects %q: %v", q.Where, Substitute(q.Expr), err)
+		}
+		if finite(res) || (q.Dashboard == "vllm-gpu.json" && !d.hasGPU) {
+			delete(d.pending, q.Where)
+		}
+	}
+	for _, v := range d.vars {
+		if _, ok := d.pending[v.Where]; !ok {
+			continue
+		}
+		sel, label, err := VariableQuery(v.Expr)
+		if err != nil {
+			return nil, err
+		}
+		res, err := d.pc.query(fmt.Sprintf("count by (%s) (%s)", label, sel))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", v.Where, err)
+		}
+		if len(res) > 0 || (v.Dashboard == "vllm-gpu.json" && !d.hasGPU) {
+			delete(d.pending, v.Where)
+		}
+	}
+	for w, k := range d.kind {
+		if _, ok := d.pending[w]; !ok || k != "record" {
+			continue
+		}
+		res, err := d.pc.query(d.pending[w])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", w, err)
+		}
+		if finite(res) {
+			delete(d.pending, w)
+		}
+	}
+	var left []string
+	for w := range d.pending {
+		left = append(left, w)
+	}
+	sort.Strings(left)
+	return left, nil
+}
+
+// TestEndToEnd runs the simulated vLLM and the exporter, scraped by one real
+// Prometheus per histogram mode (classic, native, native+classic, NHCB,
+// NHCB+classic; see histModes) loaded with alerts/ and the SLO rules
+// generated for a short-period SLO config, each sending to a real
+// Alertmanager with the shipped routing and its own webhook. In every mode
+// it proves that the mode stores what it claims, that every dashboard query
+// and every recording rule returns data, that a hard TTFT breach pages within
+// the expected time and that the page resolves after recovery.
 func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test takes minutes")
 	}
-	// beside TestTimeToPage and TestHeartbeatEveryMinute, which mostly
-	// wait: the package stays well inside the 20m test timeout
+	// beside TestTimeToPage, which mostly waits (go test runs GOMAXPROCS
+	// parallel tests at once: two on a 2-core machine)
 	t.Parallel()
-	promBin := RequireTool(t, "prometheus")
-	amBin := RequireTool(t, "alertmanager")
+	RequireTool(t, "prometheus")
+	RequireTool(t, "alertmanager")
 	testStart := time.Now()
 	s := startStack(t)
 	dir := t.TempDir()
@@ -216,168 +349,98 @@ func TestEndToEnd(t *testing.T) {
 	if err := os.WriteFile(sloRules, runCmd(t, s.exporterBin, "rules", "--config.file="+s.configPath), 0o644); err != nil {
 		t.Fatal(err)
 	}
-
-	hook := newWebhook(t)
-	amPort := freePort(t)
-	amCfg := filepath.Join(dir, "alertmanager.yml")
-	if err := os.WriteFile(amCfg, alertmanagerConfig(t, hook.srv.URL), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	am := startProc(t, "alertmanager", amBin, "--config.file="+amCfg, "--storage.path="+filepath.Join(dir, "am"),
-		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", amPort), "--cluster.listen-address=", "--log.level=debug")
-	amURL := fmt.Sprintf("http://127.0.0.1:%d", amPort)
-
 	ruleFilesAll := append(ruleFiles(t), sloRules)
-	promPort := freePort(t)
-	promCfg := filepath.Join(dir, "prometheus.yml")
-	cfg := map[string]any{
-		"global":     map[string]any{"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-		"rule_files": ruleFilesAll,
-		"alerting": map[string]any{"alertmanagers": []any{map[string]any{
-			"static_configs": []any{map[string]any{"targets": []string{fmt.Sprintf("127.0.0.1:%d", amPort)}}}}}},
-		"scrape_configs": []any{map[string]any{
-			"job_name":       "vllm",
-			"static_configs": []any{map[string]any{"targets": []string{strings.TrimPrefix(s.exporterURL, "http://")}}}}},
+	global := map[string]any{"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"}
+	runs := startModes(t, func(url string) []byte { return alertmanagerConfig(t, url) }, global, ruleFilesAll,
+		[]string{strings.TrimPrefix(s.exporterURL, "http://")}, s.sim, s.exporter)
+	for _, r := range runs {
+		waitFor(t, r.mode.name+": exporter target up", 30*time.Second, r.a.procsAlive, func() error {
+			res, err := r.a.pc.query(`up{job="vllm"} == 1`)
+			if err == nil && len(res) == 0 {
+				err = fmt.Errorf("target not up yet")
+			}
+			return err
+		})
 	}
-	cb, _ := yaml.Marshal(cfg)
-	if err := os.WriteFile(promCfg, cb, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	prom := startProc(t, "prometheus", promBin, "--config.file="+promCfg, "--storage.tsdb.path="+filepath.Join(dir, "prom"),
-		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", promPort), "--rules.alert.resend-delay=1s", "--log.level=info")
-	pc := promClient{base: fmt.Sprintf("http://127.0.0.1:%d", promPort)}
-	procs := []*proc{s.sim, s.exporter, am, prom}
-	waitFor(t, "alertmanager ready", 30*time.Second, procs, httpOK(amURL+"/-/ready"))
-	waitFor(t, "prometheus ready", 30*time.Second, procs, httpOK(pc.base+"/-/ready"))
-	waitFor(t, "exporter target up", 30*time.Second, procs, func() error {
-		res, err := pc.query(`up{job="vllm"} == 1`)
-		if err == nil && len(res) == 0 {
-			err = fmt.Errorf("target not up yet")
-		}
-		return err
-	})
 	t.Logf("stack up after %v", time.Since(testStart).Round(time.Second))
-
-	// Rules: every group of every file loaded, and no rule fails to evaluate.
-	checkRules := func() {
-		body, err := getBody(pc.base + "/api/v1/rules")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var r struct {
-			Data struct {
-				Groups []struct {
-					Name  string `json:"name"`
-					File  string `json:"file"`
-					Rules []struct {
-						Name      string `json:"name"`
-						Health    string `json:"health"`
-						LastError string `json:"lastError"`
-					} `json:"rules"`
-				} `json:"groups"`
-			} `json:"data"`
-		}
-		if err := json.Unmarshal(body, &r); err != nil {
-			t.Fatal(err)
-		}
-		files := map[string]bool{}
-		for _, g := range r.Data.Groups {
-			files[filepath.Base(g.File)] = true
-			for _, rule := range g.Rules {
-				if rule.Health == "err" {
-					t.Errorf("rule %s in %s fails: %s", rule.Name, g.Name, rule.LastError)
-				}
-			}
-		}
-		for _, f := range ruleFilesAll {
-			if !files[filepath.Base(f)] {
-				t.Errorf("Prometheus did not load %s", f)
-			}
-		}
+	// Each mode stores the histograms as it says (the probe histograms
+	// appear with the first probe).
+	for _, r := range runs {
+		waitFor(t, r.mode.name+": histograms stored as the mode says", 30*time.Second, r.a.procsAlive, func() error {
+			return r.mode.checkStorage(r.a.pc)
+		})
 	}
-	checkRules()
+	checkRules := func(r *modeRun) []string {
+		problems, records, err := ruleHealth(r.a.pc, ruleFilesAll)
+		if err != nil {
+			t.Errorf("%s: %v", r.mode.name, err)
+		}
+		for _, p := range problems {
+			t.Errorf("%s: %s", r.mode.name, p)
+		}
+		return records
+	}
 
-	// Every dashboard query must return data: most while healthy, the rest
-	// (failure and bottleneck-evidence panels) during the breach below.
+	// Every dashboard query and recording rule must return data: most
+	// while healthy, the rest (failure and bottleneck-evidence panels)
+	// during the breach below.
 	panels, vars := dashboardQueries(t)
-	gpuRes, _ := pc.query("vllm_gpu_info")
+	gpuRes, _ := runs[0].a.pc.query("vllm_gpu_info")
 	hasGPU := len(gpuRes) > 0
 	if !hasGPU {
 		t.Log("no GPU collector in this run: GPU dashboard queries must evaluate, but cannot return data")
 	}
-	pending := map[string]bool{} // query.Where -> still without data
-	for _, q := range panels {
-		pending[q.Where] = true
+	checks := map[string]*dataCheck{}
+	for _, r := range runs {
+		checks[r.mode.name] = newDataCheck(r.a.pc, panels, vars, checkRules(r), hasGPU)
 	}
-	for _, v := range vars {
-		pending[v.Where] = true
+	if t.Failed() {
+		t.FailNow()
 	}
-	// checkData evaluates every query still pending and returns how many
-	// remain without data (GPU queries without a GPU only need to evaluate).
-	checkData := func() []string {
-		for _, q := range panels {
-			if !pending[q.Where] {
-				continue
-			}
-			res, err := pc.query(Substitute(q.Expr))
-			if err != nil {
-				t.Fatalf("%s: Prometheus rejects %q: %v", q.Where, Substitute(q.Expr), err)
-			}
-			if finite(res) || (q.Dashboard == "vllm-gpu.json" && !hasGPU) {
-				delete(pending, q.Where)
-			}
-		}
-		for _, v := range vars {
-			if !pending[v.Where] {
-				continue
-			}
-			sel, label, err := VariableQuery(v.Expr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := pc.query(fmt.Sprintf("count by (%s) (%s)", label, sel))
-			if err != nil {
-				t.Fatalf("%s: %v", v.Where, err)
-			}
-			if len(res) > 0 || (v.Dashboard == "vllm-gpu.json" && !hasGPU) {
-				delete(pending, v.Where)
-			}
-		}
-		var left []string
-		for w := range pending {
-			left = append(left, w)
-		}
-		sort.Strings(left)
-		return left
-	}
-	// Healthy: wait until every query has data, or the set still without
-	// data has not changed for 30s (after at least a minute, so the 1m rate
-	// windows and the 30s recording rules have filled), at most 4 minutes.
-	var healthyLeft []string
+	total := len(checks[runs[0].mode.name].pending)
+	// Healthy: wait until every query has data in every mode, or the sets
+	// still without data have not changed for 30s (after at least a minute,
+	// so the 1m rate windows and the 30s recording rules have filled), at
+	// most 4 minutes.
+	healthyLeft := map[string][]string{}
 	start, lastChange, prev := time.Now(), time.Now(), ""
 	for {
-		healthyLeft = checkData()
-		if cur := strings.Join(healthyLeft, ","); cur != prev {
-			prev, lastChange = cur, time.Now()
+		var cur strings.Builder
+		done := true
+		for _, r := range runs {
+			left, err := checks[r.mode.name].run()
+			if err != nil {
+				t.Fatalf("%s: %v", r.mode.name, err)
+			}
+			healthyLeft[r.mode.name] = left
+			done = done && len(left) == 0
+			fmt.Fprintf(&cur, "%s:%s;", r.mode.name, strings.Join(left, ","))
 		}
-		if len(healthyLeft) == 0 || (time.Since(start) > time.Minute && time.Since(lastChange) > 30*time.Second) || time.Since(start) > 4*time.Minute {
+		if cur.String() != prev {
+			prev, lastChange = cur.String(), time.Now()
+		}
+		if done || (time.Since(start) > time.Minute && time.Since(lastChange) > 30*time.Second) || time.Since(start) > 4*time.Minute {
 			break
 		}
 		time.Sleep(3 * time.Second)
 	}
-	t.Logf("healthy phase (%v): %d of %d queries returned data; left for the breach: %v",
-		time.Since(start).Round(time.Second), len(panels)+len(vars)-len(healthyLeft), len(panels)+len(vars), healthyLeft)
+	for _, r := range runs {
+		t.Logf("%s: healthy phase (%v): %d of %d queries and records returned data; left for the breach: %v", r.mode.name,
+			time.Since(start).Round(time.Second), total-len(healthyLeft[r.mode.name]), total, healthyLeft[r.mode.name])
+	}
 
 	// The alerting pipeline works (Watchdog reaches the heartbeat receiver)
 	// and nothing pages while healthy.
-	waitFor(t, "Watchdog at the heartbeat receiver", time.Minute, procs, func() error {
-		if _, ok := hook.find(testStart, "firing", map[string]string{"alertname": "Watchdog"}); !ok {
-			return fmt.Errorf("no Watchdog notification yet")
+	for _, r := range runs {
+		waitFor(t, r.mode.name+": Watchdog at the heartbeat receiver", time.Minute, r.a.procsAlive, func() error {
+			if _, ok := r.hook.find(testStart, "firing", map[string]string{"alertname": "Watchdog"}); !ok {
+				return fmt.Errorf("no Watchdog notification yet")
+			}
+			return nil
+		})
+		if n, ok := r.hook.find(testStart, "firing", map[string]string{"severity": "critical"}); ok {
+			t.Fatalf("%s: paged while healthy: %+v\nall notifications:\n%s", r.mode.name, n, r.hook.summary())
 		}
-		return nil
-	})
-	if n, ok := hook.find(testStart, "firing", map[string]string{"severity": "critical"}); ok {
-		t.Fatalf("paged while healthy: %+v\nall notifications:\n%s", n, hook.summary())
 	}
 
 	// Hard breach: every engine step 10x slower (deep power/thermal
@@ -392,31 +455,51 @@ func TestEndToEnd(t *testing.T) {
 	// bad events, the 8s window at once; plus scrape, evaluation and
 	// group_wait of a second each. Allow 4x for a loaded 2-core CI runner.
 	const pageWithin = 2 * time.Minute
-	var paged notification
-	took := waitFor(t, "page for the TTFT breach at the webhook", pageWithin, procs, func() error {
-		n, ok := hook.find(breach, "firing", page)
-		if !ok {
-			res, _ := pc.query(`slo:sli_error:ratio_rate1m30s{slo="e2e-ttft"}`)
-			return fmt.Errorf("no page yet (90s error ratio %v)", res)
+	shortestWindow := slo.Windows(config.Default().SLOs[0].PeriodDuration())[0]
+	var tab matrix
+	eachMode(runs, func(r *modeRun) {
+		var paged notification
+		_, err := poll(pageWithin, r.a.procsAlive, func() error {
+			n, ok := r.hook.find(breach, "firing", page)
+			if !ok {
+				res, _ := r.a.pc.query(`slo:sli_error:ratio_rate1m30s{slo="e2e-ttft"}`)
+				return fmt.Errorf("no page yet (90s error ratio %v)", res)
+			}
+			paged = n
+			return nil
+		})
+		if err != nil {
+			t.Errorf("%s: page for the TTFT breach at the webhook: %v", r.mode.name, err)
+			return
 		}
-		paged = n
-		return nil
+		tab.set("TTFT page", r.mode.name, fmt.Sprintf("%.0f s", paged.Received.Sub(breach).Seconds()))
+		if paged.Path != "/pager" {
+			t.Errorf("%s: the page went to %s, want the pager receiver (/pager) of the shipped routing", r.mode.name, paged.Path)
+		}
+		// The queries that had no data while healthy have it now. The
+		// period's event records are a subquery stepping by the shortest
+		// SLO window, aligned to absolute time: they appear at the first
+		// step after their records began, at most that window later.
+		_, err = poll(time.Minute+shortestWindow, r.a.procsAlive, func() error {
+			left, err := checks[r.mode.name].run()
+			if err == nil && len(left) > 0 {
+				err = fmt.Errorf("%d queries without data:\n  %s", len(left), strings.Join(left, "\n  "))
+			}
+			return err
+		})
+		if err != nil {
+			t.Errorf("%s: remaining dashboard queries and records return data during the breach: %v", r.mode.name, err)
+			return
+		}
+		tab.set("queries+records w/ data", r.mode.name, fmt.Sprintf("%d/%d", total, total))
 	})
-	t.Logf("page reached the webhook %v after the breach started (path %s)", took.Round(time.Second), paged.Path)
-	if paged.Path != "/pager" {
-		t.Errorf("the page went to %s, want the pager receiver (/pager) of the shipped routing", paged.Path)
+	if t.Failed() {
+		t.FailNow()
 	}
-	// The queries that had no data while healthy have it now.
-	waitFor(t, "remaining dashboard queries return data during the breach", time.Minute, procs, func() error {
-		if left := checkData(); len(left) > 0 {
-			return fmt.Errorf("%d queries without data:\n  %s", len(left), strings.Join(left, "\n  "))
-		}
-		return nil
-	})
-	t.Logf("every dashboard query returned data (GPU dashboard: evaluated only=%v)", !hasGPU)
+	t.Logf("every dashboard query and recording rule returned data in every mode (GPU dashboard: evaluated only=%v)", !hasGPU)
 	// The exporter's own watchdog agrees with the Prometheus rules.
-	waitFor(t, "exporter watchdog page state", time.Minute, procs, func() error {
-		res, err := pc.query(`vllm_slo_alert_state{slo="e2e-ttft",severity="critical"} == 1`)
+	waitFor(t, "exporter watchdog page state", time.Minute, runs[0].a.procsAlive, func() error {
+		res, err := runs[0].a.pc.query(`vllm_slo_alert_state{slo="e2e-ttft",severity="critical"} == 1`)
 		if err == nil && len(res) == 0 {
 			err = fmt.Errorf("vllm_slo_alert_state page not set")
 		}
@@ -427,15 +510,25 @@ func TestEndToEnd(t *testing.T) {
 	// are clean (45s window of the 6x pair is the slowest).
 	recovered := time.Now()
 	s.setScenario(t, map[string]any{"scenario": "healthy"})
-	took = waitFor(t, "page resolved at the webhook", 3*time.Minute, procs, func() error {
-		if _, ok := hook.find(recovered, "resolved", page); !ok {
-			return fmt.Errorf("not resolved yet")
+	eachMode(runs, func(r *modeRun) {
+		took, err := poll(3*time.Minute, r.a.procsAlive, func() error {
+			if _, ok := r.hook.find(recovered, "resolved", page); !ok {
+				return fmt.Errorf("not resolved yet")
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("%s: page resolved at the webhook: %v", r.mode.name, err)
+			return
 		}
-		return nil
+		tab.set("resolved after recovery", r.mode.name, fmt.Sprintf("%.0f s", took.Seconds()))
 	})
-	t.Logf("page resolved %v after recovery; total %v", took.Round(time.Second), time.Since(testStart).Round(time.Second))
-	checkRules()
-	if t.Failed() {
-		t.Logf("notifications:\n%s", hook.summary())
+	for _, r := range runs {
+		checkRules(r)
+		if t.Failed() {
+			t.Logf("%s notifications:\n%s", r.mode.name, r.hook.summary())
+		}
 	}
+	t.Logf("end to end at 1s scrapes and evaluations (breach -> webhook), per histogram mode; total %v:\n%s",
+		time.Since(testStart).Round(time.Second), tab.String())
 }

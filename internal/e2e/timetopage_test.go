@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,21 +25,24 @@ slos:
 `
 
 // TestTimeToPage measures, end to end and at the shipped timing, how long a
-// hard breach takes to page: simulated vLLM -> exporter (default scrape
-// interval) -> a real Prometheus with the shipped global section (15s
-// scrapes, 30s evaluations) and the rules `vllm_exporter rules` generates ->
-// a real Alertmanager with the shipped routing and waits (group_wait 30s;
-// only the receiver URLs point at the test's webhook). Three simulated
-// servers, one model each, run healthy for the fast tier's 5-minute window,
-// then all break at once: "slow-m" 10x slower engine steps (TTFT, TPOT and
-// e2e), "kv-m" a KV-cache-exhaustion preemption storm, "abort-m" 60% of
-// requests aborted by the engine. It prints the seconds from the breach to
-// the page at the pager receiver for each of the five SLOs and requires 3
-// minutes at most; nothing may page while healthy, and the heartbeat must
-// arrive every minute throughout (requirement of a dead-man's switch).
+// hard breach takes to page, in every histogram mode (histModes): simulated
+// vLLM -> exporter (default scrape interval) -> one real Prometheus per mode
+// with the shipped global section (15s scrapes, 30s evaluations) and the
+// rules `vllm_exporter rules` generates -> one real Alertmanager per mode
+// with the shipped routing and waits (group_wait 30s; only the receiver
+// URLs point at the test's webhooks). Four simulated servers, one model
+// each, run healthy for the fast tier's 5-minute window, then all break at
+// once: "slow-m" 10x slower engine steps (TTFT, TPOT and e2e), "kv-m" a
+// KV-cache-exhaustion preemption storm, "abort-m" 60% of requests aborted
+// by the engine, "stall-m" a hung engine. It prints the seconds from the
+// breach to the page at the pager receiver for each of the five SLOs and
+// the engine stall, per mode, and requires 2 minutes at most for the TTFT,
+// availability and preemption SLOs and the stall, 3 for the others;
+// nothing may page while healthy, and the heartbeat must arrive every
+// minute throughout (requirement of a dead-man's switch).
 func TestTimeToPage(t *testing.T) {
 	if testing.Short() {
-		t.Skip("time-to-page test takes about 9 minutes")
+		t.Skip("time-to-page test takes about 8 minutes")
 	}
 	t.Parallel()
 	RequireTool(t, "prometheus")
@@ -62,61 +66,90 @@ func TestTimeToPage(t *testing.T) {
 
 	type server struct {
 		model, simURL string
-		targets       string
 		breach        map[string]any
 	}
 	servers := []*server{
 		{model: "slow-m", breach: map[string]any{"scenario": "throttled", "step_factor": 10, "load": map[string]any{"rate": 2}}},
 		{model: "kv-m", breach: map[string]any{"scenario": "kv_exhausted"}},
 		{model: "abort-m", breach: map[string]any{"scenario": "healthy", "abort_fraction": 0.6, "load": map[string]any{"rate": 1}}},
+		{model: "stall-m", breach: map[string]any{"scenario": "stalled"}},
 	}
+	// Every simulator, then every exporter, started at once (each waits
+	// for its vLLM's /health, so the startups overlap).
 	var procs []*proc
 	var targets []string
+	sims := make([]*proc, len(servers))
 	for i, s := range servers {
 		simPort := freePort(t)
 		s.simURL = fmt.Sprintf("http://127.0.0.1:%d", simPort)
 		// healthy at 2 requests/s (slow-m: a 10x slowdown then queues
-		// them, so TTFT breaks too), 1/s (abort-m) and 0.5/s (kv-m, so its
-		// preemption storm, about half a preemption per finished request,
-		// shows in the 5-minute window as fast as the others)
-		rate := map[string]string{"slow-m": "2", "kv-m": "0.5", "abort-m": "1"}[s.model]
-		sim := startProc(t, "vllm-sim-"+s.model, simBin, fmt.Sprintf("--web.listen-address=127.0.0.1:%d", simPort),
+		// them, so TTFT breaks too), 1/s (abort-m, stall-m) and 0.5/s
+		// (kv-m, so its preemption storm, about half a preemption per
+		// finished request, shows in the 5-minute window as fast as the
+		// others)
+		rate := map[string]string{"slow-m": "2", "kv-m": "0.5", "abort-m": "1", "stall-m": "1"}[s.model]
+		sims[i] = startProc(t, "vllm-sim-"+s.model, simBin, fmt.Sprintf("--web.listen-address=127.0.0.1:%d", simPort),
 			"--served-model-name="+s.model, fmt.Sprintf("--seed=%d", 40+i), "--scenario=healthy", "--load.rate="+rate)
-		waitFor(t, s.model+" /health", 30*time.Second, []*proc{sim}, httpOK(s.simURL+"/health"))
+	}
+	for i, s := range servers {
+		waitFor(t, s.model+" /health", 30*time.Second, []*proc{sims[i]}, httpOK(s.simURL+"/health"))
+	}
+	var ready []string
+	for i, s := range servers {
 		expPort := freePort(t)
 		exp := startProc(t, "vllm_exporter-"+s.model, exporterBin, "--vllm.url="+s.simURL,
 			fmt.Sprintf("--web.listen-address=127.0.0.1:%d", expPort), "--config.file="+cfg)
-		waitFor(t, s.model+" exporter ready", 30*time.Second, []*proc{sim, exp}, httpOK(fmt.Sprintf("http://127.0.0.1:%d/-/ready", expPort)))
-		procs = append(procs, sim, exp)
+		procs = append(procs, sims[i], exp)
 		targets = append(targets, fmt.Sprintf("127.0.0.1:%d", expPort))
+		ready = append(ready, fmt.Sprintf("http://127.0.0.1:%d/-/ready", expPort))
 	}
-	hook := newWebhook(t)
+	for i, s := range servers {
+		waitFor(t, s.model+" exporter ready", 30*time.Second, procs[2*i:2*i+2], httpOK(ready[i]))
+	}
 	global, eval := shippedPrometheusGlobal(t)
-	a := startAlerting(t, hook, shippedAlertmanagerConfig(t, hook.srv.URL, false), global, ruleFiles, targets, procs...)
-	waitFor(t, "exporter targets up", time.Minute, a.procsAlive, func() error {
-		res, err := a.pc.query(`count(up{job="vllm"} == 1)`)
-		if err == nil && (len(res) == 0 || res[0].Value[1] != "3") {
-			err = fmt.Errorf("targets up: %v", res)
-		}
-		return err
-	})
+	runs := startModes(t, func(url string) []byte { return shippedAlertmanagerConfig(t, url, false) }, global, ruleFiles, targets, procs...)
+	for _, r := range runs {
+		waitFor(t, r.mode.name+": exporter targets up", time.Minute, r.a.procsAlive, func() error {
+			res, err := r.a.pc.query(`count(up{job="vllm"} == 1)`)
+			if err == nil && (len(res) == 0 || res[0].Value[1] != strconv.Itoa(len(servers))) {
+				err = fmt.Errorf("targets up: %v", res)
+			}
+			return err
+		})
+	}
 	start := time.Now()
 
-	// Healthy for the fast tier's long window (plus two evaluations), so
-	// the 5m window is at steady state when the breach starts.
-	const warm = 5*time.Minute + time.Minute
-	waitFor(t, "healthy warm-up", warm+time.Minute, a.procsAlive, func() error {
-		if n, ok := hook.find(start, "firing", map[string]string{"severity": "critical"}); ok {
-			t.Fatalf("paged while healthy: %+v\n%s", n, hook.summary())
+	// Healthy for the fast tier's long window plus an evaluation, so the
+	// 5m window is at steady state when the breach starts.
+	warm := 5*time.Minute + eval
+	healthy := func() error {
+		for _, r := range runs {
+			if n, ok := r.hook.find(start, "firing", map[string]string{"severity": "critical"}); ok {
+				return fmt.Errorf("%s: paged while healthy: %+v\n%s", r.mode.name, n, r.hook.summary())
+			}
+		}
+		return nil
+	}
+	waitFor(t, "healthy warm-up", warm+time.Minute, runs[0].a.procsAlive, func() error {
+		if err := healthy(); err != nil {
+			t.Fatal(err)
 		}
 		if d := time.Since(start); d < warm {
 			return fmt.Errorf("%v of %v", d.Round(time.Second), warm)
 		}
 		return nil
 	})
-	res, err := a.pc.query(`slo:sli_events:increase5m`)
-	if err != nil || len(res) < 5 {
-		t.Fatalf("5m event records before the breach: %v %v", res, err)
+	for _, r := range runs {
+		if err := r.mode.checkStorage(r.a.pc); err != nil {
+			t.Error(err)
+		}
+		res, err := r.a.pc.query(`slo:sli_events:increase5m`)
+		if err != nil || len(res) < 5 {
+			t.Errorf("%s: 5m event records before the breach: %v %v", r.mode.name, res, err)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
 	}
 
 	breach := time.Now()
@@ -127,46 +160,71 @@ func TestTimeToPage(t *testing.T) {
 	}
 	// Each SLO is hard-breached (half its events bad or more) on at least
 	// one of the servers (TTFT on slow-m and kv-m, e2e on both too); the
-	// time to page is that of its first page.
-	slos := []string{"ttft-p99", "tpot-p99", "e2e-p99", "preemption", "availability"}
-	paged := map[string]notification{}
-	waitFor(t, "a page per SLO at the pager", 6*time.Minute, a.procsAlive, func() error {
-		var missing []string
-		for _, slo := range slos {
-			if _, ok := paged[slo]; ok {
-				continue
-			}
-			n, ok := hook.find(breach, "firing", map[string]string{"alertname": "VLLMSLOBurnRatePage", "slo": slo})
-			if ok && n.Path == "/pager" {
-				paged[slo] = n
-				continue
-			}
-			missing = append(missing, slo)
-		}
-		if len(missing) > 0 {
-			return fmt.Errorf("not paged yet: %v", missing)
-		}
-		return nil
-	})
-	var lines []string
-	for _, slo := range slos {
-		n := paged[slo]
-		var models []string
-		for _, al := range n.Alerts {
-			if al.Labels["slo"] == slo && al.Status == "firing" {
-				models = append(models, al.Labels["model"])
-			}
-		}
-		took := n.Received.Sub(breach)
-		lines = append(lines, fmt.Sprintf("  %-13s %5.0f s  (%s)", slo, took.Seconds(), strings.Join(models, ",")))
-		if took > 3*time.Minute {
-			t.Errorf("%s paged %v after the breach, want within 3 minutes", slo, took.Round(time.Second))
-		}
+	// time to page is that of its first page. The stall pages as
+	// VLLMEngineStalled for stall-m's exporter.
+	type pageSpec struct {
+		name   string
+		match  map[string]string
+		within time.Duration
 	}
-	t.Logf("time to page at the shipped timing (breach -> webhook):\n%s", strings.Join(lines, "\n"))
-	// the 6-minute warm-up alone holds five intervals
-	checkHeartbeat(t, hook, eval, 5)
-	if t.Failed() {
-		t.Logf("notifications:\n%s", hook.summary())
+	pages := []pageSpec{
+		{"ttft-p99", map[string]string{"alertname": "VLLMSLOBurnRatePage", "slo": "ttft-p99"}, 2 * time.Minute},
+		{"tpot-p99", map[string]string{"alertname": "VLLMSLOBurnRatePage", "slo": "tpot-p99"}, 3 * time.Minute},
+		{"e2e-p99", map[string]string{"alertname": "VLLMSLOBurnRatePage", "slo": "e2e-p99"}, 3 * time.Minute},
+		{"preemption", map[string]string{"alertname": "VLLMSLOBurnRatePage", "slo": "preemption"}, 2 * time.Minute},
+		{"availability", map[string]string{"alertname": "VLLMSLOBurnRatePage", "slo": "availability"}, 2 * time.Minute},
+		{"engine stall", map[string]string{"alertname": "VLLMEngineStalled"}, 2 * time.Minute},
+	}
+	var tab matrix
+	eachMode(runs, func(r *modeRun) {
+		paged := map[string]notification{}
+		_, err := poll(4*time.Minute, r.a.procsAlive, func() error {
+			var missing []string
+			for _, p := range pages {
+				if _, ok := paged[p.name]; ok {
+					continue
+				}
+				n, ok := r.hook.find(breach, "firing", p.match)
+				if ok && n.Path == "/pager" {
+					paged[p.name] = n
+					continue
+				}
+				missing = append(missing, p.name)
+			}
+			if len(missing) > 0 {
+				return fmt.Errorf("not paged yet: %v", missing)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("%s: a page per SLO and for the stall at the pager: %v", r.mode.name, err)
+		}
+		for _, p := range pages {
+			n, ok := paged[p.name]
+			if !ok {
+				tab.set(p.name, r.mode.name, "no page")
+				continue
+			}
+			var who []string
+			for _, al := range n.Alerts {
+				if al.Status == "firing" && al.Labels["alertname"] == p.match["alertname"] {
+					who = append(who, al.Labels["model"]+al.Labels["instance"])
+				}
+			}
+			took := n.Received.Sub(breach)
+			tab.set(p.name, r.mode.name, fmt.Sprintf("%.0f s", took.Seconds()))
+			if took > p.within {
+				t.Errorf("%s: %s paged %v after the breach (%s), want within %v", r.mode.name, p.name, took.Round(time.Second), strings.Join(who, ","), p.within)
+			}
+		}
+	})
+	t.Logf("time to page at the shipped timing (breach -> pager webhook), per histogram mode:\n%s", tab.String())
+	// the warm-up alone holds five intervals
+	for _, r := range runs {
+		t.Logf("%s:", r.mode.name)
+		checkHeartbeat(t, r.hook, eval, 5)
+		if t.Failed() {
+			t.Logf("%s notifications:\n%s", r.mode.name, r.hook.summary())
+		}
 	}
 }

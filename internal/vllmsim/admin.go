@@ -10,7 +10,8 @@ import (
 
 // registerControls adds the engine-control routes: vLLM's own sleep-mode
 // routes (served by vLLM with VLLM_SERVER_DEV_MODE=1; always here) and the
-// simulator's /admin controls.
+// simulator's /admin controls. It is long because it is the route table:
+// one short handler per route, read as a list.
 func (s *Sim) registerControls(mux *http.ServeMux) {
 	mux.HandleFunc("POST /sleep", func(w http.ResponseWriter, r *http.Request) {
 		level := 1 // vLLM's default level

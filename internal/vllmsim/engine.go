@@ -194,32 +194,20 @@ func removeReq(list []*req, r *req) []*req {
 // blocks run out; then, if nothing was preempted, waiting requests in FCFS
 // order while the token budget, max_num_seqs and free blocks allow.
 func (e *engine) schedule(now time.Time) []schedItem {
-	cfg := &e.sim.cfg
-	budget := cfg.MaxNumBatchedTokens
-	var batch []schedItem
-	preempted := false
+	batch, budget, preempted := e.scheduleRunning(e.sim.cfg.MaxNumBatchedTokens)
+	if preempted && len(batch) > 0 {
+		return batch // vLLM admits no waiting request in a step that preempted
+	}
+	return e.admitWaiting(now, batch, budget)
+}
+
+// scheduleRunning schedules the running requests within budget tokens,
+// preempting from the tail when blocks run out. It returns the batch, the
+// budget left and whether it preempted.
+func (e *engine) scheduleRunning(budget int) (batch []schedItem, left int, preempted bool) {
 	for i := 0; i < len(e.running) && budget > 0; {
 		r := e.running[i]
-		n := e.capLongPrefill(r.numTokens() - r.numComputed)
-		drafts := 0
-		if sd := e.sim.spec; sd.On() && n == 1 && r.outputs() > 0 {
-			// Decode with speculative decoding: verify the last token plus
-			// the drafts, never drafting past max_tokens.
-			drafts = sd.NumSpeculativeTokens
-			if left := r.maxTokens - r.outputs() - 1; drafts > left {
-				drafts = left
-			}
-			n += drafts
-		}
-		if n > budget {
-			if drafts > 0 {
-				drafts -= n - budget
-				if drafts < 0 {
-					drafts = 0
-				}
-			}
-			n = budget
-		}
+		n, drafts := e.newTokens(r, budget)
 		ok := true
 		for !e.allocate(r, n) {
 			vi := e.victim()
@@ -252,15 +240,44 @@ func (e *engine) schedule(now time.Time) []schedItem {
 		budget -= n
 		i++
 	}
-	if preempted && len(batch) > 0 {
-		return batch // vLLM admits no waiting request in a step that preempted
+	return batch, budget, preempted
+}
+
+// newTokens is how many tokens running request r computes this step
+// within budget (decode or the next prefill chunk), and how many of them
+// are speculative drafts.
+func (e *engine) newTokens(r *req, budget int) (n, drafts int) {
+	n = e.capLongPrefill(r.numTokens() - r.numComputed)
+	if sd := e.sim.spec; sd.On() && n == 1 && r.outputs() > 0 {
+		// Decode with speculative decoding: verify the last token plus
+		// the drafts, never drafting past max_tokens.
+		drafts = sd.NumSpeculativeTokens
+		if left := r.maxTokens - r.outputs() - 1; drafts > left {
+			drafts = left
+		}
+		n += drafts
 	}
+	if n > budget {
+		if drafts > 0 {
+			drafts -= n - budget
+			if drafts < 0 {
+				drafts = 0
+			}
+		}
+		n = budget
+	}
+	return n, drafts
+}
+
+// admitWaiting adds waiting requests to batch in queue order while the
+// token budget, max_num_seqs and free blocks allow.
+func (e *engine) admitWaiting(now time.Time, batch []schedItem, budget int) []schedItem {
 	// With the #53130 livelock, deferred requests take max_num_seqs slots.
 	held := 0
 	if e.sim.deferCfg.Livelock {
 		held = len(e.deferred)
 	}
-	for len(e.waiting) > 0 && budget > 0 && len(e.running)+held < cfg.MaxNumSeqs {
+	for len(e.waiting) > 0 && budget > 0 && len(e.running)+held < e.sim.cfg.MaxNumSeqs {
 		r := e.waiting[0]
 		if r.numComputed == 0 {
 			bs := e.pool.blockSize

@@ -2,6 +2,7 @@ package vllmsim
 
 import (
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
@@ -9,9 +10,10 @@ import (
 	"time"
 )
 
+// readFixture reads a vLLM /metrics body from vllmTestdata.
 func readFixture(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile("testdata/" + name)
+	b, err := os.ReadFile(filepath.Join(vllmTestdata, name))
 	if err != nil {
 		t.Fatal(err)
 	}

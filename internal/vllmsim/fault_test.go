@@ -147,14 +147,18 @@ func TestFaultStreamCutAndStreamError(t *testing.T) {
 	}
 }
 
+// On the virtual clock: a restart needs no server, and the clock moves by
+// Advance (not a sleep) so the new process_start_time_seconds is later.
 func TestFaultRestartResetsCounters(t *testing.T) {
-	s := startReal(t, Config{Models: []string{"m"}})
-	post(t, s.URL()+"/v1/completions", `{"model":"m","prompt":"x","max_tokens":3}`, nil)
+	s := newVirtual(t, Config{Models: []string{"m"}})
+	if rec := doVirtual(t, s, "POST", "/v1/completions", `{"model":"m","prompt":"x","max_tokens":3}`, nil); rec.Code != 200 {
+		t.Fatalf("completion: %d %s", rec.Code, rec.Body)
+	}
 	before := parseMetrics(t, s.Metrics())
 	if sumValue(t, before, "vllm:generation_tokens_total", nil) == 0 {
 		t.Fatal("no tokens before restart")
 	}
-	time.Sleep(20 * time.Millisecond)
+	s.Advance(time.Second)
 	if err := s.InjectFault(FaultSpec{Kind: FaultRestart}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,10 +12,12 @@ import (
 	"time"
 )
 
-var update = flag.Bool("update", false, "rewrite the sim-latest-* golden fixtures (here and in collector/vllm/testdata)")
+var update = flag.Bool("update", false, "rewrite the sim-latest-* golden fixtures in collector/vllm/testdata")
 
-// collectorTestdata is where the exporter's tests read the same fixtures.
-const collectorTestdata = "../../collector/vllm/testdata"
+// vllmTestdata holds every /metrics body of vLLM (real, and the
+// simulator's sim-latest-* renderings) once: the exporter's parser tests
+// read them there, and so do the simulator's tests.
+const vllmTestdata = "../../collector/vllm/testdata"
 
 // latestSim is a deterministic newest-layout simulator with healthy load.
 func latestSim(t *testing.T, cfg Config) *Sim {
@@ -136,30 +138,25 @@ var fixtureBuckets = map[string][]float64{
 func fixtureName(name string) string { return "sim-latest-" + name + ".txt" }
 
 // TestLatestFixturesAreReproducible regenerates every sim-latest-* fixture
-// and compares it byte for byte with testdata (-update rewrites them), and
-// checks that collector/vllm/testdata holds identical copies.
+// and compares it byte for byte with the copy in collector/vllm/testdata,
+// where the exporter's parser tests read it (-update rewrites them).
 func TestLatestFixturesAreReproducible(t *testing.T) {
 	for name, build := range latestFixtures {
 		t.Run(name, func(t *testing.T) {
 			body := build(t).Metrics()
 			parseMetrics(t, body)
-			file := fixtureName(name)
-			paths := []string{filepath.Join("testdata", file), filepath.Join(collectorTestdata, file)}
+			p := filepath.Join(vllmTestdata, fixtureName(name))
 			if *update {
-				for _, p := range paths {
-					if err := os.WriteFile(p, body, 0o644); err != nil {
-						t.Fatal(err)
-					}
+				if err := os.WriteFile(p, body, 0o644); err != nil {
+					t.Fatal(err)
 				}
 			}
-			for _, p := range paths {
-				want, err := os.ReadFile(p)
-				if err != nil {
-					t.Fatalf("%v (run go test ./internal/vllmsim -run TestLatestFixtures -update)", err)
-				}
-				if !bytes.Equal(body, want) {
-					t.Errorf("%s differs from the simulator's rendering (rerun with -update if the change is intended)\n%s", p, firstDiff(body, want))
-				}
+			want, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatalf("%v (run go test ./internal/vllmsim -run TestLatestFixtures -update)", err)
+			}
+			if !bytes.Equal(body, want) {
+				t.Errorf("%s differs from the simulator's rendering (rerun with -update if the change is intended)\n%s", p, firstDiff(body, want))
 			}
 			// A second identical run renders the same bytes: nothing depends on wall time or map order.
 			if again := build(t).Metrics(); !bytes.Equal(body, again) {

@@ -301,6 +301,13 @@ func (s *Sim) handleGenerate(w http.ResponseWriter, r *http.Request, chat bool) 
 		s.respondWhole(w, r, h, chat, id, model, created)
 		return
 	}
+	s.respondStream(w, r, h, p, chat, streamChunk{ID: id, Object: obj, Created: created, Model: model})
+}
+
+// respondStream streams h's outputs as SSE events shaped like head (id,
+// object, created, model), p.interval tokens to an event, then the usage
+// chunk if asked and [DONE].
+func (s *Sim) respondStream(w http.ResponseWriter, r *http.Request, h *Handle, p *genParams, chat bool, head streamChunk) {
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
 	st := &sseWriter{s: s, w: w, h: h}
@@ -309,7 +316,9 @@ func (s *Sim) handleGenerate(w http.ResponseWriter, r *http.Request, chat bool) 
 	// (the chat role chunk only comes with the first token).
 	st.flush()
 	chunk := func(choices any, u *usageInfo) bool {
-		return st.event(streamChunk{ID: id, Object: obj, Created: created, Model: model, Choices: choices, Usage: u})
+		c := head
+		c.Choices, c.Usage = choices, u
+		return st.event(c)
 	}
 	var text strings.Builder
 	var last Output

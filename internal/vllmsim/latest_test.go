@@ -2,6 +2,7 @@ package vllmsim
 
 import (
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -104,7 +105,7 @@ func TestLatestFamiliesMatchReference(t *testing.T) {
 		for _, m := range f.GetMetric() {
 			got := labelNames(m)
 			for _, want := range ref.extra {
-				if !contains(got, want) {
+				if !slices.Contains(got, want) {
 					t.Errorf("%s: child %v lacks label %q", name, got, want)
 				}
 			}
@@ -125,7 +126,7 @@ func TestLatestFamiliesMatchReference(t *testing.T) {
 		var got []string
 		for _, m := range fams[name].GetMetric() {
 			for _, lp := range m.GetLabel() {
-				if lp.GetName() == label && !contains(got, lp.GetValue()) {
+				if lp.GetName() == label && !slices.Contains(got, lp.GetValue()) {
 					got = append(got, lp.GetValue())
 				}
 			}
@@ -155,15 +156,6 @@ func TestLatestFamiliesMatchReference(t *testing.T) {
 			t.Errorf("engine_healthy labels %v, want engine only", m.GetLabel())
 		}
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func hasLabel(m *dto.Metric, name string) bool {

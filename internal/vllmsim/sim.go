@@ -147,7 +147,14 @@ const (
 // MetricsVersions lists the accepted Config.MetricsVersion values.
 func MetricsVersions() []string { return []string{MetricsLatest, MetricsV1, MetricsV1_0_10, MetricsV0} }
 
+// setDefaults fills the zero fields of c with vLLM's defaults, then checks
+// the result.
 func (c *Config) setDefaults() error {
+	c.applyDefaults()
+	return c.validate()
+}
+
+func (c *Config) applyDefaults() {
 	if len(c.Models) == 0 {
 		c.Models = []string{"meta-llama/Llama-3.1-8B-Instruct"}
 	}
@@ -177,6 +184,26 @@ func (c *Config) setDefaults() error {
 	if c.SchedulingPolicy == "" {
 		c.SchedulingPolicy = PolicyFCFS
 	}
+	if c.Cost == (CostModel{}) {
+		c.Cost = DefaultCost
+	}
+	if c.MetricsVersion == "" {
+		c.MetricsVersion = MetricsV1
+	}
+	if c.Start.IsZero() {
+		c.Start = time.Date(2026, 8, 10, 6, 0, 0, 0, time.UTC)
+	}
+	if c.Scenario == "" {
+		c.Scenario = "healthy"
+	}
+	if c.Addr == "" {
+		c.Addr = "127.0.0.1:0"
+	}
+}
+
+// validate rejects a configuration vLLM would not start with, or one the
+// simulator cannot run.
+func (c *Config) validate() error {
 	if c.SchedulingPolicy != PolicyFCFS && c.SchedulingPolicy != PolicyPriority {
 		return fmt.Errorf("vllmsim: unknown scheduling policy %q (want fcfs or priority)", c.SchedulingPolicy)
 	}
@@ -196,21 +223,6 @@ func (c *Config) setDefaults() error {
 		if err := validateBuckets(c.CustomHistogramBuckets); err != nil {
 			return fmt.Errorf("vllmsim: %w", err)
 		}
-	}
-	if c.Cost == (CostModel{}) {
-		c.Cost = DefaultCost
-	}
-	if c.MetricsVersion == "" {
-		c.MetricsVersion = MetricsV1
-	}
-	if c.Start.IsZero() {
-		c.Start = time.Date(2026, 8, 10, 6, 0, 0, 0, time.UTC)
-	}
-	if c.Scenario == "" {
-		c.Scenario = "healthy"
-	}
-	if c.Addr == "" {
-		c.Addr = "127.0.0.1:0"
 	}
 	switch {
 	case c.LongPrefillTokenThreshold < 0:

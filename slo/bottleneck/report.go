@@ -283,77 +283,7 @@ func RenderText(w io.Writer, r Report) error {
 		p("NO DIAGNOSIS: no model was seen in a successful scrape of %s/metrics", strings.TrimRight(r.Target, "/"))
 	}
 	for _, m := range r.Models {
-		p("")
-		p("== model %s ==", m.Model)
-		p("BOTTLENECK: %s", m.Class)
-		p("  %s", m.Summary)
-		p("RECOMMENDATION: %s", m.Recommendation)
-		if len(m.Evidence) > 0 {
-			p("Evidence:")
-			for _, e := range m.Evidence {
-				p("  %s", evidenceLine(e))
-			}
-		}
-		if len(m.AlsoHeld) > 0 {
-			p("Also held (lower priority): %s", joinClasses(m.AlsoHeld))
-		}
-		for _, c := range m.CannotRuleOut {
-			p("CANNOT RULE OUT: %s", c)
-		}
-		p("SLO at p%s over the window:", qlabel(m.SLO.Quantile))
-		p("  TTFT %s  target %s  %s", secsIn(m.SLO.TTFT, m.SLO.TTFTBucket), secs(&m.SLO.TTFTTarget), verdict(m.SLO.TTFT, m.SLO.TTFTTarget))
-		p("  TPOT %s  target %s  %s", secsIn(m.SLO.TPOT, m.SLO.TPOTBucket), secs(&m.SLO.TPOTTarget), verdict(m.SLO.TPOT, m.SLO.TPOTTarget))
-		rf := m.Roofline
-		p("Decode roofline (per stream):")
-		switch {
-		case rf.Predicted != nil && rf.KVSource == "none":
-			p("  predicted %s = %s (%s) / %s weights (KV traffic not counted: give --model.kv-cache-bytes, or run where NVML sees the GPU)",
-				tokRate(rf.Predicted), bytesRate(rf.Bandwidth), bandwidthNote(rf.BandwidthSource), bytesSize(rf.WeightBytes)+weightNote(rf.WeightSource))
-		case rf.Predicted != nil:
-			p("  predicted %s = %s (%s) / (%s weights + %s KV in use, pool size from %s)",
-				tokRate(rf.Predicted), bytesRate(rf.Bandwidth), bandwidthNote(rf.BandwidthSource), bytesSize(rf.WeightBytes)+weightNote(rf.WeightSource), bytesSize(rf.KVBytes), kvNote(rf.KVSource))
-		default:
-			p("  predicted: unknown (give --model.weight-bytes or --model.parameters with --model.bytes-per-parameter (or --model.kv-cache-bytes where NVML sees vLLM's processes), and a GPU or --model.memory-bandwidth)")
-		}
-		if rf.Measured != nil {
-			p("  measured  %s (1 / mean time per output token %s)", tokRate(rf.Measured), secs(ptrOf(1 / *rf.Measured)))
-		} else {
-			p("  measured: unknown (no TPOT or inter-token latency observations in the window)")
-		}
-		if rf.Efficiency != nil {
-			p("  efficiency %.2f of the roofline", *rf.Efficiency)
-		}
-		t := m.Throughput
-		p("Load (last %s): %s req/s, %s output tok/s, %s prompt tok/s; running %s, waiting %s, KV cache %s",
-			t.Window, num(t.RequestsPerSecond), num(t.OutputTokensPerSecond), num(t.PromptTokensPerSecond),
-			num(t.Running), num(t.Waiting), pct(t.KVCacheUsage))
-		c := m.Capacity
-		switch {
-		case c.OutputTokensPerSecond != nil && c.Saturated:
-			p("Capacity while SLOs held (measured at saturation): %s req/s, %s output tok/s on %d GPU(s)", num(c.RequestsPerSecond), num(c.OutputTokensPerSecond), c.GPUs)
-		case c.OutputTokensPerSecond != nil:
-			p("Capacity: NOT MEASURED: the server was not saturated (nothing waiting, no preemption, KV cache %s); %s req/s, %s output tok/s is the offered load, a lower bound",
-				pct(c.KVUsage), num(c.RequestsPerSecond), num(c.OutputTokensPerSecond))
-			if c.ExtrapolatedRequestsPerSecond != nil {
-				p("  extrapolation: about %s req/s on %d GPU(s) if throughput grew with KV-cache occupancy until the cache is full (%s req/s / KV usage %s); latency rises before that, so load-test before sizing on it",
-					num(c.ExtrapolatedRequestsPerSecond), c.GPUs, num(c.RequestsPerSecond), pct(c.KVUsage))
-			}
-		default:
-			p("Capacity while SLOs held: unknown (the SLOs did not hold, or were not measurable, during the watch)")
-		}
-		if c.CostPerMillionOutput != nil {
-			p("  cost: %.4f per million output tokens at %.2f per GPU-hour", *c.CostPerMillionOutput, c.GPUHour)
-		}
-		if pl := c.Plan; pl != nil {
-			p("  for %.0f requests/day: %.2f req/s needed, %d GPU(s), %d with %.1fx headroom", pl.DailyRequests, pl.RequiredPerSecond, pl.GPUs, pl.GPUsWithHeadroom, pl.Headroom)
-		}
-		if len(m.Unavailable) > 0 {
-			var parts []string
-			for _, u := range m.Unavailable {
-				parts = append(parts, fmt.Sprintf("%s (%s)", u.Class, u.Reason))
-			}
-			p("Could not be diagnosed with these inputs: %s", strings.Join(parts, ", "))
-		}
+		renderModel(p, m)
 	}
 	if len(r.Probes) > 0 {
 		p("")
@@ -378,6 +308,90 @@ func RenderText(w io.Writer, r Report) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// printf writes one line of the text report.
+type printf func(format string, a ...any)
+
+// renderModel writes one model's section: the verdict, the evidence, the
+// SLO, the roofline, the load and the capacity.
+func renderModel(p printf, m ModelReport) {
+	p("")
+	p("== model %s ==", m.Model)
+	p("BOTTLENECK: %s", m.Class)
+	p("  %s", m.Summary)
+	p("RECOMMENDATION: %s", m.Recommendation)
+	if len(m.Evidence) > 0 {
+		p("Evidence:")
+		for _, e := range m.Evidence {
+			p("  %s", evidenceLine(e))
+		}
+	}
+	if len(m.AlsoHeld) > 0 {
+		p("Also held (lower priority): %s", joinClasses(m.AlsoHeld))
+	}
+	for _, c := range m.CannotRuleOut {
+		p("CANNOT RULE OUT: %s", c)
+	}
+	p("SLO at p%s over the window:", qlabel(m.SLO.Quantile))
+	p("  TTFT %s  target %s  %s", secsIn(m.SLO.TTFT, m.SLO.TTFTBucket), secs(&m.SLO.TTFTTarget), verdict(m.SLO.TTFT, m.SLO.TTFTTarget))
+	p("  TPOT %s  target %s  %s", secsIn(m.SLO.TPOT, m.SLO.TPOTBucket), secs(&m.SLO.TPOTTarget), verdict(m.SLO.TPOT, m.SLO.TPOTTarget))
+	renderRoofline(p, m.Roofline)
+	t := m.Throughput
+	p("Load (last %s): %s req/s, %s output tok/s, %s prompt tok/s; running %s, waiting %s, KV cache %s",
+		t.Window, num(t.RequestsPerSecond), num(t.OutputTokensPerSecond), num(t.PromptTokensPerSecond),
+		num(t.Running), num(t.Waiting), pct(t.KVCacheUsage))
+	c := m.Capacity
+	switch {
+	case c.OutputTokensPerSecond != nil && c.Saturated:
+		p("Capacity while SLOs held (measured at saturation): %s req/s, %s output tok/s on %d GPU(s)", num(c.RequestsPerSecond), num(c.OutputTokensPerSecond), c.GPUs)
+	case c.OutputTokensPerSecond != nil:
+		p("Capacity: NOT MEASURED: the server was not saturated (nothing waiting, no preemption, KV cache %s); %s req/s, %s output tok/s is the offered load, a lower bound",
+			pct(c.KVUsage), num(c.RequestsPerSecond), num(c.OutputTokensPerSecond))
+		if c.ExtrapolatedRequestsPerSecond != nil {
+			p("  extrapolation: about %s req/s on %d GPU(s) if throughput grew with KV-cache occupancy until the cache is full (%s req/s / KV usage %s); latency rises before that, so load-test before sizing on it",
+				num(c.ExtrapolatedRequestsPerSecond), c.GPUs, num(c.RequestsPerSecond), pct(c.KVUsage))
+		}
+	default:
+		p("Capacity while SLOs held: unknown (the SLOs did not hold, or were not measurable, during the watch)")
+	}
+	if c.CostPerMillionOutput != nil {
+		p("  cost: %.4f per million output tokens at %.2f per GPU-hour", *c.CostPerMillionOutput, c.GPUHour)
+	}
+	if pl := c.Plan; pl != nil {
+		p("  for %.0f requests/day: %.2f req/s needed, %d GPU(s), %d with %.1fx headroom", pl.DailyRequests, pl.RequiredPerSecond, pl.GPUs, pl.GPUsWithHeadroom, pl.Headroom)
+	}
+	if len(m.Unavailable) > 0 {
+		var parts []string
+		for _, u := range m.Unavailable {
+			parts = append(parts, fmt.Sprintf("%s (%s)", u.Class, u.Reason))
+		}
+		p("Could not be diagnosed with these inputs: %s", strings.Join(parts, ", "))
+	}
+}
+
+// renderRoofline writes the decode roofline: predicted, measured and their
+// ratio.
+func renderRoofline(p printf, rf RooflineReport) {
+	p("Decode roofline (per stream):")
+	switch {
+	case rf.Predicted != nil && rf.KVSource == "none":
+		p("  predicted %s = %s (%s) / %s weights (KV traffic not counted: give --model.kv-cache-bytes, or run where NVML sees the GPU)",
+			tokRate(rf.Predicted), bytesRate(rf.Bandwidth), bandwidthNote(rf.BandwidthSource), bytesSize(rf.WeightBytes)+weightNote(rf.WeightSource))
+	case rf.Predicted != nil:
+		p("  predicted %s = %s (%s) / (%s weights + %s KV in use, pool size from %s)",
+			tokRate(rf.Predicted), bytesRate(rf.Bandwidth), bandwidthNote(rf.BandwidthSource), bytesSize(rf.WeightBytes)+weightNote(rf.WeightSource), bytesSize(rf.KVBytes), kvNote(rf.KVSource))
+	default:
+		p("  predicted: unknown (give --model.weight-bytes or --model.parameters with --model.bytes-per-parameter (or --model.kv-cache-bytes where NVML sees vLLM's processes), and a GPU or --model.memory-bandwidth)")
+	}
+	if rf.Measured != nil {
+		p("  measured  %s (1 / mean time per output token %s)", tokRate(rf.Measured), secs(ptrOf(1 / *rf.Measured)))
+	} else {
+		p("  measured: unknown (no TPOT or inter-token latency observations in the window)")
+	}
+	if rf.Efficiency != nil {
+		p("  efficiency %.2f of the roofline", *rf.Efficiency)
+	}
 }
 
 func evidenceLine(e Evidence) string {

@@ -1,116 +1,18 @@
 package interop
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
+
+	"github.com/OpenSLO/go-sdk/pkg/openslo"
+	v1 "github.com/OpenSLO/go-sdk/pkg/openslo/v1"
+	"gopkg.in/yaml.v3"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/slo"
 )
-
-// OpenSLO v1 objects (github.com/OpenSLO/OpenSLO, schemas/v1).
-type osloObject struct {
-	APIVersion string       `yaml:"apiVersion"`
-	Kind       string       `yaml:"kind"`
-	Metadata   osloMetadata `yaml:"metadata"`
-	Spec       any          `yaml:"spec"`
-}
-
-type osloMetadata struct {
-	Name        string `yaml:"name"`
-	DisplayName string `yaml:"displayName,omitempty"`
-}
-
-type osloServiceSpec struct {
-	Description string `yaml:"description,omitempty"`
-}
-
-type osloTargetSpec struct {
-	Description string `yaml:"description,omitempty"`
-	Target      string `yaml:"target"`
-}
-
-type osloSLOSpec struct {
-	Description     string             `yaml:"description,omitempty"`
-	Service         string             `yaml:"service"`
-	Indicator       osloIndicator      `yaml:"indicator"`
-	TimeWindow      []osloTimeWindow   `yaml:"timeWindow"`
-	BudgetingMethod string             `yaml:"budgetingMethod"`
-	Objectives      []osloObjective    `yaml:"objectives"`
-	AlertPolicies   []osloInlinePolicy `yaml:"alertPolicies"`
-}
-
-type osloIndicator struct {
-	Metadata osloMetadata `yaml:"metadata"`
-	Spec     osloSLISpec  `yaml:"spec"`
-}
-
-type osloSLISpec struct {
-	RatioMetric osloRatio `yaml:"ratioMetric"`
-}
-
-type osloRatio struct {
-	Counter bool       `yaml:"counter"`
-	Bad     osloMetric `yaml:"bad"`
-	Total   osloMetric `yaml:"total"`
-}
-
-type osloMetric struct {
-	MetricSource osloSource `yaml:"metricSource"`
-}
-
-type osloSource struct {
-	Type string            `yaml:"type"`
-	Spec map[string]string `yaml:"spec"`
-}
-
-type osloTimeWindow struct {
-	Duration  string `yaml:"duration"`
-	IsRolling bool   `yaml:"isRolling"`
-}
-
-type osloObjective struct {
-	DisplayName string  `yaml:"displayName,omitempty"`
-	Target      float64 `yaml:"target"`
-}
-
-type osloInlinePolicy struct {
-	Kind     string         `yaml:"kind"`
-	Metadata osloMetadata   `yaml:"metadata"`
-	Spec     osloPolicySpec `yaml:"spec"`
-}
-
-type osloPolicySpec struct {
-	Description         string                `yaml:"description,omitempty"`
-	AlertWhenBreaching  bool                  `yaml:"alertWhenBreaching"`
-	AlertWhenResolved   bool                  `yaml:"alertWhenResolved"`
-	Conditions          []osloInlineCondition `yaml:"conditions"`
-	NotificationTargets []osloTargetRef       `yaml:"notificationTargets"`
-}
-
-type osloInlineCondition struct {
-	Kind     string            `yaml:"kind"`
-	Metadata osloMetadata      `yaml:"metadata"`
-	Spec     osloConditionSpec `yaml:"spec"`
-}
-
-type osloConditionSpec struct {
-	Description string        `yaml:"description,omitempty"`
-	Severity    string        `yaml:"severity"`
-	Condition   osloCondition `yaml:"condition"`
-}
-
-type osloCondition struct {
-	Kind           string  `yaml:"kind"`
-	Op             string  `yaml:"op"`
-	Threshold      float64 `yaml:"threshold"`
-	LookbackWindow string  `yaml:"lookbackWindow"`
-	AlertAfter     string  `yaml:"alertAfter"`
-}
-
-type osloTargetRef struct {
-	TargetRef string `yaml:"targetRef"`
-}
 
 // OpenSLOWindow is the placeholder the OpenSLO queries carry for the
 // evaluation window (Sloth's convention: OpenSLO itself does not define
@@ -128,72 +30,109 @@ const (
 // events, the exporter's queries) and one inline AlertPolicy per burn-rate
 // pair: OpenSLO allows one condition per policy, a burnrate condition over
 // the long window (lookbackWindow) that must hold for the short window
-// (alertAfter).
+// (alertAfter). The objects are the OpenSLO Go SDK's v1 types.
 func OpenSLO(slos []config.SLO, o Options) ([]byte, error) {
 	o.defaults()
 	ps, err := prepare(slos, o)
 	if err != nil {
 		return nil, err
 	}
-	docs := []any{
-		osloObject{APIVersion: "openslo/v1", Kind: "Service", Metadata: osloMetadata{Name: o.Service, DisplayName: "vLLM"},
-			Spec: osloServiceSpec{Description: "vLLM inference servers watched by vllm_exporter."}},
-		osloObject{APIVersion: "openslo/v1", Kind: "AlertNotificationTarget", Metadata: osloMetadata{Name: OpenSLOPageTarget},
-			Spec: osloTargetSpec{Target: "alertmanager", Description: "Alertmanager, severity critical (" + slo.PageAlert + ")."}},
-		osloObject{APIVersion: "openslo/v1", Kind: "AlertNotificationTarget", Metadata: osloMetadata{Name: OpenSLOTicketTarget},
-			Spec: osloTargetSpec{Target: "alertmanager", Description: "Alertmanager, severity warning (" + slo.TicketAlert + ")."}},
+	objs := []openslo.Object{
+		v1.NewService(v1.Metadata{Name: o.Service, DisplayName: "vLLM"},
+			v1.ServiceSpec{Description: "vLLM inference servers watched by vllm_exporter."}),
+		v1.NewAlertNotificationTarget(v1.Metadata{Name: OpenSLOPageTarget},
+			v1.AlertNotificationTargetSpec{Target: "alertmanager", Description: "Alertmanager, severity critical (" + slo.PageAlert + ")."}),
+		v1.NewAlertNotificationTarget(v1.Metadata{Name: OpenSLOTicketTarget},
+			v1.AlertNotificationTargetSpec{Target: "alertmanager", Description: "Alertmanager, severity warning (" + slo.TicketAlert + ")."}),
 	}
 	for _, p := range ps {
-		docs = append(docs, openSLOOf(p, o))
+		objs = append(objs, openSLOOf(p, o))
+	}
+	docs := make([]any, len(objs))
+	for i, obj := range objs {
+		if docs[i], err = openSLONode(obj); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
+		}
 	}
 	return encodeDocs(o.Header, docs, nil)
 }
 
-func openSLOOf(p prepared, o Options) osloObject {
+func openSLOOf(p prepared, o Options) v1.SLO {
 	s := p.s
-	source := func(q string) osloMetric {
-		return osloMetric{MetricSource: osloSource{Type: "Prometheus", Spec: map[string]string{"query": q}}}
+	source := func(q string) *v1.SLIMetricSpec {
+		return &v1.SLIMetricSpec{MetricSource: v1.SLIMetricSource{Type: "Prometheus", Spec: map[string]any{"query": q}}}
 	}
 	ws := slo.Windows(s.PeriodDuration())
-	var policies []osloInlinePolicy
+	var policies []v1.SLOAlertPolicy
 	add := func(sev, target, alert string, pairs []slo.AlertPair) {
 		for _, pr := range pairs {
-			long, short := shorthand(ws[pr.Long]), shorthand(ws[pr.Short])
-			name := dnsName(p.id, sev+"-"+long)
+			long, short := openSLODuration(ws[pr.Long]), openSLODuration(ws[pr.Short])
+			name := dnsName(p.id, sev+"-"+long.String())
 			desc := fmt.Sprintf("%s: burn rate above %s over %s and %s (%s).", alert, formatFloat(pr.Factor), long, short, o.RunbookURL+"#"+strings.ToLower(alert))
-			policies = append(policies, osloInlinePolicy{
-				Kind: "AlertPolicy", Metadata: osloMetadata{Name: name},
-				Spec: osloPolicySpec{
+			policies = append(policies, v1.SLOAlertPolicy{SLOAlertPolicyInline: &v1.SLOAlertPolicyInline{
+				Kind: openslo.KindAlertPolicy, Metadata: v1.Metadata{Name: name},
+				Spec: v1.AlertPolicySpec{
 					Description:        desc,
 					AlertWhenBreaching: true,
 					AlertWhenResolved:  true,
-					Conditions: []osloInlineCondition{{
-						Kind: "AlertCondition", Metadata: osloMetadata{Name: name},
-						Spec: osloConditionSpec{Severity: sev, Condition: osloCondition{
-							Kind: "burnrate", Op: "gt", Threshold: pr.Factor, LookbackWindow: long, AlertAfter: short,
+					Conditions: []v1.AlertPolicyCondition{{AlertPolicyConditionInline: &v1.AlertPolicyConditionInline{
+						Kind: openslo.KindAlertCondition, Metadata: v1.Metadata{Name: name},
+						Spec: v1.AlertConditionSpec{Severity: sev, Condition: v1.AlertConditionType{
+							Kind: v1.AlertConditionKindBurnRate, Operator: v1.OperatorGT, Threshold: &pr.Factor,
+							LookbackWindow: long, AlertAfter: &short,
 						}},
+					}}},
+					NotificationTargets: []v1.AlertPolicyNotificationTarget{{
+						AlertPolicyNotificationTargetRef: &v1.AlertPolicyNotificationTargetRef{TargetRef: target},
 					}},
-					NotificationTargets: []osloTargetRef{{TargetRef: target}},
 				},
-			})
+			}})
 		}
 	}
 	add("critical", OpenSLOPageTarget, slo.PageAlert, slo.PagePairs)
 	add("warning", OpenSLOTicketTarget, slo.TicketAlert, slo.TicketPairs)
-	return osloObject{
-		APIVersion: "openslo/v1", Kind: "SLO", Metadata: osloMetadata{Name: p.id, DisplayName: s.Name},
-		Spec: osloSLOSpec{
-			Description: strings.TrimSpace(description(s)),
-			Service:     o.Service,
-			Indicator: osloIndicator{Metadata: osloMetadata{Name: dnsName(p.id, "sli")}, Spec: osloSLISpec{
-				RatioMetric: osloRatio{Bad: source(p.q.Bad(OpenSLOWindow)), Total: source(p.q.Total(OpenSLOWindow))},
-			}},
-			TimeWindow:      []osloTimeWindow{{Duration: shorthand(s.PeriodDuration()), IsRolling: true}},
-			BudgetingMethod: "Occurrences",
-			Objectives:      []osloObjective{{DisplayName: s.Name, Target: s.Objective}},
-			AlertPolicies:   policies,
-		},
+	objective := s.Objective
+	return v1.NewSLO(v1.Metadata{Name: p.id, DisplayName: s.Name}, v1.SLOSpec{
+		Description: strings.TrimSpace(description(s)),
+		Service:     o.Service,
+		Indicator: &v1.SLOIndicatorInline{Metadata: v1.Metadata{Name: dnsName(p.id, "sli")}, Spec: v1.SLISpec{
+			RatioMetric: &v1.SLIRatioMetric{Bad: source(p.q.Bad(OpenSLOWindow)), Total: source(p.q.Total(OpenSLOWindow))},
+		}},
+		TimeWindow:      []v1.SLOTimeWindow{{Duration: openSLODuration(s.PeriodDuration()), IsRolling: true}},
+		BudgetingMethod: v1.SLOBudgetingMethodOccurrences,
+		Objectives:      []v1.SLOObjective{{DisplayName: s.Name, Target: &objective}},
+		AlertPolicies:   policies,
+	})
+}
+
+// openSLODuration is d in OpenSLO's duration shorthand (see shorthand).
+func openSLODuration(d time.Duration) v1.DurationShorthand {
+	v, unit := shorthandParts(d)
+	return v1.NewDurationShorthand(int(v), v1.DurationShorthandUnit(unit))
+}
+
+// openSLONode is obj as a YAML node. The SDK's types carry JSON tags only
+// (its own YAML encoder sorts keys), so obj goes through its JSON form,
+// which keeps the specification's field order, and loses JSON's quoting
+// and flow style so the YAML reads as hand-written YAML does.
+func openSLONode(obj openslo.Object) (*yaml.Node, error) {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
 	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, err
+	}
+	var plain func(n *yaml.Node)
+	plain = func(n *yaml.Node) {
+		n.Style = 0
+		for _, c := range n.Content {
+			plain(c)
+		}
+	}
+	plain(&doc)
+	return doc.Content[0], nil
 }
 
 // dnsName is id-suffix cut to a DNS label's 63 characters.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -240,7 +241,7 @@ func TestPyrraGeneratesTheSameSLIsAsTheExporter(t *testing.T) {
 				}
 				var models []string
 				for _, m := range modelsOf[fx.name][s.Name] {
-					if !contains(pyrraGaps[fx.name][s.Name], m) {
+					if !slices.Contains(pyrraGaps[fx.name][s.Name], m) {
 						models = append(models, m)
 					}
 				}
@@ -273,13 +274,4 @@ func TestPyrraValidationRejectsALeRegex(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err == nil {
 		t.Fatalf("Pyrra accepts a le regex:\n%s", out)
 	}
-}
-
-func contains(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }

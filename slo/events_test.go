@@ -2,8 +2,6 @@ package slo
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +12,7 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
-// lateServer serves testdata/vllm-late-2026-dp2-priority-spec.txt (a vLLM
+// lateServer serves collector/vllm/testdata/vllm-late-2026-dp2-priority-spec.txt (a vLLM
 // 0.20-0.33 body: custom TTFT buckets, http 5xx answers, sleep states) with
 // series values replaced, and a real scraper reads it.
 type lateServer struct {
@@ -25,11 +23,8 @@ type lateServer struct {
 }
 
 func newLateServer(t *testing.T) *lateServer {
-	raw, err := os.ReadFile(filepath.Join("testdata", "vllm-late-2026-dp2-priority-spec.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &lateServer{t: t, base: string(raw), srv: testutil.NewBodyServer(t, string(raw))}
+	raw := testutil.VLLMBody(t, "vllm-late-2026-dp2-priority-spec.txt")
+	l := &lateServer{t: t, base: raw, srv: testutil.NewBodyServer(t, raw)}
 	l.s = vllmcol.New(vllmcol.Options{URL: l.srv.URL, Interval: 10 * time.Second}, nil)
 	return l
 }

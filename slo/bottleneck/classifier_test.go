@@ -3,8 +3,6 @@ package bottleneck
 import (
 	"context"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,11 +25,8 @@ func qs(name string, engine string, extra ...string) string {
 // counters growing by genPerTick tokens per engine, and classifies on each.
 func runLate(t *testing.T, vals map[string]string, genPerTick float64, ticks int) ModelState {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("testdata", "vllm-late-2026-dp2-priority-spec.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := testutil.NewBodyServer(t, string(raw))
+	raw := testutil.VLLMBody(t, "vllm-late-2026-dp2-priority-spec.txt")
+	srv := testutil.NewBodyServer(t, raw)
 	s := vllmcol.New(vllmcol.Options{URL: srv.URL, Interval: 15 * time.Second, Windows: []time.Duration{time.Minute}}, nil)
 	c := New(Options{}, nil, Sources{VLLM: s}, nil)
 	now := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
@@ -44,7 +39,7 @@ func runLate(t *testing.T, vals map[string]string, genPerTick float64, ticks int
 		for k, x := range vals {
 			v[k] = x
 		}
-		srv.Set(testutil.WithValues(t, string(raw), v))
+		srv.Set(testutil.WithValues(t, raw, v))
 		s.ScrapeOnce(context.Background(), now)
 		c.Tick(now)
 		now = now.Add(15 * time.Second)
