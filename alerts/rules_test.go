@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -14,7 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/vllm-exporter/vllm_exporter/internal/e2e"
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 type ruleFile struct {
@@ -63,31 +62,19 @@ func loadRules(t *testing.T) map[string]ruleFile {
 	return out
 }
 
+// Every rule file loads on every pinned promtool (Prometheus 3.16 and 3.5).
 func TestPromtoolCheckRules(t *testing.T) {
-	promtool := e2e.RequireTool(t, "promtool")
-	args := append([]string{"check", "rules"}, ruleFilePaths(t)...)
-	out, err := exec.Command(promtool, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("promtool check rules: %v\n%s", err, out)
-	}
-	t.Logf("%s", out)
+	testutil.CheckRules(t, ruleFilePaths(t)...)
 }
 
+// The hand-written promtool tests in tests/ pass on every pinned promtool.
 func TestPromtoolTestRules(t *testing.T) {
 	t.Parallel()
-	promtool := e2e.RequireTool(t, "promtool")
 	tests, _ := filepath.Glob("tests/*.yml")
 	if len(tests) == 0 {
 		t.Fatal("no promtool test files in alerts/tests")
 	}
-	args := append([]string{"test", "rules"}, tests...)
-	out, err := exec.Command(promtool, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("promtool test rules: %v\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "SUCCESS") {
-		t.Fatalf("promtool test rules printed no SUCCESS:\n%s", out)
-	}
+	testutil.RunRuleTests(t, tests...)
 }
 
 // githubAnchor turns a Markdown heading into the anchor GitHub renders.

@@ -19,6 +19,7 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/alerts"
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/internal/e2e"
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated manifests in deploy/kubernetes")
@@ -342,7 +343,6 @@ func TestAlertmanagerConfig(t *testing.T) {
 
 // The PrometheusRule's spec is a valid Prometheus rule file.
 func TestPrometheusRuleSpecLoads(t *testing.T) {
-	promtool := e2e.RequireTool(t, "promtool")
 	objs := readObjects(t, "kubernetes/prometheusrule.yaml")
 	spec, err := yaml.Marshal(objs[0].raw["spec"])
 	if err != nil {
@@ -352,8 +352,5 @@ func TestPrometheusRuleSpecLoads(t *testing.T) {
 	if err := os.WriteFile(p, spec, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(promtool, "check", "rules", p).CombinedOutput()
-	if err != nil {
-		t.Fatalf("promtool check rules on the PrometheusRule spec: %v\n%s", err, out)
-	}
+	testutil.CheckRules(t, p)
 }

@@ -5,7 +5,6 @@ package mixin
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/vllm-exporter/vllm_exporter/alerts"
 	"github.com/vllm-exporter/vllm_exporter/internal/e2e"
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 type rule map[string]any
@@ -229,7 +229,6 @@ func TestMixinSelector(t *testing.T) {
 		t.Fatal("no rules")
 	}
 
-	promtool := e2e.RequireTool(t, "promtool")
 	dir := t.TempDir()
 	var paths []string
 	for name, groups := range map[string][]group{"alerts.yml": m.Alerts.Groups, "rules.yml": m.Rules.Groups} {
@@ -241,10 +240,7 @@ func TestMixinSelector(t *testing.T) {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
-	out, err := exec.Command(promtool, append([]string{"check", "rules"}, paths...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("promtool check rules: %v\n%s", err, out)
-	}
+	testutil.CheckRules(t, paths...)
 }
 
 // sloRules: false leaves out exactly the generated SLO rules.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -155,7 +154,6 @@ vllm_exporter_slo_state_errors_total{reason="write"} 2
 // on it, even with min_events: 0; the generated rules, where the ratio is
 // +Inf, must not page either. Same input series for both.
 func TestPreemptionWithoutFinishedRequestsAgrees(t *testing.T) {
-	pt := tu.Promtool(t)
 	const cfg = `
 slos:
   - {name: preempt, kind: preemption, threshold: 0.01, min_events: 0}
@@ -163,7 +161,7 @@ slos:
 	src := &fakeVLLM{}
 	w := New(Options{}, holderFor(t, cfg), Sources{VLLM: src}, nil)
 	tr := &traffic{good: 100}
-	var finished, preempt strings.Builder
+	var finished, preempt []float64
 	for k := 0; k <= 60; k++ {
 		if k > 0 {
 			tr.preemptions += 10
@@ -174,8 +172,8 @@ slos:
 		if r := only(t, w); r.Page || r.Ticket {
 			t.Fatalf("watchdog alerted on preemptions without finished requests: %v", r)
 		}
-		fmt.Fprintf(&finished, "%g ", tr.good)
-		fmt.Fprintf(&preempt, "%g ", tr.preemptions)
+		finished = append(finished, tr.good)
+		preempt = append(preempt, tr.preemptions)
 	}
 	h, err := holderFromPath(writeTemp(t, "c.yml", cfg))
 	if err != nil {
@@ -186,25 +184,26 @@ slos:
 		t.Fatal(err)
 	}
 	rules := writeTemp(t, "rules.yml", string(b))
-	var checks strings.Builder
+	var checks []tu.ExprTest
 	for _, m := range []int{10, 30, 60} {
-		fmt.Fprintf(&checks, "      - expr: 'ALERTS{slo=\"preempt\"}'\n        eval_time: %dm\n        exp_samples: []\n", m)
+		checks = append(checks, tu.ExprTest{Expr: `ALERTS{slo="preempt"}`, EvalTime: tu.Duration(time.Duration(m) * time.Minute)})
 	}
-	test := fmt.Sprintf(`rule_files: [%q]
-evaluation_interval: 1m
-tests:
-  - interval: 1m
-    input_series:
-      - series: 'vllm_requests_finished_total{model="m",finished_reason="stop"}'
-        values: '%s'
-      - series: 'vllm_preemptions_total{model="m"}'
-        values: '%s'
-    promql_expr_test:
-%s`, rules, finished.String(), preempt.String(), checks.String())
-	out, err := exec.Command(pt, "test", "rules", writeTemp(t, "test.yml", test)).CombinedOutput()
-	if err != nil {
-		t.Fatalf("the rules alert where the watchdog does not: %v\n%s", err, lastLines(string(out), 40))
-	}
+	// A sample every 30 s (the watchdog's minutes, interpolated): every
+	// window, the fast tier's [1m] included, holds two samples or more on
+	// Prometheus 3's left-open ranges.
+	test := tu.WriteRuleTest(t, t.TempDir(), "test.yml", tu.RuleTestFile{
+		RuleFiles:          []string{rules},
+		EvaluationInterval: tu.Duration(time.Minute),
+		Tests: []tu.RuleTest{{
+			Interval: tu.Duration(30 * time.Second),
+			InputSeries: []tu.InputSeries{
+				{Series: `vllm_requests_finished_total{model="m",finished_reason="stop"}`, Values: tu.Samples(tu.Interpolate(finished, 2))},
+				{Series: `vllm_preemptions_total{model="m"}`, Values: tu.Samples(tu.Interpolate(preempt, 2))},
+			},
+			ExprTests: checks,
+		}},
+	})
+	tu.RunRuleTests(t, test)
 }
 
 func writeTemp(t *testing.T, name, content string) string {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,7 +25,6 @@ func defaultRules(t testing.TB) []byte {
 }
 
 func TestGeneratedRulesPassPromtoolCheck(t *testing.T) {
-	pt := testutil.Promtool(t)
 	dir := t.TempDir()
 	probe := `
 slos:
@@ -59,16 +57,15 @@ slos:
 	if err != nil {
 		t.Fatal(err)
 	}
+	var files []string
 	for name, b := range map[string][]byte{"default.yml": defaultRules(t), "extra.yml": extra} {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		out, err := exec.Command(pt, "check", "rules", p).CombinedOutput()
-		if err != nil {
-			t.Fatalf("promtool check rules %s: %v\n%s", name, err, out)
-		}
+		files = append(files, p)
 	}
+	testutil.CheckRules(t, files...)
 	s := string(extra)
 	for _, want := range []string{`profile=~"short|long\\.ctx"`, `job="vllm",namespace=~"prod-.*"`, "[1m10s]", "[1d]", "{{`{{`}}"} {
 		if !strings.Contains(s, want) {
@@ -106,7 +103,6 @@ func TestLeRegex(t *testing.T) {
 // minutes either side: the two differ at the edges by up to one scrape
 // interval, Prometheus' rate() window holding samples, ours buckets).
 func TestPromtoolAgreesWithWatchdog(t *testing.T) {
-	pt := testutil.Promtool(t)
 	const minutes = 240
 	type perMin struct{ good, bad, aborted, preempt float64 }
 	gen := func(k int) perMin {
@@ -151,29 +147,30 @@ func TestPromtoolAgreesWithWatchdog(t *testing.T) {
 		}
 	}
 
-	// promtool input series.
-	var in strings.Builder
-	vals := func(f func(c cum) float64) string {
-		var b strings.Builder
-		for k := 0; k <= minutes; k++ {
-			fmt.Fprintf(&b, "%g ", f(series[k]))
-		}
-		return b.String()
-	}
+	// promtool input series: the per-minute counters with a sample
+	// half-way between minutes (interval 30s), so that the fast tier's
+	// [1m] windows hold two samples on Prometheus 3's left-open ranges.
+	var in []testutil.InputSeries
 	for _, r := range []struct{ inst, le string }{{"a", "1"}, {"b", "1.0"}} {
-		inst, le := r.inst, r.le
 		add := func(name, labels string, f func(c cum) float64) {
-			fmt.Fprintf(&in, "      - series: '%s{instance=%q,model=\"m\"%s}'\n        values: '%s'\n", name, inst, labels, vals(f))
+			v := make([]float64, minutes+1)
+			for k := range v {
+				v[k] = f(series[k])
+			}
+			in = append(in, testutil.InputSeries{
+				Series: fmt.Sprintf(`%s{instance=%q,model="m"%s}`, name, r.inst, labels),
+				Values: testutil.Samples(testutil.Interpolate(v, 2)),
+			})
 		}
 		add("vllm_time_to_first_token_seconds_count", "", func(c cum) float64 { return c.good + c.bad })
-		add("vllm_time_to_first_token_seconds_bucket", `,le="`+le+`"`, func(c cum) float64 { return c.good })
+		add("vllm_time_to_first_token_seconds_bucket", `,le="`+r.le+`"`, func(c cum) float64 { return c.good })
 		add("vllm_time_to_first_token_seconds_bucket", `,le="+Inf"`, func(c cum) float64 { return c.good + c.bad })
 		add("vllm_requests_finished_total", `,finished_reason="stop"`, func(c cum) float64 { return c.good + c.bad - c.aborted })
 		add("vllm_requests_finished_total", `,finished_reason="abort"`, func(c cum) float64 { return c.aborted })
 		add("vllm_preemptions_total", "", func(c cum) float64 { return c.preempt })
 	}
 
-	var checks strings.Builder
+	var checks []testutil.ExprTest
 	counts := map[string]int{}
 	for _, slo := range []string{"ttft-p99", "availability", "preemption"} {
 		st := states[slo]
@@ -193,13 +190,18 @@ func TestPromtoolAgreesWithWatchdog(t *testing.T) {
 				name, sev string
 				on        bool
 			}{{PageAlert, "critical", st[k].page}, {TicketAlert, "warning", st[k].ticket}} {
-				fmt.Fprintf(&checks, "      - expr: 'ALERTS{alertname=%q,alertstate=\"firing\",slo=%q}'\n        eval_time: %dm\n", a.name, slo, k)
+				c := testutil.ExprTest{
+					Expr:     fmt.Sprintf(`ALERTS{alertname=%q,alertstate="firing",slo=%q}`, a.name, slo),
+					EvalTime: testutil.Duration(time.Duration(k) * time.Minute),
+				}
 				if a.on {
 					counts[slo+"/"+a.sev]++
-					fmt.Fprintf(&checks, "        exp_samples:\n          - labels: 'ALERTS{alertname=%q,alertstate=\"firing\",model=\"m\",severity=%q,slo=%q}'\n            value: 1\n", a.name, a.sev, slo)
-				} else {
-					fmt.Fprintf(&checks, "        exp_samples: []\n")
+					c.ExpSamples = []testutil.ExpSample{{
+						Labels: fmt.Sprintf(`ALERTS{alertname=%q,alertstate="firing",model="m",severity=%q,slo=%q}`, a.name, a.sev, slo),
+						Value:  1,
+					}}
 				}
+				checks = append(checks, c)
 			}
 		}
 	}
@@ -212,8 +214,11 @@ func TestPromtoolAgreesWithWatchdog(t *testing.T) {
 		if want < 1000 {
 			t.Fatalf("%s: watchdog counted only %g events over the period", slo, want)
 		}
-		fmt.Fprintf(&checks, "      - expr: 'abs(slo:sli_events:increase30d{slo=%q} - %g) <= bool %g'\n        eval_time: %dm\n"+
-			"        exp_samples:\n          - labels: '{model=\"m\",slo=%q}'\n            value: 1\n", slo, want, want/100, minutes, slo)
+		checks = append(checks, testutil.ExprTest{
+			Expr:       fmt.Sprintf(`abs(slo:sli_events:increase30d{slo=%q} - %g) <= bool %g`, slo, want, want/100),
+			EvalTime:   testutil.Duration(minutes * time.Minute),
+			ExpSamples: []testutil.ExpSample{{Labels: fmt.Sprintf(`{model="m",slo=%q}`, slo), Value: 1}},
+		})
 	}
 	// The scenario must exercise both states of each alert, or the
 	// comparison proves nothing.
@@ -248,22 +253,14 @@ func TestPromtoolAgreesWithWatchdog(t *testing.T) {
 	if err := os.WriteFile(rules, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	test := fmt.Sprintf("rule_files: [%q]\nevaluation_interval: 2m\ntests:\n  - interval: 1m\n    input_series:\n%s    promql_expr_test:\n%s",
-		rules, in.String(), checks.String())
-	tf := filepath.Join(dir, "slo-test.yml")
-	if err := os.WriteFile(tf, []byte(test), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(pt, "test", "rules", tf).CombinedOutput()
-	if err != nil {
-		t.Fatalf("promtool test rules disagrees with the watchdog: %v\n%s", err, lastLines(string(out), 60))
-	}
-}
-
-func lastLines(s string, n int) string {
-	l := strings.Split(s, "\n")
-	if len(l) > n {
-		l = l[len(l)-n:]
-	}
-	return strings.Join(l, "\n")
+	tf := testutil.WriteRuleTest(t, dir, "slo-test.yml", testutil.RuleTestFile{
+		RuleFiles:          []string{rules},
+		EvaluationInterval: testutil.Duration(2 * time.Minute),
+		Tests: []testutil.RuleTest{{
+			Interval:    testutil.Duration(30 * time.Second),
+			InputSeries: in,
+			ExprTests:   checks,
+		}},
+	})
+	testutil.RunRuleTests(t, tf)
 }

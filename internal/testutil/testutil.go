@@ -1,5 +1,5 @@
 // Package testutil holds small helpers shared by the exporter's tests:
-// finding promtool (skip locally, fail under CI=true) and picking a free
+// the pinned promtool, writing and running promtool rule tests and picking a free
 // loopback address for a server a test starts, reading one value from a
 // /metrics page, and a goroutine-safe buffer for logs.
 package testutil
@@ -10,27 +10,20 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/toolbuild"
 )
 
-// Promtool returns the path of the promtool binary. When it is not on PATH
-// the test is skipped, except under CI=true where that is a failure (CI must
-// run every rule and exposition check).
+// Promtool returns promtool of the default pinned Prometheus (3.16), built
+// by the test setup from internal/tools and cached (toolbuild.Require:
+// skipped locally when it cannot be built, a failure under CI=true).
 func Promtool(t testing.TB) string {
 	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("promtool not found (required under CI=true): install Debian's prometheus package")
-		}
-		t.Skip("promtool not found")
-	}
-	return p
+	return toolbuild.Require(t, "promtool", "")
 }
 
 // FreeAddr returns a loopback "127.0.0.1:port" that was free a moment ago,

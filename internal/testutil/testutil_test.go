@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -51,42 +50,5 @@ func TestSyncBufferConcurrentWriters(t *testing.T) {
 	wg.Wait()
 	if got := b.String(); got != strings.Repeat("x", 800) {
 		t.Fatalf("%d bytes", len(got))
-	}
-}
-
-// recorder is a testing.TB that records Skip and Fatal instead of acting
-// (Promtool calls nothing else).
-type recorder struct {
-	testing.TB
-	skipped, fatal bool
-}
-
-func (r *recorder) Helper()      {}
-func (r *recorder) Skip(...any)  { r.skipped = true; runtime.Goexit() }
-func (r *recorder) Fatal(...any) { r.fatal = true; runtime.Goexit() }
-
-// runPromtool calls Promtool on a recorder in its own goroutine (Skip and
-// Fatal end it) and reports what happened.
-func runPromtool() (path string, r *recorder) {
-	r = &recorder{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		path = Promtool(r)
-	}()
-	<-done
-	return path, r
-}
-
-// Without promtool on PATH: skipped locally, a failure under CI=true.
-func TestPromtoolMissing(t *testing.T) {
-	t.Setenv("PATH", t.TempDir())
-	t.Setenv("CI", "")
-	if _, r := runPromtool(); !r.skipped || r.fatal {
-		t.Fatalf("locally: skipped=%v fatal=%v, want a skip", r.skipped, r.fatal)
-	}
-	t.Setenv("CI", "true")
-	if _, r := runPromtool(); r.skipped || !r.fatal {
-		t.Fatalf("CI=true: skipped=%v fatal=%v, want a failure", r.skipped, r.fatal)
 	}
 }
