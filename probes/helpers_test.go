@@ -58,7 +58,7 @@ func writeConfig(t testing.TB, yaml string) (*config.Holder, string) {
 // profileYAML renders a probes section with generous budgets.
 func probesYAML(model string, profiles ...string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "probes:\n  model: %q\n  max_requests_per_minute: 1000\n  max_tokens_per_hour: 10000000\n  backoff_max: 1m\n  profiles:\n", model)
+	fmt.Fprintf(&b, "probes:\n  model: %q\n  max_requests_per_minute: 600\n  max_tokens_per_hour: 10000000\n  backoff_max: 1m\n  profiles:\n", model)
 	for _, p := range profiles {
 		b.WriteString(p)
 	}

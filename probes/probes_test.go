@@ -452,7 +452,7 @@ func TestSecretsAndContentNeverLogged(t *testing.T) {
 
 func TestProbeOnceErrors(t *testing.T) {
 	srv := newFakeVLLM(t, nil)
-	h, _ := writeConfig(t, strings.Replace(probesYAML("m", profile("p", "completions", 8, 2, "")), "max_requests_per_minute: 1000", "max_requests_per_minute: 1", 1))
+	h, _ := writeConfig(t, strings.Replace(probesYAML("m", profile("p", "completions", 8, 2, "")), "max_requests_per_minute: 600", "max_requests_per_minute: 1", 1))
 	clk := newFakeClock()
 	s := New(Options{URL: srv.URL, Clock: clk}, h, nil)
 	if _, err := s.ProbeOnce(context.Background(), "nope"); !errors.Is(err, ErrUnknownProfile) {
