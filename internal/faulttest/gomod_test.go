@@ -55,7 +55,13 @@ func checkGoDirective(t *testing.T, dir, rel string) {
 	if regexp.MustCompile(`(?m)^toolchain `).Match(gomod) {
 		t.Errorf("%s has a toolchain line: it forces a toolchain download on older Go", rel)
 	}
-	cmd := exec.Command("go", "list", "-deps", "-test", "-f", "{{with .Module}}{{if not .Main}}{{.Path}} {{.GoVersion}}{{end}}{{end}}", "./...")
+	args := []string{"list", "-deps", "-test", "-f", "{{with .Module}}{{if not .Main}}{{.Path}} {{.GoVersion}}{{end}}{{end}}", "./..."}
+	if regexp.MustCompile(`(?m)^tool[ (]`).Match(gomod) {
+		// A tools module (internal/tools) has no packages of its own: what
+		// it builds are its tool directives' packages.
+		args = append(args, "tool")
+	}
+	cmd := exec.Command("go", args...)
 	cmd.Dir = dir
 	out, err := cmd.Output()
 	if err != nil {

@@ -1,6 +1,6 @@
 module github.com/vllm-exporter/vllm_exporter/internal/tools/alertmanager-0.31
 
-go 1.26.0
+go 1.24.0
 
 tool (
 	github.com/prometheus/alertmanager/cmd/alertmanager

@@ -1,6 +1,6 @@
 module github.com/vllm-exporter/vllm_exporter/internal/tools/prometheus-3.5
 
-go 1.26.0
+go 1.24.0
 
 tool (
 	github.com/prometheus/prometheus/cmd/prometheus
