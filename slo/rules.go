@@ -178,6 +178,8 @@ func sumBy(fn, series, sel, w string) string {
 	return fmt.Sprintf("sum by (model) (%s(%s%s[%s]))", fn, series, sel, w)
 }
 
+// buildSLI is the SLO's error ratio, events and bad events as PromQL, per
+// kind.
 func buildSLI(s *config.SLO, selector string) sli {
 	var profileSel string
 	if len(s.Profiles) > 0 {
@@ -190,39 +192,7 @@ func buildSLI(s *config.SLO, selector string) sli {
 	sel := matchers(selector, profileSel)
 	switch s.Kind {
 	case config.KindLatency:
-		var hs []string
-		if s.Source == config.SourceProbe {
-			hs = []string{probeHistograms[s.Metric]}
-		} else {
-			hs = serverHistograms[s.Metric]
-		}
-		// Each histogram is read however Prometheus stores it (classic
-		// buckets, native, NHCB; package histq); the threshold is a bucket
-		// boundary (validated), so the classic and NHCB forms are exact.
-		ms := strings.Join(nonEmpty(selector, profileSel), ",")
-		le := leRegex(s.Threshold)
-		either := func(f func(h histq.H) histq.Either) string {
-			var parts []string
-			for _, name := range hs {
-				e := f(histq.H{Name: name, Matchers: ms})
-				parts = append(parts, e.Classic, e.Native)
-			}
-			for i := range parts {
-				parts[i] = "(\n" + indent(parts[i]) + "\n)"
-			}
-			return strings.Join(parts, "\nor\n")
-		}
-		return sli{
-			ratio: func(w string) string {
-				return either(func(h histq.H) histq.Either { h.Window = w; return h.AboveRatio(s.Threshold, le, "model") })
-			},
-			events: func(w string) string {
-				return either(func(h histq.H) histq.Either { h.Window = w; return h.Count("increase", "model") })
-			},
-			bad: func(w string) string {
-				return either(func(h histq.H) histq.Either { h.Window = w; return h.Above("increase", s.Threshold, le, "model") })
-			},
-		}
+		return latencySLI(s, selector, profileSel)
 	case config.KindPreemption:
 		return sli{
 			ratio: func(w string) string {
@@ -231,40 +201,83 @@ func buildSLI(s *config.SLO, selector string) sli {
 			events: func(w string) string { return sumBy("increase", "vllm_requests_finished_total", sel, w) },
 			bad:    func(w string) string { return sumBy("increase", "vllm_preemptions_total", sel, w) },
 		}
-	default: // availability
-		total, failed := "vllm_requests_finished_total", "vllm_requests_finished_total"
-		failSel := matchers(selector, `finished_reason=~"abort|error"`)
-		if s.Source == config.SourceProbe {
-			total, failed = "vllm_probe_requests_total", "vllm_probe_failures_total"
-			failSel = sel
+	default:
+		return availabilitySLI(s, selector, sel)
+	}
+}
+
+// latencySLI reads each histogram however Prometheus stores it (classic
+// buckets, native, NHCB; package histq); the threshold is a bucket boundary
+// (validated), so the classic and NHCB forms are exact.
+func latencySLI(s *config.SLO, selector, profileSel string) sli {
+	var hs []string
+	if s.Source == config.SourceProbe {
+		hs = []string{probeHistograms[s.Metric]}
+	} else {
+		hs = serverHistograms[s.Metric]
+	}
+	ms := strings.Join(nonEmpty(selector, profileSel), ",")
+	le := leRegex(s.Threshold)
+	either := func(f func(h histq.H) histq.Either) string {
+		var parts []string
+		for _, name := range hs {
+			e := f(histq.H{Name: name, Matchers: ms})
+			parts = append(parts, e.Classic, e.Native)
 		}
-		// A failure series may not exist yet (vLLM V0 creates a
-		// finished_reason child on first use): count it as zero.
-		badOf := func(fn, w string) string {
-			return fmt.Sprintf("(\n  %s\n  or\n  0 * %s\n)", sumBy(fn, failed, failSel, w), sumBy(fn, total, sel, w))
+		for i := range parts {
+			parts[i] = "(\n" + indent(parts[i]) + "\n)"
 		}
-		if s.Source == config.SourceProbe {
-			return sli{
-				ratio:  func(w string) string { return badOf("rate", w) + "\n/\n" + sumBy("rate", total, sel, w) },
-				events: func(w string) string { return sumBy("increase", total, sel, w) },
-				bad:    func(w string) string { return badOf("increase", w) },
-			}
-		}
-		// Server: requests refused before the engine (5xx, 429;
-		// vllm_requests_refused_total) are failed events too, except those
-		// of a replica whose engine sleeps on purpose; absent before vLLM
-		// 0.8.3 (counted as zero).
-		refusedOf := func(fn, w string) string {
-			return fmt.Sprintf("(\n  sum by (model) (%s(vllm_requests_refused_total%s[%s]) unless on (job, instance, model) (vllm_engine_awake%s == 0))\n  or\n  0 * %s\n)",
-				fn, sel, w, sel, sumBy(fn, total, sel, w))
-		}
+		return strings.Join(parts, "\nor\n")
+	}
+	return sli{
+		ratio: func(w string) string {
+			return either(func(h histq.H) histq.Either { h.Window = w; return h.AboveRatio(s.Threshold, le, "model") })
+		},
+		events: func(w string) string {
+			return either(func(h histq.H) histq.Either { h.Window = w; return h.Count("increase", "model") })
+		},
+		bad: func(w string) string {
+			return either(func(h histq.H) histq.Either { h.Window = w; return h.Above("increase", s.Threshold, le, "model") })
+		},
+	}
+}
+
+// availabilitySLI counts failed requests (the probes' failures, or the
+// server's aborted and errored requests plus those refused before the
+// engine) against all requests.
+func availabilitySLI(s *config.SLO, selector, sel string) sli {
+	total, failed := "vllm_requests_finished_total", "vllm_requests_finished_total"
+	failSel := matchers(selector, `finished_reason=~"abort|error"`)
+	if s.Source == config.SourceProbe {
+		total, failed = "vllm_probe_requests_total", "vllm_probe_failures_total"
+		failSel = sel
+	}
+	// A failure series may not exist yet (vLLM V0 creates a
+	// finished_reason child on first use): count it as zero.
+	badOf := func(fn, w string) string {
+		return fmt.Sprintf("(\n  %s\n  or\n  0 * %s\n)", sumBy(fn, failed, failSel, w), sumBy(fn, total, sel, w))
+	}
+	if s.Source == config.SourceProbe {
 		return sli{
-			ratio: func(w string) string {
-				return "(\n" + indent(badOf("rate", w)+"\n+\n"+refusedOf("rate", w)) + "\n)\n/\n(\n" + indent(sumBy("rate", total, sel, w)+"\n+\n"+refusedOf("rate", w)) + "\n)"
-			},
-			events: func(w string) string { return sumBy("increase", total, sel, w) + "\n+\n" + refusedOf("increase", w) },
-			bad:    func(w string) string { return badOf("increase", w) + "\n+\n" + refusedOf("increase", w) },
+			ratio:  func(w string) string { return badOf("rate", w) + "\n/\n" + sumBy("rate", total, sel, w) },
+			events: func(w string) string { return sumBy("increase", total, sel, w) },
+			bad:    func(w string) string { return badOf("increase", w) },
 		}
+	}
+	// Server: requests refused before the engine (5xx, 429;
+	// vllm_requests_refused_total) are failed events too, except those
+	// of a replica whose engine sleeps on purpose; absent before vLLM
+	// 0.8.3 (counted as zero).
+	refusedOf := func(fn, w string) string {
+		return fmt.Sprintf("(\n  sum by (model) (%s(vllm_requests_refused_total%s[%s]) unless on (job, instance, model) (vllm_engine_awake%s == 0))\n  or\n  0 * %s\n)",
+			fn, sel, w, sel, sumBy(fn, total, sel, w))
+	}
+	return sli{
+		ratio: func(w string) string {
+			return "(\n" + indent(badOf("rate", w)+"\n+\n"+refusedOf("rate", w)) + "\n)\n/\n(\n" + indent(sumBy("rate", total, sel, w)+"\n+\n"+refusedOf("rate", w)) + "\n)"
+		},
+		events: func(w string) string { return sumBy("increase", total, sel, w) + "\n+\n" + refusedOf("increase", w) },
+		bad:    func(w string) string { return badOf("increase", w) + "\n+\n" + refusedOf("increase", w) },
 	}
 }
 
