@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
 	"github.com/vllm-exporter/vllm_exporter/internal/e2e"
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmhealth"
 	"github.com/vllm-exporter/vllm_exporter/slo/bottleneck"
 )
@@ -160,7 +160,6 @@ func TestNewerVLLMPanelsQueryExportedSeries(t *testing.T) {
 // reason, the livelock class, refusals, sleep, spec-decode acceptance rate
 // and length, prompt tokens by source, the KV pool, MFU/MBU.
 func TestNewerVLLMPanelsComputeWhatTheySay(t *testing.T) {
-	promtool := e2e.RequireTool(t, "promtool")
 	panels := map[string]dashPanel{}
 	for _, p := range newerRowPanels(t) {
 		panels[p.Title] = p
@@ -188,164 +187,96 @@ func TestNewerVLLMPanelsComputeWhatTheySay(t *testing.T) {
 		if i >= len(p.Targets) {
 			t.Fatalf("panel %q has %d targets", title, len(p.Targets))
 		}
-		return strings.ReplaceAll(e2e.Substitute(p.Targets[i].Expr), "'", "''")
+		return e2e.Substitute(p.Targets[i].Expr) // the writer quotes it
 	}
-	const l = `job="vllm",instance="a:9470",model="m"`
-	// Samples every 30s: $__rate_interval is 1m here, and Prometheus 3's
-	// left-open range (t-1m, t] holds one sample at 1-minute steps, too few
-	// for rate() (Prometheus 2's closed range held two).
-	test := fmt.Sprintf(`evaluation_interval: 1m
-tests:
-  - interval: 30s
-    input_series:
-      - series: 'vllm_requests_waiting_by_reason{%[1]s,reason="capacity"}'
-        values: '19x20'
-      - series: 'vllm_requests_waiting_by_reason{%[1]s,reason="deferred"}'
-        values: '473x20'
-      - series: 'vllm_bottleneck{%[1]s,class="deferred_livelock"}'
-        values: '0 0 0 0 0 0 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1'
-      - series: 'vllm_bottleneck{%[1]s,class="near_optimal"}'
-        values: '1 1 1 1 1 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0'
-      - series: 'vllm_requests_refused_total{%[1]s}'
-        values: '0+15x20'
-      - series: 'vllm_engine_awake{%[1]s}'
-        values: '1 1 1 1 1 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0'
-      - series: 'vllm_engine_sleep_level{%[1]s}'
-        values: '0 0 0 0 0 0 2 2 2 2 2 2 2 2 2 2 2 2 2 2 2'
-      - series: 'vllm_engine_sleep_resource_state{%[1]s,resource="weights",state="discarded"}'
-        values: '1x20'
-      - series: 'vllm_engine_sleep_resource_state{%[1]s,resource="weights",state="resident"}'
-        values: '0x20'
-      - series: 'vllm_health_verdict{job="vllm",instance="a:9470",state="asleep"}'
-        values: '1x20'
-      - series: 'vllm_health_verdict{job="vllm",instance="a:9470",state="serving"}'
-        values: '0x20'
-      - series: 'vllm_spec_decode_drafts_total{%[1]s}'
-        values: '0+30x20'
-      - series: 'vllm_spec_decode_draft_tokens_total{%[1]s}'
-        values: '0+120x20'
-      - series: 'vllm_spec_decode_accepted_tokens_total{%[1]s}'
-        values: '0+60x20'
-      - series: 'vllm_prompt_tokens_by_source_total{%[1]s,source="local_compute"}'
-        values: '0+300x20'
-      - series: 'vllm_prompt_tokens_by_source_total{%[1]s,source="local_cache_hit"}'
-        values: '0+900x20'
-      - series: 'vllm_kv_cache_size_tokens{%[1]s}'
-        values: '409600x20'
-      - series: 'vllm_model_flops_utilization_ratio{%[1]s}'
-        values: '0.4x20'
-      - series: 'vllm_model_bandwidth_utilization_ratio{%[1]s}'
-        values: '0.7x20'
-      - series: 'vllm_kv_cache_max_concurrency{%[1]s}'
-        values: '50x20'
-      - series: 'vllm_engine_healthy{%[1]s,engine="0"}'
-        values: '1x20'
-      - series: 'vllm_engine_healthy{%[1]s,engine="1"}'
-        values: '0x20'
-    promql_expr_test:
-      - expr: '%[2]s'
-        eval_time: 5m
-        exp_samples:
-          - labels: '{model="m",reason="capacity"}'
-            value: 19
-          - labels: '{model="m",reason="deferred"}'
-            value: 473
-      - expr: '%[3]s'
-        eval_time: 5m
-        exp_samples:
-          - labels: '{model="m"}'
-            value: 1
-      - expr: '%[4]s'
-        eval_time: 5m
-        exp_samples:
-          - labels: '{model="m"}'
-            value: 0.5
-      - expr: '%[5]s'
-        eval_time: 5m
-        exp_samples:
-          - labels: '{model="m"}'
-            value: 0
-      - expr: '%[6]s'
-        eval_time: 5m
-        exp_samples:
-          - labels: '{model="m"}'
-            value: 2
-      - expr: '%[7]s'
-        eval_time: 5m
-        exp_samples:
-          - labels: '{model="m",resource="weights",state="discarded"}'
-            value: 1
-      - expr: '%[8]s'
-        eval_time: 5m
-        exp_samples:
-          - labels: '{instance="a:9470",state="asleep"}'
-            value: 1
-      - expr: '%[9]s'
-        eval_time: 5m
-        exp_samples:
-          - labels: '{model="m"}'
-            value: 0.5
-      - expr: '%[10]s'
-        eval_time: 5m
-        exp_samples:
-          - labels: '{model="m"}'
-            value: 3
-      - expr: '%[11]s'
-        eval_time: 5m
-        exp_samples:
-          - labels: '{model="m",source="local_compute"}'
-            value: 10
-          - labels: '{model="m",source="local_cache_hit"}'
-            value: 30
-      - expr: '%[12]s'
-        eval_time: 5m
-        exp_samples:
-          - labels: '{model="m"}'
-            value: 409600
-      - expr: '%[13]s'
-        eval_time: 5m
-        exp_samples:
-          - labels: '{model="m"}'
-            value: 0.4
-      - expr: '%[14]s'
-        eval_time: 5m
-        exp_samples:
-          - labels: '{model="m"}'
-            value: 0
-      - expr: '%[15]s'
-        eval_time: 5m
-        exp_samples:
-          - labels: '{model="m"}'
-            value: 0.7
-      - expr: '%[16]s'
-        eval_time: 5m
-        exp_samples:
-          - labels: '{model="m"}'
-            value: 50
-`, l,
-		expr("Waiting requests by reason", 0),
-		expr("Deferred livelock", 0),
-		expr("Requests refused (5xx, 429)", 0),
-		expr("Engine awake and sleep level", 0),
-		expr("Engine awake and sleep level", 1),
-		expr("Sleep state per resource", 0),
-		expr("Health verdict", 0),
-		expr("Speculative decoding: acceptance rate", 0),
-		expr("Speculative decoding: mean acceptance length", 0),
-		expr("Prompt tokens: computed vs cached", 0),
-		expr("KV cache pool (as vLLM states it)", 0),
-		expr("MFU and MBU (vLLM's estimates)", 0),
-		expr("vLLM engine healthy", 0),
-		expr("MFU and MBU (vLLM's estimates)", 1),
-		expr("KV cache pool (as vLLM states it)", 1),
+	// Series shaped like the exporter's, a sample every 30 s for 10
+	// minutes (Prometheus 3 range selectors are left-open: a [1m] window
+	// over one sample a minute holds one sample, and rate() over it is
+	// empty). Counters grow by a fixed amount per minute; the expected
+	// rates and ratios are computed from those amounts.
+	const (
+		l        = `job="vllm",instance="a:9470",model="m"`
+		step     = 30 * time.Second
+		n        = int(10*time.Minute/step) + 1
+		switchAt = 3 * time.Minute // the engine falls asleep, the livelock class fires
 	)
-	p := filepath.Join(t.TempDir(), "newer_vllm_panels_test.yml")
-	if err := os.WriteFile(p, []byte(test), 0o644); err != nil {
-		t.Fatal(err)
+	const (
+		refusedPerMin, draftsPerMin, draftTokensPerMin, acceptedPerMin = 30.0, 60.0, 240.0, 120.0
+		computedPerMin, cachedPerMin                                   = 600.0, 1800.0
+	)
+	gauge := func(v float64) string { return testutil.Samples(slices.Repeat([]float64{v}, n)) }
+	counter := func(perMin float64) string {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = perMin * (time.Duration(i) * step).Minutes()
+		}
+		return testutil.Samples(v)
 	}
-	if out, err := exec.Command(promtool, "test", "rules", p).CombinedOutput(); err != nil {
-		t.Fatalf("promtool: %v\n%s\n%s", err, out, test)
+	switched := func(before, after float64) string {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = before
+			if time.Duration(i)*step >= switchAt {
+				v[i] = after
+			}
+		}
+		return testutil.Samples(v)
 	}
+	in := []testutil.InputSeries{
+		{Series: `vllm_requests_waiting_by_reason{` + l + `,reason="capacity"}`, Values: gauge(19)},
+		{Series: `vllm_requests_waiting_by_reason{` + l + `,reason="deferred"}`, Values: gauge(473)},
+		{Series: `vllm_bottleneck{` + l + `,class="deferred_livelock"}`, Values: switched(0, 1)},
+		{Series: `vllm_bottleneck{` + l + `,class="near_optimal"}`, Values: switched(1, 0)},
+		{Series: `vllm_requests_refused_total{` + l + `}`, Values: counter(refusedPerMin)},
+		{Series: `vllm_engine_awake{` + l + `}`, Values: switched(1, 0)},
+		{Series: `vllm_engine_sleep_level{` + l + `}`, Values: switched(0, 2)},
+		{Series: `vllm_engine_sleep_resource_state{` + l + `,resource="weights",state="discarded"}`, Values: gauge(1)},
+		{Series: `vllm_engine_sleep_resource_state{` + l + `,resource="weights",state="resident"}`, Values: gauge(0)},
+		{Series: `vllm_health_verdict{job="vllm",instance="a:9470",state="asleep"}`, Values: gauge(1)},
+		{Series: `vllm_health_verdict{job="vllm",instance="a:9470",state="serving"}`, Values: gauge(0)},
+		{Series: `vllm_spec_decode_drafts_total{` + l + `}`, Values: counter(draftsPerMin)},
+		{Series: `vllm_spec_decode_draft_tokens_total{` + l + `}`, Values: counter(draftTokensPerMin)},
+		{Series: `vllm_spec_decode_accepted_tokens_total{` + l + `}`, Values: counter(acceptedPerMin)},
+		{Series: `vllm_prompt_tokens_by_source_total{` + l + `,source="local_compute"}`, Values: counter(computedPerMin)},
+		{Series: `vllm_prompt_tokens_by_source_total{` + l + `,source="local_cache_hit"}`, Values: counter(cachedPerMin)},
+		{Series: `vllm_kv_cache_size_tokens{` + l + `}`, Values: gauge(409600)},
+		{Series: `vllm_model_flops_utilization_ratio{` + l + `}`, Values: gauge(0.4)},
+		{Series: `vllm_model_bandwidth_utilization_ratio{` + l + `}`, Values: gauge(0.7)},
+		{Series: `vllm_kv_cache_max_concurrency{` + l + `}`, Values: gauge(50)},
+		{Series: `vllm_engine_healthy{` + l + `,engine="0"}`, Values: gauge(1)},
+		{Series: `vllm_engine_healthy{` + l + `,engine="1"}`, Values: gauge(0)},
+	}
+	m := func(v float64, kv ...string) testutil.ExpSample {
+		labels := `model="m"`
+		for i := 0; i+1 < len(kv); i += 2 {
+			labels += fmt.Sprintf(",%s=%q", kv[i], kv[i+1])
+		}
+		return testutil.ExpSample{Labels: "{" + labels + "}", Value: v}
+	}
+	check := func(title string, i int, want ...testutil.ExpSample) testutil.ExprTest {
+		return testutil.ExprTest{Expr: expr(title, i), EvalTime: testutil.Duration(5 * time.Minute), ExpSamples: want}
+	}
+	checks := []testutil.ExprTest{
+		check("Waiting requests by reason", 0, m(19, "reason", "capacity"), m(473, "reason", "deferred")),
+		check("Deferred livelock", 0, m(1)),
+		check("Requests refused (5xx, 429)", 0, m(refusedPerMin/60)),
+		check("Engine awake and sleep level", 0, m(0)),
+		check("Engine awake and sleep level", 1, m(2)),
+		check("Sleep state per resource", 0, m(1, "resource", "weights", "state", "discarded")),
+		check("Health verdict", 0, testutil.ExpSample{Labels: `{instance="a:9470",state="asleep"}`, Value: 1}),
+		check("Speculative decoding: acceptance rate", 0, m(acceptedPerMin/draftTokensPerMin)),
+		check("Speculative decoding: mean acceptance length", 0, m(1+acceptedPerMin/draftsPerMin)),
+		check("Prompt tokens: computed vs cached", 0, m(computedPerMin/60, "source", "local_compute"), m(cachedPerMin/60, "source", "local_cache_hit")),
+		check("KV cache pool (as vLLM states it)", 0, m(409600)),
+		check("MFU and MBU (vLLM's estimates)", 0, m(0.4)),
+		check("vLLM engine healthy", 0, m(0)),
+		check("MFU and MBU (vLLM's estimates)", 1, m(0.7)),
+		check("KV cache pool (as vLLM states it)", 1, m(50)),
+	}
+	testutil.RunRuleTests(t, testutil.WriteRuleTest(t, t.TempDir(), "newer_vllm_panels_test.yml", testutil.RuleTestFile{
+		EvaluationInterval: testutil.Duration(time.Minute),
+		Tests:              []testutil.RuleTest{{Interval: testutil.Duration(step), InputSeries: in, ExprTests: checks}},
+	}))
 	// Every panel of the row is evaluated above.
 	evaluated := []string{"Waiting requests by reason", "Deferred livelock", "Requests refused (5xx, 429)", "Engine awake and sleep level",
 		"Sleep state per resource", "Health verdict", "Speculative decoding: acceptance rate", "Speculative decoding: mean acceptance length",
