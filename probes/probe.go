@@ -243,7 +243,10 @@ func (t *target) do(ctx context.Context, pr *config.ProbeProfile, body []byte, p
 }
 
 // readStream consumes the SSE body event by event and fills res.
-// Events are stamped with now, called when a body Read returns bytes.
+// Events are stamped with now, called when a body Read returns bytes. It is
+// long because it is one loop over the stream whose cases are the kinds of
+// event (error, usage, text, finish-only) and the checks after the last one;
+// split, the measurement rules would be spread over several functions.
 func (t *target) readStream(ctx context.Context, body io.Reader, now func() time.Time, pr *config.ProbeProfile, res *Result) {
 	sr := NewSSEReader(body, now, t.maxEvent)
 	var last time.Time

@@ -658,6 +658,38 @@ func (s *Scheduler) abandon(j *job) {
 	j.st.inFlight = false
 }
 
+// learnLimitsLocked learns the served model's context from a probe's
+// error, or forgets it when the server may have changed.
+func (s *Scheduler) learnLimitsLocked(j *job, res *Result) {
+	switch n := contextLength(res.Detail); {
+	case res.Reason == ReasonContextLength && n > 0 && j.model != "":
+		// A server that does not list max_model_len says it in its error:
+		// the next probes are fitted to it.
+		if !s.limitsOK || s.maxLen != n {
+			level.Info(s.logger).Log("msg", "served model's context, from the server's error", "model", j.model, "max_model_len", n)
+		}
+		s.limitsModel, s.maxLen, s.limitsOK = j.model, n, true
+	case res.StatusCode == http.StatusNotFound || res.Reason == ReasonContextLength:
+		s.limitsOK = false // ask /v1/models again: the server may have restarted with another context
+	}
+}
+
+// updateStallLocked feeds the stall detector a finished probe and reports
+// a change of its verdict.
+func (s *Scheduler) updateStallLocked(j *job, res *Result) {
+	wasStalled := s.stall.stalled
+	s.stall.probeDone(j.obsSeq, res.Reason == ReasonTimeout || !res.FirstToken())
+	if s.stall.stalled == wasStalled {
+		return
+	}
+	s.m.stalled.Set(b2f(s.stall.stalled))
+	if s.stall.stalled {
+		level.Warn(s.logger).Log("msg", "vLLM engine looks stalled: probe got no token while requests run and generation tokens do not move", "profile", j.cfg.Name)
+	} else {
+		level.Info(s.logger).Log("msg", "vLLM engine stall cleared", "profile", j.cfg.Name)
+	}
+}
+
 // record folds a result into the profile's state, metrics, back-off, the
 // stall detector and the published snapshot.
 func (s *Scheduler) record(j *job, res *Result) {
@@ -672,27 +704,8 @@ func (s *Scheduler) record(j *job, res *Result) {
 		s.discovered = "" // the served model may have changed
 		s.setModelLocked()
 	}
-	switch n := contextLength(res.Detail); {
-	case res.Reason == ReasonContextLength && n > 0 && j.model != "":
-		// A server that does not list max_model_len says it in its error:
-		// the next probes are fitted to it.
-		if !s.limitsOK || s.maxLen != n {
-			level.Info(s.logger).Log("msg", "served model's context, from the server's error", "model", j.model, "max_model_len", n)
-		}
-		s.limitsModel, s.maxLen, s.limitsOK = j.model, n, true
-	case res.StatusCode == http.StatusNotFound || res.Reason == ReasonContextLength:
-		s.limitsOK = false // ask /v1/models again: the server may have restarted with another context
-	}
-	wasStalled := s.stall.stalled
-	s.stall.probeDone(j.obsSeq, res.Reason == ReasonTimeout || !res.FirstToken())
-	if s.stall.stalled != wasStalled {
-		s.m.stalled.Set(b2f(s.stall.stalled))
-		if s.stall.stalled {
-			level.Warn(s.logger).Log("msg", "vLLM engine looks stalled: probe got no token while requests run and generation tokens do not move", "profile", pc.Name)
-		} else {
-			level.Info(s.logger).Log("msg", "vLLM engine stall cleared", "profile", pc.Name)
-		}
-	}
+	s.learnLimitsLocked(j, res)
+	s.updateStallLocked(j, res)
 	if s.profiles[pc.Name] != st {
 		return // the profile was removed or replaced by a reload meanwhile
 	}

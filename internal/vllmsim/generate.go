@@ -118,6 +118,9 @@ func parseMessages(raws []json.RawMessage) ([]ChatMessage, *apiError) {
 	return out, nil
 }
 
+// parseGen reads and checks a completions or chat request as vLLM does. It
+// is long because it is one check per request field, in vLLM's order, so
+// the first error named is the one vLLM names.
 func (s *Sim) parseGen(r *http.Request, chat bool) (*genParams, *apiError) {
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		return nil, badRequest("Unsupported Media Type: Only 'application/json' is allowed", "")
