@@ -2,13 +2,11 @@ package histq
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/vllm-exporter/vllm_exporter/internal/e2e"
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 // Each form reads only its own representation: the classic one the
@@ -43,32 +41,40 @@ func TestFormsReadTheirRepresentation(t *testing.T) {
 // custom buckets (NHCB, "nhcb"), as an exponential native histogram with a
 // bound at the threshold ("native"), and as both classic and NHCB ("both":
 // one series, not two); an empty native histogram counts 0 bad events, not
-// NaN. Evaluated by promtool (Prometheus' own engine).
+// NaN. Evaluated by promtool (Prometheus' own engine), every pinned
+// version (3.16 and the 3.5 LTS).
 func TestSameAnswerInEveryRepresentation(t *testing.T) {
-	promtool := e2e.RequireTool(t, "promtool")
-	// Every 30s: 1 observation <= 0.5, 2 in (0.5, 1], 1 in (1, 2].
+	// Every 30s: 1 observation <= 0.5, 2 in (0.5, 1], 1 in (1, 2]; the
+	// observations sum to 3.2. 41 samples (20m) cover the 5m windows at
+	// 15m.
 	const steps = "x40"
-	classic := func(model string) string {
-		var b strings.Builder
+	var in []testutil.InputSeries
+	classic := func(model string) {
 		for _, s := range []struct{ le, inc string }{{"0.5", "1"}, {"1.0", "3"}, {"2.0", "4"}, {"+Inf", "4"}} {
-			fmt.Fprintf(&b, "      - series: 'h_bucket{model=%q,le=%q}'\n        values: '0+%s%s'\n", model, s.le, s.inc, steps)
+			in = append(in, testutil.InputSeries{Series: fmt.Sprintf(`h_bucket{model=%q,le=%q}`, model, s.le), Values: "0+" + s.inc + steps})
 		}
-		fmt.Fprintf(&b, "      - series: 'h_count{model=%q}'\n        values: '0+4%s'\n", model, steps)
-		fmt.Fprintf(&b, "      - series: 'h_sum{model=%q}'\n        values: '0+3.2%s'\n", model, steps)
-		return b.String()
+		in = append(in,
+			testutil.InputSeries{Series: fmt.Sprintf(`h_count{model=%q}`, model), Values: "0+4" + steps},
+			testutil.InputSeries{Series: fmt.Sprintf(`h_sum{model=%q}`, model), Values: "0+3.2" + steps})
 	}
-	nhcb := func(model string) string {
-		return fmt.Sprintf("      - series: 'h{model=%q}'\n        values: '{{schema:-53 sum:0 count:0 custom_values:[0.5 1 2] buckets:[0 0 0 0]}}+{{schema:-53 sum:3.2 count:4 custom_values:[0.5 1 2] buckets:[1 2 1 0]}}%s'\n", model, steps)
+	nhcb := func(model string) {
+		in = append(in, testutil.InputSeries{Series: fmt.Sprintf(`h{model=%q}`, model),
+			Values: "{{schema:-53 sum:0 count:0 custom_values:[0.5 1 2] buckets:[0 0 0 0]}}+{{schema:-53 sum:3.2 count:4 custom_values:[0.5 1 2] buckets:[1 2 1 0]}}" + steps})
 	}
+	classic("classic")
+	nhcb("nhcb")
 	// schema 0: bucket i holds (2^(i-1), 2^i]; offset -1 starts at (0.25, 0.5]
-	native := "      - series: 'h{model=\"native\"}'\n        values: '{{schema:0 sum:0 count:0 offset:-1 buckets:[0 0 0]}}+{{schema:0 sum:3.2 count:4 offset:-1 buckets:[1 2 1]}}" + steps + "'\n"
-	empty := "      - series: 'h{model=\"empty\"}'\n        values: '{{schema:-53 sum:0 count:0 custom_values:[1] buckets:[0 0]}}" + steps + "'\n"
-	series := classic("classic") + nhcb("nhcb") + native + classic("both") + nhcb("both") + empty
+	in = append(in, testutil.InputSeries{Series: `h{model="native"}`,
+		Values: "{{schema:0 sum:0 count:0 offset:-1 buckets:[0 0 0]}}+{{schema:0 sum:3.2 count:4 offset:-1 buckets:[1 2 1]}}" + steps})
+	classic("both")
+	nhcb("both")
+	in = append(in, testutil.InputSeries{Series: `h{model="empty"}`,
+		Values: "{{schema:-53 sum:0 count:0 custom_values:[1] buckets:[0 0]}}" + steps})
 
 	h := H{Name: "h", Window: "5m"}
 	le := `1|1\\.0`
-	all := func(v string, models ...string) map[string]string {
-		m := map[string]string{}
+	all := func(v float64, models ...string) map[string]float64 {
+		m := map[string]float64{}
 		for _, x := range models {
 			m[x] = v
 		}
@@ -76,39 +82,42 @@ func TestSameAnswerInEveryRepresentation(t *testing.T) {
 	}
 	// Values are scaled to integers and rounded at 1e-9 (exact up to
 	// float rounding); NaN, the empty histogram's ratios, is filtered.
+	// From the observations above: 1 of 4 above 1 (x4: 1), 3 of 4 at or
+	// below 1 (x4: 3), a rate of 4/30 per second (x30: 4), a mean of
+	// 3.2/4 = 0.8 (x100: 80).
 	exact := func(expr, scale string) string { return "round((" + expr + ") * " + scale + " * 1e9)" }
 	ratio := func(a, b Either) string { return "(" + a.String() + ") / (" + b.String() + ")" }
 	checks := []struct {
 		expr    string
-		samples map[string]string // model -> value
+		samples map[string]float64 // model -> value
 	}{
-		{exact(h.AboveRatio(1, le, "model").String(), "4") + " >= 0", all("1e9", "classic", "nhcb", "native", "both")},
-		{exact(ratio(h.Below("increase", 1, le, "model"), h.Count("increase", "model")), "4") + " >= 0", all("3e9", "classic", "nhcb", "native", "both")},
-		{exact(ratio(h.Above("increase", 1, le, "model"), h.Count("increase", "model")), "4") + " >= 0", all("1e9", "classic", "nhcb", "native", "both")},
-		{"(" + h.Above("increase", 1, le, "model").String() + ") == 0", all("0", "empty")},
-		{exact(h.Count("rate", "model").String(), "30") + " > 0", all("4e9", "classic", "nhcb", "native", "both")},
-		{exact(h.Mean("model").String(), "100") + " > 0", all("80e9", "classic", "nhcb", "native", "both")},
+		{exact(h.AboveRatio(1, le, "model").String(), "4") + " >= 0", all(1e9, "classic", "nhcb", "native", "both")},
+		{exact(ratio(h.Below("increase", 1, le, "model"), h.Count("increase", "model")), "4") + " >= 0", all(3e9, "classic", "nhcb", "native", "both")},
+		{exact(ratio(h.Above("increase", 1, le, "model"), h.Count("increase", "model")), "4") + " >= 0", all(1e9, "classic", "nhcb", "native", "both")},
+		{"(" + h.Above("increase", 1, le, "model").String() + ") == 0", all(0, "empty")},
+		{exact(h.Count("rate", "model").String(), "30") + " > 0", all(4e9, "classic", "nhcb", "native", "both")},
+		{exact(h.Mean("model").String(), "100") + " > 0", all(80e9, "classic", "nhcb", "native", "both")},
 		// linear interpolation in (0.5, 1]: the median is 0.75 with
 		// classic buckets and NHCB alike
-		{exact(h.Quantile("0.5", "model").String(), "4") + ` >= 0 unless {model="native"}`, all("3e9", "classic", "nhcb", "both")},
+		{exact(h.Quantile("0.5", "model").String(), "4") + ` >= 0 unless {model="native"}`, all(3e9, "classic", "nhcb", "both")},
 	}
-	var b strings.Builder
-	b.WriteString("evaluation_interval: 30s\ntests:\n  - interval: 30s\n    input_series:\n")
-	b.WriteString(series)
-	b.WriteString("    promql_expr_test:\n")
+	var exprs []testutil.ExprTest
 	for _, c := range checks {
-		fmt.Fprintf(&b, "      - expr: '%s'\n        eval_time: 15m\n        exp_samples:\n", strings.ReplaceAll(c.expr, "'", "''"))
+		e := testutil.ExprTest{Expr: c.expr, EvalTime: testutil.Duration(15 * time.Minute)}
 		for _, m := range []string{"classic", "nhcb", "native", "both", "empty"} {
 			if v, ok := c.samples[m]; ok {
-				fmt.Fprintf(&b, "          - labels: '{model=%q}'\n            value: %s\n", m, v)
+				e.ExpSamples = append(e.ExpSamples, testutil.ExpSample{Labels: fmt.Sprintf(`{model=%q}`, m), Value: v})
 			}
 		}
+		exprs = append(exprs, e)
 	}
-	p := filepath.Join(t.TempDir(), "histq_test.yml")
-	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(promtool, "test", "rules", p).CombinedOutput(); err != nil {
-		t.Fatalf("promtool test rules: %v\n%s\n%s", err, out, b.String())
-	}
+	p := testutil.WriteRuleTest(t, t.TempDir(), "histq_test.yml", testutil.RuleTestFile{
+		EvaluationInterval: testutil.Duration(30 * time.Second),
+		Tests: []testutil.RuleTest{{
+			Interval:    testutil.Duration(30 * time.Second),
+			InputSeries: in,
+			ExprTests:   exprs,
+		}},
+	})
+	testutil.RunRuleTests(t, p)
 }
