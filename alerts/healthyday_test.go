@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,7 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/vllm-exporter/vllm_exporter/internal/e2e"
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 // dayReplica is one vLLM replica's cumulative counters, one sample a minute.
@@ -128,24 +127,18 @@ func healthyDay(minutes, breachAt int) []dayReplica {
 	return out
 }
 
-// promtoolSeries renders the replicas as promtool input_series, vLLM's
-// latency histograms as classic buckets (_count, and the bucket at the SLO
-// threshold with Prometheus 3's `le` spelling), or with nhcb as native
-// histograms with custom buckets (convert_classic_histograms_to_nhcb: one
-// bound, the threshold; no _bucket or _count series).
-func promtoolSeries(reps []dayReplica, nhcb bool) string {
-	var b strings.Builder
-	values := func(v []float64) string {
-		s := make([]string, len(v))
-		for i, x := range v {
-			if math.IsNaN(x) {
-				s[i] = "_"
-			} else {
-				s[i] = strconv.FormatFloat(x, 'f', -1, 64)
-			}
-		}
-		return strings.Join(s, " ")
-	}
+// promtoolSeries renders the replicas as promtool input series, one
+// sample every 30 s (interval 30s): the minute's counters plus a sample
+// half-way to the next minute (testutil.Interpolate; none where either is
+// missing). Prometheus 3 range selectors are left-open, so a [1m] window
+// over one sample a minute holds a single sample and rate() over it is
+// empty; at 30 s it holds two. vLLM's latency histograms are rendered as
+// classic buckets (_count, and the bucket at the SLO threshold with
+// Prometheus 3's `le` spelling), or with nhcb as native histograms with
+// custom buckets (convert_classic_histograms_to_nhcb: one bound, the
+// threshold; no _bucket or _count series).
+func promtoolSeries(reps []dayReplica, nhcb bool) []testutil.InputSeries {
+	dense := func(v []float64) []float64 { return testutil.Interpolate(v, 2) }
 	// histogram renders a cumulative custom-bucket histogram per sample:
 	// good observations at or below bound, the rest above (sum: good ones
 	// at half the bound, bad ones at twice it).
@@ -153,7 +146,7 @@ func promtoolSeries(reps []dayReplica, nhcb bool) string {
 		s := make([]string, len(total))
 		le, _ := strconv.ParseFloat(bound, 64)
 		for i := range total {
-			if math.IsNaN(total[i]) {
+			if math.IsNaN(total[i]) || math.IsNaN(good[i]) {
 				s[i] = "_"
 				continue
 			}
@@ -169,25 +162,30 @@ func promtoolSeries(reps []dayReplica, nhcb bool) string {
 		{"vllm_request_time_per_output_token_seconds", "0.1", "tpot"},
 		{"vllm_e2e_request_latency_seconds", "60", "e2e"},
 	}
+	var in []testutil.InputSeries
+	add := func(series, values string) {
+		in = append(in, testutil.InputSeries{Series: series, Values: values})
+	}
 	for _, r := range reps {
 		base := fmt.Sprintf(`job="vllm",instance=%q,model=%q`, r.instance, r.model)
 		for _, h := range hists {
+			total, good := dense(r.series[h.fam]), dense(r.series[h.fam+"_good"])
 			if nhcb {
-				fmt.Fprintf(&b, "      - series: '%s{%s}'\n        values: '%s'\n", h.name, base, histogram(r.series[h.fam], r.series[h.fam+"_good"], h.bound))
+				add(fmt.Sprintf("%s{%s}", h.name, base), histogram(total, good, h.bound))
 				continue
 			}
-			fmt.Fprintf(&b, "      - series: '%s_count{%s}'\n        values: '%s'\n", h.name, base, values(r.series[h.fam]))
-			fmt.Fprintf(&b, "      - series: '%s_bucket{%s,le=\"%s\"}'\n        values: '%s'\n", h.name, base, promLe(h.bound), values(r.series[h.fam+"_good"]))
+			add(fmt.Sprintf("%s_count{%s}", h.name, base), testutil.Samples(total))
+			add(fmt.Sprintf("%s_bucket{%s,le=%q}", h.name, base, promLe(h.bound)), testutil.Samples(good))
 		}
 		for _, s := range []struct{ name, labels, fam string }{
 			{"vllm_requests_finished_total", `,finished_reason="stop"`, "stop"},
 			{"vllm_requests_finished_total", `,finished_reason="abort"`, "abort"},
 			{"vllm_preemptions_total", "", "preempt"},
 		} {
-			fmt.Fprintf(&b, "      - series: '%s{%s%s}'\n        values: '%s'\n", s.name, base, s.labels, values(r.series[s.fam]))
+			add(fmt.Sprintf("%s{%s%s}", s.name, base, s.labels), testutil.Samples(dense(r.series[s.fam])))
 		}
 	}
-	return b.String()
+	return in
 }
 
 // promLe is a bound as Prometheus 3 writes a classic `le` label ("1.0").
@@ -200,20 +198,19 @@ func promLe(bound string) string {
 
 // A simulated healthy day (see healthyDay) pages 0 times with the shipped
 // SLO rules; the same day with a 10-minute hard breach pages (so the check
-// can fail). Evaluated by promtool at one sample and one evaluation a minute
-// (15s/30s would take minutes of promtool time for a day; the 1m rate
-// window still holds two samples).
+// can fail). Evaluated by every pinned promtool (3.16 and 3.5) at a sample
+// every 30 s and an evaluation a minute (the shipped 15s/30s would take
+// minutes of promtool time for a day).
 func TestHealthyDayPagesZeroTimes(t *testing.T) {
 	t.Parallel()
-	promtool := e2e.RequireTool(t, "promtool")
 	rules, err := filepath.Abs("slo-rules.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const day = 24 * 60
+	const day = 24 * time.Hour
 	// vLLM's histograms are classic only: a Prometheus scraping native
 	// histograms stores them as classic buckets, one converting to NHCB as
-	// custom-bucket histograms. Both forms, each with its own promtool.
+	// custom-bucket histograms. Both forms, each with every pinned promtool.
 	for _, mode := range []struct {
 		name string
 		nhcb bool
@@ -225,36 +222,34 @@ func TestHealthyDayPagesZeroTimes(t *testing.T) {
 			if mode.nhcb {
 				rules = pageRulesOnly(t, rules, dir)
 			}
-			test := fmt.Sprintf(`rule_files: [%q]
-evaluation_interval: 1m
-tests:
-  - name: a healthy day pages 0 times
-    interval: 1m
-    input_series:
-%s    promql_expr_test:
-      - expr: count_over_time(ALERTS{severity="critical"}[1d])
-        eval_time: 1d
-        exp_samples: []
-  - name: the same fleet pages on a 10-minute hard TTFT breach
-    interval: 1m
-    input_series:
-%s    promql_expr_test:
-      - expr: max_over_time(ALERTS{severity="critical",alertstate="firing"}[4h])
-        eval_time: 4h
-        exp_samples:
-          - labels: '{alertname="VLLMSLOBurnRatePage",alertstate="firing",severity="critical",slo="ttft-p99",model="llama"}'
-            value: 1
-`, rules, promtoolSeries(healthyDay(day, 0), mode.nhcb), promtoolSeries(healthyDay(240, 150), mode.nhcb))
-			p := filepath.Join(dir, "healthy-day_test.yml")
-			if err := os.WriteFile(p, []byte(test), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			p := testutil.WriteRuleTest(t, dir, "healthy-day_test.yml", testutil.RuleTestFile{
+				RuleFiles:          []string{rules},
+				EvaluationInterval: testutil.Duration(time.Minute),
+				Tests: []testutil.RuleTest{{
+					Name:        "a healthy day pages 0 times",
+					Interval:    testutil.Duration(30 * time.Second),
+					InputSeries: promtoolSeries(healthyDay(int(day/time.Minute), 0), mode.nhcb),
+					ExprTests: []testutil.ExprTest{{
+						Expr:     `count_over_time(ALERTS{severity="critical"}[1d])`,
+						EvalTime: testutil.Duration(day),
+					}},
+				}, {
+					Name:        "the same fleet pages on a 10-minute hard TTFT breach",
+					Interval:    testutil.Duration(30 * time.Second),
+					InputSeries: promtoolSeries(healthyDay(240, 150), mode.nhcb),
+					ExprTests: []testutil.ExprTest{{
+						Expr:     `max_over_time(ALERTS{severity="critical",alertstate="firing"}[4h])`,
+						EvalTime: testutil.Duration(4 * time.Hour),
+						ExpSamples: []testutil.ExpSample{{
+							Labels: `{alertname="VLLMSLOBurnRatePage",alertstate="firing",severity="critical",slo="ttft-p99",model="llama"}`,
+							Value:  1,
+						}},
+					}},
+				}},
+			})
 			start := time.Now()
-			out, err := exec.Command(promtool, "test", "rules", p).CombinedOutput()
-			if err != nil {
-				t.Fatalf("promtool test rules: %v\n%s", err, lastLines(string(out), 40))
-			}
-			t.Logf("healthy day (24h, 4 replicas, spikes, a rolling restart), histograms as %s: 0 pages; the 10-minute hard breach paged (promtool %v)",
+			testutil.RunRuleTests(t, p)
+			t.Logf("healthy day (24h, 4 replicas, spikes, a rolling restart), histograms as %s: 0 pages; the 10-minute hard breach paged (%v)",
 				mode.name, time.Since(start).Round(time.Second))
 		})
 	}
@@ -306,12 +301,4 @@ func pageRulesOnly(t *testing.T, path, dir string) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-func lastLines(s string, n int) string {
-	l := strings.Split(s, "\n")
-	if len(l) > n {
-		l = l[len(l)-n:]
-	}
-	return strings.Join(l, "\n")
 }
