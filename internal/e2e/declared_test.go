@@ -3,6 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -50,9 +54,35 @@ func componentNames(t *testing.T, s *stack) map[string]map[string]bool {
 	merge(DescribedNames(t, bottleneck.New(bottleneck.Options{}, holder, bottleneck.Sources{}, logger)))
 	merge(DescribedNames(t, slo.New(slo.Options{}, holder, slo.Sources{}, logger)))
 	merge(DescribedNames(t, vllm.New(vllm.Options{URL: s.simURL}, logger)))
+	// The families the stack's simulator does not turn on (disaggregated
+	// prefill/decode, LoRA, KV offload, residency): their sample names
+	// (histograms' _bucket/_sum/_count too) as the scraper exports them
+	// from real-shaped bodies.
+	for _, body := range []string{"vllm-late-2026-decode-lora-fragment.txt", "kv-offload-newer-fragment.txt", "vllm-late-2026-dp2-priority-spec.txt"} {
+		merge(scrapedNames(t, testutil.VLLMBody(t, body), logger))
+	}
 	merge(gpuNames(t))
 	if len(out) == 0 {
 		t.Fatal(fmt.Errorf("no component declared any series"))
 	}
 	return out
+}
+
+// scrapedNames is what a scraper exports after two scrapes, a minute apart,
+// of body.
+func scrapedNames(t *testing.T, body string, logger log.Logger) map[string]map[string]bool {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = io.WriteString(w, body)
+	}))
+	defer srv.Close()
+	sc := vllm.New(vllm.Options{URL: srv.URL}, logger)
+	now := time.Now()
+	sc.ScrapeOnce(context.Background(), now)
+	sc.ScrapeOnce(context.Background(), now.Add(time.Minute))
+	if sc.Latest() == nil {
+		t.Fatalf("scraping the %d-byte body failed", len(body))
+	}
+	return GatheredNames(t, sc)
 }
