@@ -15,7 +15,7 @@ var (
 	descObjective = prometheus.NewDesc("vllm_slo_objective_ratio",
 		"SLO objective: the fraction of events that must be good over the period, from the SLO config.", sloLabels, nil)
 	descErrorRatio = prometheus.NewDesc("vllm_slo_error_ratio",
-		"Fraction of the SLO's events in the window that were bad, computed by the exporter's SLO watchdog; absent for windows without events.",
+		"Fraction of the SLO's events in the window that were bad, computed by the exporter's SLO watchdog; absent for windows without events. Opt-in (--slo.error-ratio-series): vllm_slo_burn_rate x (1 - vllm_slo_objective_ratio) is the same number.",
 		append(sloLabels, "window"), nil)
 	descBurnRate = prometheus.NewDesc("vllm_slo_burn_rate",
 		"Error-budget burn rate over the window (error ratio divided by 1 - objective), computed by the exporter's SLO watchdog.",
@@ -113,7 +113,9 @@ func (w *Watchdog) Collect(ch chan<- prometheus.Metric) {
 				gauge(descEvents, wr.Total, r.SLO, r.Model, wr.Name)
 			}
 			if wr.ErrorRatio.OK {
-				gauge(descErrorRatio, wr.ErrorRatio.V, r.SLO, r.Model, wr.Name)
+				if w.opts.ErrorRatioSeries {
+					gauge(descErrorRatio, wr.ErrorRatio.V, r.SLO, r.Model, wr.Name)
+				}
 				gauge(descBurnRate, wr.BurnRate.V, r.SLO, r.Model, wr.Name)
 			}
 		}

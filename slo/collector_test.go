@@ -47,10 +47,12 @@ vllm_slo_last_evaluation_timestamp_seconds{model="m",slo="ttft"} 1.77232326e+09
 	// The windows the alerts read: 5m 30m 1h 2h 6h 1d 3d, and the fast
 	// tier's 1m (its 5m is the workbook's); not the period (30d) and no
 	// event counts unless asked for.
-	for _, name := range []string{"vllm_slo_error_ratio", "vllm_slo_burn_rate"} {
-		if got := windowLabels(t, w, name); got != "1d 1h 1m 2h 30m 3d 5m 6h" {
-			t.Errorf("%s windows: %s", name, got)
-		}
+	if got := windowLabels(t, w, "vllm_slo_burn_rate"); got != "1d 1h 1m 2h 30m 3d 5m 6h" {
+		t.Errorf("vllm_slo_burn_rate windows: %s", got)
+	}
+	// The error ratio is the burn rate times 1 - objective: opt-in.
+	if n := testutil.CollectAndCount(w, "vllm_slo_error_ratio"); n != 0 {
+		t.Errorf("vllm_slo_error_ratio exported by default: %d series", n)
 	}
 	if n := testutil.CollectAndCount(w, "vllm_slo_events"); n != 0 {
 		t.Errorf("vllm_slo_events exported by default: %d series", n)
@@ -109,15 +111,17 @@ func windowLabels(t *testing.T, c prometheus.Collector, name string) string {
 
 // TestCollectorOptInWindowSeries: --slo.window-events adds vllm_slo_events
 // for every exported window, --slo.period-window-series the period's
-// window to all three per-window families.
+// window to all three per-window families, --slo.error-ratio-series
+// vllm_slo_error_ratio (burn rate x (1 - objective)).
 func TestCollectorOptInWindowSeries(t *testing.T) {
 	for _, c := range []struct {
-		opts           Options
-		events, ratios string
+		opts                        Options
+		events, ratios, errorRatios string
 	}{
-		{Options{WindowEvents: true}, "1d 1h 1m 2h 30m 3d 5m 6h", "1d 1h 1m 2h 30m 3d 5m 6h"},
-		{Options{PeriodWindowSeries: true}, "", "1d 1h 1m 2h 30d 30m 3d 5m 6h"},
-		{Options{WindowEvents: true, PeriodWindowSeries: true}, "1d 1h 1m 2h 30d 30m 3d 5m 6h", "1d 1h 1m 2h 30d 30m 3d 5m 6h"},
+		{Options{WindowEvents: true}, "1d 1h 1m 2h 30m 3d 5m 6h", "1d 1h 1m 2h 30m 3d 5m 6h", ""},
+		{Options{PeriodWindowSeries: true}, "", "1d 1h 1m 2h 30d 30m 3d 5m 6h", ""},
+		{Options{WindowEvents: true, PeriodWindowSeries: true}, "1d 1h 1m 2h 30d 30m 3d 5m 6h", "1d 1h 1m 2h 30d 30m 3d 5m 6h", ""},
+		{Options{ErrorRatioSeries: true}, "", "1d 1h 1m 2h 30m 3d 5m 6h", "1d 1h 1m 2h 30m 3d 5m 6h"},
 	} {
 		src := &fakeVLLM{}
 		w := New(c.opts, holderFor(t, ttft99), Sources{VLLM: src}, nil)
@@ -132,6 +136,9 @@ func TestCollectorOptInWindowSeries(t *testing.T) {
 		}
 		if got := windowLabels(t, w, "vllm_slo_burn_rate"); got != c.ratios {
 			t.Errorf("%+v: vllm_slo_burn_rate windows %q, want %q", c.opts, got, c.ratios)
+		}
+		if got := windowLabels(t, w, "vllm_slo_error_ratio"); got != c.errorRatios {
+			t.Errorf("%+v: vllm_slo_error_ratio windows %q, want %q", c.opts, got, c.errorRatios)
 		}
 	}
 }

@@ -79,6 +79,11 @@ type Options struct {
 	// shipped alert uses the period as a burn window, and its error ratio
 	// is vllm_slo_error_budget_remaining_ratio's complement.
 	PeriodWindowSeries bool
+	// ErrorRatioSeries exports vllm_slo_error_ratio beside
+	// vllm_slo_burn_rate. Off by default: the burn rate carries the same
+	// number (error ratio = burn rate x (1 - objective), and
+	// vllm_slo_objective_ratio is exported), and nothing shipped reads it.
+	ErrorRatioSeries bool
 }
 
 // WindowResult is one alert window of one SLO series.

@@ -20,7 +20,9 @@ import (
 // hardScrapeArgs make the exporter scrape fast so each fault case needs
 // only a few seconds of wall time; the timeout must be shorter than the
 // interval (validateFlags).
-var hardScrapeArgs = []string{"--vllm.scrape-interval=350ms", "--vllm.timeout=300ms", "--log.level=debug"}
+// Window series on: the fault checks see that no derived series outlives
+// a failed scrape either.
+var hardScrapeArgs = []string{"--vllm.scrape-interval=350ms", "--vllm.timeout=300ms", "--log.level=debug", "--vllm.opt-in=window-series"}
 
 // hardSim starts a simulated vLLM in real time with its load generator.
 func hardSim(t *testing.T) *vllmsim.Sim {

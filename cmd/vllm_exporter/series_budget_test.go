@@ -24,10 +24,9 @@ func samples(body string) int {
 
 // TestSeriesBudget: one pod, one model, today's vLLM layout (the simulator
 // at v1-0.33 with its load generator): the exporter at its defaults exports
-// at most 1.5 times the samples of vLLM's own /metrics (the floor; the goal
-// is 1.0, docs/cost.md, scripts/series.sh). The scrape, windows and SLO
-// intervals are shortened so that every window fills within seconds: the
-// number of --vllm.windows, not their length, sets the series count.
+// at most 1.15 times the samples of vLLM's own /metrics (the floor is 1.5,
+// the goal 1.0, docs/cost.md, scripts/series.sh). The scrape and SLO
+// intervals are shortened so that every window fills within seconds.
 func TestSeriesBudget(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the exporter binary")
@@ -54,7 +53,7 @@ func TestSeriesBudget(t *testing.T) {
 		const probed = `vllm_probe_requests_total{profile="short-chat"} `
 		if strings.Contains(body, probed) && !strings.Contains(body, probed+"0\n") {
 			if strings.Contains(body, "vllm_slo_last_evaluation_timestamp_seconds{") &&
-				strings.Contains(body, `vllm_time_to_first_token_window_seconds{model="meta-llama/Llama-3.1-8B-Instruct",window="2s",quantile="0.5"}`) {
+				strings.Contains(body, `vllm_time_to_first_token_seconds_bucket{model="meta-llama/Llama-3.1-8B-Instruct",le="+Inf"}`) {
 				break
 			}
 		}
@@ -67,7 +66,10 @@ func TestSeriesBudget(t *testing.T) {
 	exp, own := samples(body), samples(vllmBody)
 	ratio := float64(exp) / float64(own)
 	t.Logf("samples on /metrics: exporter %d, vLLM's own %d, ratio %.2f (goal 1.0, floor 1.5)", exp, own, ratio)
-	if own < 100 || ratio > 1.5 {
-		t.Errorf("exporter %d samples against vLLM's %d: %.2fx, over the 1.5x floor (docs/cost.md)", exp, own, ratio)
+	// 1.15: what was made opt-in stays out (the issue's floor is 1.5, the
+	// goal 1.0; this run fills every burn-rate window, a real one after
+	// minutes measures about 1.01, docs/cost.md).
+	if own < 100 || ratio > 1.15 {
+		t.Errorf("exporter %d samples against vLLM's %d: %.2fx, over the 1.15x guard (docs/cost.md)", exp, own, ratio)
 	}
 }

@@ -54,6 +54,7 @@ type sloFlags struct {
 	stateFile          *string
 	windowEvents       *bool
 	periodWindowSeries *bool
+	errorRatioSeries   *bool
 }
 
 func addSLOFlags(app *kingpin.Application) *sloFlags {
@@ -69,6 +70,9 @@ func addSLOFlags(app *kingpin.Application) *sloFlags {
 		periodWindowSeries: app.Flag("slo.period-window-series",
 			"Also export vllm_slo_error_ratio and vllm_slo_burn_rate (and with --slo.window-events vllm_slo_events) for the SLO period's window (30d). Off by default: no shipped alert burns over the period; vllm_slo_error_budget_remaining_ratio carries it.").
 			Default("false").Bool(),
+		errorRatioSeries: app.Flag("slo.error-ratio-series",
+			"Also export vllm_slo_error_ratio per window. Off by default: it is vllm_slo_burn_rate x (1 - vllm_slo_objective_ratio), and the shipped dashboard computes it so.").
+			Default("false").Bool(),
 	}
 }
 
@@ -79,7 +83,7 @@ func setupSLO(f *sloFlags, holder *config.Holder, src slo.Sources, models models
 		return nil, fmt.Errorf("--slo.interval must be positive, got %s", *f.interval)
 	}
 	w := slo.New(slo.Options{Interval: *f.interval, StateFile: *f.stateFile, Models: models,
-		WindowEvents: *f.windowEvents, PeriodWindowSeries: *f.periodWindowSeries}, holder, src,
+		WindowEvents: *f.windowEvents, PeriodWindowSeries: *f.periodWindowSeries, ErrorRatioSeries: *f.errorRatioSeries}, holder, src,
 		log.With(logger, "component", "slo"))
 	if err := reg.Register(w); err != nil {
 		return nil, fmt.Errorf("registering the SLO watchdog: %w", err)

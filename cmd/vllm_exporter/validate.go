@@ -91,6 +91,9 @@ func validateCoreFlags(f *flags) error {
 	if f.maxBodyBytes <= 0 || f.maxBodyBytes > maxBodyBytesLimit {
 		return fmt.Errorf("--vllm.max-body-bytes: must be in [1, %d], got %d", maxBodyBytesLimit, f.maxBodyBytes)
 	}
+	if err := vllm.ValidateOptIn(optInList(f.optIn)); err != nil {
+		return err
+	}
 	if _, err := parseWindows(f.windows, f.interval); err != nil {
 		return err
 	}

@@ -58,6 +58,7 @@ func TestBadFlagsRefusedAtStart(t *testing.T) {
 		{[]string{"--vllm.model-grace=2h"}, 2, "--vllm.model-grace: must not exceed --vllm.model-idle-timeout (1h0m0s), got 2h0m0s"},
 		{[]string{"--vllm.windows=0s"}, 2, `--vllm.windows: bad window "0s"`},
 		{[]string{"--vllm.windows=5s"}, 2, `--vllm.windows: window "5s" is shorter than two --vllm.scrape-interval (5s)`},
+		{[]string{"--vllm.opt-in=window-series,vllm_ttft"}, 2, `--vllm.opt-in: unknown series "vllm_ttft"`},
 		{[]string{"--web.telemetry-path=metrics"}, 2, `--web.telemetry-path: must be a path starting with /, got "metrics"`},
 		{[]string{"--cost.gpu-hour=-1"}, 2, "--cost.gpu-hour: must be a finite number >= 0, got -1"},
 		{[]string{"--cost.gpu-hour=NaN"}, 2, "--cost.gpu-hour: must be a finite number >= 0, got NaN"},
@@ -100,6 +101,7 @@ func TestGoodFlagsPassConfigCheck(t *testing.T) {
 		{"--vllm.scrape-interval=1s", "--vllm.timeout=999ms", "--vllm.windows=2s"},
 		{"--vllm.max-body-bytes=1", "--probe.max-event-bytes=1024", "--vllm.max-models=1024"},
 		{"--slo.state-file=" + filepath.Join(dir, "slo.state"), "--vllm.model-grace=1h"},
+		{"--vllm.opt-in=window-series", "--vllm.opt-in=expected-metric-present,vllm_request_inference_time_seconds", "--slo.error-ratio-series"},
 		{"--demo", "--vllm.url=not a url"}, // --demo scrapes its own simulator
 	} {
 		var out, errb bytes.Buffer

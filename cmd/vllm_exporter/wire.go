@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -222,6 +223,20 @@ func verdictSources(v *vllm.Scraper, p *probes.Scheduler, c *bottleneck.Classifi
 	return src
 }
 
+// optInList splits --vllm.opt-in's values at commas (the flag is also
+// repeatable).
+func optInList(vals []string) []string {
+	var out []string
+	for _, v := range vals {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
 // startScraper builds the vLLM scraper on the shared connection and
 // registers it; the classifier's baseline window sets its history, also
 // after a reload.
@@ -240,6 +255,7 @@ func startScraper(f *flags, x *exporter) (*vllm.Scraper, error) {
 		Models:       x.models,
 		Health:       x.health,
 		PerPriority:  f.perPriority,
+		OptIn:        optInList(f.optIn),
 		// The classifier compares the prefix-cache hit ratio with a longer
 		// baseline window; keep enough thinned history to answer it.
 		Retention: x.config.Get().Bottleneck.BaselineWindow,

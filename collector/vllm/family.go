@@ -106,6 +106,10 @@ type family struct {
 	// WindowOnly: the family is exported only through the window series
 	// named Exported (metrics.go's windowSeries); it has no series of its own.
 	WindowOnly bool
+	// OptIn: the family is read (verdicts may use it) but exported only
+	// when --vllm.opt-in names Exported: no shipped alert, panel or
+	// verdict reads its series, so by default it costs no series.
+	OptIn bool
 }
 
 // valueType is the exported series' type.

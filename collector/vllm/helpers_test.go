@@ -73,8 +73,10 @@ func (f *fakeVLLM) set(body []byte, h http.HandlerFunc) {
 	f.mu.Unlock()
 }
 
+// newTestScraper turns every opt-in series on, so the tests of what a
+// series says see it; TestOptInSeriesAreOffByDefault checks the defaults.
 func newTestScraper(t testing.TB, url string, mod func(*Options)) *Scraper {
-	opts := Options{URL: url, Interval: 5 * time.Second, Timeout: 2 * time.Second}
+	opts := Options{URL: url, Interval: 5 * time.Second, Timeout: 2 * time.Second, OptIn: OptInNames()}
 	if mod != nil {
 		mod(&opts)
 	}

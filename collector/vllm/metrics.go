@@ -78,7 +78,7 @@ func newDescs() *descs {
 		scrapeDuration: g("vllm_exporter_scrape_duration_seconds", "Duration of the last scrape of vLLM's /metrics (fetch, parse, derive) in seconds."),
 		lastSuccess:    g("vllm_exporter_last_successful_scrape_timestamp_seconds", "Unix time of the last successful scrape of vLLM's /metrics."),
 		schema:         g("vllm_exporter_vllm_schema_info", "Detected vLLM metric schema (v0, v1-legacy, v1, none), value 1.", "schema"),
-		missing:        g("vllm_exporter_expected_metric_missing", "1 if a vLLM metric expected for the detected schema is absent (its derived series are not exported), else 0.", "metric"),
+		missing:        g("vllm_exporter_expected_metric_missing", "1 for each vLLM metric expected for the detected schema that is absent (its derived series are not exported); a present one exports nothing unless --vllm.opt-in=expected-metric-present (then 0).", "metric"),
 	}
 	for i := range families {
 		d.families = append(d.families, families[i].descs())
@@ -144,9 +144,11 @@ func (s *Scraper) render(snap *snapshot.VLLM, res *result, windows map[time.Dura
 		e.emit(d.lastSuccess, prometheus.GaugeValue, float64(s.lastOK.UnixNano())/1e9)
 	}
 	if up {
-		d.renderScrape(e, snap, res)
-		for _, w := range s.opts.Windows {
-			d.renderWindow(e, snap, WindowLabel(w), windows[w])
+		d.renderScrape(e, snap, res, s.optIn)
+		if s.optIn[OptInWindowSeries] {
+			for _, w := range s.opts.Windows {
+				d.renderWindow(e, snap, WindowLabel(w), windows[w], s.optIn)
+			}
 		}
 	}
 	s.rendered.Store(&e.out)
@@ -154,10 +156,13 @@ func (s *Scraper) render(snap *snapshot.VLLM, res *result, windows map[time.Dura
 
 // renderScrape appends what one successful scrape read: schema, missing
 // and unexpected families, and every row's series for every model.
-func (d *descs) renderScrape(e *emitter, snap *snapshot.VLLM, res *result) {
+func (d *descs) renderScrape(e *emitter, snap *snapshot.VLLM, res *result, optIn map[string]bool) {
 	e.emit(d.schema, prometheus.GaugeValue, 1, snap.Schema)
 	for _, x := range res.expected {
-		e.emit(d.missing, prometheus.GaugeValue, b2f(slices.Contains(snap.Missing, x)), x)
+		missing := slices.Contains(snap.Missing, x)
+		if missing || optIn[OptInExpectedPresent] {
+			e.emit(d.missing, prometheus.GaugeValue, b2f(missing), x)
+		}
 	}
 	for k, n := range res.unexpected {
 		e.emit(d.unexpected, prometheus.GaugeValue, float64(n), k.Metric, k.Label)
@@ -165,13 +170,15 @@ func (d *descs) renderScrape(e *emitter, snap *snapshot.VLLM, res *result) {
 	for _, name := range sortedKeys(snap.Models) {
 		m := snap.Models[name]
 		for i := range families {
-			families[i].render(d.families[i], e, snap, m)
+			if families[i].exported(optIn) {
+				families[i].render(d.families[i], e, snap, m)
+			}
 		}
 	}
 }
 
 // renderWindow appends the series derived over one window.
-func (d *descs) renderWindow(e *emitter, snap *snapshot.VLLM, wl string, byModel map[string]*snapshot.Derived) {
+func (d *descs) renderWindow(e *emitter, snap *snapshot.VLLM, wl string, byModel map[string]*snapshot.Derived, optIn map[string]bool) {
 	for _, name := range sortedKeys(byModel) {
 		dv := byModel[name]
 		for i, w := range windowSeries {
@@ -181,6 +188,9 @@ func (d *descs) renderWindow(e *emitter, snap *snapshot.VLLM, wl string, byModel
 			e.emit(finishedRate, prometheus.GaugeValue, dv.FinishedPerSecondByReason[r], name, wl, r)
 		}
 		for _, i := range d.histograms {
+			if !families[i].exported(optIn) {
+				continue
+			}
 			hn := families[i].Hist
 			qs, ok := dv.Quantiles[hn]
 			cum, ok2 := snap.Models[name].Histograms[hn]

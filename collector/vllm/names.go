@@ -331,6 +331,8 @@ var families = []family{
 		Expected: always, Versions: "V0 0.6.4+, V1 0.8.0+"},
 	{Exported: "vllm_request_inference_time_seconds", Names: []string{"vllm:request_inference_time_seconds"}, Type: typeHistogram, Agg: aggBuckets,
 		Hist: snapshot.InferenceTime, Unit: "seconds", Help: "Time requests spent running (prefill plus decode)",
+		// prefill + decode, both exported: nothing shipped reads the sum.
+		OptIn:    true,
 		Expected: always, Versions: "V0 0.6.4+, V1 0.8.0+"},
 }
 

@@ -93,6 +93,11 @@ type Options struct {
 	Client *http.Client
 	// Health receives each scrape's outcome; optional.
 	Health collector.Reporter
+	// OptIn names series that are off by default (OptInNames): the
+	// window series, the expected-and-present rows of
+	// vllm_exporter_expected_metric_missing, opt-in families by exported
+	// name. Unknown names are refused by ValidateOptIn.
+	OptIn []string
 	// PerPriority keeps a per-`priority` view of TTFT and e2e (vLLM's
 	// --scheduling-policy priority), at most MaxPriorities values.
 	PerPriority bool
@@ -117,6 +122,7 @@ type Scraper struct {
 	client     *http.Client
 	clientErr  error // why no client could be built (every scrape fails with it)
 	descs      *descs
+	optIn      map[string]bool // Options.OptIn as a set
 
 	// mu serialises scrapes and guards the fields below it.
 	mu         sync.Mutex
@@ -184,6 +190,7 @@ func New(opts Options, logger log.Logger) *Scraper {
 		client:     client,
 		clientErr:  clientErr,
 		descs:      newDescs(),
+		optIn:      optInSet(opts.OptIn),
 		norm:       newNormalizer(),
 		br:         bufio.NewReaderSize(nil, maxLineBytes),
 		errors:     map[string]float64{},
