@@ -24,7 +24,12 @@ func mid(a, b time.Duration) time.Duration { return (a + b) / 2 / step * step }
 // a case where it fires (and promtool's comparison of the complete set
 // proves the noisy-but-healthy series of the same case do not), a check
 // before it fires and one after its condition cleared. Replica "a" is the
-// broken one unless the case says otherwise.
+// broken one unless the case says otherwise. A new alert is one case
+// function in this list (holdCase or gaugeHoldCase for a condition held
+// for the rule's `for`, a scenario with expectations computed from its
+// rates otherwise), then `go test ./alerts -run
+// TestPromtoolTestFilesAreGenerated -update`; TestEveryAlertIsUnitTested
+// fails until the alert fires, is silent twice and resolves.
 func vllmAlertsTests() promtoolFile {
 	return promtoolFile{
 		name:  "vllm-alerts_test.yml",
