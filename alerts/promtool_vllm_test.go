@@ -426,11 +426,11 @@ func exporterAbsentCase(t testing.TB) testutil.RuleTest {
 
 func watchdogCase(t testing.TB) testutil.RuleTest {
 	const alert = "Watchdog"
-	s := scenario{name: "the dead-man's switch always fires", step: step, end: 0}
-	return testutil.RuleTest{Name: s.name, Interval: testutil.Duration(step), AlertTests: []testutil.AlertTest{
+	s := scenario{name: "the dead-man's switch always fires, with no input at all", step: step}
+	return s.test([]testutil.AlertTest{
 		firing(alert, time.Minute, fires(t, alert, nil, 1)),
 		firing(alert, time.Hour, fires(t, alert, nil, 1)),
-	}}
+	})
 }
 
 // vllmRecordingTests are the cases of alerts/vllm-recording.yml.
