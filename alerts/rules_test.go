@@ -52,9 +52,7 @@ func loadRules(t *testing.T) map[string]ruleFile {
 			t.Fatal(err)
 		}
 		var rf ruleFile
-		dec := yaml.NewDecoder(bytes.NewReader(b))
-		dec.KnownFields(true)
-		if err := dec.Decode(&rf); err != nil {
+		if err := yamlUnmarshalStrict(b, &rf); err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}
 		out[p] = rf
@@ -62,19 +60,16 @@ func loadRules(t *testing.T) map[string]ruleFile {
 	return out
 }
 
+// yamlUnmarshalStrict decodes b into v, failing on unknown fields.
+func yamlUnmarshalStrict(b []byte, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	return dec.Decode(v)
+}
+
 // Every rule file loads on every pinned promtool (Prometheus 3.16 and 3.5).
 func TestPromtoolCheckRules(t *testing.T) {
 	testutil.CheckRules(t, ruleFilePaths(t)...)
-}
-
-// The hand-written promtool tests in tests/ pass on every pinned promtool.
-func TestPromtoolTestRules(t *testing.T) {
-	t.Parallel()
-	tests, _ := filepath.Glob("tests/*.yml")
-	if len(tests) == 0 {
-		t.Fatal("no promtool test files in alerts/tests")
-	}
-	testutil.RunRuleTests(t, tests...)
 }
 
 // githubAnchor turns a Markdown heading into the anchor GitHub renders.
@@ -178,62 +173,31 @@ func TestAlertsAreWellFormed(t *testing.T) {
 	}
 }
 
-type promtoolTests struct {
-	RuleFiles []string `yaml:"rule_files"`
-	Tests     []struct {
-		Name           string `yaml:"name"`
-		AlertRuleTests []struct {
-			EvalTime  string `yaml:"eval_time"`
-			Alertname string `yaml:"alertname"`
-			ExpAlerts []struct {
-				ExpLabels map[string]string `yaml:"exp_labels"`
-			} `yaml:"exp_alerts"`
-		} `yaml:"alert_rule_test"`
-	} `yaml:"tests"`
-}
-
-// Every alert defined in alerts/*.yml is exercised by promtool: at least one
-// evaluation where it fires and at least two where it must be silent (before
-// the fault, on healthy noise, after it resolved), one of them later in the
-// same test than a firing one (it resolves). promtool compares the full set
-// of firing alerts, so a firing case also proves the noisy healthy series of
-// the same test stay silent. A generated alert exists once per SLO (label
-// slo): each SLO's rule must fire in some test, not just one of them.
+// Every alert defined in alerts/*.yml is exercised by the promtool cases
+// (promtoolFiles): at least one evaluation where it fires and at least two
+// where it must be silent (before the fault, on healthy noise, after it
+// resolved), one of them later in the same test than a firing one (it
+// resolves). promtool compares the full set of firing alerts, so a firing
+// case also proves the noisy healthy series of the same test stay silent.
+// A generated alert exists once per SLO (label slo): each SLO's rule must
+// fire in some test, not just one of them.
 func TestEveryAlertIsUnitTested(t *testing.T) {
 	fires := map[string]int{}    // alert or alert/slo
 	silent := map[string]int{}   // alert
 	resolves := map[string]int{} // alert or alert/slo
-	tests, _ := filepath.Glob("tests/*.yml")
 	covered := map[string]bool{}
-	for _, p := range tests {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
+	for _, f := range promtoolFiles() {
+		for _, rf := range f.rules {
+			covered[rf] = true
 		}
-		var pt promtoolTests
-		if err := yaml.Unmarshal(b, &pt); err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		for _, rf := range pt.RuleFiles {
-			covered[filepath.Base(rf)] = true
-		}
-		for _, tc := range pt.Tests {
+		for _, tc := range f.build(t).Tests {
 			firedAt := map[string]time.Duration{} // key -> earliest firing check
-			var silentAt []struct {
-				alert string
-				at    time.Duration
-			}
-			for _, a := range tc.AlertRuleTests {
-				at, err := time.ParseDuration(a.EvalTime)
-				if err != nil {
-					t.Fatalf("%s: test %q: eval_time %q: %v", p, tc.Name, a.EvalTime, err)
-				}
+			var silentAt []testutil.AlertTest
+			for _, a := range tc.AlertTests {
+				at := time.Duration(a.EvalTime)
 				if len(a.ExpAlerts) == 0 {
 					silent[a.Alertname]++
-					silentAt = append(silentAt, struct {
-						alert string
-						at    time.Duration
-					}{a.Alertname, at})
+					silentAt = append(silentAt, a)
 					continue
 				}
 				for _, e := range a.ExpAlerts {
@@ -250,7 +214,7 @@ func TestEveryAlertIsUnitTested(t *testing.T) {
 			for key, at := range firedAt {
 				alert, _, _ := strings.Cut(key, "/")
 				for _, s := range silentAt {
-					if s.alert == alert && s.at > at {
+					if s.Alertname == alert && time.Duration(s.EvalTime) > at {
 						resolves[key]++
 						break
 					}
@@ -271,13 +235,13 @@ func TestEveryAlertIsUnitTested(t *testing.T) {
 					key += "/" + slo
 				}
 				if fires[key] == 0 {
-					t.Errorf("%s: alert %s never expected to fire in alerts/tests", path, key)
+					t.Errorf("%s: alert %s never expected to fire in the promtool cases", path, key)
 				}
 				if r.Alert == "Watchdog" {
 					continue
 				}
 				if silent[r.Alert] < 2 {
-					t.Errorf("%s: alert %s has %d silent checks in alerts/tests, want >= 2 (before and after)", path, r.Alert, silent[r.Alert])
+					t.Errorf("%s: alert %s has %d silent checks in the promtool cases, want >= 2 (before and after)", path, r.Alert, silent[r.Alert])
 				}
 				if resolves[key] == 0 {
 					t.Errorf("%s: alert %s is never checked silent after firing in the same test (resolves)", path, key)
@@ -285,7 +249,7 @@ func TestEveryAlertIsUnitTested(t *testing.T) {
 			}
 		}
 		if hasAlerts && !covered[path] {
-			t.Errorf("%s is not loaded by any promtool test file in alerts/tests", path)
+			t.Errorf("%s is not loaded by any promtool case file (promtoolFiles)", path)
 		}
 	}
 }

@@ -22,6 +22,9 @@ import (
 // Every generated test file in the module is written from these types by
 // WriteRuleTest, so the format is spelled in one place.
 type RuleTestFile struct {
+	// Comment is written first, as YAML comment lines (a checked-in file
+	// says where it comes from).
+	Comment string `yaml:"-"`
 	// RuleFiles are the rule files under test (none: expressions only);
 	// relative paths are relative to the test file, so pass absolute ones.
 	RuleFiles          []string   `yaml:"rule_files,omitempty"`
@@ -88,17 +91,139 @@ func (d Duration) MarshalYAML() (any, error) { return model.Duration(d).String()
 func (d Duration) IsZero() bool { return d == 0 }
 
 // Samples renders values in promtool's input notation, "_" for NaN (no
-// sample), each number exactly as Go formats it.
+// sample), runs in its expanding notation: "_xN" for N missing samples,
+// "vxN" for v repeated N+1 times, "a+bxN" for a, a+b, ... a+N*b (promtool
+// adds b N times, so a run may differ from the values by float rounding,
+// at most 1e-9 relative; where that would reorder two neighbours, as a
+// rising counter followed by a flat one could, the series is written with
+// exact runs only). ExpandSamples reads the notation back: compute
+// expectations from what promtool reads.
 func Samples(values []float64) string {
-	s := make([]string, len(values))
-	for i, v := range values {
+	s := samples(values, 1e-9)
+	if !sameOrder(values, ExpandSamples(s)) {
+		s = samples(values, 0)
+	}
+	return s
+}
+
+func samples(values []float64, tol float64) string {
+	var out []string
+	num := func(v float64) string {
+		return strconv.FormatFloat(v, 'f', -1, 64) // no exponent: "1e+09" reads as a series expansion
+	}
+	for i := 0; i < len(values); {
+		v := values[i]
 		if math.IsNaN(v) {
-			s[i] = "_"
-		} else {
-			s[i] = strconv.FormatFloat(v, 'f', -1, 64) // no exponent: "1e+09" reads as a series expansion
+			j := i
+			for j < len(values) && math.IsNaN(values[j]) {
+				j++
+			}
+			if out = append(out, "_"); j-i > 1 {
+				out[len(out)-1] = fmt.Sprintf("_x%d", j-i)
+			}
+			i = j
+			continue
+		}
+		j := i + 1 // values[i:j] is the run
+		var step float64
+		if j < len(values) && !math.IsNaN(values[j]) {
+			step = values[j] - v
+			if tol > 0 { // the step as written, not as subtracted: 29.85, not 29.850000000000364
+				step, _ = strconv.ParseFloat(strconv.FormatFloat(step, 'g', 12, 64), 64)
+			}
+			x := v + step
+			for ; j < len(values) && !math.IsNaN(values[j]) && math.Abs(x-values[j]) <= tol*math.Max(1, math.Abs(values[j])); x += step {
+				j++
+			}
+			// the run's last value as promtool adds it up must compare
+			// with the next value as the exact one does
+			if last := x - step; j < len(values) && !math.IsNaN(values[j]) && order(last, values[j]) != order(values[j-1], values[j]) {
+				j--
+			}
+		}
+		switch n := j - i; {
+		case n < 3:
+			out = append(out, num(v))
+			i++
+			continue
+		case step == 0:
+			out = append(out, fmt.Sprintf("%sx%d", num(v), n-1))
+		case step > 0:
+			out = append(out, fmt.Sprintf("%s+%sx%d", num(v), num(step), n-1))
+		default:
+			out = append(out, fmt.Sprintf("%s-%sx%d", num(v), num(-step), n-1))
+		}
+		i = j
+	}
+	return strings.Join(out, " ")
+}
+
+// sameOrder reports whether each neighbour pair compares alike in a and b.
+func sameOrder(a, b []float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 1; i < len(a); i++ {
+		if order(a[i-1], a[i]) != order(b[i-1], b[i]) {
+			return false
 		}
 	}
-	return strings.Join(s, " ")
+	return true
+}
+
+// order compares x and y (2: either is NaN).
+func order(x, y float64) int {
+	switch {
+	case math.IsNaN(x) || math.IsNaN(y):
+		return 2
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
+}
+
+// ExpandSamples reads the notation Samples writes as promtool expands it
+// (NaN for "_"); it panics on anything else.
+func ExpandSamples(s string) []float64 {
+	var out []float64
+	parse := func(x string) float64 {
+		v, err := strconv.ParseFloat(x, 64)
+		if err != nil {
+			panic(fmt.Sprintf("ExpandSamples: %q: %v", s, err))
+		}
+		return v
+	}
+	for _, tok := range strings.Fields(s) {
+		head, times, repeated := strings.Cut(tok, "x")
+		if !repeated {
+			if tok == "_" {
+				out = append(out, math.NaN())
+			} else {
+				out = append(out, parse(tok))
+			}
+			continue
+		}
+		n := int(parse(times))
+		if head == "_" {
+			for range n {
+				out = append(out, math.NaN())
+			}
+			continue
+		}
+		var a, step float64
+		if i := strings.LastIndexAny(head, "+-"); i > 0 {
+			a, step = parse(head[:i]), parse(head[i:])
+		} else {
+			a = parse(head)
+		}
+		for range n + 1 {
+			out = append(out, a)
+			a += step
+		}
+	}
+	return out
 }
 
 // Encode renders f as YAML.
@@ -106,7 +231,15 @@ func (f RuleTestFile) Encode() ([]byte, error) {
 	if len(f.Tests) == 0 {
 		return nil, fmt.Errorf("promtool test file without tests")
 	}
-	return yaml.Marshal(f)
+	b, err := yaml.Marshal(f)
+	if err != nil || f.Comment == "" {
+		return b, err
+	}
+	var head strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(f.Comment, "\n"), "\n") {
+		head.WriteString(strings.TrimRight("# "+l, " ") + "\n")
+	}
+	return append([]byte(head.String()), b...), nil
 }
 
 // WriteRuleTest writes f as name in dir (a test's TempDir) and returns the
