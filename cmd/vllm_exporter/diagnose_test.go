@@ -403,13 +403,7 @@ func TestDiagnoseProbePairRealTime(t *testing.T) {
 	duration := max(6*time.Second, time.Duration(4*pair*float64(time.Second)))
 	t.Logf("baseline first-chunk delay %.3fs: uncached prefill %.2fs, run %v", delay, prefill, duration)
 	for _, disable := range []bool{false, true} {
-		s, err := vllmsim.New(vllmsim.Config{Seed: 9, DisablePrefixCaching: disable, Cost: cost})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Start(); err != nil {
-			t.Fatal(err)
-		}
+		s := vllmsimtest.Start(t, vllmsim.Config{Seed: 9, DisablePrefixCaching: disable, Cost: cost})
 		rep, err := runDiagnose(context.Background(), diagnoseOpts{
 			url: s.URL(), timeout: 5 * time.Second, duration: duration, interval: 500 * time.Millisecond,
 			window: time.Second, output: "text", probes: true, probeEvery: 1, configFile: cfg,

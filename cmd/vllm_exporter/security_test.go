@@ -20,6 +20,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim/vllmsimtest"
 )
 
 // TestSecurityTLSAndBasicAuth: --web.config.file with TLS and a bcrypt
@@ -39,7 +40,7 @@ func TestSecurityTLSAndBasicAuth(t *testing.T) {
 		certFile, keyFile, hash), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	sim := hardSim(t)
+	sim := vllmsimtest.StartLoaded(t, 7)
 	trusting := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
 		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 	h := hardStart(t, trusting, append([]string{"--vllm.url=" + sim.URL(), "--web.config.file=" + webConfig, "--web.enable-pprof", "--web.enable-lifecycle"}, hardScrapeArgs...)...)
@@ -240,7 +241,7 @@ func TestSecurityURLCredentialsRedacted(t *testing.T) {
 
 // TestSecurityPprofOffByDefault: no /debug/pprof/ unless --web.enable-pprof.
 func TestSecurityPprofOffByDefault(t *testing.T) {
-	sim := hardSim(t)
+	sim := vllmsimtest.StartLoaded(t, 7)
 	for _, enabled := range []bool{false, true} {
 		args := append([]string{"--vllm.url=" + sim.URL()}, hardScrapeArgs...)
 		if enabled {
@@ -262,7 +263,7 @@ func TestSecurityPprofOffByDefault(t *testing.T) {
 // limit get 431, and the heap stays bounded.
 func TestSecurityRequestBounds(t *testing.T) {
 	before := hardSnapshot()
-	sim := hardSim(t)
+	sim := vllmsimtest.StartLoaded(t, 7)
 	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL(), "--web.enable-lifecycle"}, hardScrapeArgs...)...)
 
 	// A 256 MiB body streamed to /-/reload and /metrics: answered without
@@ -450,7 +451,7 @@ func TestSecurityMetricsInFlightBound(t *testing.T) {
 	}
 	hardExtraStart.Store(&start)
 	t.Cleanup(func() { hardExtraStart.Store(nil) })
-	sim := hardSim(t)
+	sim := vllmsimtest.StartLoaded(t, 7)
 	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL(), "--no-probe.enabled"}, hardScrapeArgs...)...)
 	h.waitMetric("serving", hardIs("vllm_up", 1))
 

@@ -291,10 +291,7 @@ func TestGPULostAndRecovered(t *testing.T) {
 	d0, d1 := newFakeDev(0, "GPU-00000000-0000-0000-0000-000000000000"), newFakeDev(1, "GPU-11111111-1111-1111-1111-111111111111")
 	lib := newFakeLib(t, d0, d1)
 	logs := &logBuffer{}
-	s := newTestSampler(t, lib, logs)
-	defer s.Close()
-	s.SampleOnce(t0)
-	s.SampleOnce(t0.Add(5 * time.Second))
+	s := sampledTwice(t, lib, logs)
 	before := series(t, s)
 
 	d0.setLost(true)
@@ -403,10 +400,7 @@ func TestInitFailure(t *testing.T) {
 func TestNoGPU(t *testing.T) {
 	lib := newFakeLib(t)
 	logs := &logBuffer{}
-	s := newTestSampler(t, lib, logs)
-	defer s.Close()
-	s.SampleOnce(t0)
-	s.SampleOnce(t0.Add(5 * time.Second))
+	s := sampledTwice(t, lib, logs)
 	got := series(t, s)
 	if len(got) != 2 || got[`vllm_exporter_collector_up{collector="gpu"}`] != 0 {
 		t.Fatalf("output: %v", got)
@@ -622,10 +616,7 @@ func TestOldDriver(t *testing.T) {
 	for _, sym := range []string{symClocksEventReasons, symMemoryBusWidth, symRemappedRows, symGpmQuery, symGpmAlloc, symGpmGet, symGpmMetrics} {
 		lib.noSymbol[sym] = true
 	}
-	s := newTestSampler(t, lib, nil)
-	defer s.Close()
-	s.SampleOnce(t0)
-	s.SampleOnce(t0.Add(5 * time.Second))
+	s := sampledTwice(t, lib, nil)
 	got := series(t, s)
 	n := names(got)
 	for _, gone := range []string{"vllm_gpu_memory_bandwidth_peak_bytes_per_second", "vllm_gpu_remapped_rows", "vllm_gpu_dram_bandwidth_utilization_ratio"} {

@@ -86,14 +86,7 @@ func newTestScraper(t testing.TB, url string, mod func(*Options)) *Scraper {
 // the histogram goldens, the values are what these tests are about.
 func compareNoHelp(t testing.TB, c prometheus.Collector, expected string, names ...string) {
 	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	if err := reg.Register(c); err != nil {
-		t.Fatal(err)
-	}
-	got, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := sharedtest.GatherAll(t, c)
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	wantMap, err := p.TextToMetricFamilies(strings.NewReader(expected))
 	if err != nil {

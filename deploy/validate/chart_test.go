@@ -201,7 +201,9 @@ func TestChartTemplate(t *testing.T) {
 	}
 }
 
-// imageUID is the numeric user the Dockerfile's runtime stage runs as.
+// imageUID is the numeric user the Dockerfile's runtime stage runs as. The
+// exporter's module has the same helper (deploy/version_test.go); this
+// module does not depend on that one, so it keeps a copy.
 func imageUID(t *testing.T) int64 {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
