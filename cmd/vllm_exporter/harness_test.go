@@ -105,14 +105,18 @@ func (h *hardExporter) stop() {
 			h.t.Errorf("serveMain returned %v on shutdown", err)
 		}
 	case <-time.After(30 * time.Second):
-		h.t.Fatalf("exporter did not shut down\n%s", h.goroutines())
+		h.t.Fatalf("exporter did not shut down\n%s", goroutineDump{})
 	}
 	if tr, ok := h.client.Transport.(*http.Transport); ok {
 		tr.CloseIdleConnections()
 	}
 }
 
-func (h *hardExporter) goroutines() string {
+// goroutineDump prints every goroutine's stack when formatted (only when a
+// test fails).
+type goroutineDump struct{}
+
+func (goroutineDump) String() string {
 	var b strings.Builder
 	pprof.Lookup("goroutine").WriteTo(&b, 1)
 	return b.String()
@@ -217,25 +221,18 @@ func hardSnapshot() hardBaseline {
 	return hardBaseline{goroutines: runtime.NumGoroutine(), heap: ms.HeapAlloc}
 }
 
-// hardCheckLeaks waits (a settle loop, not a timing assertion) for the
-// goroutine count to fall back to the baseline, and checks that the heap
-// retained after a GC grew by less than maxHeapGrowth.
+// hardCheckLeaks waits (a settle loop polling the real sockets' and
+// servers' goroutines, which testing/synctest cannot see; not a timing
+// assertion) for the goroutine count to fall back to the baseline, and
+// checks that the heap retained after a GC grew by less than maxHeapGrowth.
 func hardCheckLeaks(t *testing.T, before hardBaseline, maxHeapGrowth uint64) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		now := hardSnapshot()
-		if now.goroutines <= before.goroutines {
-			if now.heap > before.heap && now.heap-before.heap > maxHeapGrowth {
-				t.Fatalf("heap retained after the case grew by %d bytes (> %d)", now.heap-before.heap, maxHeapGrowth)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			var b strings.Builder
-			pprof.Lookup("goroutine").WriteTo(&b, 1)
-			t.Fatalf("goroutine leak: %d before, %d after\n%s", before.goroutines, now.goroutines, b.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	var now hardBaseline
+	testutil.Poll(t, 20*time.Second, 50*time.Millisecond, "goroutines back to the baseline", goroutineDump{}, func() (bool, string) {
+		now = hardSnapshot()
+		return now.goroutines <= before.goroutines, fmt.Sprintf("goroutine leak: %d before, %d after", before.goroutines, now.goroutines)
+	})
+	if now.heap > before.heap && now.heap-before.heap > maxHeapGrowth {
+		t.Fatalf("heap retained after the case grew by %d bytes (> %d)", now.heap-before.heap, maxHeapGrowth)
 	}
 }
