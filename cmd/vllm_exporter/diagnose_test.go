@@ -25,6 +25,7 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim/vllmsimtest"
 	"github.com/vllm-exporter/vllm_exporter/slo"
@@ -83,15 +84,7 @@ func maskNumbers(s string) string {
 func checkGolden(t *testing.T, name, got string) {
 	t.Helper()
 	path := filepath.Join("testdata", name)
-	if *updateGolden {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create)", err)
-	}
+	want := testutil.Golden(t, path, []byte(got), *updateGolden, "run with -update to create")
 	if got != string(want) {
 		t.Errorf("%s differs (run with -update after checking):\n--- got\n%s\n--- want\n%s", name, got, want)
 	}

@@ -1,10 +1,12 @@
 package testutil
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 )
 
 // GatherAll registers c on a fresh pedantic registry (which checks each
@@ -36,4 +38,27 @@ func Gather(t testing.TB, g prometheus.Gatherer) Metrics {
 		m[mf.GetName()] = mf
 	}
 	return m
+}
+
+// Encode is fams in the text exposition format, in the order given.
+func Encode(t testing.TB, fams []*dto.MetricFamily) string {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range fams {
+		if err := enc.Encode(mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return buf.String()
+}
+
+// GatherText is one Gather of g in the text exposition format.
+func GatherText(t testing.TB, g prometheus.Gatherer) string {
+	t.Helper()
+	fams, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Encode(t, fams)
 }
