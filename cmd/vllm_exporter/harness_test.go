@@ -7,7 +7,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"runtime"
@@ -132,25 +131,30 @@ func (h *hardExporter) eventually(what string, cond func() (bool, string)) {
 // get fetches path and returns status and body.
 func (h *hardExporter) get(path string) (int, string) {
 	h.t.Helper()
-	resp, err := h.client.Get(h.base + path)
-	if err != nil {
-		h.t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return h.do(http.MethodGet, path)
 }
 
 // post sends an empty POST.
 func (h *hardExporter) post(path string) (int, string) {
 	h.t.Helper()
-	resp, err := h.client.Post(h.base+path, "text/plain", nil)
+	return h.do(http.MethodPost, path)
+}
+
+// do sends an empty request; a failed request fails the test.
+func (h *hardExporter) do(method, path string) (int, string) {
+	h.t.Helper()
+	req, err := http.NewRequest(method, h.base+path, nil)
 	if err != nil {
-		h.t.Fatalf("POST %s: %v", path, err)
+		h.t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "text/plain")
+	}
+	code, body, err := testutil.Do(h.client, req)
+	if err != nil && code == 0 {
+		h.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return code, body
 }
 
 // hardMetrics is one parsed /metrics page.

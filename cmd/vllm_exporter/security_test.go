@@ -54,13 +54,11 @@ func TestSecurityTLSAndBasicAuth(t *testing.T) {
 		if user != "" {
 			req.SetBasicAuth(user, pass)
 		}
-		resp, err := c.Do(req)
-		if err != nil {
-			return 0, "", err
+		code, body, err := testutil.Do(c, req)
+		if code != 0 {
+			err = nil // a body cut short is still an answer
 		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b), nil
+		return code, body, err
 	}
 
 	// Plain HTTP to the TLS port: refused, nothing served.

@@ -218,6 +218,11 @@ func imageUID(t *testing.T) int64 {
 	return uid
 }
 
+// labelSelector is the matchLabels part of a Kubernetes label selector.
+type labelSelector struct {
+	MatchLabels map[string]string `json:"matchLabels"`
+}
+
 type podTemplate struct {
 	Spec struct {
 		Selector struct {
@@ -371,9 +376,7 @@ func checkMonitors(t *testing.T, r rendered, vals map[string]any) {
 	for _, pm := range r.byKind["PodMonitor"] {
 		var m struct {
 			Spec struct {
-				Selector struct {
-					MatchLabels map[string]string `json:"matchLabels"`
-				} `json:"selector"`
+				Selector  labelSelector `json:"selector"`
 				Endpoints []struct {
 					Port string `json:"port"`
 				} `json:"podMetricsEndpoints"`
@@ -395,9 +398,7 @@ func checkMonitors(t *testing.T, r rendered, vals map[string]any) {
 	for _, sm := range r.byKind["ServiceMonitor"] {
 		var m struct {
 			Spec struct {
-				Selector struct {
-					MatchLabels map[string]string `json:"matchLabels"`
-				} `json:"selector"`
+				Selector labelSelector `json:"selector"`
 			} `json:"spec"`
 		}
 		decode(t, sm, &m)

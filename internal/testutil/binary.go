@@ -221,6 +221,22 @@ func (p *Process) Metrics() Metrics {
 	return m
 }
 
+// Do sends req with c (nil: http.DefaultClient) and reads the whole
+// answer: its status and body, and the error of the request or of reading
+// the body (with what was read before it: a stream cut short).
+func Do(c *http.Client, req *http.Request) (int, string, error) {
+	if c == nil {
+		c = http.DefaultClient
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
 // HTTPGet fetches url without keep-alive and returns the status and body
 // (0 and the error's text when the request fails).
 func HTTPGet(url string) (int, string) {

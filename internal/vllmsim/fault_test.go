@@ -19,14 +19,11 @@ import (
 )
 
 func get(url string, timeout time.Duration) (int, string, error) {
-	c := &http.Client{Timeout: timeout}
-	resp, err := c.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		return 0, "", err
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
+	return testutil.Do(&http.Client{Timeout: timeout}, req)
 }
 
 func TestFaultDownRefusesThenRecovers(t *testing.T) {
@@ -115,13 +112,11 @@ func TestFaultStreamCutAndStreamError(t *testing.T) {
 	_ = s.InjectFault(FaultSpec{Kind: FaultStreamCut, AfterChunks: 2})
 	req, _ := http.NewRequest("POST", s.URL()+"/v1/completions", strings.NewReader(`{"model":"m","prompt":"x","max_tokens":50,"ignore_eos":true,"stream":true}`))
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
+	code, b, err := testutil.Do(nil, req)
+	if code == 0 {
 		t.Fatal(err)
 	}
-	b, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err == nil || strings.Contains(string(b), "[DONE]") || strings.Count(string(b), "data: ") != 2 {
+	if err == nil || strings.Contains(b, "[DONE]") || strings.Count(b, "data: ") != 2 {
 		t.Fatalf("want a cut after 2 events without [DONE]: err=%v body=%q", err, b)
 	}
 	// The abort reaches the engine asynchronously (the cut is seen over a
