@@ -64,15 +64,7 @@ func TestGeneratedManifestsAreCurrent(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
-		if *update {
-			if err := os.WriteFile(path, want, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		got, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (run: go test ./deploy -update)", err)
-		}
+		got := testutil.Golden(t, path, want, *update, "run: go test ./deploy -update")
 		if !bytes.Equal(got, want) {
 			t.Errorf("%s is stale: its sources changed (run: go test ./deploy -update)", path)
 		}

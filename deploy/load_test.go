@@ -44,14 +44,8 @@ func warnings(out string) []string {
 func TestDeployConfigsLoadWithoutWarnings(t *testing.T) {
 	for _, v := range e2e.ToolVersions(t, "prometheus") {
 		t.Run("prometheus-"+v, func(t *testing.T) {
-			promtool := e2e.RequireToolVersion(t, "promtool", v)
-			out, err := exec.Command(promtool, "check", "config", "--lint=all", "prometheus/prometheus.yml").CombinedOutput()
-			if err != nil {
-				t.Fatalf("promtool %s check config: %v\n%s", v, err, out)
-			}
-			if w := warnings(string(out)); len(w) > 0 {
-				t.Errorf("promtool %s check config warns:\n%s", v, strings.Join(w, "\n"))
-			}
+			checkClean(t, "promtool "+v+" check config", e2e.RequireToolVersion(t, "promtool", v),
+				"check", "config", "--lint=all", "prometheus/prometheus.yml")
 
 			p := testutil.StartBinary(t, e2e.RequireToolVersion(t, "prometheus", v),
 				"--config.file=prometheus/prometheus.yml",
@@ -67,27 +61,13 @@ func TestDeployConfigsLoadWithoutWarnings(t *testing.T) {
 			if err := json.Unmarshal([]byte(body), &rules); err != nil || len(rules.Data.Groups) == 0 {
 				t.Errorf("prometheus %s loaded no rule groups from the shipped config: %v\n%.500s", v, err, body)
 			}
-			p.Cmd.Process.Signal(syscall.SIGTERM)
-			p.Wait(30 * time.Second)
-			logs := p.Logs.String()
-			if !strings.Contains(logs, "Completed loading of configuration file") {
-				t.Errorf("prometheus %s never logged loading the config:\n%s", v, logs)
-			}
-			if w := warnings(logs); len(w) > 0 {
-				t.Errorf("prometheus %s warns loading the shipped config:\n%s", v, strings.Join(w, "\n"))
-			}
+			stopLoadedClean(t, "prometheus "+v, p)
 		})
 	}
 	for _, v := range e2e.ToolVersions(t, "alertmanager") {
 		t.Run("alertmanager-"+v, func(t *testing.T) {
-			amtool := e2e.RequireToolVersion(t, "amtool", v)
-			out, err := exec.Command(amtool, "check-config", "alertmanager/alertmanager.yml").CombinedOutput()
-			if err != nil {
-				t.Fatalf("amtool %s check-config: %v\n%s", v, err, out)
-			}
-			if w := warnings(string(out)); len(w) > 0 {
-				t.Errorf("amtool %s check-config warns:\n%s", v, strings.Join(w, "\n"))
-			}
+			checkClean(t, "amtool "+v+" check-config", e2e.RequireToolVersion(t, "amtool", v),
+				"check-config", "alertmanager/alertmanager.yml")
 
 			// No cluster: a test binds no fixed port (9094).
 			p := testutil.StartBinary(t, e2e.RequireToolVersion(t, "alertmanager", v),
@@ -95,16 +75,7 @@ func TestDeployConfigsLoadWithoutWarnings(t *testing.T) {
 				"--storage.path="+t.TempDir(),
 				"--cluster.listen-address=")
 			p.WaitServing("/-/ready", 200)
-			// Its exit status after SIGTERM is not the point: the logs are.
-			p.Cmd.Process.Signal(syscall.SIGTERM)
-			p.Wait(30 * time.Second)
-			logs := p.Logs.String()
-			if !strings.Contains(logs, "Completed loading of configuration file") {
-				t.Errorf("alertmanager %s never logged loading the config:\n%s", v, logs)
-			}
-			if w := warnings(logs); len(w) > 0 {
-				t.Errorf("alertmanager %s warns loading the shipped config:\n%s", v, strings.Join(w, "\n"))
-			}
+			stopLoadedClean(t, "alertmanager "+v, p)
 		})
 	}
 }
@@ -132,5 +103,34 @@ func TestWarningsMatcher(t *testing.T) {
 		if len(warnings(l)) != 0 {
 			t.Errorf("taken for a warning: %s", l)
 		}
+	}
+}
+
+// checkClean runs a tool's check of a config (bin args...) and fails the
+// test on an error or on a warning in its output.
+func checkClean(t *testing.T, what, bin string, args ...string) {
+	t.Helper()
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", what, err, out)
+	}
+	if w := warnings(string(out)); len(w) > 0 {
+		t.Errorf("%s warns:\n%s", what, strings.Join(w, "\n"))
+	}
+}
+
+// stopLoadedClean stops the server p with SIGTERM (its exit status is not
+// the point: the logs are) and checks that its logs say the configuration
+// loaded, without a warning.
+func stopLoadedClean(t *testing.T, what string, p *testutil.Process) {
+	t.Helper()
+	p.Cmd.Process.Signal(syscall.SIGTERM)
+	p.Wait(30 * time.Second)
+	logs := p.Logs.String()
+	if !strings.Contains(logs, "Completed loading of configuration file") {
+		t.Errorf("%s never logged loading the config:\n%s", what, logs)
+	}
+	if w := warnings(logs); len(w) > 0 {
+		t.Errorf("%s warns loading the shipped config:\n%s", what, strings.Join(w, "\n"))
 	}
 }

@@ -11,7 +11,11 @@ import (
 )
 
 // imageUID is the numeric uid the Dockerfile's runtime stage runs as; the
-// manifests' runAsUser must be the same.
+// manifests' runAsUser must be the same. deploy/validate has its own copy
+// (imageUID in chart_test.go): it is a module of its own that does not
+// depend on the exporter's module (its go.mod would have to require and
+// replace it, pulling the exporter's dependencies in), so the ten lines
+// are kept twice rather than shared through internal/testutil.
 func imageUID(t *testing.T) int {
 	t.Helper()
 	b, err := os.ReadFile("../Dockerfile")

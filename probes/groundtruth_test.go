@@ -3,6 +3,7 @@ package probes
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+	sharedtest "github.com/vllm-exporter/vllm_exporter/internal/testutil"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim/vllmsimtest"
 )
@@ -173,16 +175,13 @@ func sseEvents(g, out, interval int, chat bool) int {
 	return n
 }
 
+// wait polls ok at a fine period (each lockstep step waits here, and the
+// stream travels a real socket testing/synctest cannot see).
 func (ls *lockstep) wait(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("lockstep: timed out waiting for the %s (events %d, written %d, read %d)",
-				what, ls.events.Load(), ls.written.Load(), ls.read.Load())
-		}
-		time.Sleep(20 * time.Microsecond)
-	}
+	sharedtest.Poll(t, 20*time.Second, 20*time.Microsecond, "lockstep: the "+what, nil, func() (bool, string) {
+		return ok(), fmt.Sprintf("events %d, written %d, read %d", ls.events.Load(), ls.written.Load(), ls.read.Load())
+	})
 }
 
 type simClock struct{ sim *vllmsim.Sim }

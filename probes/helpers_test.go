@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	sharedtest "github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 // fakeClock is a virtual clock set by the test. After never fires: tests
@@ -44,15 +44,7 @@ func (c *fakeClock) After(time.Duration) <-chan time.Time { return make(chan tim
 // writeConfig writes a config file and returns a Holder for it.
 func writeConfig(t testing.TB, yaml string) (*config.Holder, string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "config.yml")
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	h, err := config.NewHolder(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h, path
+	return sharedtest.ConfigHolder(t, yaml)
 }
 
 // profileYAML renders a probes section with generous budgets.

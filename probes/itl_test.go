@@ -73,7 +73,10 @@ func (ts *thirdPartySim) serve(w http.ResponseWriter, r *http.Request) {
 	fl.Flush()
 	emit := func(at time.Duration, payload string) {
 		// Wait until the client has read everything written so far, then
-		// move the clock and write the next chunk.
+		// move the clock and write the next chunk. The bytes travel a real
+		// socket, which testing/synctest cannot wait on, so this polls; it
+		// runs in the server's goroutine, where it may not fail the test
+		// (the probe's result, checked by the test, shows a broken run).
 		deadline := time.Now().Add(20 * time.Second)
 		for ts.read.Load() != ts.written.Load() && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Microsecond)

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+	sharedtest "github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 func TestCompletionsRequestAndMeasurement(t *testing.T) {
@@ -525,13 +526,12 @@ func TestRunAndReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("second")
-	// Let it finish: a probe cut short by stopping Run is not recorded.
-	for deadline := time.Now().Add(10 * time.Second); s.Latest().Profiles["second"].Requests == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("probe of second never recorded")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	// Let it finish: a probe cut short by stopping Run is not recorded. The
+	// probe runs over a real socket (httptest), out of testing/synctest's
+	// sight, so poll.
+	sharedtest.Poll(t, 10*time.Second, time.Millisecond, "probe of second recorded", nil, func() (bool, string) {
+		return s.Latest().Profiles["second"].Requests > 0, "no request recorded"
+	})
 	cancel()
 	<-done
 

@@ -1,7 +1,6 @@
 package probes
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/expfmt"
+
+	sharedtest "github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 // TestProbeHistogramsExportDefaultExportBounds checks each probe histogram
@@ -142,19 +142,8 @@ func TestAPIKeyNotExported(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(s)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
-	for _, mf := range mfs {
-		if err := enc.Encode(mf); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if strings.Contains(buf.String(), "TOPSECRETKEY") || buf.Len() == 0 {
-		t.Fatalf("exposition carries the key (or is empty): %d bytes", buf.Len())
+	if body := sharedtest.GatherText(t, reg); strings.Contains(body, "TOPSECRETKEY") || body == "" {
+		t.Fatalf("exposition carries the key (or is empty): %d bytes", len(body))
 	}
 	if snap := fmt.Sprintf("%+v", *s.Latest().Profiles["p"]); strings.Contains(snap, "TOPSECRETKEY") {
 		t.Fatal("snapshot carries the key")

@@ -64,8 +64,7 @@ func TestBurnRateAndBudgetArithmetic(t *testing.T) {
 	// First reading is a baseline even though the counters are not zero:
 	// the server's history before we started is not "now".
 	tr.add(1000, 1000)
-	src.set(tr.snap(t0))
-	w.Tick(t0)
+	tickAt(w, src, tr, t0)
 	r := only(t, w)
 	for _, wr := range append(r.Windows, r.PeriodWindow) {
 		if wr.Total != 0 || wr.ErrorRatio.OK || wr.BurnRate.OK || wr.Enough {
@@ -78,8 +77,7 @@ func TestBurnRateAndBudgetArithmetic(t *testing.T) {
 
 	// +100 requests, 5 bad, one minute later.
 	tr.add(95, 5)
-	src.set(tr.snap(t0.Add(time.Minute)))
-	w.Tick(t0.Add(time.Minute))
+	tickAt(w, src, tr, t0.Add(time.Minute))
 	r = only(t, w)
 	for _, n := range []string{"5m", "1h", "3d", "30d"} {
 		wr := win(t, r, n)
@@ -98,8 +96,7 @@ func TestBurnRateAndBudgetArithmetic(t *testing.T) {
 	// Ten minutes in: +100 requests, none bad. The first minute's events
 	// left the 5m window but not the 30m one.
 	tr.add(100, 0)
-	src.set(tr.snap(t0.Add(10 * time.Minute)))
-	w.Tick(t0.Add(10 * time.Minute))
+	tickAt(w, src, tr, t0.Add(10*time.Minute))
 	r = only(t, w)
 	if wr := win(t, r, "5m"); wr.Bad != 0 || wr.Total != 100 || wr.ErrorRatio.V != 0 || wr.BurnRate.V != 0 {
 		t.Fatalf("5m after 10m: %+v", wr)

@@ -85,8 +85,7 @@ func TestCheckpointReplacedAtomically(t *testing.T) {
 	p := filepath.Join(dir, "slo.state")
 	src, tr := &fakeVLLM{}, &traffic{}
 	w := New(Options{StateFile: p}, holderFor(t, ttft99), Sources{VLLM: src}, nil)
-	src.set(tr.snap(t0))
-	w.Tick(t0)
+	tickAt(w, src, tr, t0)
 	oldBytes, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
@@ -97,8 +96,7 @@ func TestCheckpointReplacedAtomically(t *testing.T) {
 	}
 	defer old.Close()
 	tr.add(90, 10)
-	src.set(tr.snap(t0.Add(time.Minute)))
-	w.Tick(t0.Add(time.Minute))
+	tickAt(w, src, tr, t0.Add(time.Minute))
 	got, err := io.ReadAll(old)
 	if err != nil {
 		t.Fatal(err)
@@ -122,11 +120,9 @@ func TestCheckpointWriteFailureIsCounted(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "missing-dir", "slo.state")
 	src, tr := &fakeVLLM{}, &traffic{}
 	w := New(Options{StateFile: p}, holderFor(t, ttft99), Sources{VLLM: src}, nil)
-	src.set(tr.snap(t0))
-	w.Tick(t0)
+	tickAt(w, src, tr, t0)
 	tr.add(90, 10)
-	src.set(tr.snap(t0.Add(time.Minute)))
-	w.Tick(t0.Add(time.Minute))
+	tickAt(w, src, tr, t0.Add(time.Minute))
 	if r := only(t, w); win(t, r, "5m").Total != 100 {
 		t.Fatalf("evaluation stopped after a failed checkpoint: %v", r)
 	}
@@ -167,8 +163,7 @@ slos:
 			tr.preemptions += 10
 		}
 		now := t0.Add(time.Duration(k) * time.Minute)
-		src.set(tr.snap(now))
-		w.Tick(now)
+		tickAt(w, src, tr, now)
 		if r := only(t, w); r.Page || r.Ticket {
 			t.Fatalf("watchdog alerted on preemptions without finished requests: %v", r)
 		}

@@ -25,8 +25,7 @@ func fullRings(b *testing.B, opts Options) (*Watchdog, *fakeVLLM, *traffic, time
 // tick adds 100 events (1 bad) and ticks w at now.
 func tick(w *Watchdog, src *fakeVLLM, tr *traffic, now time.Time) time.Time {
 	tr.add(100, 1)
-	src.set(tr.snap(now))
-	w.Tick(now)
+	tickAt(w, src, tr, now)
 	return now
 }
 

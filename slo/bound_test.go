@@ -14,7 +14,6 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
 	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
@@ -94,34 +93,10 @@ func seriesOf(t *testing.T, reg *prometheus.Registry) (int, map[string]bool) {
 
 func counterValue(t *testing.T, reg *prometheus.Registry, name string, kv ...string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			for i := 0; i+1 < len(kv); i += 2 {
-				if !hasPair(m, kv[i], kv[i+1]) {
-					continue metrics
-				}
-			}
-			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
-		}
+	if v, ok := testutil.Gather(t, reg).Value(name, kv...); ok {
+		return v
 	}
 	return -1
-}
-
-func hasPair(m *dto.Metric, k, v string) bool {
-	for _, lp := range m.GetLabel() {
-		if lp.GetName() == k && lp.GetValue() == v {
-			return true
-		}
-	}
-	return false
 }
 
 // TestRotatingModelNamesStayBounded: vLLM's model names rotate (a new set

@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	sharedtest "github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 func TestCollectorOutput(t *testing.T) {
@@ -18,12 +20,10 @@ func TestCollectorOutput(t *testing.T) {
 		t.Fatalf("%d SLO series before the first tick", n)
 	}
 	tr := &traffic{}
-	src.set(tr.snap(t0))
-	w.Tick(t0)
+	tickAt(w, src, tr, t0)
 	tr.add(95, 5)
 	now := t0.Add(time.Minute)
-	src.set(tr.snap(now))
-	w.Tick(now)
+	tickAt(w, src, tr, now)
 
 	want := `
 # HELP vllm_slo_alert_state 1 while the SLO watchdog's multi-window multi-burn-rate condition holds (severity critical = page, warning = ticket), else 0.
@@ -86,12 +86,7 @@ func TestHooksRunAfterEachTick(t *testing.T) {
 // windowLabels are the sorted window label values of name's series.
 func windowLabels(t *testing.T, c prometheus.Collector, name string) string {
 	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	mfs := sharedtest.GatherAll(t, c)
 	var ws []string
 	for _, mf := range mfs {
 		if mf.GetName() != name {
@@ -126,11 +121,9 @@ func TestCollectorOptInWindowSeries(t *testing.T) {
 		src := &fakeVLLM{}
 		w := New(c.opts, holderFor(t, ttft99), Sources{VLLM: src}, nil)
 		tr := &traffic{}
-		src.set(tr.snap(t0))
-		w.Tick(t0)
+		tickAt(w, src, tr, t0)
 		tr.add(95, 5)
-		src.set(tr.snap(t0.Add(time.Minute)))
-		w.Tick(t0.Add(time.Minute))
+		tickAt(w, src, tr, t0.Add(time.Minute))
 		if got := windowLabels(t, w, "vllm_slo_events"); got != c.events {
 			t.Errorf("%+v: vllm_slo_events windows %q, want %q", c.opts, got, c.events)
 		}

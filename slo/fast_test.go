@@ -22,8 +22,7 @@ func TestWatchdogFastTier(t *testing.T) {
 	step := func(good, bad float64) Result {
 		now = now.Add(10 * time.Second)
 		tr.add(good, bad)
-		src.set(tr.snap(now))
-		w.Tick(now)
+		tickAt(w, src, tr, now)
 		return only(t, w)
 	}
 	for i := 0; i < 360; i++ { // 1h healthy, 0.5% bad
@@ -67,8 +66,7 @@ func TestWatchdogFastTier(t *testing.T) {
 		t.Fatal(err)
 	}
 	w2 := New(Options{Interval: 10 * time.Second, StateFile: state}, h, Sources{VLLM: src}, nil)
-	src.set(tr.snap(now))
-	w2.Tick(now)
+	tickAt(w2, src, tr, now)
 	if r2 := only(t, w2); !r2.FastPage || r2.Fast[1].Total != r.Fast[1].Total {
 		t.Errorf("restored fast ring: %+v, want %+v", r2.Fast, r.Fast)
 	} else if want := now.Sub(t0.Add(10*time.Second)).Seconds() / (30 * 24 * 3600); math.Abs(r2.PeriodCovered-want) > 1e-9 || r2.PeriodCovered != r.PeriodCovered {
@@ -81,8 +79,7 @@ func TestWatchdogFastTier(t *testing.T) {
 	// guard) with one bad (3%).
 	w3 := New(Options{Interval: 10 * time.Second}, holderFor(t, ttft99), Sources{VLLM: src}, nil)
 	tr, now = &traffic{}, t0
-	src.set(tr.snap(now))
-	w3.Tick(now)
+	tickAt(w3, src, tr, now)
 	for i := 0; i < 120; i++ {
 		now = now.Add(10 * time.Second)
 		if i%60 == 59 {
@@ -90,8 +87,7 @@ func TestWatchdogFastTier(t *testing.T) {
 		} else {
 			tr.add(1, 0)
 		}
-		src.set(tr.snap(now))
-		w3.Tick(now)
+		tickAt(w3, src, tr, now)
 		if r := only(t, w3); r.FastPage {
 			t.Fatalf("low traffic: the fast tier fired: %v %+v", r, r.Fast)
 		}

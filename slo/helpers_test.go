@@ -1,14 +1,13 @@
 package slo
 
 import (
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+	sharedtest "github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 // t0 is an arbitrary virtual start time, aligned to an hour.
@@ -16,14 +15,7 @@ var t0 = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 
 func holderFor(t testing.TB, yaml string) *config.Holder {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "config.yml")
-	if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	h, err := config.NewHolder(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, _ := sharedtest.ConfigHolder(t, yaml)
 	return h
 }
 
@@ -72,6 +64,13 @@ func ttftHist(good, bad float64) snapshot.Histogram {
 		}
 	}
 	return h
+}
+
+// tickAt publishes tr as the scrape at now and ticks w there: one scrape
+// followed by one evaluation.
+func tickAt(w *Watchdog, src *fakeVLLM, tr *traffic, now time.Time) {
+	src.set(tr.snap(now))
+	w.Tick(now)
 }
 
 // snap renders the traffic as a vLLM snapshot of model "m".

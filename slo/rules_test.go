@@ -134,8 +134,7 @@ func TestPromtoolAgreesWithWatchdog(t *testing.T) {
 		c := series[k]
 		tr := &traffic{good: 2 * c.good, bad: 2 * c.bad, aborted: 2 * c.aborted, preemptions: 2 * c.preempt}
 		now := t0.Add(time.Duration(k) * time.Minute)
-		src.set(tr.snap(now))
-		w.Tick(now)
+		tickAt(w, src, tr, now)
 		for _, r := range w.Status() {
 			states[r.SLO] = append(states[r.SLO], state{r.Page, r.Ticket})
 			periodEvents[r.SLO] = r.PeriodWindow.Total

@@ -55,11 +55,9 @@ func TestReloadAppliesObjectiveAndRemovals(t *testing.T) {
 	src := &fakeVLLM{}
 	tr := &traffic{}
 	w := New(Options{}, h, Sources{VLLM: src}, nil)
-	src.set(tr.snap(t0))
-	w.Tick(t0)
+	tickAt(w, src, tr, t0)
 	tr.add(98, 2)
-	src.set(tr.snap(t0.Add(time.Minute)))
-	w.Tick(t0.Add(time.Minute))
+	tickAt(w, src, tr, t0.Add(time.Minute))
 	if r := only2(t, w, "ttft"); !near(win(t, r, "5m").BurnRate.V, 2) {
 		t.Fatalf("burn at 0.99: %v", r)
 	}

@@ -25,8 +25,7 @@ func drive(t *testing.T, w *Watchdog, src *fakeVLLM, tr *traffic, start time.Tim
 		g, b := gen(at)
 		tr.add(g, b)
 		now := at.Add(step)
-		src.set(tr.snap(now))
-		w.Tick(now)
+		tickAt(w, src, tr, now)
 		for _, r := range w.Status() {
 			if r.Page {
 				rr.pages++
@@ -49,8 +48,7 @@ func newScenario(t *testing.T, cfg string) (*Watchdog, *fakeVLLM, *traffic) {
 	src := &fakeVLLM{}
 	tr := &traffic{}
 	w := New(Options{}, holderFor(t, cfg), Sources{VLLM: src}, nil)
-	src.set(tr.snap(t0))
-	w.Tick(t0)
+	tickAt(w, src, tr, t0)
 	return w, src, tr
 }
 

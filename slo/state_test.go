@@ -11,14 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-const restartCfg = `
-slos:
-  - name: ttft
-    kind: latency
-    metric: ttft
-    threshold: 1
-    objective: 0.999
-  - name: avail
+// restartCfg is ttft999 with an availability and a preemption SLO beside.
+const restartCfg = ttft999 + `  - name: avail
     kind: availability
     objective: 0.999
   - name: preempt
@@ -45,8 +39,7 @@ func TestRestartContinuesFromCheckpoint(t *testing.T) {
 	tr := &traffic{}
 	step := 30 * time.Second
 	tick := func(w *Watchdog, src *fakeVLLM, now time.Time) {
-		src.set(tr.snap(now))
-		w.Tick(now)
+		tickAt(w, src, tr, now)
 	}
 	now := t0
 	tick(a, srcA, now)
@@ -192,11 +185,9 @@ func TestStateSkipsRedefinedSLO(t *testing.T) {
 	src := &fakeVLLM{}
 	tr := &traffic{}
 	a := New(Options{StateFile: p}, holderFor(t, restartCfg), Sources{VLLM: src}, nil)
-	src.set(tr.snap(t0))
-	a.Tick(t0)
+	tickAt(a, src, tr, t0)
 	tr.add(90, 10)
-	src.set(tr.snap(t0.Add(time.Minute)))
-	a.Tick(t0.Add(time.Minute))
+	tickAt(a, src, tr, t0.Add(time.Minute))
 	b := New(Options{StateFile: p}, holderFor(t, strings.Replace(restartCfg, "threshold: 1\n", "threshold: 2.5\n", 1)), Sources{VLLM: src}, nil)
 	b.Tick(t0.Add(time.Minute))
 	if r := only2(t, b, "avail"); win(t, r, "1h").Total != 100 {

@@ -289,14 +289,7 @@ func (w *Watchdog) reconcile(f *config.File) {
 func (w *Watchdog) Tick(now time.Time) {
 	w.mu.Lock()
 	w.reconcile(w.holder.Get())
-	var vl *snapshot.VLLM
-	var pr *snapshot.Probes
-	if w.src.VLLM != nil {
-		vl = w.src.VLLM.Latest()
-	}
-	if w.src.Probes != nil {
-		pr = w.src.Probes.Latest()
-	}
+	vl, pr := snapshot.LatestOf(w.src.VLLM), snapshot.LatestOf(w.src.Probes)
 	if vl != nil && vl.Up {
 		w.evictIdle(vl)
 	}

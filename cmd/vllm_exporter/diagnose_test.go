@@ -25,6 +25,7 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim/vllmsimtest"
 	"github.com/vllm-exporter/vllm_exporter/slo"
@@ -83,15 +84,7 @@ func maskNumbers(s string) string {
 func checkGolden(t *testing.T, name, got string) {
 	t.Helper()
 	path := filepath.Join("testdata", name)
-	if *updateGolden {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create)", err)
-	}
+	want := testutil.Golden(t, path, []byte(got), *updateGolden, "run with -update to create")
 	if got != string(want) {
 		t.Errorf("%s differs (run with -update after checking):\n--- got\n%s\n--- want\n%s", name, got, want)
 	}
@@ -403,13 +396,7 @@ func TestDiagnoseProbePairRealTime(t *testing.T) {
 	duration := max(6*time.Second, time.Duration(4*pair*float64(time.Second)))
 	t.Logf("baseline first-chunk delay %.3fs: uncached prefill %.2fs, run %v", delay, prefill, duration)
 	for _, disable := range []bool{false, true} {
-		s, err := vllmsim.New(vllmsim.Config{Seed: 9, DisablePrefixCaching: disable, Cost: cost})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Start(); err != nil {
-			t.Fatal(err)
-		}
+		s := vllmsimtest.Start(t, vllmsim.Config{Seed: 9, DisablePrefixCaching: disable, Cost: cost})
 		rep, err := runDiagnose(context.Background(), diagnoseOpts{
 			url: s.URL(), timeout: 5 * time.Second, duration: duration, interval: 500 * time.Millisecond,
 			window: time.Second, output: "text", probes: true, probeEvery: 1, configFile: cfg,

@@ -24,12 +24,6 @@ import (
 // a failed scrape either.
 var hardScrapeArgs = []string{"--vllm.scrape-interval=350ms", "--vllm.timeout=300ms", "--log.level=debug", "--vllm.opt-in=window-series"}
 
-// hardSim starts a simulated vLLM in real time with its load generator.
-func hardSim(t *testing.T) *vllmsim.Sim {
-	t.Helper()
-	return vllmsimtest.Start(t, vllmsim.Config{Seed: 7, LoadGen: true})
-}
-
 // TestFaultMatrix runs the whole exporter (every component wired)
 // against the simulated vLLM, injects each fault at run time, and checks
 // that the exporter keeps serving /metrics and /-/healthy, reports the fault
@@ -53,7 +47,7 @@ func TestFaultMatrix(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			before := hardSnapshot()
-			sim := hardSim(t)
+			sim := vllmsimtest.StartLoaded(t, 7)
 			h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL()}, append(hardScrapeArgs, c.args...)...)...)
 			h.waitMetric("first good scrape", hardAll(hardIs("vllm_up", 1), hardIs("vllm_exporter_collector_up", 1, "collector", "vllm"),
 				hardPresent("vllm_requests_running")))
@@ -156,7 +150,7 @@ func TestFaultOversizeBody(t *testing.T) {
 // than it.
 func TestFaultOversizeSim(t *testing.T) {
 	before := hardSnapshot()
-	sim := hardSim(t)
+	sim := vllmsimtest.StartLoaded(t, 7)
 	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL(), "--vllm.max-body-bytes=2048"}, hardScrapeArgs...)...)
 	page := h.waitMetric("oversize reported", hardAll(hardIs("vllm_up", 0),
 		hardAtLeast("vllm_exporter_scrape_errors_total", 1, "reason", vllm.ReasonBodyTooLarge)))
@@ -171,7 +165,7 @@ func TestFaultOversizeSim(t *testing.T) {
 // rate() handles the reset), and its own windowed rates never go negative.
 func TestFaultCounterReset(t *testing.T) {
 	before := hardSnapshot()
-	sim := hardSim(t)
+	sim := vllmsimtest.StartLoaded(t, 7)
 	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL(), "--vllm.windows=1s,5s"}, hardScrapeArgs...)...)
 	page := h.waitMetric("traffic counted", hardAll(hardIs("vllm_up", 1), hardAtLeast("vllm_prompt_tokens_total", 1000),
 		hardPresent("vllm_prompt_tokens_per_second", "window", "1s")))
@@ -222,7 +216,7 @@ func TestFaultBadConfigReload(t *testing.T) {
 	if err := os.WriteFile(cfgPath, good, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sim := hardSim(t)
+	sim := vllmsimtest.StartLoaded(t, 7)
 	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL(), "--config.file=" + cfgPath, "--slo.interval=100ms", "--web.enable-lifecycle"}, hardScrapeArgs...)...)
 	if h.x == nil {
 		t.Fatal("the harness did not see the wired exporter")
@@ -257,7 +251,12 @@ func TestFaultBadConfigReload(t *testing.T) {
 		t.Fatalf("failed reload not logged:\n%s", h.logs)
 	}
 
-	time.Sleep(10 * time.Millisecond) // the success timestamp must move
+	// The success timestamp must be able to move: the waits above (a newer
+	// SLO evaluation, 100 ms apart) put the wall clock past ts0 already;
+	// say so rather than sleep.
+	if now := float64(time.Now().UnixNano()) / 1e9; !(now > ts0) {
+		t.Fatalf("the clock (%v) is not past the first load (%v)", now, ts0)
+	}
 	if err := os.WriteFile(cfgPath, good, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +288,7 @@ func TestFaultNVMLMissing(t *testing.T) {
 		t.Skip("an NVIDIA driver is present")
 	}
 	before := hardSnapshot()
-	sim := hardSim(t)
+	sim := vllmsimtest.StartLoaded(t, 7)
 	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL()}, hardScrapeArgs...)...)
 	page := h.waitMetric("vLLM up", hardIs("vllm_up", 1))
 	t.Logf("GPU collector registered: %v", h.x.gpu != nil)
@@ -336,7 +335,7 @@ func TestFaultStreamCutMidProbe(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(hardProbeConfig), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sim := hardSim(t)
+	sim := vllmsimtest.StartLoaded(t, 7)
 	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL(), "--config.file=" + cfg}, hardScrapeArgs...)...)
 	if h.x.probes == nil {
 		t.Skip("no probes in this build")
@@ -387,7 +386,7 @@ func TestReloadIsAtomic(t *testing.T) {
 		}
 	}
 	write(docs[0])
-	sim := hardSim(t)
+	sim := vllmsimtest.StartLoaded(t, 7)
 	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL(), "--config.file=" + cfg, "--no-probe.enabled", "--web.enable-lifecycle"}, hardScrapeArgs...)...)
 
 	stop := make(chan struct{})

@@ -14,6 +14,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/vllm-exporter/vllm_exporter/collector/gpu"
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim/vllmsimtest"
 )
 
 // hardFillMock sets every exported func field of the go-nvml mock struct
@@ -106,7 +107,7 @@ func TestFaultGPULostMidRun(t *testing.T) {
 	lib, lost := hardFakeNVML(2)
 	newGPUSampler = func(o gpu.Options, l log.Logger) (*gpu.Sampler, error) { return gpu.New(lib, o, l), nil }
 	t.Cleanup(func() { newGPUSampler = gpu.NewFromLibrary })
-	sim := hardSim(t)
+	sim := vllmsimtest.StartLoaded(t, 7)
 	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL(), "--collector.gpu.interval=100ms", "--no-probe.enabled"}, hardScrapeArgs...)...)
 	if h.x.gpu == nil {
 		t.Fatal("the GPU collector did not use the injected sampler")

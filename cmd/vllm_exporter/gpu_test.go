@@ -177,42 +177,16 @@ func TestBinaryWithoutNVIDIADriver(t *testing.T) {
 					t.Fatalf("go %v: %v\n%s", args, err, out)
 				}
 			}
-			addr := testutil.FreeAddr(t)
-			args := []string{"--vllm.url=" + sim.URL(), "--vllm.scrape-interval=200ms",
-				"--collector.gpu.interval=50ms", "--web.listen-address=" + addr}
+			args := []string{"--vllm.url=" + sim.URL(), "--vllm.scrape-interval=200ms", "--collector.gpu.interval=50ms"}
 			if b.forced {
 				args = append(args, "--collector.gpu")
 			}
-			cmd := exec.Command(bin, args...)
-			var stderr testutil.SyncBuffer
-			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
-			stopped := false
-			defer func() {
-				if !stopped {
-					cmd.Process.Kill()
-					<-exited
-				}
-			}()
+			p := testutil.StartBinary(t, bin, args...)
+			addr := p.Addr
+			// 60 s bounds a broken run on a loaded machine, no timing assertion.
 			waitFor := func(what string, cond func() bool) {
 				t.Helper()
-				deadline := time.Now().Add(60 * time.Second)
-				for !cond() {
-					select {
-					case err := <-exited:
-						stopped = true
-						t.Fatalf("exporter exited while waiting for %s: %v\n%s", what, err, stderr.String())
-					default:
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("timed out waiting for %s\n%s", what, stderr.String())
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
+				p.Await(60*time.Second, what, func() (bool, string) { return cond(), "not yet" })
 			}
 			serving := func() bool {
 				return testutil.ScrapeValue(addr, "vllm_up ") == 1 &&
@@ -233,19 +207,8 @@ func TestBinaryWithoutNVIDIADriver(t *testing.T) {
 					t.Errorf("%s exported without a driver: %v", name, v)
 				}
 			}
-			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case err := <-exited:
-				stopped = true
-				if err != nil {
-					t.Fatalf("exit after SIGTERM: %v\n%s", err, stderr.String())
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("no exit 30s after SIGTERM")
-			}
-			logs := stderr.String()
+			p.Signal(syscall.SIGTERM) // waits for the exit; a non-zero one fails
+			logs := p.Logs.String()
 			if n := strings.Count(logs, b.wantLog); n != 1 {
 				t.Fatalf("%q logged %d times, want once:\n%s", b.wantLog, n, logs)
 			}

@@ -7,7 +7,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"runtime"
@@ -105,14 +104,18 @@ func (h *hardExporter) stop() {
 			h.t.Errorf("serveMain returned %v on shutdown", err)
 		}
 	case <-time.After(30 * time.Second):
-		h.t.Fatalf("exporter did not shut down\n%s", h.goroutines())
+		h.t.Fatalf("exporter did not shut down\n%s", goroutineDump{})
 	}
 	if tr, ok := h.client.Transport.(*http.Transport); ok {
 		tr.CloseIdleConnections()
 	}
 }
 
-func (h *hardExporter) goroutines() string {
+// goroutineDump prints every goroutine's stack when formatted (only when a
+// test fails).
+type goroutineDump struct{}
+
+func (goroutineDump) String() string {
 	var b strings.Builder
 	pprof.Lookup("goroutine").WriteTo(&b, 1)
 	return b.String()
@@ -128,25 +131,30 @@ func (h *hardExporter) eventually(what string, cond func() (bool, string)) {
 // get fetches path and returns status and body.
 func (h *hardExporter) get(path string) (int, string) {
 	h.t.Helper()
-	resp, err := h.client.Get(h.base + path)
-	if err != nil {
-		h.t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return h.do(http.MethodGet, path)
 }
 
 // post sends an empty POST.
 func (h *hardExporter) post(path string) (int, string) {
 	h.t.Helper()
-	resp, err := h.client.Post(h.base+path, "text/plain", nil)
+	return h.do(http.MethodPost, path)
+}
+
+// do sends an empty request; a failed request fails the test.
+func (h *hardExporter) do(method, path string) (int, string) {
+	h.t.Helper()
+	req, err := http.NewRequest(method, h.base+path, nil)
 	if err != nil {
-		h.t.Fatalf("POST %s: %v", path, err)
+		h.t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "text/plain")
+	}
+	code, body, err := testutil.Do(h.client, req)
+	if err != nil && code == 0 {
+		h.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return code, body
 }
 
 // hardMetrics is one parsed /metrics page.
@@ -217,25 +225,18 @@ func hardSnapshot() hardBaseline {
 	return hardBaseline{goroutines: runtime.NumGoroutine(), heap: ms.HeapAlloc}
 }
 
-// hardCheckLeaks waits (a settle loop, not a timing assertion) for the
-// goroutine count to fall back to the baseline, and checks that the heap
-// retained after a GC grew by less than maxHeapGrowth.
+// hardCheckLeaks waits (a settle loop polling the real sockets' and
+// servers' goroutines, which testing/synctest cannot see; not a timing
+// assertion) for the goroutine count to fall back to the baseline, and
+// checks that the heap retained after a GC grew by less than maxHeapGrowth.
 func hardCheckLeaks(t *testing.T, before hardBaseline, maxHeapGrowth uint64) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		now := hardSnapshot()
-		if now.goroutines <= before.goroutines {
-			if now.heap > before.heap && now.heap-before.heap > maxHeapGrowth {
-				t.Fatalf("heap retained after the case grew by %d bytes (> %d)", now.heap-before.heap, maxHeapGrowth)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			var b strings.Builder
-			pprof.Lookup("goroutine").WriteTo(&b, 1)
-			t.Fatalf("goroutine leak: %d before, %d after\n%s", before.goroutines, now.goroutines, b.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	var now hardBaseline
+	testutil.Poll(t, 20*time.Second, 50*time.Millisecond, "goroutines back to the baseline", goroutineDump{}, func() (bool, string) {
+		now = hardSnapshot()
+		return now.goroutines <= before.goroutines, fmt.Sprintf("goroutine leak: %d before, %d after", before.goroutines, now.goroutines)
+	})
+	if now.heap > before.heap && now.heap-before.heap > maxHeapGrowth {
+		t.Fatalf("heap retained after the case grew by %d bytes (> %d)", now.heap-before.heap, maxHeapGrowth)
 	}
 }

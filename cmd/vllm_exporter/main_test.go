@@ -333,13 +333,11 @@ func TestBinaryWebConfigAndTelemetryPath(t *testing.T) {
 		if pass != "" {
 			req.SetBasicAuth("prom", pass)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
+		code, body, err := testutil.Do(nil, req)
+		if code == 0 {
 			return 0, err.Error()
 		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return code, body
 	}
 	waitFor(t, "metrics behind basic auth", func() bool {
 		c, body := get("/vllm-metrics", "s3cret")

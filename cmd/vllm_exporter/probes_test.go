@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,8 +11,8 @@ import (
 
 	"github.com/vllm-exporter/vllm_exporter/collector"
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
-	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim/vllmsimtest"
@@ -55,15 +53,7 @@ func TestProbeFlags(t *testing.T) {
 // register their series and health.
 func TestStartProbesWiring(t *testing.T) {
 	sim := vllmsimtest.Start(t, vllmsim.Config{Addr: "127.0.0.1:0", APIKey: "k3y", Seed: 9})
-	cfgPath := filepath.Join(t.TempDir(), "c.yml")
-	yaml := "probes:\n  profiles:\n    - {name: wired, endpoint: completions, input_tokens: 16, output_tokens: 4, interval: 1m, timeout: 5s, jitter: 0s}\n"
-	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	h, err := config.NewHolder(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, _ := testutil.ConfigHolder(t, "probes:\n  profiles:\n    - {name: wired, endpoint: completions, input_tokens: 16, output_tokens: 4, interval: 1m, timeout: 5s, jitter: 0s}\n")
 	cfg := upstream.DefaultHTTPClientConfig()
 	cfg.Authorization = &commoncfg.Authorization{Type: "Bearer", Credentials: "k3y"}
 	up, err := upstream.New(cfg)

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim/vllmsimtest"
 )
 
 // TestSecurityTLSAndBasicAuth: --web.config.file with TLS and a bcrypt
@@ -39,7 +40,7 @@ func TestSecurityTLSAndBasicAuth(t *testing.T) {
 		certFile, keyFile, hash), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	sim := hardSim(t)
+	sim := vllmsimtest.StartLoaded(t, 7)
 	trusting := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
 		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 	h := hardStart(t, trusting, append([]string{"--vllm.url=" + sim.URL(), "--web.config.file=" + webConfig, "--web.enable-pprof", "--web.enable-lifecycle"}, hardScrapeArgs...)...)
@@ -53,13 +54,11 @@ func TestSecurityTLSAndBasicAuth(t *testing.T) {
 		if user != "" {
 			req.SetBasicAuth(user, pass)
 		}
-		resp, err := c.Do(req)
-		if err != nil {
-			return 0, "", err
+		code, body, err := testutil.Do(c, req)
+		if code != 0 {
+			err = nil // a body cut short is still an answer
 		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b), nil
+		return code, body, err
 	}
 
 	// Plain HTTP to the TLS port: refused, nothing served.
@@ -240,7 +239,7 @@ func TestSecurityURLCredentialsRedacted(t *testing.T) {
 
 // TestSecurityPprofOffByDefault: no /debug/pprof/ unless --web.enable-pprof.
 func TestSecurityPprofOffByDefault(t *testing.T) {
-	sim := hardSim(t)
+	sim := vllmsimtest.StartLoaded(t, 7)
 	for _, enabled := range []bool{false, true} {
 		args := append([]string{"--vllm.url=" + sim.URL()}, hardScrapeArgs...)
 		if enabled {
@@ -262,7 +261,7 @@ func TestSecurityPprofOffByDefault(t *testing.T) {
 // limit get 431, and the heap stays bounded.
 func TestSecurityRequestBounds(t *testing.T) {
 	before := hardSnapshot()
-	sim := hardSim(t)
+	sim := vllmsimtest.StartLoaded(t, 7)
 	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL(), "--web.enable-lifecycle"}, hardScrapeArgs...)...)
 
 	// A 256 MiB body streamed to /-/reload and /metrics: answered without
@@ -450,7 +449,7 @@ func TestSecurityMetricsInFlightBound(t *testing.T) {
 	}
 	hardExtraStart.Store(&start)
 	t.Cleanup(func() { hardExtraStart.Store(nil) })
-	sim := hardSim(t)
+	sim := vllmsimtest.StartLoaded(t, 7)
 	h := hardStart(t, nil, append([]string{"--vllm.url=" + sim.URL(), "--no-probe.enabled"}, hardScrapeArgs...)...)
 	h.waitMetric("serving", hardIs("vllm_up", 1))
 

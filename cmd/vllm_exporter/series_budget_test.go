@@ -8,6 +8,7 @@ import (
 
 	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim/vllmsimtest"
 )
 
 // samples counts the samples (non-comment, non-empty lines) of a text
@@ -31,14 +32,7 @@ func TestSeriesBudget(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the exporter binary")
 	}
-	sim, err := vllmsim.New(vllmsim.Config{Seed: 11, Scenario: "healthy", LoadGen: true, MetricsVersion: vllmsim.MetricsLatest})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sim.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
+	sim := vllmsimtest.Start(t, vllmsim.Config{Seed: 11, Scenario: "healthy", LoadGen: true, MetricsVersion: vllmsim.MetricsLatest})
 	p := startBinary(t, "--vllm.url="+sim.URL(), "--vllm.scrape-interval=250ms", "--vllm.windows=1s,2s", "--slo.interval=250ms")
 	p.WaitServing("/metrics", http.StatusOK)
 
@@ -47,21 +41,13 @@ func TestSeriesBudget(t *testing.T) {
 	// interval 15 s plus jitter) on a loaded machine; it is not a timing
 	// assertion.
 	var body string
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	p.Await(90*time.Second, "settled", func() (bool, string) {
 		_, body = p.Get("/metrics")
 		const probed = `vllm_probe_requests_total{profile="short-chat"} `
-		if strings.Contains(body, probed) && !strings.Contains(body, probed+"0\n") {
-			if strings.Contains(body, "vllm_slo_last_evaluation_timestamp_seconds{") &&
-				strings.Contains(body, `vllm_time_to_first_token_seconds_bucket{model="meta-llama/Llama-3.1-8B-Instruct",le="+Inf"}`) {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not settled after 90 s:\n%s", body)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return strings.Contains(body, probed) && !strings.Contains(body, probed+"0\n") &&
+			strings.Contains(body, "vllm_slo_last_evaluation_timestamp_seconds{") &&
+			strings.Contains(body, `vllm_time_to_first_token_seconds_bucket{model="meta-llama/Llama-3.1-8B-Instruct",le="+Inf"}`), body
+	})
 	_, vllmBody := testutil.HTTPGet(sim.URL() + "/metrics")
 	exp, own := samples(body), samples(vllmBody)
 	ratio := float64(exp) / float64(own)

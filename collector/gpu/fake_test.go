@@ -349,3 +349,14 @@ func newTestSampler(t *testing.T, lib nvml.Interface, logs *logBuffer) *Sampler 
 	s.clock = func() time.Time { return t0 }
 	return s
 }
+
+// sampledTwice is newTestSampler after two samples 5 s apart (a window for
+// GPM and the throughput counters); the sampler closes when the test ends.
+func sampledTwice(t *testing.T, lib nvml.Interface, logs *logBuffer) *Sampler {
+	t.Helper()
+	s := newTestSampler(t, lib, logs)
+	t.Cleanup(s.Close)
+	s.SampleOnce(t0)
+	s.SampleOnce(t0.Add(5 * time.Second))
+	return s
+}

@@ -84,6 +84,7 @@ func TestRealGPU(t *testing.T) {
 	}()
 	for i := 0; i < samples; i++ {
 		if i > 0 {
+			// A real driver's counters move in real time only: a real sleep.
 			time.Sleep(interval)
 		}
 		snap := s.SampleOnce(time.Now())

@@ -7,7 +7,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -21,10 +20,10 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/prometheus/common/expfmt"
 
 	"github.com/vllm-exporter/vllm_exporter/collector"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+	sharedtest "github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -32,22 +31,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // exposition renders the sampler's whole /metrics output as text.
 func exposition(t *testing.T, c prometheus.Collector) string {
 	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	if err := reg.Register(c); err != nil {
-		t.Fatalf("register: %v", err)
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
-	var buf bytes.Buffer
-	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
-	for _, mf := range mfs {
-		if err := enc.Encode(mf); err != nil {
-			t.Fatalf("encode: %v", err)
-		}
-	}
-	return buf.String()
+	return sharedtest.Encode(t, sharedtest.GatherAll(t, c))
 }
 
 // golden compares the whole output with testdata/<name>.prom, both as text
@@ -57,15 +41,7 @@ func golden(t *testing.T, c prometheus.Collector, name string) {
 	t.Helper()
 	got := exposition(t, c)
 	path := filepath.Join("testdata", name+".prom")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden (run with -update to create): %v", err)
-	}
+	want := sharedtest.Golden(t, path, []byte(got), *update, "run with -update to create")
 	if got != string(want) {
 		t.Errorf("%s: output differs from golden\n--- got ---\n%s", path, got)
 	}
@@ -291,10 +267,7 @@ func TestGPULostAndRecovered(t *testing.T) {
 	d0, d1 := newFakeDev(0, "GPU-00000000-0000-0000-0000-000000000000"), newFakeDev(1, "GPU-11111111-1111-1111-1111-111111111111")
 	lib := newFakeLib(t, d0, d1)
 	logs := &logBuffer{}
-	s := newTestSampler(t, lib, logs)
-	defer s.Close()
-	s.SampleOnce(t0)
-	s.SampleOnce(t0.Add(5 * time.Second))
+	s := sampledTwice(t, lib, logs)
 	before := series(t, s)
 
 	d0.setLost(true)
@@ -403,10 +376,7 @@ func TestInitFailure(t *testing.T) {
 func TestNoGPU(t *testing.T) {
 	lib := newFakeLib(t)
 	logs := &logBuffer{}
-	s := newTestSampler(t, lib, logs)
-	defer s.Close()
-	s.SampleOnce(t0)
-	s.SampleOnce(t0.Add(5 * time.Second))
+	s := sampledTwice(t, lib, logs)
 	got := series(t, s)
 	if len(got) != 2 || got[`vllm_exporter_collector_up{collector="gpu"}`] != 0 {
 		t.Fatalf("output: %v", got)
@@ -622,10 +592,7 @@ func TestOldDriver(t *testing.T) {
 	for _, sym := range []string{symClocksEventReasons, symMemoryBusWidth, symRemappedRows, symGpmQuery, symGpmAlloc, symGpmGet, symGpmMetrics} {
 		lib.noSymbol[sym] = true
 	}
-	s := newTestSampler(t, lib, nil)
-	defer s.Close()
-	s.SampleOnce(t0)
-	s.SampleOnce(t0.Add(5 * time.Second))
+	s := sampledTwice(t, lib, nil)
 	got := series(t, s)
 	n := names(got)
 	for _, gone := range []string{"vllm_gpu_memory_bandwidth_peak_bytes_per_second", "vllm_gpu_remapped_rows", "vllm_gpu_dram_bandwidth_utilization_ratio"} {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+	sharedtest "github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 // The families of issue 24 (admission control, NIXL KV transfer, LoRA, KV
@@ -307,5 +308,5 @@ func TestLate2026FamiliesAbsent(t *testing.T) {
 // gatherNamed is the text exposition of the named families of c.
 func gatherNamed(t *testing.T, c prometheus.Collector, names []string) string {
 	t.Helper()
-	return encodeFamilies(t, gatherAll(t, c), names)
+	return encodeFamilies(t, sharedtest.GatherAll(t, c), names)
 }

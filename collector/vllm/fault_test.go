@@ -2,6 +2,7 @@ package vllm
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/vllm-exporter/vllm_exporter/collector"
+	sharedtest "github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 // TestFaults scrapes a good body, then the fault: vllm_up must drop to 0,
@@ -167,26 +169,13 @@ vllm_exporter_collector_up{collector="vllm"} 0
 // testutil.ToFloat64.
 func counterFor(t *testing.T, g prometheus.Gatherer, name, reason string) prometheus.Collector {
 	t.Helper()
-	fams, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
+	v, ok := sharedtest.Gather(t, g).Value(name, "reason", reason)
+	if !ok {
+		t.Fatalf("%s{reason=%q} not exported", name, reason)
 	}
-	for _, mf := range fams {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "reason" && l.GetValue() == reason {
-					c := prometheus.NewCounter(prometheus.CounterOpts{Name: "x", Help: "x"})
-					c.Add(m.GetCounter().GetValue())
-					return c
-				}
-			}
-		}
-	}
-	t.Fatalf("%s{reason=%q} not exported", name, reason)
-	return nil
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "x", Help: "x"})
+	c.Add(v)
+	return c
 }
 
 func TestGzipBodyAccepted(t *testing.T) {
@@ -289,15 +278,9 @@ func TestNoGoroutineLeak(t *testing.T) {
 	}
 	// The goroutines are the real transport's and the test server's, on
 	// real sockets: testing/synctest cannot wait for them (it needs
-	// in-bubble I/O), so poll until they are gone; the deadline only
-	// bounds a broken run.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	// in-bubble I/O), so poll until they are gone.
+	sharedtest.Poll(t, 10*time.Second, 20*time.Millisecond, "goroutines of 40 failing scrapes gone", nil, func() (bool, string) {
 		n := runtime.NumGoroutine()
-		if n <= base+4 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines after 40 failing scrapes, %d before", n, base)
-		}
-	}
+		return n <= base+4, fmt.Sprintf("%d goroutines, %d before", n, base)
+	})
 }

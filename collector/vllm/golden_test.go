@@ -7,31 +7,20 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	dto "github.com/prometheus/client_model/go"
+
+	sharedtest "github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 // onlyGoldenFamilies makes the goldens whole-output: the scraper exports no
 // family beyond those compared (and the wall-time scrape duration).
 func onlyGoldenFamilies(t *testing.T, c prometheus.Collector) {
 	t.Helper()
-	for _, mf := range gatherAll(t, c) {
+	for _, mf := range sharedtest.GatherAll(t, c) {
 		n := mf.GetName()
 		if !slices.Contains(goldenScalarNames, n) && !slices.Contains(goldenHistogramNames, n) && n != "vllm_exporter_scrape_duration_seconds" {
 			t.Errorf("family %s is exported but not in the golden", n)
 		}
 	}
-}
-
-// gatherAll is every family c exports, through a pedantic registry.
-func gatherAll(t *testing.T, c prometheus.Collector) []*dto.MetricFamily {
-	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fams
 }
 
 // The self and scalar series checked by the golden tests: everything the

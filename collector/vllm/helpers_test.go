@@ -88,14 +88,7 @@ func newTestScraper(t testing.TB, url string, mod func(*Options)) *Scraper {
 // the histogram goldens, the values are what these tests are about.
 func compareNoHelp(t testing.TB, c prometheus.Collector, expected string, names ...string) {
 	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	if err := reg.Register(c); err != nil {
-		t.Fatal(err)
-	}
-	got, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := sharedtest.GatherAll(t, c)
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	wantMap, err := p.TextToMetricFamilies(strings.NewReader(expected))
 	if err != nil {
@@ -111,9 +104,9 @@ func compareNoHelp(t testing.TB, c prometheus.Collector, expected string, names 
 }
 
 func encodeFamilies(t testing.TB, fams []*dto.MetricFamily, names []string) string {
+	t.Helper()
 	slices.SortFunc(fams, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
-	var buf bytes.Buffer
-	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+	var kept []*dto.MetricFamily
 	for _, mf := range fams {
 		if !slices.Contains(names, mf.GetName()) {
 			continue
@@ -121,11 +114,9 @@ func encodeFamilies(t testing.TB, fams []*dto.MetricFamily, names []string) stri
 		mf.Help = nil
 		// Sort samples the way a registry does, for hand-written input.
 		slices.SortFunc(mf.Metric, func(a, b *dto.Metric) int { return strings.Compare(a.String(), b.String()) })
-		if err := enc.Encode(mf); err != nil {
-			t.Fatal(err)
-		}
+		kept = append(kept, mf)
 	}
-	return buf.String()
+	return sharedtest.Encode(t, kept)
 }
 
 // vllmSeries are every vLLM-derived (not self) series name, for checking
@@ -179,16 +170,5 @@ func gzipped(t testing.TB, b []byte) []byte {
 // gatherText is g's exposition in text format.
 func gatherText(t *testing.T, g prometheus.Gatherer) []byte {
 	t.Helper()
-	fams, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
-	for _, mf := range fams {
-		if err := enc.Encode(mf); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return buf.Bytes()
+	return []byte(sharedtest.GatherText(t, g))
 }

@@ -6,20 +6,14 @@ import (
 	"time"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim/vllmsimtest"
 )
 
 // The simulator's production controls (v1-0.33) reach the exporter's
 // series: admission rejections, a decode pod's KV transfers, LoRA
 // adapters and offload traffic, end to end over HTTP.
 func TestSimulatorProductionFamilies(t *testing.T) {
-	sim, err := vllmsim.New(vllmsim.Config{VirtualClock: true, Seed: 7, MetricsVersion: vllmsim.MetricsLatest, DataParallelSize: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sim.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sim.Close)
+	sim := vllmsimtest.Start(t, vllmsim.Config{VirtualClock: true, Seed: 7, MetricsVersion: vllmsim.MetricsLatest, DataParallelSize: 2})
 	s := newTestScraper(t, sim.URL(), nil)
 	model := sim.Config().Models[0]
 	scrapeAt(s, sim.Now())

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim/vllmsimtest"
 )
 
 // TestAgainstSimulator scrapes the simulated vLLM (internal/vllmsim) in
@@ -27,15 +28,8 @@ func TestAgainstSimulator(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.version, func(t *testing.T) {
-			sim, err := vllmsim.New(vllmsim.Config{VirtualClock: true, LoadGen: true, Seed: 7,
+			sim := vllmsimtest.Start(t, vllmsim.Config{VirtualClock: true, LoadGen: true, Seed: 7,
 				MetricsVersion: c.version, DataParallelSize: c.dp})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := sim.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(sim.Close)
 			s := newTestScraper(t, sim.URL(), nil)
 			model := sim.Config().Models[0]
 			step := func(n int) {

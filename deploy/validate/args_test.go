@@ -133,15 +133,7 @@ func TestDeployedArgsAcceptedByExporter(t *testing.T) {
 	var objs []Object
 	paths, _ := filepath.Glob(filepath.Join(repoRoot, "deploy/kubernetes/*.yaml"))
 	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o, err := SplitYAML(b)
-		if err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		objs = append(objs, o...)
+		objs = append(objs, readObjects(t, p)...)
 	}
 	found := false
 	for _, o := range objs {
@@ -178,15 +170,7 @@ func TestKustomizeManifestsValid(t *testing.T) {
 	paths, _ := filepath.Glob(filepath.Join(repoRoot, "deploy/kubernetes/*.yaml"))
 	n := 0
 	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		objs, err := SplitYAML(b)
-		if err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		for _, o := range objs {
+		for _, o := range readObjects(t, p) {
 			if o.Kind == "Kustomization" {
 				continue // kustomize's own file, not an API object
 			}
@@ -199,4 +183,18 @@ func TestKustomizeManifestsValid(t *testing.T) {
 	if n < 5 {
 		t.Fatalf("validated %d objects in deploy/kubernetes", n)
 	}
+}
+
+// readObjects is the Kubernetes objects of the YAML file at path.
+func readObjects(t *testing.T, path string) []Object {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := SplitYAML(b)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return objs
 }

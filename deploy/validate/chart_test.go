@@ -201,7 +201,9 @@ func TestChartTemplate(t *testing.T) {
 	}
 }
 
-// imageUID is the numeric user the Dockerfile's runtime stage runs as.
+// imageUID is the numeric user the Dockerfile's runtime stage runs as. The
+// exporter's module has the same helper (deploy/version_test.go); this
+// module does not depend on that one, so it keeps a copy.
 func imageUID(t *testing.T) int64 {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
@@ -214,6 +216,11 @@ func imageUID(t *testing.T) int64 {
 	}
 	uid, _ := strconv.ParseInt(string(m[1]), 10, 64)
 	return uid
+}
+
+// labelSelector is the matchLabels part of a Kubernetes label selector.
+type labelSelector struct {
+	MatchLabels map[string]string `json:"matchLabels"`
 }
 
 type podTemplate struct {
@@ -369,9 +376,7 @@ func checkMonitors(t *testing.T, r rendered, vals map[string]any) {
 	for _, pm := range r.byKind["PodMonitor"] {
 		var m struct {
 			Spec struct {
-				Selector struct {
-					MatchLabels map[string]string `json:"matchLabels"`
-				} `json:"selector"`
+				Selector  labelSelector `json:"selector"`
 				Endpoints []struct {
 					Port string `json:"port"`
 				} `json:"podMetricsEndpoints"`
@@ -393,9 +398,7 @@ func checkMonitors(t *testing.T, r rendered, vals map[string]any) {
 	for _, sm := range r.byKind["ServiceMonitor"] {
 		var m struct {
 			Spec struct {
-				Selector struct {
-					MatchLabels map[string]string `json:"matchLabels"`
-				} `json:"selector"`
+				Selector labelSelector `json:"selector"`
 			} `json:"spec"`
 		}
 		decode(t, sm, &m)

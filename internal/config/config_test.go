@@ -8,33 +8,41 @@ import (
 	"testing"
 )
 
-func TestHolderReloadKeepsRunningConfigOnError(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "c.yml")
-	write := func(s string) {
-		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+// newWatchedHolder writes initial to a temporary config file and loads it
+// into a Holder; write replaces the file's text, seen counts the
+// configurations handed to subscribers since.
+func newWatchedHolder(t *testing.T, initial string) (h *Holder, path string, write func(string), seen func() int) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "c.yml")
+	write = func(s string) {
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write("slos:\n- {name: a, kind: availability, objective: 0.99}\n")
-	h, err := NewHolder(p)
+	write(initial)
+	h, err := NewHolder(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []*File
-	h.Subscribe(func(f *File) { got = append(got, f) })
+	n := 0
+	h.Subscribe(func(*File) { n++ })
+	return h, path, write, func() int { return n }
+}
 
+func TestHolderReloadKeepsRunningConfigOnError(t *testing.T) {
+	h, _, write, seen := newWatchedHolder(t, "slos:\n- {name: a, kind: availability, objective: 0.99}\n")
 	write("slos:\n- {name: a, kind: availability, objective: 2}\n")
 	if err := h.Reload(); err == nil || !strings.Contains(err.Error(), "objective") {
 		t.Fatalf("invalid reload: %v", err)
 	}
-	if h.LastReloadSuccessful() || h.Get().SLOs[0].Objective != 0.99 || len(got) != 0 {
+	if h.LastReloadSuccessful() || h.Get().SLOs[0].Objective != 0.99 || seen() != 0 {
 		t.Fatal("invalid file replaced the running config")
 	}
 	write("slos:\n- {name: b, kind: availability, objective: 0.999}\n")
 	if err := h.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	if !h.LastReloadSuccessful() || h.Get().SLOs[0].Name != "b" || len(got) != 1 {
+	if !h.LastReloadSuccessful() || h.Get().SLOs[0].Name != "b" || seen() != 1 {
 		t.Fatalf("valid reload not applied: %+v", h.Get().SLOs)
 	}
 }
@@ -101,19 +109,7 @@ func TestLoadSizeCap(t *testing.T) {
 // vllm: section with the command line's shortcuts) fails a reload like a
 // parse error: the running configuration stays and no subscriber runs.
 func TestHolderCheckVetsReloads(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "c.yml")
-	write := func(s string) {
-		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("vllm:\n  follow_redirects: true\n")
-	h, err := NewHolder(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []*File
-	h.Subscribe(func(f *File) { got = append(got, f) })
+	h, p, write, seen := newWatchedHolder(t, "vllm:\n  follow_redirects: true\n")
 	h.Check(func(f *File) error {
 		if !f.VLLM.FollowRedirects {
 			return errors.New("vllm: redirects are needed here")
@@ -124,7 +120,7 @@ func TestHolderCheckVetsReloads(t *testing.T) {
 	if err := h.Reload(); err == nil || !strings.Contains(err.Error(), "redirects are needed") {
 		t.Fatalf("reload past a failing check: %v", err)
 	}
-	if h.LastReloadSuccessful() || !h.Get().VLLM.FollowRedirects || len(got) != 0 {
+	if h.LastReloadSuccessful() || !h.Get().VLLM.FollowRedirects || seen() != 0 {
 		t.Fatal("a configuration the check refused replaced the running one")
 	}
 	write("vllm:\n  follow_redirects: true\n  tls_config: {ca_file: ca.pem}\n")
@@ -132,8 +128,8 @@ func TestHolderCheckVetsReloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Relative file names are relative to the configuration file.
-	if want := filepath.Join(filepath.Dir(p), "ca.pem"); h.Get().VLLM.TLSConfig.CAFile != want || len(got) != 1 {
-		t.Fatalf("ca_file %q, want %q; %d reloads seen", h.Get().VLLM.TLSConfig.CAFile, want, len(got))
+	if want := filepath.Join(filepath.Dir(p), "ca.pem"); h.Get().VLLM.TLSConfig.CAFile != want || seen() != 1 {
+		t.Fatalf("ca_file %q, want %q; %d reloads seen", h.Get().VLLM.TLSConfig.CAFile, want, seen())
 	}
 }
 

@@ -111,6 +111,7 @@ func exporterNames(t *testing.T, s *stack) map[string]map[string]bool {
 			}
 		}
 	}
+	// A phase scrapes the real binary for d of wall time, every 500 ms.
 	phase := func(d time.Duration) {
 		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
 			scrape()

@@ -422,7 +422,7 @@ func TestEndToEnd(t *testing.T) {
 		if done || (time.Since(start) > time.Minute && time.Since(lastChange) > 30*time.Second) || time.Since(start) > 4*time.Minute {
 			break
 		}
-		time.Sleep(3 * time.Second)
+		time.Sleep(3 * time.Second) // real Prometheus: poll its queries
 	}
 	for _, r := range runs {
 		t.Logf("%s: healthy phase (%v): %d of %d queries and records returned data; left for the breach: %v", r.mode.name,

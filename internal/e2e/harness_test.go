@@ -147,6 +147,8 @@ var client = &http.Client{Timeout: 10 * time.Second}
 
 // waitFor polls cond every interval until it returns nil or the deadline;
 // it fails the test with the last error. A process that exits fails fast.
+// The processes are real (Prometheus, Alertmanager, the exporter), out of
+// testing/synctest's sight, hence the sleep between polls.
 func waitFor(t *testing.T, what string, timeout time.Duration, procs []*proc, cond func() error) time.Duration {
 	t.Helper()
 	start := time.Now()

@@ -105,7 +105,8 @@ func eachMode(runs []*modeRun, f func(r *modeRun)) {
 }
 
 // poll calls cond every interval until it returns nil (true) or timeout
-// passes (false, with its last error), or a process exits.
+// passes (false, with its last error), or a process exits. The processes
+// are real, out of testing/synctest's sight, hence the sleep between polls.
 func poll(timeout time.Duration, procs []*proc, cond func() error) (time.Duration, error) {
 	start := time.Now()
 	for {

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 var descRE = regexp.MustCompile(`fqName: "([^"]+)".*variableLabels: \{([^}]*)\}`)
@@ -38,14 +40,7 @@ func DescribedNames(t testing.TB, c prometheus.Collector) map[string]map[string]
 // (histograms expand to _bucket/_sum/_count) with their label names.
 func GatheredNames(t testing.TB, c prometheus.Collector) map[string]map[string]bool {
 	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	if err := reg.Register(c); err != nil {
-		t.Fatal(err)
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	mfs := testutil.GatherAll(t, c)
 	out := map[string]map[string]bool{}
 	add := func(name string, ls map[string]bool) {
 		if out[name] == nil {

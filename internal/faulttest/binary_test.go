@@ -75,17 +75,12 @@ func (p *proc) stopWith(sig syscall.Signal) {
 	p.Signal(sig)
 }
 
-func startSim(t *testing.T) *vllmsim.Sim {
-	t.Helper()
-	return vllmsimtest.Start(t, vllmsim.Config{Seed: 3, LoadGen: true})
-}
-
 // TestSIGHUPReload drives the real binary: SIGHUP with a broken file keeps
 // running (old config kept, vllm_exporter_config_last_reload_successful 0,
 // success timestamp unchanged); SIGHUP after fixing it sets 1 and moves the
 // timestamp; scraping vLLM never stops.
 func TestSIGHUPReload(t *testing.T) {
-	sim := startSim(t)
+	sim := vllmsimtest.StartLoaded(t, 3)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.yml")
 	good, err := os.ReadFile(filepath.Join(repoRoot(t), "internal", "config", "default.yml"))
@@ -113,7 +108,12 @@ func TestSIGHUPReload(t *testing.T) {
 		return v >= scrapes+3, fmt.Sprint(v)
 	})
 
-	time.Sleep(10 * time.Millisecond) // let the clock move past ts0
+	// The success timestamp must be able to move: the three scrapes 100 ms
+	// apart waited for above put the wall clock past ts0 already; say so
+	// rather than sleep.
+	if now := float64(time.Now().UnixNano()) / 1e9; !(now > ts0) {
+		t.Fatalf("the clock (%v) is not past the first load (%v)", now, ts0)
+	}
 	os.WriteFile(cfg, good, 0o644)
 	p.Cmd.Process.Signal(syscall.SIGHUP)
 	p.waitValue("vllm_exporter_config_last_reload_successful", 1)
@@ -149,7 +149,7 @@ func TestSignalShutdown(t *testing.T) {
 		hang bool
 	}{{syscall.SIGTERM, false}, {syscall.SIGINT, false}, {syscall.SIGTERM, true}} {
 		t.Run(fmt.Sprintf("%v hang=%v", c.sig, c.hang), func(t *testing.T) {
-			sim := startSim(t)
+			sim := vllmsimtest.StartLoaded(t, 3)
 			p := startExporter(t, "--vllm.url="+sim.URL(), "--vllm.scrape-interval=10s", "--vllm.timeout=9s")
 			p.waitValue("vllm_up", 1)
 			if c.hang {
@@ -177,7 +177,7 @@ func TestSignalShutdown(t *testing.T) {
 // periodic checkpoint happens during the test: the file is deleted before the
 // signal and must be back, complete, after the exit.
 func TestSIGTERMWritesSLOCheckpoint(t *testing.T) {
-	sim := startSim(t)
+	sim := vllmsimtest.StartLoaded(t, 3)
 	dir := t.TempDir()
 	state := filepath.Join(dir, "slo-state.json")
 	p := startExporter(t, "--vllm.url="+sim.URL(), "--vllm.scrape-interval=100ms", "--slo.interval=1h", "--slo.state-file="+state)

@@ -82,6 +82,8 @@ func BenchmarkRotationRSS(b *testing.B) {
 			return set
 		}
 		series := func() int { return len(seriesSet()) }
+		// A benchmark of the real binary over wall time (the sleeps are what
+		// it measures over), opt-in; no clock to inject across a process.
 		time.Sleep(30 * time.Second) // windows and SLO series of the real model
 		baselineSet := seriesSet()
 		baseline := len(baselineSet)

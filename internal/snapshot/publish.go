@@ -115,3 +115,16 @@ func FollowVLLM(ctx context.Context, src interface{ Latest() *VLLM }, fallback t
 	}
 	Follow(ctx, pub, at, fallback, start, eval)
 }
+
+// Source publishes snapshots of type T: the vLLM scraper (VLLM), the GPU
+// sampler (GPU), the probe scheduler (Probes).
+type Source[T any] interface{ Latest() *T }
+
+// LatestOf is src's latest snapshot, or nil when src is nil (a source the
+// exporter runs without).
+func LatestOf[T any](src Source[T]) *T {
+	if src == nil {
+		return nil
+	}
+	return src.Latest()
+}

@@ -178,16 +178,25 @@ func (p *Process) Signal(sig syscall.Signal) {
 // if the process exits meanwhile.
 func (p *Process) WaitServing(path string, want int) {
 	p.t.Helper()
-	Eventually(p.t, "exporter serving "+path, p.Logs, func() (bool, string) {
-		if err, exited := p.Exited(); exited {
-			p.t.Fatalf("exporter exited at start: %v\n%s", err, p.Logs)
-		}
+	p.Await(30*time.Second, "exporter serving "+path, func() (bool, string) {
 		resp, err := noKeepAlive.Get(p.Base + path)
 		if err != nil {
 			return false, err.Error()
 		}
 		resp.Body.Close()
 		return want == 0 || resp.StatusCode == want, resp.Status
+	})
+}
+
+// Await polls cond (Poll, every 20 ms) until it holds, for at most within;
+// it fails the test at once, with the logs, if the process exits meanwhile.
+func (p *Process) Await(within time.Duration, what string, cond func() (ok bool, why string)) {
+	p.t.Helper()
+	Poll(p.t, within, 20*time.Millisecond, what, p.Logs, func() (bool, string) {
+		if err, exited := p.Exited(); exited {
+			p.t.Fatalf("exporter exited while waiting for %s: %v\n%s", what, err, p.Logs)
+		}
+		return cond()
 	})
 }
 
@@ -212,6 +221,22 @@ func (p *Process) Metrics() Metrics {
 	return m
 }
 
+// Do sends req with c (nil: http.DefaultClient) and reads the whole
+// answer: its status and body, and the error of the request or of reading
+// the body (with what was read before it: a stream cut short).
+func Do(c *http.Client, req *http.Request) (int, string, error) {
+	if c == nil {
+		c = http.DefaultClient
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
 // HTTPGet fetches url without keep-alive and returns the status and body
 // (0 and the error's text when the request fails).
 func HTTPGet(url string) (int, string) {
@@ -229,7 +254,17 @@ func HTTPGet(url string) (int, string) {
 // test with cond's last explanation and, when logs is not nil, the logs.
 func Eventually(t testing.TB, what string, logs fmt.Stringer, cond func() (ok bool, why string)) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	Poll(t, 30*time.Second, 20*time.Millisecond, what, logs, cond)
+}
+
+// Poll is Eventually with its bound and period given: cond is checked at
+// once and then every period until it holds; after within it fails the
+// test. It is the one place tests wait on what testing/synctest cannot see
+// (a child process, a real socket, the real transport's goroutines): the
+// sleep paces the poll, the bound only ends a broken run.
+func Poll(t testing.TB, within, period time.Duration, what string, logs fmt.Stringer, cond func() (ok bool, why string)) {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for {
 		ok, why := cond()
 		if ok {
@@ -240,9 +275,9 @@ func Eventually(t testing.TB, what string, logs fmt.Stringer, cond func() (ok bo
 			if logs != nil {
 				l = "\nlogs:\n" + logs.String()
 			}
-			t.Fatalf("%s: never happened (last: %s)%s", what, why, l)
+			t.Fatalf("%s: never happened within %v (last: %s)%s", what, within, why, l)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(period)
 	}
 }
 

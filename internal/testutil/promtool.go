@@ -306,22 +306,14 @@ func runPromtool(t testing.TB, what string, args []string) []PromtoolResult {
 	for _, r := range res {
 		switch {
 		case r.Err != nil:
-			t.Errorf("promtool %s %s: %v\n%s", r.Version, what, r.Err, tailLines(r.Output, 60))
+			t.Errorf("promtool %s %s: %v\n%s", r.Version, what, r.Err, toolbuild.Tail(r.Output, 60))
 		case !strings.Contains(r.Output, "SUCCESS"):
-			t.Errorf("promtool %s %s printed no SUCCESS:\n%s", r.Version, what, tailLines(r.Output, 60))
+			t.Errorf("promtool %s %s printed no SUCCESS:\n%s", r.Version, what, toolbuild.Tail(r.Output, 60))
 		default:
 			t.Logf("promtool %s %s: passed in %v", r.Version, what, r.Took.Round(time.Millisecond))
 		}
 	}
 	return res
-}
-
-func tailLines(s string, n int) string {
-	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(l) > n {
-		l = append([]string{fmt.Sprintf("[... %d lines]", len(l)-n)}, l[len(l)-n:]...)
-	}
-	return strings.Join(l, "\n")
 }
 
 // Interpolate returns v with k-1 evenly spaced values inserted between

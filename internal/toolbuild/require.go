@@ -21,7 +21,7 @@ func Require(t testing.TB, name, version string) string {
 		var be *BuildError
 		if errors.As(err, &be) && os.Getenv("CI") != "true" {
 			err = errors.New("internal/tools/" + be.Module + " does not build here (module proxy unreachable?): " +
-				be.Err.Error() + "\n" + tail(be.Output, 8))
+				be.Err.Error() + "\n" + Tail(be.Output, 8))
 		}
 		Missing(t, err.Error())
 	}

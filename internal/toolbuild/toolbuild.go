@@ -411,7 +411,7 @@ func build(module string) (string, error) {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
-		return "", &BuildError{Module: module, Err: err, Output: tail(out.String(), 60)}
+		return "", &BuildError{Module: module, Err: err, Output: Tail(out.String(), 60)}
 	}
 	info := fmt.Sprintf("module=%s\nupstream=%s %s\nversion=%s\ntags=%s\ngo=%s\nbuild_seconds=%.0f\n",
 		module, s.fam.module, s.upstream, s.stamp, strings.Join(s.tags, ","), goVer, time.Since(start).Seconds())
@@ -439,7 +439,9 @@ func complete(dir string, s spec) bool {
 	return true
 }
 
-func tail(s string, lines int) string {
+// Tail is the last lines of s, after a line saying how many came before:
+// a tool's output cut to what an error message needs.
+func Tail(s string, lines int) string {
 	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(ls) > lines {
 		ls = append([]string{fmt.Sprintf("[... %d lines before]", len(ls)-lines)}, ls[len(ls)-lines:]...)

@@ -163,14 +163,7 @@ func New(src Sources) *Tracker {
 
 // Tick recomputes the verdict from the sources' latest snapshots.
 func (t *Tracker) Tick(now time.Time) {
-	var v *snapshot.VLLM
-	if t.src.VLLM != nil {
-		v = t.src.VLLM.Latest()
-	}
-	var p *snapshot.Probes
-	if t.src.Probes != nil {
-		p = t.src.Probes.Latest()
-	}
+	v, p := snapshot.LatestOf(t.src.VLLM), snapshot.LatestOf(t.src.Probes)
 	var classes map[string]string
 	if t.src.Classes != nil {
 		classes = t.src.Classes()

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -147,10 +148,16 @@ func decodeAdmin(w http.ResponseWriter, r *http.Request, v any) bool {
 	if r.ContentLength == 0 {
 		return true
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	return decodeStrict(w, http.MaxBytesReader(w, r.Body, 1<<20), v, "invalid body")
+}
+
+// decodeStrict decodes one JSON value from rd into v, refusing unknown
+// fields; on an error it answers 400 ("what: error") and returns false.
+func decodeStrict(w http.ResponseWriter, rd io.Reader, v any, what string) bool {
+	dec := json.NewDecoder(rd)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid body: " + err.Error()})
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": what + ": " + err.Error()})
 		return false
 	}
 	return true

@@ -324,10 +324,7 @@ func (s *Sim) handleAdminScenario(w http.ResponseWriter, r *http.Request) {
 		Stalled       *bool    `json:"stalled"`
 		AbortFraction *float64 `json:"abort_fraction"`
 	}
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid body: " + err.Error()})
+	if !decodeStrict(w, r.Body, &body, "invalid body") {
 		return
 	}
 	sc, ok := scenarios[body.Scenario]
@@ -336,10 +333,7 @@ func (s *Sim) handleAdminScenario(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if body.Load != nil {
-		dec := json.NewDecoder(bytes.NewReader(body.Load))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&sc.Load); err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid load: " + err.Error()})
+		if !decodeStrict(w, bytes.NewReader(body.Load), &sc.Load, "invalid load") {
 			return
 		}
 	}
@@ -355,11 +349,7 @@ func (s *Sim) handleAdminScenario(w http.ResponseWriter, r *http.Request) {
 	if body.AbortFraction != nil {
 		sc.AbortFraction = *body.AbortFraction
 	}
-	if err := s.ApplyScenario(sc); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
-		return
-	}
-	writeJSON(w, http.StatusOK, s.adminState())
+	s.adminResult(w, s.ApplyScenario(sc))
 }
 
 func (s *Sim) handleAdminFault(w http.ResponseWriter, r *http.Request) {
@@ -369,10 +359,7 @@ func (s *Sim) handleAdminFault(w http.ResponseWriter, r *http.Request) {
 		Duration    string `json:"duration"`
 		AfterChunks int    `json:"after_chunks"`
 	}
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid body: " + err.Error()})
+	if !decodeStrict(w, r.Body, &body, "invalid body") {
 		return
 	}
 	if body.Fault == "none" || body.Fault == "" {
@@ -408,11 +395,7 @@ func (s *Sim) handleAdminFault(w http.ResponseWriter, r *http.Request) {
 		}()
 		return
 	}
-	if err := s.InjectFault(f); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
-		return
-	}
-	writeJSON(w, http.StatusOK, s.adminState())
+	s.adminResult(w, s.InjectFault(f))
 }
 
 func (s *Sim) handleAdminLoadGen(w http.ResponseWriter, r *http.Request) {

@@ -515,12 +515,7 @@ func (e *engine) observeFinished(r *req, key string, v float64) {
 
 // finishReq removes r from the engine and records the per-request histograms.
 func (e *engine) finishReq(r *req, t time.Time) {
-	r.state = stateFinished
-	e.running = removeReq(e.running, r)
-	e.waiting = removeReq(e.waiting, r)
-	e.deferred = removeReq(e.deferred, r)
-	e.freeBlocks(r)
-	e.blocked = false
+	e.remove(r)
 	st := e.stats
 	st.success[r.finish]++
 	if e.priorityPolicy() {
@@ -555,8 +550,14 @@ func (e *engine) abort(r *req) {
 	if r.state == stateFinished {
 		return
 	}
-	r.state = stateFinished
 	r.finish = FinishAbort
+	e.remove(r)
+}
+
+// remove marks r finished, takes it off every queue and frees its KV
+// blocks (which unblocks admission).
+func (e *engine) remove(r *req) {
+	r.state = stateFinished
 	e.running = removeReq(e.running, r)
 	e.waiting = removeReq(e.waiting, r)
 	e.deferred = removeReq(e.deferred, r)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -13,17 +14,16 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 func get(url string, timeout time.Duration) (int, string, error) {
-	c := &http.Client{Timeout: timeout}
-	resp, err := c.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		return 0, "", err
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
+	return testutil.Do(&http.Client{Timeout: timeout}, req)
 }
 
 func TestFaultDownRefusesThenRecovers(t *testing.T) {
@@ -47,15 +47,15 @@ func TestFaultHangAndSlowMetrics(t *testing.T) {
 	if _, _, err := get(s.URL()+"/metrics", 150*time.Millisecond); err == nil {
 		t.Fatal("hung server answered")
 	}
-	// A held request is counted (tests wait on Hanging, not on a sleep)
-	// and answered once the hang is cleared.
+	// A held request is counted (tests wait on Hanging, not on a fixed
+	// sleep) and answered once the hang is cleared. The requests travel
+	// real sockets, out of testing/synctest's sight, so this polls.
 	waitHanging := func(n int) {
 		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); s.Hanging() != n; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) { // bounds a broken run only
-				t.Fatalf("Hanging() = %d, want %d", s.Hanging(), n)
-			}
-		}
+		testutil.Poll(t, 20*time.Second, time.Millisecond, fmt.Sprintf("Hanging() == %d", n), nil, func() (bool, string) {
+			h := s.Hanging()
+			return h == n, fmt.Sprintf("Hanging() = %d", h)
+		})
 	}
 	waitHanging(0) // the timed-out request above is released when its connection closes
 	answered := make(chan int, 1)
@@ -112,21 +112,19 @@ func TestFaultStreamCutAndStreamError(t *testing.T) {
 	_ = s.InjectFault(FaultSpec{Kind: FaultStreamCut, AfterChunks: 2})
 	req, _ := http.NewRequest("POST", s.URL()+"/v1/completions", strings.NewReader(`{"model":"m","prompt":"x","max_tokens":50,"ignore_eos":true,"stream":true}`))
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
+	code, b, err := testutil.Do(nil, req)
+	if code == 0 {
 		t.Fatal(err)
 	}
-	b, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err == nil || strings.Contains(string(b), "[DONE]") || strings.Count(string(b), "data: ") != 2 {
+	if err == nil || strings.Contains(b, "[DONE]") || strings.Count(b, "data: ") != 2 {
 		t.Fatalf("want a cut after 2 events without [DONE]: err=%v body=%q", err, b)
 	}
-	// The abort reaches the engine asynchronously; the deadline only
-	// bounds a broken run.
-	deadline := time.Now().Add(20 * time.Second)
-	for s.Engines()[0].Running != 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	// The abort reaches the engine asynchronously (the cut is seen over a
+	// real socket), so poll.
+	testutil.Poll(t, 20*time.Second, 10*time.Millisecond, "cut request leaves the engine", nil, func() (bool, string) {
+		e := s.Engines()[0]
+		return e.Running == 0, fmt.Sprintf("%d running", e.Running)
+	})
 	if e := s.Engines()[0]; e.Running != 0 || e.Finished["length"] != 0 {
 		t.Fatalf("cut request must be aborted in the engine: %+v", e)
 	}

@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"flag"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite the sim-latest-* golden fixtures in collector/vllm/testdata")
@@ -146,15 +147,7 @@ func TestLatestFixturesAreReproducible(t *testing.T) {
 			body := build(t).Metrics()
 			parseMetrics(t, body)
 			p := filepath.Join(vllmTestdata, fixtureName(name))
-			if *update {
-				if err := os.WriteFile(p, body, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatalf("%v (run go test ./internal/vllmsim -run TestLatestFixtures -update)", err)
-			}
+			want := testutil.Golden(t, p, body, *update, "run go test ./internal/vllmsim -run TestLatestFixtures -update")
 			if !bytes.Equal(body, want) {
 				t.Errorf("%s differs from the simulator's rendering (rerun with -update if the change is intended)\n%s", p, firstDiff(body, want))
 			}

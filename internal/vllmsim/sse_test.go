@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 func startReal(t *testing.T, cfg Config) *Sim {
@@ -282,12 +284,10 @@ func TestAPIErrorsAndAuxEndpoints(t *testing.T) {
 	}
 	req, _ := http.NewRequest("GET", url+"/v1/models", nil)
 	req.Header.Set("Authorization", "Bearer sekret")
-	resp, err := http.DefaultClient.Do(req)
+	_, b, err := testutil.Do(nil, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
 	if !strings.HasPrefix(string(b), `{"object":"list","data":[{"id":"m","object":"model",`) || !strings.Contains(string(b), `"max_model_len":8192`) {
 		t.Errorf("/v1/models: %s", b)
 	}

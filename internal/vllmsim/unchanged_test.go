@@ -2,10 +2,11 @@ package vllmsim
 
 import (
 	"bytes"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 // TestExistingVersionsUnchanged renders the pre-existing layouts (v1,
@@ -22,15 +23,7 @@ func TestExistingVersionsUnchanged(t *testing.T) {
 			}
 			body := s.Metrics()
 			p := filepath.Join("testdata", "unchanged-"+v+"-"+sc+".txt")
-			if *update {
-				if err := os.WriteFile(p, body, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
+			want := testutil.Golden(t, p, body, *update, "run go test ./internal/vllmsim -run TestExistingVersionsUnchanged -update")
 			if !bytes.Equal(body, want) {
 				t.Errorf("%s/%s differs from the golden rendered before the newest layout\n%s", v, sc, firstDiff(body, want))
 			}

@@ -22,3 +22,10 @@ func Start(tb testing.TB, cfg vllmsim.Config) *vllmsim.Sim {
 	tb.Cleanup(sim.Close)
 	return sim
 }
+
+// StartLoaded starts a simulator in real time with its load generator on,
+// seeded with seed: traffic for a real exporter to scrape and probe.
+func StartLoaded(tb testing.TB, seed int64) *vllmsim.Sim {
+	tb.Helper()
+	return Start(tb, vllmsim.Config{Seed: seed, LoadGen: true})
+}
