@@ -47,7 +47,7 @@ func overview() dashboard {
 	return dashboard{
 		File: "vllm-overview.json", UID: "vllm-exporter-overview", Title: "vLLM / Overview",
 		Desc: "SLO status, bottleneck, latency (server vs probe), throughput and saturation of vLLM replicas, from vllm_exporter.",
-		Vars: []variable{modelVar, instanceVar},
+		Vars: []variable{modelVar, instanceVar, prefillVar, decodeVar},
 		Rows: []row{
 			{Title: "Status", Panels: []panel{
 				{Title: "SLO error budget remaining", Type: "stat", Unit: "percentunit", W: 6, H: 6,
@@ -155,6 +155,8 @@ func overview() dashboard {
 					}},
 			}},
 			newerVLLMRow(),
+			productionRow(),
+			pdPairRow(),
 		},
 	}
 }

@@ -22,9 +22,13 @@ import (
 )
 
 // newerRowPanels returns the panels of the overview's newer-vLLM row, as
-// the shipped JSON has them (the row's panels follow its row header up to
-// the next row).
-func newerRowPanels(t *testing.T) []dashPanel {
+// the shipped JSON has them.
+func newerRowPanels(t *testing.T) []dashPanel { return rowPanels(t, newerVLLMRowTitle) }
+
+// rowPanels returns the panels of one row of the overview, as the shipped
+// JSON has them (the row's panels follow its row header up to the next
+// row).
+func rowPanels(t *testing.T, title string) []dashPanel {
 	t.Helper()
 	b, err := os.ReadFile("vllm-overview.json")
 	if err != nil {
@@ -43,7 +47,7 @@ func newerRowPanels(t *testing.T) []dashPanel {
 	in := false
 	for _, p := range d.Panels {
 		if p.Type == "row" {
-			in = p.Title == newerVLLMRowTitle
+			in = p.Title == title
 			continue
 		}
 		if in {
@@ -51,7 +55,7 @@ func newerRowPanels(t *testing.T) []dashPanel {
 		}
 	}
 	if len(out) == 0 {
-		t.Fatalf("vllm-overview.json has no row %q", newerVLLMRowTitle)
+		t.Fatalf("vllm-overview.json has no row %q", title)
 	}
 	return out
 }
@@ -62,12 +66,17 @@ func newerRowPanels(t *testing.T) []dashPanel {
 // prompt tokens by source, the stated KV pool, MFU counters, HTTP
 // refusals), the health verdict's output, and the classifier's declared
 // series (MFU/MBU, bottleneck class: they need a watchdog tick to have
-// values). Name -> label names.
-func exporterSeries(t *testing.T) map[string]map[string]bool {
+// values). Name -> label names. Fragments (files in testdata) are appended
+// to the body: families of features the two-engine body does not run.
+func exporterSeries(t *testing.T, fragments ...string) map[string]map[string]bool {
 	t.Helper()
-	body, err := os.ReadFile(filepath.Join("testdata", "vllm-late-2026-dp2-priority-spec.txt"))
-	if err != nil {
-		t.Fatal(err)
+	var body []byte
+	for _, f := range append([]string{"vllm-late-2026-dp2-priority-spec.txt"}, fragments...) {
+		b, err := os.ReadFile(filepath.Join("testdata", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body = append(body, b...)
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=1.0.0; charset=utf-8")
@@ -106,9 +115,16 @@ func exporterSeries(t *testing.T) map[string]map[string]bool {
 // exposes, with every label the query filters or groups on: a panel on an
 // invented or misspelt name (or label) would stay empty forever.
 func TestNewerVLLMPanelsQueryExportedSeries(t *testing.T) {
-	series := exporterSeries(t)
+	checkPanelsQueryExportedSeries(t, newerRowPanels(t), exporterSeries(t))
+}
+
+// checkPanelsQueryExportedSeries fails for a panel query that reads a
+// series the exporter does not expose, or filters or groups on a label
+// the series lacks.
+func checkPanelsQueryExportedSeries(t *testing.T, panels []dashPanel, series map[string]map[string]bool) {
+	t.Helper()
 	byLabels := regexp.MustCompile(`\b(?:by|on)\s*\(([^)]*)\)`)
-	for _, p := range newerRowPanels(t) {
+	for _, p := range panels {
 		if len(p.Targets) == 0 {
 			t.Errorf("panel %q has no query", p.Title)
 		}
@@ -126,6 +142,10 @@ func TestNewerVLLMPanelsQueryExportedSeries(t *testing.T) {
 				names = append(names, sel.Name)
 				labels, ok := series[sel.Name]
 				if !ok {
+					// a histogram read as a native histogram (histq)
+					labels, ok = series[sel.Name+"_bucket"]
+				}
+				if !ok {
 					t.Errorf("panel %q: the exporter exposes no series %s (%s)", p.Title, sel.Name, tg.Expr)
 					continue
 				}
@@ -140,7 +160,7 @@ func TestNewerVLLMPanelsQueryExportedSeries(t *testing.T) {
 			for _, m := range byLabels.FindAllStringSubmatch(expr, -1) {
 				for _, l := range strings.Split(m[1], ",") {
 					l = strings.TrimSpace(l)
-					if l == "" || l == "instance" {
+					if l == "" || l == "instance" || l == "le" {
 						continue
 					}
 					for _, n := range names {
@@ -204,14 +224,7 @@ func TestNewerVLLMPanelsComputeWhatTheySay(t *testing.T) {
 		refusedPerMin, draftsPerMin, draftTokensPerMin, acceptedPerMin = 30.0, 60.0, 240.0, 120.0
 		computedPerMin, cachedPerMin                                   = 600.0, 1800.0
 	)
-	gauge := func(v float64) string { return testutil.Samples(slices.Repeat([]float64{v}, n)) }
-	counter := func(perMin float64) string {
-		v := make([]float64, n)
-		for i := range v {
-			v[i] = perMin * (time.Duration(i) * step).Minutes()
-		}
-		return testutil.Samples(v)
-	}
+	gauge, counter := panelSeries(n, step)
 	switched := func(before, after float64) string {
 		v := make([]float64, n)
 		for i := range v {
@@ -246,13 +259,7 @@ func TestNewerVLLMPanelsComputeWhatTheySay(t *testing.T) {
 		{Series: `vllm_engine_healthy{` + l + `,engine="0"}`, Values: gauge(1)},
 		{Series: `vllm_engine_healthy{` + l + `,engine="1"}`, Values: gauge(0)},
 	}
-	m := func(v float64, kv ...string) testutil.ExpSample {
-		labels := `model="m"`
-		for i := 0; i+1 < len(kv); i += 2 {
-			labels += fmt.Sprintf(",%s=%q", kv[i], kv[i+1])
-		}
-		return testutil.ExpSample{Labels: "{" + labels + "}", Value: v}
-	}
+	m := modelSample
 	check := func(title string, i int, want ...testutil.ExpSample) testutil.ExprTest {
 		return testutil.ExprTest{Expr: expr(title, i), EvalTime: testutil.Duration(5 * time.Minute), ExpSamples: want}
 	}
@@ -286,4 +293,28 @@ func TestNewerVLLMPanelsComputeWhatTheySay(t *testing.T) {
 			t.Errorf("panel %q of the newer-vLLM row is not evaluated by this test", title)
 		}
 	}
+}
+
+// panelSeries returns writers of promtool input values, n samples step
+// apart: a gauge holding v, and a counter growing by perMin a minute.
+func panelSeries(n int, step time.Duration) (gauge func(v float64) string, counter func(perMin float64) string) {
+	gauge = func(v float64) string { return testutil.Samples(slices.Repeat([]float64{v}, n)) }
+	counter = func(perMin float64) string {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = perMin * (time.Duration(i) * step).Minutes()
+		}
+		return testutil.Samples(v)
+	}
+	return gauge, counter
+}
+
+// modelSample is an expected sample of model "m" with more labels (name,
+// value pairs).
+func modelSample(v float64, kv ...string) testutil.ExpSample {
+	labels := `model="m"`
+	for i := 0; i+1 < len(kv); i += 2 {
+		labels += fmt.Sprintf(",%s=%q", kv[i], kv[i+1])
+	}
+	return testutil.ExpSample{Labels: "{" + labels + "}", Value: v}
 }

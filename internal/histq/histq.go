@@ -87,6 +87,13 @@ func (h H) Mean(labels ...string) Either {
 		"histogram_avg("+h.Native("rate", labels...)+")")
 }
 
+// Sum is the sum of the observations, fn ("rate" or "increase") over the
+// window, summed by labels (e.g. bytes per second of a size histogram).
+func (h H) Sum(fn string, labels ...string) Either {
+	return or(by(labels, fmt.Sprintf("%s(%s)", fn, h.sel("_sum"))),
+		"histogram_sum("+h.Native(fn, labels...)+")")
+}
+
 // Below is the number of observations at or below the bucket boundary
 // threshold (fn over the window, summed by labels): the classic bucket whose
 // `le` matches leRegex (every spelling of threshold), or

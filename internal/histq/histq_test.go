@@ -17,6 +17,7 @@ func TestFormsReadTheirRepresentation(t *testing.T) {
 		"Quantile":   h.Quantile("0.9", "model"),
 		"Count":      h.Count("increase", "model"),
 		"Mean":       h.Mean("model"),
+		"Sum":        h.Sum("rate", "model"),
 		"Below":      h.Below("increase", 1, `1|1\\.0`, "model"),
 		"Above":      h.Above("increase", 1, `1|1\\.0`, "model"),
 		"AboveRatio": h.AboveRatio(1, `1|1\\.0`, "model"),
@@ -97,6 +98,8 @@ func TestSameAnswerInEveryRepresentation(t *testing.T) {
 		{"(" + h.Above("increase", 1, le, "model").String() + ") == 0", all(0, "empty")},
 		{exact(h.Count("rate", "model").String(), "30") + " > 0", all(4e9, "classic", "nhcb", "native", "both")},
 		{exact(h.Mean("model").String(), "100") + " > 0", all(80e9, "classic", "nhcb", "native", "both")},
+		// 3.2 every 30s: a sum rate of 3.2/30 per second (x300: 32)
+		{exact(h.Sum("rate", "model").String(), "300") + " > 0", all(32e9, "classic", "nhcb", "native", "both")},
 		// linear interpolation in (0.5, 1]: the median is 0.75 with
 		// classic buckets and NHCB alike
 		{exact(h.Quantile("0.5", "model").String(), "4") + ` >= 0 unless {model="native"}`, all(3e9, "classic", "nhcb", "both")},

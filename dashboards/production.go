@@ -1,0 +1,173 @@
+package dashboards
+
+import "github.com/vllm-exporter/vllm_exporter/internal/histq"
+
+// Rows of production vLLM features (issue 24): admission control, the NIXL
+// connector of disaggregated prefill/decode, LoRA adapters, KV offloading
+// and KV block residency. Each family is optional, so every panel says
+// which vLLM version or flag it needs when it is empty.
+
+const (
+	productionRowTitle = "Production vLLM (0.32–0.33): admission, KV transfer, LoRA, KV offload, block residency"
+	pdPairRowTitle     = "Disaggregated prefill/decode pair (NIXL): pick the pair with the Prefill pod and Decode pod variables"
+)
+
+// The pair's pods: instances whose exporter reads the NIXL connector's
+// families (both sides of a pair export them). Each side's panels filter
+// on its variable as well as on $instance.
+var (
+	prefillVar = variable{Name: "prefill", Label: "Prefill pod", Metric: "vllm_kv_transfer_failures_total", LabelName: "instance"}
+	decodeVar  = variable{Name: "decode", Label: "Decode pod", Metric: "vllm_kv_transfer_failures_total", LabelName: "instance"}
+)
+
+const (
+	nixlNoValue    = "No NIXL KV connector: needs vLLM with --kv-transfer-config using NixlConnector (disaggregated prefill/decode; llm-d, Dynamo)"
+	loraNoValue    = "No LoRA: needs vLLM 0.6.4+ started with --enable-lora (vllm:lora_requests_info)"
+	offloadNoValue = "No KV offload: needs vLLM 0.30+ with the offloading connector (--kv-transfer-config OffloadingConnector, LMCache); vllm:kv_offload_*"
+	kvBlockNoValue = "Needs vLLM ≈0.13+ started with --kv-cache-metrics (vllm:kv_block_*_seconds)"
+)
+
+// hsum is the per-second sum of a histogram's observations by labels
+// (classic or native, package histq).
+func hsum(metric, filter string, by ...string) string {
+	return histq.H{Name: metric, Matchers: filter, Window: ri[1 : len(ri)-1]}.Sum("rate", by...).String()
+}
+
+// productionRow shows admission rejections, NIXL KV transfers, LoRA
+// adapters, KV offload traffic and KV block residency per model.
+func productionRow() row {
+	rate := func(metric string) string { return `rate(` + metric + `{` + mi + `}` + ri + `)` }
+	byModel := func(metric, labels string) string { return `sum by (` + labels + `) (` + rate(metric) + `)` }
+	offload := func(dir string) (bytes, secs string) {
+		return byModel("vllm_kv_offload_"+dir+"_bytes_total", "model, tier"), byModel("vllm_kv_offload_"+dir+"_seconds_total", "model, tier")
+	}
+	loadB, loadS := offload("load")
+	storeB, storeS := offload("store")
+	return row{Title: productionRowTitle, Panels: []panel{
+		{Title: "Admission rejections by reason (queue vs cap)", Type: "timeseries", Unit: "short", W: 8,
+			Desc: "Requests vLLM refused at admission (HTTP 503) per second, by reason: max_num_queued_reqs (the waiting queue held --max-num-queued-requests) or max_num_queued_tokens (--max-num-queued-tokens). " +
+				"They never reach the finished-request counters and count against the availability SLO. Beside them the deepest engine's waiting queue: rejections while it sits flat at a level mean it is at the cap " +
+				"(vLLM does not export the cap; compare with the flag): raise the cap only if the latency SLO has room, else scale out.",
+			NoValue: "No admission control: needs vLLM 0.32+ started with --max-num-queued-requests or --max-num-queued-tokens (vllm:admission_rejections_total)",
+			Targets: []target{
+				q(byModel("vllm_requests_rejected_total", "model, reason"), "rejected/s {{reason}} {{model}}"),
+				q(`max by (model) (vllm_engine_requests_waiting{`+mi+`}) or max by (model) (vllm_requests_waiting{`+mi+`})`, "deepest queue {{model}}"),
+			}},
+		{Title: "KV transfer latency p50 / p99 (NIXL)", Type: "timeseries", Unit: "s", W: 8,
+			Desc: "Duration of the NIXL KV-cache transfers (a decode pod reading a request's KV from its prefill pod) and the time to post them. " +
+				"On a decode pod every request's TTFT includes its transfer: a rising p99 here shows as TTFT without any prefill or queue time behind it.",
+			NoValue: nixlNoValue,
+			Targets: []target{
+				q(hq("0.99", "vllm_kv_transfer_time_seconds", mi, "model"), "transfer p99 {{model}}"),
+				q(hq("0.5", "vllm_kv_transfer_time_seconds", mi, "model"), "transfer p50 {{model}}"),
+				q(hq("0.99", "vllm_kv_transfer_post_time_seconds", mi, "model"), "post p99 {{model}}"),
+			}},
+		{Title: "KV transfer throughput (NIXL)", Type: "timeseries", Unit: "Bps", W: 8,
+			Desc:    "Bytes of KV cache moved by NIXL per second (the sum of vLLM's transfer-size histogram over the interval), and the median transfer size.",
+			NoValue: nixlNoValue,
+			Targets: []target{
+				q(hsum("vllm_kv_transfer_size_bytes", mi, "model"), "bytes/s {{model}}"),
+				q(hq("0.5", "vllm_kv_transfer_size_bytes", mi, "model"), "median transfer {{model}}"),
+			}},
+		{Title: "KV transfer failures and expired requests (NIXL)", Type: "timeseries", Unit: "short", W: 8,
+			Desc: "Per second: failed transfers (the decode side recomputes or fails the request; VLLMKVTransferFailures pages above 5%), failed notifications, " +
+				"and requests whose KV expired on the prefill side before a decode pod read it (a decode pod too slow to pick up its requests).",
+			NoValue: nixlNoValue,
+			Targets: []target{
+				q(byModel("vllm_kv_transfer_failures_total", "model"), "failed transfers/s {{model}}"),
+				q(byModel("vllm_kv_transfer_notification_failures_total", "model"), "failed notifications/s {{model}}"),
+				q(byModel("vllm_kv_transfer_expired_requests_total", "model"), "expired/s {{model}}"),
+			}},
+		{Title: "LoRA adapters running and waiting", Type: "timeseries", Unit: "short", W: 8,
+			Desc: "Adapters with running requests and adapters with waiting requests (the most over the interval: a wait between two scrapes still shows). " +
+				"An adapter that waits while others run is held by the LoRA budget (max_lora adapters per batch), not by KV capacity.",
+			NoValue: loraNoValue,
+			Targets: []target{
+				q(`max by (model, adapter) (max_over_time(vllm_lora_adapter_running{`+mi+`}`+ri+`))`, "running {{adapter}}"),
+				q(`max by (model, adapter) (max_over_time(vllm_lora_adapter_waiting{`+mi+`}`+ri+`))`, "waiting {{adapter}}"),
+			}},
+		{Title: "LoRA slots used vs max_lora", Type: "timeseries", Unit: "short", W: 8,
+			Desc:    "Adapters in the running batch against max_lora (--max-loras). At max_lora with adapters waiting, raise --max-loras (GPU memory permitting) or route adapters to fewer pods.",
+			NoValue: loraNoValue,
+			Targets: []target{
+				q(`max by (model) (vllm_lora_slots_used{`+mi+`})`, "used {{model}}"),
+				q(`max by (model) (vllm_lora_slots{`+mi+`})`, "max_lora {{model}}"),
+			}},
+		{Title: "KV offload throughput and bandwidth by direction and tier", Type: "timeseries", Unit: "Bps", W: 8,
+			Desc: "Bytes per second loaded from an offload tier into GPU memory (load) and stored from GPU memory to it (store), per tier (the newer vLLM names count as tier cpu), " +
+				"and the bandwidth each direction achieves while it transfers (bytes / transfer seconds).",
+			NoValue: offloadNoValue,
+			Targets: []target{
+				q(loadB, "load {{tier}} {{model}}"),
+				q(storeB, "store {{tier}} {{model}}"),
+				q(loadB+` / (`+loadS+` > 0)`, "load bandwidth {{tier}} {{model}}"),
+				q(storeB+` / (`+storeS+` > 0)`, "store bandwidth {{tier}} {{model}}"),
+			}},
+		{Title: "KV offload transfer time by direction and tier", Type: "timeseries", Unit: "percentunit", W: 8,
+			Desc:    "Seconds spent loading and storing KV per second of wall time, per tier: the share of time the offload path is busy. Near 100% the tier's link is the limit and loads delay prefills.",
+			NoValue: offloadNoValue,
+			Targets: []target{
+				q(loadS, "load {{tier}} {{model}}"),
+				q(storeS, "store {{tier}} {{model}}"),
+			}},
+		{Title: "KV offload hit ratio (external prefix cache)", Type: "timeseries", Unit: "percentunit", W: 8, Max: one(),
+			Desc:    "Prompt tokens found in the KV connector's external cache (offload tier, LMCache, a P/D peer) over the tokens looked up. A low ratio with heavy store traffic: the tier holds KV nobody reads back.",
+			NoValue: "No external prefix cache lookups: needs vLLM ≈0.11+ with a KV connector (--kv-transfer-config; vllm:external_prefix_cache_*)",
+			Targets: []target{q(byModel("vllm_external_prefix_cache_hits_total", "model")+` / (`+byModel("vllm_external_prefix_cache_queries_total", "model")+` > 0)`, "{{model}}")}},
+		{Title: "KV block residency p50 / p99", Type: "timeseries", Unit: "s", W: 24,
+			Desc: "How long KV blocks live in GPU memory (allocation to eviction), how long they sat idle before eviction, and the gap between two uses of a cached block. " +
+				"Reuse gaps longer than the idle time before eviction mean the prefix cache evicts blocks before they are reused (thrashing): more KV memory, or offloading, keeps them.",
+			NoValue: kvBlockNoValue,
+			Targets: []target{
+				q(hq("0.5", "vllm_kv_block_lifetime_seconds", mi, "model"), "lifetime p50 {{model}}"),
+				q(hq("0.99", "vllm_kv_block_lifetime_seconds", mi, "model"), "lifetime p99 {{model}}"),
+				q(hq("0.5", "vllm_kv_block_idle_before_evict_seconds", mi, "model"), "idle before evict p50 {{model}}"),
+				q(hq("0.99", "vllm_kv_block_idle_before_evict_seconds", mi, "model"), "idle before evict p99 {{model}}"),
+				q(hq("0.5", "vllm_kv_block_reuse_gap_seconds", mi, "model"), "reuse gap p50 {{model}}"),
+				q(hq("0.99", "vllm_kv_block_reuse_gap_seconds", mi, "model"), "reuse gap p99 {{model}}"),
+			}},
+	}}
+}
+
+// pdPairRow shows one prefill/decode pair side by side: what the decode
+// pod's users wait for (TTFT, of which the KV transfer) beside the prefill
+// work on the prefill pod, and each side's load and transfer failures.
+func pdPairRow() row {
+	dec := mi + `,instance=~"$decode"`
+	pre := mi + `,instance=~"$prefill"`
+	return row{Title: pdPairRowTitle, Panels: []panel{
+		{Title: "Decode pod: TTFT and KV transfer p99", Type: "timeseries", Unit: "s", W: 12,
+			Desc: "On the decode pod a request's TTFT includes reading its KV from the prefill pod: TTFT p99 close to the transfer p99 means the transfer, not this pod, sets the first token. " +
+				"Compare with the prefill time on the prefill pod beside.",
+			NoValue: nixlNoValue,
+			Targets: []target{
+				q(hq("0.99", "vllm_time_to_first_token_seconds", dec, "model", "instance"), "TTFT p99 {{instance}}"),
+				q(hq("0.5", "vllm_time_to_first_token_seconds", dec, "model", "instance"), "TTFT p50 {{instance}}"),
+				q(hq("0.99", "vllm_kv_transfer_time_seconds", dec, "model", "instance"), "KV transfer p99 {{instance}}"),
+			}},
+		{Title: "Prefill pod: prefill and queue time p99", Type: "timeseries", Unit: "s", W: 12,
+			Desc:    "The prefill pod computes the prompts whose KV the decode pod reads: its prefill and queue time are what a decode pod's TTFT waits for before the transfer.",
+			NoValue: nixlNoValue,
+			Targets: []target{
+				q(hq("0.99", "vllm_request_prefill_time_seconds", pre, "model", "instance"), "prefill p99 {{instance}}"),
+				q(hq("0.5", "vllm_request_prefill_time_seconds", pre, "model", "instance"), "prefill p50 {{instance}}"),
+				q(hq("0.99", "vllm_request_queue_time_seconds", pre, "model", "instance"), "queue p99 {{instance}}"),
+			}},
+		{Title: "Pair: running and waiting (decode waits on transfers)", Type: "timeseries", Unit: "short", W: 12,
+			Desc: "Requests running on each pod, and on the decode pod the requests deferred while their KV is in flight (waiting by reason deferred, vLLM ≈0.20+) " +
+				"beside those waiting for capacity. Many deferred with few running: the decode pod waits on transfers.",
+			NoValue: nixlNoValue,
+			Targets: []target{
+				q(`sum by (model, instance) (vllm_requests_running{`+pre+`})`, "running prefill {{instance}}"),
+				q(`sum by (model, instance) (vllm_requests_running{`+dec+`})`, "running decode {{instance}}"),
+				q(`sum by (model, instance, reason) (vllm_requests_waiting_by_reason{`+dec+`})`, "waiting {{reason}} decode {{instance}}"),
+			}},
+		{Title: "Pair: transfer failures (decode) and expired KV (prefill)", Type: "timeseries", Unit: "short", W: 12,
+			Desc:    "Per second: failed KV transfers seen by the decode pod, and requests whose KV expired unread on the prefill pod.",
+			NoValue: nixlNoValue,
+			Targets: []target{
+				q(`sum by (model, instance) (rate(vllm_kv_transfer_failures_total{`+dec+`}`+ri+`))`, "failed transfers/s {{instance}}"),
+				q(`sum by (model, instance) (rate(vllm_kv_transfer_expired_requests_total{`+pre+`}`+ri+`))`, "expired/s {{instance}}"),
+			}},
+	}}
+}
