@@ -257,15 +257,25 @@ func (s *Sim) handleModels(w http.ResponseWriter, r *http.Request) {
 		OwnedBy     string  `json:"owned_by"`
 		Root        string  `json:"root"`
 		Parent      *string `json:"parent"`
-		MaxModelLen int     `json:"max_model_len"`
+		MaxModelLen *int    `json:"max_model_len"` // null for a LoRA adapter, as vLLM
 		Permission  []perm  `json:"permission"`
 	}
 	var data []card
+	permission := func(i int) []perm {
+		return []perm{{ID: fmt.Sprintf("modelperm-%032x", i+1), Object: "model_permission", Created: created,
+			AllowSampling: true, AllowLogprobs: true, AllowView: true, Organization: "*"}}
+	}
+	maxLen := s.cfg.MaxModelLen
 	for i, m := range s.cfg.Models {
 		data = append(data, card{ID: m, Object: "model", Created: created, OwnedBy: "vllm", Root: m,
-			MaxModelLen: s.cfg.MaxModelLen, Permission: []perm{{ID: fmt.Sprintf("modelperm-%032x", i+1),
-				Object: "model_permission", Created: created, AllowSampling: true, AllowLogprobs: true,
-				AllowView: true, Organization: "*"}}})
+			MaxModelLen: &maxLen, Permission: permission(i)})
+	}
+	// LoRA adapters follow, as vLLM lists its --lora-modules: root is the
+	// adapter's path, parent the base model, no max_model_len.
+	for i, a := range s.loraAdapters() {
+		base := s.cfg.Models[0]
+		data = append(data, card{ID: a, Object: "model", Created: created, OwnedBy: "vllm", Root: "/adapters/" + a,
+			Parent: &base, Permission: permission(len(s.cfg.Models) + i)})
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Object string `json:"object"`

@@ -271,15 +271,22 @@ func (e *engine) newTokens(r *req, budget int) (n, drafts int) {
 }
 
 // admitWaiting adds waiting requests to batch in queue order while the
-// token budget, max_num_seqs and free blocks allow.
+// token budget, max_num_seqs and free blocks allow, skipping (as vLLM's
+// scheduler does) a request whose LoRA adapter would be one more than
+// max_lora adapters in the batch.
 func (e *engine) admitWaiting(now time.Time, batch []schedItem, budget int) []schedItem {
 	// With the #53130 livelock, deferred requests take max_num_seqs slots.
 	held := 0
 	if e.sim.deferCfg.Livelock {
 		held = len(e.deferred)
 	}
-	for len(e.waiting) > 0 && budget > 0 && len(e.running)+held < e.sim.cfg.MaxNumSeqs {
-		r := e.waiting[0]
+	lora := e.loraBudget()
+	for i := 0; i < len(e.waiting) && budget > 0 && len(e.running)+held < e.sim.cfg.MaxNumSeqs; {
+		r := e.waiting[i]
+		if lora.blocks(r) {
+			i++ // held by the LoRA budget: the next request may run
+			continue
+		}
 		if r.numComputed == 0 {
 			bs := e.pool.blockSize
 			r.tokHashes = chainHashes(r.tokHashes, r.tokens, bs)
@@ -305,7 +312,8 @@ func (e *engine) admitWaiting(now time.Time, batch []schedItem, budget int) []sc
 				e.stats.prefixHits += float64(r.numComputed)
 			}
 		}
-		e.waiting = e.waiting[1:]
+		e.waiting = append(e.waiting[:i], e.waiting[i+1:]...)
+		lora.add(r)
 		r.state = stateRunning
 		e.running = append(e.running, r)
 		// A waiting request always starts from numComputed 0 (new, preempted
@@ -583,4 +591,43 @@ func (e *engine) accountWork() {
 	st.flops += 2 * c.ModelParams * float64(tokens)
 	st.readBytes += c.ModelParams*c.WeightBytesPerParam + float64(ctx)*c.KVBytesPerToken
 	st.writeBytes += float64(tokens) * c.KVBytesPerToken
+}
+
+// loraSet is the LoRA adapters of a batch against max_lora (0: LoRA off).
+type loraSet struct {
+	max    int
+	active map[string]bool
+}
+
+// loraBudget is the adapters of the running requests.
+func (e *engine) loraBudget() loraSet {
+	l := loraSet{max: e.sim.lora.MaxLoRA, active: map[string]bool{}}
+	for _, r := range e.running {
+		l.add(r)
+	}
+	return l
+}
+
+func (l loraSet) add(r *req) {
+	if r.lora != "" {
+		l.active[r.lora] = true
+	}
+}
+
+// blocks reports whether r waits on the LoRA budget: its adapter is not in
+// the batch and the batch already holds max_lora adapters.
+func (l loraSet) blocks(r *req) bool {
+	return l.max > 0 && r.lora != "" && !l.active[r.lora] && len(l.active) >= l.max
+}
+
+// loraBlocked counts the waiting requests held by the LoRA budget (vLLM
+// counts them as deferred in num_requests_waiting_by_reason).
+func (e *engine) loraBlocked() int {
+	l, n := e.loraBudget(), 0
+	for _, r := range e.waiting {
+		if l.blocks(r) {
+			n++
+		}
+	}
+	return n
 }

@@ -187,10 +187,11 @@ func familiesV1(c *Config) []famSpec {
 			help:  "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; 'deferred' = deferred by transient constraints (LoRA budget, KV transfer, blocked status). Sum of all reasons equals vllm:num_requests_waiting.",
 			extra: "reason", extraVal: []string{"capacity", "deferred"},
 			byExtra: func(e *engine, v string) float64 {
+				blocked := e.loraBlocked() // skipped by the LoRA budget
 				if v == "capacity" {
-					return waiting(e)
+					return waiting(e) - float64(blocked)
 				}
-				return float64(len(e.deferred))
+				return float64(len(e.deferred) + blocked)
 			}},
 		famSpec{name: "vllm:engine_sleep_state", typ: kGauge,
 			help:  "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",

@@ -161,16 +161,24 @@ func (s *Sim) transferKV(e *engine, q *req) time.Duration {
 }
 
 // LoRAConfig enables LoRA: requests naming one of Adapters as their model
-// run on the base model with that adapter; MaxLoRA adapters fit one batch.
+// run on the base model with that adapter; MaxLoRA adapters fit one batch
+// (a waiting request whose adapter would be one more waits, as vLLM's
+// scheduler skips it). /v1/models lists the adapters after the base models
+// (vLLM --lora-modules). LoadFraction of the built-in load's requests to
+// the base model name the adapters instead, in turn.
 type LoRAConfig struct {
-	MaxLoRA  int      `json:"max_lora"`
-	Adapters []string `json:"adapters"`
+	MaxLoRA      int      `json:"max_lora"`
+	Adapters     []string `json:"adapters"`
+	LoadFraction float64  `json:"load_fraction"`
 }
 
 // SetLoRA sets the served adapters (MaxLoRA 0: LoRA off).
 func (s *Sim) SetLoRA(l LoRAConfig) error {
 	if l.MaxLoRA < 0 || (l.MaxLoRA == 0 && len(l.Adapters) > 0) {
 		return fmt.Errorf("max_lora must be > 0 with adapters, got %d", l.MaxLoRA)
+	}
+	if !fraction(l.LoadFraction) {
+		return fmt.Errorf("load_fraction must be in [0,1], got %v", l.LoadFraction)
 	}
 	for _, a := range l.Adapters {
 		if a == "" || strings.Contains(a, ",") {
@@ -182,8 +190,32 @@ func (s *Sim) SetLoRA(l LoRAConfig) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.lora = l
+	s.lora, s.loraAcc, s.loraNext = l, 0, 0
+	s.poke() // a larger budget may admit waiting requests
 	return nil
+}
+
+// loraTarget is the model name a built-in load request for model names:
+// with LoadFraction, every 1/LoadFraction-th request to the base model
+// names the next adapter in turn. Called with s.mu held.
+func (s *Sim) loraTarget(model string) string {
+	l := s.lora
+	if l.MaxLoRA == 0 || len(l.Adapters) == 0 || model != s.cfg.Models[0] || !every(&s.loraAcc, l.LoadFraction) {
+		return model
+	}
+	a := l.Adapters[s.loraNext%len(l.Adapters)]
+	s.loraNext++
+	return a
+}
+
+// loraAdapters is the served adapters (none while LoRA is off).
+func (s *Sim) loraAdapters() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lora.MaxLoRA == 0 {
+		return nil
+	}
+	return append([]string(nil), s.lora.Adapters...)
 }
 
 // loraBase maps an adapter name to the base model it runs on ("" if name

@@ -1,6 +1,7 @@
 package vllmsim
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -161,17 +162,7 @@ func TestLoRAAdaptersAreListed(t *testing.T) {
 	if _, err := s.Submit(Request{Model: "other-lora", Prompt: prompt(16), MaxTokens: 2}); !errors.Is(err, ErrUnknownModel) {
 		t.Errorf("an adapter not served: %v, want ErrUnknownModel", err)
 	}
-	lora := func() map[string]string {
-		m := family(t, scrape(t, s), "vllm:lora_requests_info").GetMetric()
-		if len(m) != 1 {
-			t.Fatalf("%d lora_requests_info samples, want 1", len(m))
-		}
-		out := map[string]string{}
-		for _, lp := range m[0].GetLabel() {
-			out[lp.GetName()] = lp.GetValue()
-		}
-		return out
-	}
+	lora := func() map[string]string { return loraInfo(t, s) }
 	if got := lora(); got["waiting_lora_adapters"] != "sql-lora,chat-lora" || got["running_lora_adapters"] != "" || got["max_lora"] != "2" {
 		t.Errorf("before scheduling: %v, want both adapters waiting", got)
 	}
@@ -183,6 +174,128 @@ func TestLoRAAdaptersAreListed(t *testing.T) {
 		if err := s.SetLoRA(bad); err == nil {
 			t.Errorf("LoRA config %+v accepted", bad)
 		}
+	}
+}
+
+// loraInfo is the label set of the one vllm:lora_requests_info sample.
+func loraInfo(t *testing.T, s *Sim) map[string]string {
+	t.Helper()
+	m := family(t, scrape(t, s), "vllm:lora_requests_info").GetMetric()
+	if len(m) != 1 {
+		t.Fatalf("%d lora_requests_info samples, want 1", len(m))
+	}
+	out := map[string]string{}
+	for _, lp := range m[0].GetLabel() {
+		out[lp.GetName()] = lp.GetValue()
+	}
+	return out
+}
+
+// A request for an adapter beyond max_lora adapters in the batch waits
+// (listed in waiting_lora_adapters, counted as deferred) while requests
+// for the base model and for adapters already in the batch run; it runs
+// once an adapter's requests finish.
+func TestLoRABudgetHoldsAdaptersBeyondMaxLoRA(t *testing.T) {
+	s := productionSim(t)
+	if err := s.SetLoRA(LoRAConfig{MaxLoRA: 1, Adapters: []string{"sql-lora", "chat-lora"}}); err != nil {
+		t.Fatal(err)
+	}
+	submit := func(model string, maxTokens int) {
+		t.Helper()
+		if _, err := s.Submit(Request{Model: model, Prompt: prompt(16), MaxTokens: maxTokens, IgnoreEOS: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	submit("sql-lora", 20)
+	submit("chat-lora", 20)
+	submit(s.cfg.Models[0], 2000)
+	submit("sql-lora", 2000)
+	s.Advance(100 * time.Millisecond)
+	if got := loraInfo(t, s); got["running_lora_adapters"] != "sql-lora" || got["waiting_lora_adapters"] != "chat-lora" || got["max_lora"] != "1" {
+		t.Errorf("max_lora 1: %v, want sql-lora running and chat-lora waiting", got)
+	}
+	f := scrape(t, s)
+	if run, def, capa := val(t, f, "vllm:num_requests_running"), val(t, f, "vllm:num_requests_waiting_by_reason", "reason", "deferred"),
+		val(t, f, "vllm:num_requests_waiting_by_reason", "reason", "capacity"); run != 3 || def != 1 || capa != 0 {
+		t.Errorf("running %v, deferred %v, capacity %v; want 3 (both sql-lora and the base model), 1 (chat-lora on the LoRA budget), 0", run, def, capa)
+	}
+	// The short sql-lora request finishes; the long one keeps sql-lora
+	// in the batch, so chat-lora still waits.
+	runFor(s, 2*time.Second)
+	if run := val(t, scrape(t, s), "vllm:num_requests_running"); run != 2 {
+		t.Errorf("after 2s: %v running, want 2 (the short sql-lora request finished)", run)
+	}
+	if got := loraInfo(t, s); got["running_lora_adapters"] != "sql-lora" || got["waiting_lora_adapters"] != "chat-lora" {
+		t.Errorf("while sql-lora still runs: %v, want chat-lora waiting", got)
+	}
+	// A larger budget admits it at the next step.
+	if err := s.SetLoRA(LoRAConfig{MaxLoRA: 2, Adapters: []string{"sql-lora", "chat-lora"}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Advance(100 * time.Millisecond)
+	if got := loraInfo(t, s); got["running_lora_adapters"] != "sql-lora,chat-lora" || got["waiting_lora_adapters"] != "" {
+		t.Errorf("max_lora 2: %v, want both running", got)
+	}
+}
+
+// /v1/models lists the adapters after the base model, as vLLM does with
+// --lora-modules: parent the base model, no max_model_len.
+func TestModelsListAdapters(t *testing.T) {
+	s := productionSim(t)
+	if err := s.SetLoRA(LoRAConfig{MaxLoRA: 2, Adapters: []string{"sql-lora", "chat-lora"}}); err != nil {
+		t.Fatal(err)
+	}
+	rec := serveSync(t, s, "GET", "/v1/models", "")
+	var got struct {
+		Data []struct {
+			ID          string  `json:"id"`
+			Parent      *string `json:"parent"`
+			MaxModelLen *int    `json:"max_model_len"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+		t.Fatalf("%v: %s", err, rec.Body)
+	}
+	base := s.cfg.Models[0]
+	if len(got.Data) != 3 || got.Data[0].ID != base || got.Data[0].MaxModelLen == nil || got.Data[0].Parent != nil {
+		t.Fatalf("models %s: want the base model first with max_model_len", rec.Body)
+	}
+	for i, a := range []string{"sql-lora", "chat-lora"} {
+		d := got.Data[i+1]
+		if d.ID != a || d.Parent == nil || *d.Parent != base || d.MaxModelLen != nil {
+			t.Errorf("card %d: %+v, want adapter %s with parent %s and no max_model_len", i+1, d, a, base)
+		}
+	}
+	if err := s.SetLoRA(LoRAConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if body := serveSync(t, s, "GET", "/v1/models", "").Body.String(); strings.Contains(body, "sql-lora") {
+		t.Errorf("LoRA off, /v1/models still lists an adapter: %s", body)
+	}
+}
+
+// With load_fraction the built-in load names the adapters in turn.
+func TestLoRALoadFractionNamesAdaptersInTurn(t *testing.T) {
+	s := productionSim(t)
+	if err := s.SetLoRA(LoRAConfig{MaxLoRA: 2, Adapters: []string{"a", "b"}, LoadFraction: 0.5}); err != nil {
+		t.Fatal(err)
+	}
+	base := s.cfg.Models[0]
+	var got []string
+	s.mu.Lock()
+	for range 6 {
+		got = append(got, s.loraTarget(base))
+	}
+	other := s.loraTarget("another-model")
+	s.mu.Unlock()
+	if want := []string{base, "a", base, "b", base, "a"}; !slices.Equal(got, want) {
+		t.Errorf("targets %v, want %v", got, want)
+	}
+	if other != "another-model" {
+		t.Errorf("a request for another model was sent to %s", other)
+	}
+	if err := s.SetLoRA(LoRAConfig{MaxLoRA: 1, Adapters: []string{"a"}, LoadFraction: 1.5}); err == nil {
+		t.Error("load_fraction 1.5 accepted")
 	}
 }
 

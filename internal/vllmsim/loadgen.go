@@ -145,7 +145,7 @@ func (g *loadGen) fire(now time.Time) {
 	}
 	out := p.Output.sample(g.rng)
 	g.n++
-	r := Request{Model: model, Prompt: prompt, MaxTokens: maxTok, IgnoreEOS: p.IgnoreEOS}
+	r := Request{Model: s.loraTarget(model), Prompt: prompt, MaxTokens: maxTok, IgnoreEOS: p.IgnoreEOS}
 	if len(p.Priorities) > 0 && s.cfg.SchedulingPolicy == PolicyPriority {
 		r.Priority = p.Priorities[g.rng.Intn(len(p.Priorities))]
 	}

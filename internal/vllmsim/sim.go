@@ -299,6 +299,8 @@ type Sim struct {
 	pd                     PD
 	pdFailAcc, pdExpireAcc float64
 	lora                   LoRAConfig
+	loraAcc                float64 // LoRA LoadFraction accumulator (every)
+	loraNext               int     // the adapter the next LoRA request names
 	offload                Offload
 	offloadOn              bool
 	offloadSince           time.Time
