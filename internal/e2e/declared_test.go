@@ -54,10 +54,11 @@ func componentNames(t *testing.T, s *stack) map[string]map[string]bool {
 	merge(DescribedNames(t, bottleneck.New(bottleneck.Options{}, holder, bottleneck.Sources{}, logger)))
 	merge(DescribedNames(t, slo.New(slo.Options{}, holder, slo.Sources{}, logger)))
 	merge(DescribedNames(t, vllm.New(vllm.Options{URL: s.simURL}, logger)))
-	// The families the stack's simulator does not turn on (disaggregated
-	// prefill/decode, LoRA, KV offload, residency): their sample names
-	// (histograms' _bucket/_sum/_count too) as the scraper exports them
-	// from real-shaped bodies.
+	// The production families (disaggregated prefill/decode, LoRA, KV
+	// offload, residency, multimodal cache) as the scraper exports them
+	// from real-shaped bodies (histograms' _bucket/_sum/_count too): the
+	// stack's simulator turns most on, but a series only seen at some
+	// moments (an adapter waiting) must not depend on the moment.
 	for _, body := range []string{"vllm-late-2026-decode-lora-fragment.txt", "kv-offload-newer-fragment.txt", "vllm-late-2026-dp2-priority-spec.txt"} {
 		merge(scrapedNames(t, testutil.VLLMBody(t, body), logger))
 	}

@@ -342,6 +342,9 @@ func TestEndToEnd(t *testing.T) {
 	RequireTool(t, "alertmanager")
 	testStart := time.Now()
 	s := startStack(t)
+	// The prefill pod of the pair whose decode pod is s's simulator, so
+	// the pair row of the overview shows two pods side by side.
+	pre := s.startPrefillPeer(t)
 	dir := t.TempDir()
 
 	// SLO rules for the short-period config, from the exporter's generator.
@@ -352,17 +355,19 @@ func TestEndToEnd(t *testing.T) {
 	ruleFilesAll := append(ruleFiles(t), sloRules)
 	global := map[string]any{"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"}
 	runs := startModes(t, func(url string) []byte { return alertmanagerConfig(t, url) }, global, ruleFilesAll,
-		[]string{strings.TrimPrefix(s.exporterURL, "http://")}, s.sim, s.exporter)
+		[]string{strings.TrimPrefix(s.exporterURL, "http://"), strings.TrimPrefix(pre.exporterURL, "http://")}, s.sim, s.exporter, pre.sim, pre.exporter)
 	for _, r := range runs {
 		waitFor(t, r.mode.name+": exporter target up", 30*time.Second, r.a.procsAlive, func() error {
 			res, err := r.a.pc.query(`up{job="vllm"} == 1`)
-			if err == nil && len(res) == 0 {
-				err = fmt.Errorf("target not up yet")
+			if err == nil && len(res) < 2 {
+				err = fmt.Errorf("%d of 2 targets (decode and prefill pod) up", len(res))
 			}
 			return err
 		})
 	}
 	t.Logf("stack up after %v", time.Since(testStart).Round(time.Second))
+	// Requests for three adapters at once: one waits on the LoRA budget.
+	s.loraBurst()
 	// Each mode stores the histograms as it says (the probe histograms
 	// appear with the first probe).
 	for _, r := range runs {
