@@ -86,7 +86,10 @@ func newFakeVLLM(t testing.TB, handle func(w http.ResponseWriter, r *http.Reques
 	f := &fakeVLLM{handle: handle}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/models" {
-			fmt.Fprint(w, `{"object":"list","data":[{"id":"served-model","object":"model","owned_by":"vllm","root":"m","parent":null}]}`)
+			// served-model is discovered first; m is the model the tests
+			// configure (a model the list lacks fails unknown_model).
+			fmt.Fprint(w, `{"object":"list","data":[{"id":"served-model","object":"model","owned_by":"vllm","root":"m","parent":null},`+
+				`{"id":"m","object":"model","owned_by":"vllm","root":"m","parent":null}]}`)
 			return
 		}
 		var raw map[string]any

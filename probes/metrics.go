@@ -27,6 +27,7 @@ type metrics struct {
 	skipped              *prometheus.CounterVec
 	lastSuccess, lastTS  *prometheus.GaugeVec
 	lastTTFT, ttftGap    *prometheus.GaugeVec
+	target               *prometheus.GaugeVec // profile -> the model or adapter it probes
 	stalled              prometheus.Gauge
 }
 
@@ -81,6 +82,8 @@ func newMetrics(b Bounds) *metrics {
 			Help: "Time to first token in seconds of the profile's most recent probe (absent if it got no token)."}, p),
 		ttftGap: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm_probe_ttft_gap_seconds",
 			Help: "Median probe TTFT minus median vLLM server-side TTFT (vllm:time_to_first_token_seconds) over the gap window, in seconds."}, p),
+		target: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm_probe_target_info",
+			Help: "1 for the served model or LoRA adapter each probe profile sends to (the profile's model, else probes.model, else the first model /v1/models lists): joins a profile's series to what it measures."}, []string{"profile", "model"}),
 		stalled: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vllm_engine_stalled",
 			Help: "1 while probes get no token and vLLM reports running requests but its generation-token counter does not move."}),
 	}
@@ -88,7 +91,7 @@ func newMetrics(b Bounds) *metrics {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.ttft, m.tpot, m.itl, m.e2e, m.requests, m.failures, m.outTokens, m.chunks,
-		m.skipped, m.lastSuccess, m.lastTS, m.lastTTFT, m.ttftGap, m.stalled}
+		m.skipped, m.lastSuccess, m.lastTS, m.lastTTFT, m.ttftGap, m.target, m.stalled}
 }
 
 // create pre-creates a profile's series so every reason shows 0 from the start.

@@ -33,10 +33,14 @@ const (
 	// ReasonContextLength: the server refused the request as longer than
 	// the model's context (an HTTP 4xx or in-stream error saying so).
 	ReasonContextLength = "context_length"
+	// ReasonUnknownModel: the profile's model (a served model name or a
+	// LoRA adapter) is not among those GET /v1/models lists; nothing was
+	// sent.
+	ReasonUnknownModel = "unknown_model"
 )
 
 // Reasons lists every failure reason in a fixed order; all are pre-created.
-var Reasons = []string{ReasonTimeout, ReasonConnect, ReasonHTTP4xx, ReasonHTTP5xx, ReasonStreamError, ReasonShortOutput, ReasonLengthMismatch, ReasonContextLength}
+var Reasons = []string{ReasonTimeout, ReasonConnect, ReasonHTTP4xx, ReasonHTTP5xx, ReasonStreamError, ReasonShortOutput, ReasonLengthMismatch, ReasonContextLength, ReasonUnknownModel}
 
 // RequestIDPrefix starts the X-Request-Id of every probe request, so probe
 // traffic can be found in vLLM's logs and told apart at a gateway.
@@ -390,13 +394,34 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 }
 
 // modelsResponse is GET /v1/models. vLLM lists each served model's
-// max_model_len (prompt plus output tokens it accepts).
+// max_model_len (prompt plus output tokens it accepts), then its LoRA
+// adapters (--lora-modules) with their base model as parent and no
+// max_model_len.
 type modelsResponse struct {
 	Data []struct {
 		ID          string `json:"id"`
+		Parent      string `json:"parent"`
 		MaxModelLen int    `json:"max_model_len"`
 	} `json:"data"`
 }
+
+// maxModelLen is the context of a listed model: its own, or for a LoRA
+// adapter its parent's (0: not given).
+func (m *modelsResponse) maxModelLen(i int) int {
+	d := m.Data[i]
+	if d.MaxModelLen > 0 || d.Parent == "" {
+		return max(d.MaxModelLen, 0)
+	}
+	for _, p := range m.Data {
+		if p.ID == d.Parent {
+			return max(p.MaxModelLen, 0)
+		}
+	}
+	return 0
+}
+
+// maxListedModels bounds the served names an unknown_model detail quotes.
+const maxListedModels = 8
 
 // discoverModel asks the server what it serves: want's entry, or with want
 // empty the first model listed, and that model's max_model_len (0 when the
@@ -427,13 +452,24 @@ func (t *target) discoverModel(ctx context.Context, timeout time.Duration, want 
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&m); err != nil {
 		return "", 0, classifyErr(ctx, err, ReasonStreamError), "GET /v1/models: the answer is not a model list"
 	}
-	for _, d := range m.Data {
+	var listed []string
+	for i, d := range m.Data {
 		if d.ID != "" && (want == "" || d.ID == want) {
-			return d.ID, max(d.MaxModelLen, 0), "", ""
+			return d.ID, m.maxModelLen(i), "", ""
+		}
+		if d.ID != "" {
+			listed = append(listed, d.ID)
 		}
 	}
-	if want != "" {
-		return want, 0, "", "" // not listed: the probe itself will tell
+	switch {
+	case want != "" && len(listed) > 0:
+		if len(listed) > maxListedModels {
+			listed = append(listed[:maxListedModels], fmt.Sprintf("… %d more", len(listed)-maxListedModels))
+		}
+		return "", 0, ReasonUnknownModel, cleanDetail(fmt.Sprintf("model %q is not served (neither a model nor a LoRA adapter): GET /v1/models lists %s",
+			want, strings.Join(listed, ", ")), t.upstream)
+	case want != "":
+		return want, 0, "", "" // nothing listed: the probe itself will tell
 	}
 	return "", 0, ReasonHTTP4xx, "GET /v1/models lists no model"
 }

@@ -107,13 +107,11 @@ type Scheduler struct {
 	history    []serverTTFT // vLLM TTFT histograms seen, for the gap without ServerTTFT
 	discovered string
 
-	// The served model's max_model_len from /v1/models (0: not given),
-	// for limitsModel; limitsOK once asked. Profiles are fitted to it.
-	maxLen      int
-	limitsModel string
-	limitsOK    bool
-	fitNotes    map[string]string // profile -> its fit decision, when not as is
-	failLog     *ratelog.Limiter  // failure lines, per profile and reason
+	// Each probed model's max_model_len from /v1/models (0: not given),
+	// present once asked. Profiles are fitted to their model's.
+	limits   map[string]int
+	fitNotes map[string]string // profile -> its fit decision, when not as is
+	failLog  *ratelog.Limiter  // failure lines, per profile and reason
 }
 
 type profileState struct {
@@ -132,6 +130,7 @@ type profileState struct {
 	lastError                            string       // reason and detail of the latest failure
 	samples                              []timedValue // successful TTFTs, for the gap
 	gap                                  snapshot.Value
+	target                               string // the model vllm_probe_target_info names
 }
 
 type timedValue struct {
@@ -196,6 +195,7 @@ func New(opts Options, holder *config.Holder, logger log.Logger) *Scheduler {
 		profiles: map[string]*profileState{},
 		rng:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		fitNotes: map[string]string{},
+		limits:   map[string]int{},
 		failLog:  ratelog.New(failLogEvery),
 	}
 	s.baseURL, s.urlErr = BaseURL(opts.URL)
@@ -271,7 +271,7 @@ func (s *Scheduler) apply(cfg config.Probes) {
 // sameMeasurement reports whether two versions of a profile send the same
 // kind of request (timers and timeouts may differ).
 func sameMeasurement(a, b *config.ProbeProfile) bool {
-	return a.Endpoint == b.Endpoint && a.InputTokens == b.InputTokens && a.OutputTokens == b.OutputTokens &&
+	return a.Model == b.Model && a.Endpoint == b.Endpoint && a.InputTokens == b.InputTokens && a.OutputTokens == b.OutputTokens &&
 		a.Prefix == b.Prefix && a.WarmPrefix() == b.WarmPrefix()
 }
 
@@ -320,7 +320,7 @@ func (s *Scheduler) admitLocked(st *profileState, now time.Time) (*job, bool) {
 		return nil, false
 	}
 	st.inFlight = true
-	j := &job{st: st, cfg: pc, spend: sp, model: s.Model(), obsSeq: s.stall.seq}
+	j := &job{st: st, cfg: pc, spend: sp, model: s.profileModel(&pc), obsSeq: s.stall.seq}
 	if fit, outcome, _ := s.fitLocked(j); outcome == fitShrunk {
 		j.cfg = fit // reserved at the configured size: never less than used
 	}
@@ -535,17 +535,21 @@ func (s *Scheduler) execute(ctx context.Context, j *job) Result {
 // configured or discovered) and its max_model_len (once per model; again
 // after a 404 or a context-length failure). A failure fails the probe only
 // when the model is still unknown; with a configured model the probe goes
-// on without the limit and asks again next time.
+// on without the limit and asks again next time. A configured model (or
+// LoRA adapter) the server's list lacks fails the probe unsent
+// (unknown_model) and is asked about again at the next probe: an adapter
+// can be loaded while vLLM runs.
 func (s *Scheduler) resolveTarget(ctx context.Context, t *target, j *job) (reason, detail string) {
 	s.mu.Lock()
-	known := j.model != "" && s.limitsOK && s.limitsModel == j.model
+	_, known := s.limits[j.model]
+	known = known && j.model != ""
 	s.mu.Unlock()
 	if known {
 		return "", ""
 	}
 	model, maxLen, reason, detail := t.discoverModel(ctx, j.cfg.Timeout, j.model)
 	if reason != "" {
-		if j.model == "" {
+		if j.model == "" || reason == ReasonUnknownModel {
 			return reason, detail
 		}
 		if reason == ReasonHTTP4xx || reason == ReasonStreamError {
@@ -553,7 +557,7 @@ func (s *Scheduler) resolveTarget(ctx context.Context, t *target, j *job) (reaso
 			// OpenAI-compatible server): probe without the limit, and
 			// do not ask on every probe.
 			s.mu.Lock()
-			s.limitsModel, s.maxLen, s.limitsOK = j.model, 0, true
+			s.limits[j.model] = 0
 			s.mu.Unlock()
 		}
 		return "", ""
@@ -568,25 +572,35 @@ func (s *Scheduler) resolveTarget(ctx context.Context, t *target, j *job) (reaso
 		s.setModelLocked()
 		j.model = model
 	}
-	if !s.limitsOK || s.limitsModel != model || s.maxLen != maxLen {
+	if old, ok := s.limits[model]; !ok || old != maxLen {
 		level.Info(s.logger).Log("msg", "served model's context", "model", model, "max_model_len", maxLen)
 	}
-	s.limitsModel, s.maxLen, s.limitsOK = model, maxLen, true
+	s.limits[model] = maxLen
 	return "", ""
 }
 
-// fitLocked fits a job's profile to what is known of the served model.
+// profileModel is the served model (or LoRA adapter) a profile probes:
+// its own model, else the section's, else the one discovered.
+func (s *Scheduler) profileModel(pc *config.ProbeProfile) string {
+	if pc.Model != "" {
+		return pc.Model
+	}
+	return s.Model()
+}
+
+// fitLocked fits a job's profile to what is known of its model.
 func (s *Scheduler) fitLocked(j *job) (config.ProbeProfile, fitOutcome, string) {
-	if !s.limitsOK || s.limitsModel == "" || (j.model != "" && j.model != s.limitsModel) {
+	maxLen, ok := s.limits[j.model]
+	if !ok || j.model == "" {
 		return j.cfg, fitAsIs, ""
 	}
-	fit, outcome, msg := fitProfile(j.st.cfg, s.limitsModel, s.maxLen, j.st.promptSeen)
+	fit, outcome, msg := fitProfile(j.st.cfg, j.model, maxLen, j.st.promptSeen)
 	if s.fitNotes[j.st.cfg.Name] != msg {
 		switch outcome {
 		case fitShrunk:
-			level.Warn(s.logger).Log("msg", msg, "profile", j.st.cfg.Name, "input_tokens", fit.InputTokens, "output_tokens", fit.OutputTokens, "max_model_len", s.maxLen)
+			level.Warn(s.logger).Log("msg", msg, "profile", j.st.cfg.Name, "input_tokens", fit.InputTokens, "output_tokens", fit.OutputTokens, "max_model_len", maxLen)
 		case fitRefused:
-			level.Error(s.logger).Log("msg", msg, "profile", j.st.cfg.Name, "max_model_len", s.maxLen)
+			level.Error(s.logger).Log("msg", msg, "profile", j.st.cfg.Name, "max_model_len", maxLen)
 		}
 		if msg == "" {
 			delete(s.fitNotes, j.st.cfg.Name)
@@ -665,12 +679,12 @@ func (s *Scheduler) learnLimitsLocked(j *job, res *Result) {
 	case res.Reason == ReasonContextLength && n > 0 && j.model != "":
 		// A server that does not list max_model_len says it in its error:
 		// the next probes are fitted to it.
-		if !s.limitsOK || s.maxLen != n {
+		if old, ok := s.limits[j.model]; !ok || old != n {
 			level.Info(s.logger).Log("msg", "served model's context, from the server's error", "model", j.model, "max_model_len", n)
 		}
-		s.limitsModel, s.maxLen, s.limitsOK = j.model, n, true
+		s.limits[j.model] = n
 	case res.StatusCode == http.StatusNotFound || res.Reason == ReasonContextLength:
-		s.limitsOK = false // ask /v1/models again: the server may have restarted with another context
+		delete(s.limits, j.model) // ask /v1/models again: the server may have restarted with another context
 	}
 }
 
@@ -711,6 +725,13 @@ func (s *Scheduler) record(j *job, res *Result) {
 	}
 
 	name := pc.Name
+	if j.model != "" && j.model != st.target {
+		if st.target != "" {
+			s.m.target.DeleteLabelValues(name, st.target)
+		}
+		st.target = j.model
+		s.m.target.WithLabelValues(name, j.model).Set(1)
+	}
 	st.requests++
 	st.lastTime = res.Start
 	s.m.requests.WithLabelValues(name).Inc()

@@ -6,7 +6,9 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
+	"unicode"
 )
 
 // Probe endpoints and prefix modes.
@@ -66,8 +68,12 @@ type Probes struct {
 
 // ProbeProfile is one kind of synthetic request sent on its own timer.
 type ProbeProfile struct {
-	Name             string        `yaml:"name"`
-	Endpoint         string        `yaml:"endpoint"` // completions | chat
+	Name     string `yaml:"name"`
+	Endpoint string `yaml:"endpoint"` // completions | chat
+	// Model is the served model name or LoRA adapter (vLLM serves each
+	// --lora-modules adapter as a model id) this profile probes; empty
+	// means the section's model.
+	Model            string        `yaml:"model"`
 	InputTokens      int           `yaml:"input_tokens"`
 	OutputTokens     int           `yaml:"output_tokens"`
 	Prefix           string        `yaml:"prefix"`             // cold | warm
@@ -118,6 +124,10 @@ func (p *ProbeProfile) UnmarshalYAML(unmarshal func(any) error) error {
 	*p = ProbeProfile(d)
 	return nil
 }
+
+// maxModelNameLen bounds a profile's model name (vLLM's served names and
+// adapter names are Hugging Face ids or short names).
+const maxModelNameLen = 256
 
 var profileNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
 
@@ -174,6 +184,9 @@ func (pr *ProbeProfile) Validate() error {
 	}
 	if _, ok := ProbeEndpoints[pr.Endpoint]; !ok {
 		return fmt.Errorf("endpoint: %q must be one of %q", pr.Endpoint, slices.Sorted(maps.Keys(ProbeEndpoints)))
+	}
+	if pr.Model != "" && (len(pr.Model) > maxModelNameLen || strings.TrimSpace(pr.Model) != pr.Model || strings.ContainsFunc(pr.Model, unicode.IsControl)) {
+		return fmt.Errorf("model: %q is not a served model name or LoRA adapter (at most %d characters, no surrounding spaces or control characters)", pr.Model, maxModelNameLen)
 	}
 	if pr.InputTokens < 1 || pr.InputTokens > 1<<20 {
 		return fmt.Errorf("input_tokens: must be in [1, 1048576], got %d", pr.InputTokens)

@@ -64,6 +64,8 @@ func TestProbesValidateNamesField(t *testing.T) {
 		"probes:\n  profiles:\n    - name: 'a b'\n":                                                "name",
 		"probes:\n  max_tokens_per_hour: 100\n":                                                    "max_tokens_per_hour",
 		"probes:\n  interval: 5s\n":                                                                "interval",
+		"probes:\n  profiles:\n    - name: a\n      model: ' sql-lora'\n":                          "model",
+		"probes:\n  profiles:\n    - name: a\n      model: \"sql\\nlora\"\n":                       "model",
 		"models:\n  grace: -1m\n":                                                                  "models: grace",
 		"models:\n  grace: 48h\n":                                                                  "models: grace",
 	}
@@ -72,5 +74,34 @@ func TestProbesValidateNamesField(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: error %v does not name %q", doc, err, want)
 		}
+	}
+}
+
+// A profile can probe a LoRA adapter by name, and a probe SLO can select
+// that profile alone: the adapter's own SLO.
+func TestProbeProfileModelAndItsSLO(t *testing.T) {
+	f, err := Parse([]byte(`
+probes:
+  profiles:
+    - name: base
+    - name: sql-lora
+      model: sql-lora
+slos:
+  - name: sql-lora-ttft
+    source: probe
+    kind: latency
+    metric: ttft
+    threshold: 1
+    objective: 0.99
+    profiles: [sql-lora]
+`), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Probes.Profiles[1]; got.Model != "sql-lora" || f.Probes.Profiles[0].Model != "" {
+		t.Errorf("profiles %+v: want the second to probe sql-lora, the first the section's model", f.Probes.Profiles)
+	}
+	if got := f.SLOs[0].Profiles; len(got) != 1 || got[0] != "sql-lora" {
+		t.Errorf("SLO profiles %v, want the adapter's profile", got)
 	}
 }
