@@ -77,8 +77,7 @@ type seenRequest struct {
 // decides each response (nil: a correct stream).
 type fakeVLLM struct {
 	*httptest.Server
-	mu     sync.Mutex
-	seen   []seenRequest
+	seen   sharedtest.Log[seenRequest]
 	handle func(w http.ResponseWriter, r *http.Request, req request)
 }
 
@@ -101,9 +100,7 @@ func newFakeVLLM(t testing.TB, handle func(w http.ResponseWriter, r *http.Reques
 		}
 		b, _ := json.Marshal(raw)
 		_ = json.Unmarshal(b, &req)
-		f.mu.Lock()
-		f.seen = append(f.seen, seenRequest{path: r.URL.Path, header: r.Header.Clone(), body: raw, req: req})
-		f.mu.Unlock()
+		f.seen.Add(seenRequest{path: r.URL.Path, header: r.Header.Clone(), body: raw, req: req})
 		if f.handle != nil {
 			f.handle(w, r, req)
 			return
@@ -114,11 +111,7 @@ func newFakeVLLM(t testing.TB, handle func(w http.ResponseWriter, r *http.Reques
 	return f
 }
 
-func (f *fakeVLLM) requests() []seenRequest {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]seenRequest(nil), f.seen...)
-}
+func (f *fakeVLLM) requests() []seenRequest { return f.seen.All() }
 
 // streamSpec bends a correct stream into a faulty one.
 type streamSpec struct {

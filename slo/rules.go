@@ -105,15 +105,21 @@ func GenerateRules(slos []config.SLO, opts RuleOptions) ([]byte, error) {
 			buf.WriteString("# " + l + "\n")
 		}
 	}
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(f); err != nil {
-		return nil, err
-	}
-	if err := enc.Close(); err != nil {
+	if err := EncodeYAML(&buf, f); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// EncodeYAML appends v to buf as one YAML document indented by two spaces:
+// the layout of the rule files and of slo/interop's documents.
+func EncodeYAML(buf *bytes.Buffer, v any) error {
+	enc := yaml.NewEncoder(buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	return enc.Close()
 }
 
 // leRegex matches a bucket boundary however it is written: Prometheus 2

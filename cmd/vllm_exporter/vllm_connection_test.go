@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
@@ -46,27 +45,20 @@ func TestUnparsableURLPasswordNotLogged(t *testing.T) {
 // HTTP_PROXY that must not see the exporter's traffic.
 type recordingProxy struct {
 	*httptest.Server
-	mu   sync.Mutex
-	seen []string // "path authorization"
+	seen testutil.Log[string] // "path authorization"
 }
 
 func newRecordingProxy(t *testing.T) *recordingProxy {
 	p := &recordingProxy{}
 	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.mu.Lock()
-		p.seen = append(p.seen, r.URL.Path+" "+r.Header.Get("Authorization"))
-		p.mu.Unlock()
+		p.seen.Add(r.URL.Path + " " + r.Header.Get("Authorization"))
 		http.Error(w, "proxy says no", http.StatusServiceUnavailable)
 	}))
 	t.Cleanup(p.Close)
 	return p
 }
 
-func (p *recordingProxy) requests() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]string(nil), p.seen...)
-}
+func (p *recordingProxy) requests() []string { return p.seen.All() }
 
 // TestProxyPolicyShared: with HTTP_PROXY set, the scraper and the probes
 // both connect directly by default (the proxy sees nothing, so not the

@@ -86,3 +86,19 @@ func TestFollowStampsEachSnapshotAndNeverStepsBack(t *testing.T) {
 		}
 	})
 }
+
+type fixedVLLM struct{ v *VLLM }
+
+func (f fixedVLLM) Latest() *VLLM { return f.v }
+
+// LatestOf reads an optional source: nil when the exporter runs without it.
+func TestLatestOf(t *testing.T) {
+	var none Source[VLLM]
+	if LatestOf(none) != nil {
+		t.Fatal("a nil source has a snapshot")
+	}
+	v := &VLLM{Up: true}
+	if got := LatestOf[VLLM](fixedVLLM{v}); got != v {
+		t.Fatalf("LatestOf = %v, want the source's snapshot", got)
+	}
+}

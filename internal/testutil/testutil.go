@@ -119,3 +119,24 @@ func ModelsBody(models []string, n float64) []byte {
 	})
 	return []byte(b.String())
 }
+
+// Log is a list that a test server's handlers append to while the test
+// reads it; safe for concurrent use. The zero value is empty.
+type Log[T any] struct {
+	mu    sync.Mutex
+	items []T
+}
+
+// Add appends v.
+func (l *Log[T]) Add(v T) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.items = append(l.items, v)
+}
+
+// All is a copy of what was added, in order.
+func (l *Log[T]) All() []T {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]T(nil), l.items...)
+}

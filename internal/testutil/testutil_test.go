@@ -52,3 +52,21 @@ func TestSyncBufferConcurrentWriters(t *testing.T) {
 		t.Fatalf("%d bytes", len(got))
 	}
 }
+
+func TestLogKeepsOrderAndCopies(t *testing.T) {
+	var l Log[int]
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() { defer wg.Done(); l.Add(i) }()
+	}
+	wg.Wait()
+	all := l.All()
+	if len(all) != 50 {
+		t.Fatalf("%d items, want 50", len(all))
+	}
+	all[0] = -1
+	if l.All()[0] == -1 {
+		t.Fatal("All returned the log's own slice")
+	}
+}

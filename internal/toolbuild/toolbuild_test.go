@@ -175,3 +175,12 @@ func TestPathIsNotConsulted(t *testing.T) {
 		t.Errorf("Require(promtool) = %s, want a build under %s", got, cache)
 	}
 }
+
+func TestTail(t *testing.T) {
+	if got := Tail("a\nb\nc\n", 2); got != "[... 1 lines before]\nb\nc" {
+		t.Fatalf("Tail = %q", got)
+	}
+	if got := Tail("a\nb\n", 5); got != "a\nb" {
+		t.Fatalf("Tail of a short text = %q", got)
+	}
+}

@@ -13,6 +13,8 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
+// startReal is vllmsimtest.Start for this package's own tests, which
+// cannot import vllmsimtest (it imports vllmsim: an import cycle).
 func startReal(t *testing.T, cfg Config) *Sim {
 	t.Helper()
 	s, err := New(cfg)

@@ -15,8 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/slo"
 )
@@ -165,12 +163,7 @@ func encodeDocs(header string, docs []any, comments []string) ([]byte, error) {
 		if i < len(comments) {
 			writeComment(&buf, comments[i])
 		}
-		enc := yaml.NewEncoder(&buf)
-		enc.SetIndent(2)
-		if err := enc.Encode(d); err != nil {
-			return nil, err
-		}
-		if err := enc.Close(); err != nil {
+		if err := slo.EncodeYAML(&buf, d); err != nil {
 			return nil, err
 		}
 	}
