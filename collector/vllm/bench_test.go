@@ -1,6 +1,8 @@
 package vllm
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,4 +76,47 @@ func BenchmarkCollect(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkParseKept parses the kept lines of the simulator's body
+// (v1-0.33, one model), alternating between two sets of values as
+// successive scrapes do: with the text parser alone, and through the
+// scraper's parseCache.
+func BenchmarkParseKept(b *testing.B) {
+	kept := keptLines(b, fixture(b, "sim-v1-0.33-one-model.txt"))
+	bodies := [][]byte{kept, withValueTokens(kept, func(i int, old string) string {
+		if strings.HasSuffix(old, ".0") {
+			return strconv.Itoa(i) + ".0"
+		}
+		return old + "1"
+	})}
+	b.Run("textparser", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(kept)))
+		i := 0
+		for b.Loop() {
+			if _, err := textParse(bodies[i%2]); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+	b.Run("cache", func(b *testing.B) {
+		var c parseCache
+		if _, err := c.parse(bodies[1], true); err != nil || c.fams == nil {
+			b.Fatal("not cached", err)
+		}
+		b.ReportAllocs()
+		b.SetBytes(int64(len(kept)))
+		i := 0
+		for b.Loop() {
+			if _, err := c.parse(bodies[i%2], true); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+		if c.fams == nil {
+			b.Fatal("fell out of the cache")
+		}
+	})
 }

@@ -121,6 +121,7 @@ type Scraper struct {
 	// mu serialises scrapes and guards the fields below it.
 	mu         sync.Mutex
 	norm       *normalizer
+	cache      parseCache    // the last body's families, for a body with the same lines
 	buf        bytes.Buffer  // the kept lines of the body being scraped
 	br         *bufio.Reader // reads the body, line by line
 	scrapes    float64
@@ -376,7 +377,12 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct string, pre *stre
 	snap := &snapshot.VLLM{Time: now}
 	var res *result
 	if err == nil {
-		e, perr := parseFiltered(body, ct, pre)
+		cache := &s.cache
+		if !cacheable(pre, s.opts.MaxBodyBytes) {
+			cache.reset()
+			cache = nil
+		}
+		e, perr := parseFiltered(body, ct, pre, cache)
 		if perr != nil {
 			reason, err = ReasonParse, perr
 		} else {
@@ -393,6 +399,7 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct string, pre *stre
 	took := time.Since(began)
 	s.scrapes++
 	if err != nil {
+		s.cache.reset() // a failed scrape keeps no body's families
 		snap.Error = reason
 		s.errors[reason]++
 		lvl := level.Debug
