@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 )
@@ -205,4 +206,41 @@ func FuzzParseCache(f *testing.F) {
 		c.parse(a, true)
 		checkSameParse(t, &c, b, "second body")
 	})
+}
+
+// Collect renders the last scrape's state while the next scrape rewrites
+// the cached families and the normalizer's scratch: what it reads must be
+// the scrape's own (run with -race), and every Collect shows one whole
+// scrape.
+func TestCollectDuringScrapes(t *testing.T) {
+	kept := fixture(t, "sim-v1-0.33-one-model.txt")
+	srv := newFakeVLLM(t, kept, "text/plain")
+	s := newTestScraper(t, srv.URL, nil)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 40 {
+			scrapeAt(s, t0.Add(time.Duration(i)*5*time.Second))
+		}
+	}()
+	for {
+		select {
+		case <-done:
+			if !s.Latest().Up {
+				t.Fatal(s.Latest().Error)
+			}
+			return
+		default:
+		}
+		ms := s.metrics()
+		if len(ms) == 0 {
+			t.Fatal("no metrics")
+		}
+		for _, m := range ms {
+			var out dto.Metric
+			if err := m.Write(&out); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 }
