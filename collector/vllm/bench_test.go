@@ -1,6 +1,8 @@
 package vllm
 
 import (
+	"bufio"
+	"bytes"
 	"strconv"
 	"strings"
 	"testing"
@@ -122,4 +124,21 @@ func BenchmarkParseKept(b *testing.B) {
 			b.Fatal("fell out of the cache")
 		}
 	})
+}
+
+// BenchmarkReadNeeded streams the simulator's body (v1-0.33, one model)
+// through the line filter and parse-cost estimate, as fetch does.
+func BenchmarkReadNeeded(b *testing.B) {
+	body := fixture(b, "sim-v1-0.33-one-model.txt")
+	br := bufio.NewReaderSize(nil, maxLineBytes)
+	var dst bytes.Buffer
+	models := &modelFilter{admit: func(string) bool { return true }, decided: map[string]bool{}}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		dst.Reset()
+		if _, err := readNeeded(br, bytes.NewReader(body), DefaultMaxBodyBytes, &dst, models); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -110,7 +110,8 @@ func keepLine(line []byte) (keep, vllm bool) {
 	case isComment && name == nil:
 		return bytes.Equal(bytes.TrimSpace(line), []byte("# EOF")), vllm
 	case isComment:
-		return isNeeded(name) || isNeeded(append(name[:len(name):len(name)], "_total"...)), vllm
+		var total [128]byte // name + "_total" without an allocation for most names
+		return isNeeded(name) || isNeeded(append(append(total[:0], name...), "_total"...)), vllm
 	case isNeeded(name):
 		return true, vllm
 	}

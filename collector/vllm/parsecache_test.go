@@ -244,3 +244,20 @@ func TestCollectDuringScrapes(t *testing.T) {
 		}
 	}
 }
+
+// fields splits as bytes.Fields on ASCII text.
+func TestFieldsIsBytesFields(t *testing.T) {
+	for _, s := range []string{"", " ", "TYPE a histogram", " TYPE\ta  summary \n", "HELP a b c d", "a", "a b", "\v\fa\rb\n"} {
+		var f [3][]byte
+		n := fields([]byte(s), f[:])
+		want := bytes.Fields([]byte(s))
+		if n != min(len(want), 4) {
+			t.Fatalf("%q: %d fields, bytes.Fields says %d", s, n, len(want))
+		}
+		for i := range min(n, 3) {
+			if !bytes.Equal(f[i], want[i]) {
+				t.Fatalf("%q: field %d is %q, bytes.Fields says %q", s, i, f[i], want[i])
+			}
+		}
+	}
+}
