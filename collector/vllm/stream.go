@@ -62,6 +62,15 @@ type parseCost struct {
 }
 
 func (c *parseCost) add(line []byte) {
+	end := 0
+	if line[0] != '#' {
+		end = labelSetEnd(line)
+	}
+	c.addEnd(line, end)
+}
+
+// addEnd is add for a line whose labelSetEnd is end (comments: any).
+func (c *parseCost) addEnd(line []byte, end int) {
 	c.total += int64(len(line))
 	if line[0] == '#' {
 		c.key = c.key[:0]
@@ -82,7 +91,6 @@ func (c *parseCost) add(line []byte) {
 		return
 	}
 	name, _, _ := lineFamily(line)
-	end := labelSetEnd(line)
 	set := line[min(len(name), end):end]
 	labels := 0
 	c.scratch = c.scratch[:0]
@@ -187,11 +195,11 @@ type modelFilter struct {
 	decided map[string]bool
 }
 
-func (f *modelFilter) keep(line []byte) bool {
+func (f *modelFilter) keep(line []byte, end int) bool {
 	if f == nil || f.admit == nil {
 		return true
 	}
-	name, ok := modelNameOf(line)
+	name, ok := modelNameOf(line, end)
 	if !ok || bytes.IndexByte(name, '\\') >= 0 {
 		return true // escaped values are left to the normalizer, which sees them unescaped
 	}
@@ -204,9 +212,8 @@ func (f *modelFilter) keep(line []byte) bool {
 }
 
 // modelNameOf returns the raw (still escaped) model_name label value of a
-// sample line, if it has one.
-func modelNameOf(line []byte) ([]byte, bool) {
-	end := labelSetEnd(line)
+// sample line whose labelSetEnd is end, if it has one.
+func modelNameOf(line []byte, end int) ([]byte, bool) {
 	if end == 0 {
 		return nil, false
 	}
@@ -271,12 +278,16 @@ func readNeeded(br *bufio.Reader, r io.Reader, limit int64, dst *bytes.Buffer, m
 		} else if len(line) > 0 {
 			keep, vllm := keepLine(line)
 			st.anyVLLM = st.anyVLLM || vllm
-			if keep && line[0] != '#' && !models.keep(line) {
-				keep = false
-				st.refused++
+			end := 0
+			if keep && line[0] != '#' {
+				end = labelSetEnd(line) // once for the model filter and the cost
+				if !models.keep(line, end) {
+					keep = false
+					st.refused++
+				}
 			}
 			if keep {
-				if cost.add(line); cost.total > budget {
+				if cost.addEnd(line, end); cost.total > budget {
 					st.cost = cost.total
 					return st, errParseTooLarge
 				}
