@@ -3,6 +3,8 @@ package vllm
 import (
 	"bufio"
 	"bytes"
+	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -141,4 +143,64 @@ func BenchmarkReadNeeded(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkScrapeBody is a scrape of vLLM (fetch over loopback, line
+// filter, parse, normalize, history, windows) of a server whose counters
+// move between scrapes: scrape i serves the body with i added to every
+// whole-number value (counters, histogram counts), so the lines stay and
+// nothing resets. It reports the bytes a scrape allocates against the
+// body's size (alloc-per-body-byte); making the next body is left out of
+// the count. scripts/growth.sh runs it on a body of the simulator at 16
+// models x 8 engines through SCRAPE_BODY=file; without it, on the
+// one-model fixture.
+func BenchmarkScrapeBody(b *testing.B) {
+	var base []byte
+	if file := os.Getenv("SCRAPE_BODY"); file != "" {
+		body, err := os.ReadFile(file)
+		if err != nil {
+			b.Fatal(err)
+		}
+		base = body
+	} else {
+		base = fixture(b, "sim-v1-0.33-one-model.txt")
+	}
+	next := func(i int) []byte {
+		return withValueTokens(base, func(_ int, old string) string {
+			if n, ok := strings.CutSuffix(old, ".0"); ok {
+				if v, err := strconv.Atoi(n); err == nil {
+					return strconv.Itoa(v+i) + ".0"
+				}
+			}
+			return old
+		})
+	}
+	srv := newFakeVLLM(b, base, "text/plain; version=0.0.4")
+	s := newTestScraper(b, srv.URL, nil)
+	at := t0
+	for i := range 70 { // fill the 5m history first
+		srv.set(next(i), nil)
+		scrapeAt(s, at)
+		at = at.Add(5 * time.Second)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(base)))
+	var allocated uint64
+	var m0, m1 runtime.MemStats
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		srv.set(next(70+i), nil)
+		runtime.ReadMemStats(&m0)
+		b.StartTimer()
+		scrapeAt(s, at)
+		b.StopTimer()
+		runtime.ReadMemStats(&m1)
+		allocated += m1.TotalAlloc - m0.TotalAlloc
+		b.StartTimer()
+		at = at.Add(5 * time.Second)
+	}
+	if !s.Latest().Up {
+		b.Fatal(s.Latest().Error)
+	}
+	b.ReportMetric(float64(allocated)/float64(b.N)/float64(len(base)), "alloc-per-body-byte")
 }
