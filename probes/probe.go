@@ -270,12 +270,12 @@ func (t *target) readStream(ctx context.Context, body io.Reader, now func() time
 			done = true
 			continue
 		}
-		var c chunk
-		if err := json.Unmarshal(data, &c); err != nil {
+		c, err := readChunk(data)
+		if err != nil {
 			res.Reason, res.Detail = ReasonStreamError, "a stream event is not JSON"
 			return
 		}
-		if (len(c.Error) > 0 && string(c.Error) != "null") || c.Object == "error" {
+		if c.isError {
 			// An error sent as SSE data once the stream had started
 			// (vLLM answers 200 and reports some errors in-stream).
 			res.Reason, res.Detail = ReasonStreamError, "in-stream error"
@@ -291,7 +291,7 @@ func (t *target) readStream(ctx context.Context, body io.Reader, now func() time
 		// a last chunk with just a finish reason (some OpenAI-compatible
 		// servers send one) and the usage chunk are not, and counting them
 		// would add ITL gaps and stretch E2E past the last token.
-		if c.hasText() {
+		if c.hasText {
 			if res.Chunks == 0 {
 				res.TTFT = ev.At.Sub(res.Start)
 			} else {
@@ -300,18 +300,16 @@ func (t *target) readStream(ctx context.Context, body io.Reader, now func() time
 			last = ev.At
 			res.Chunks++
 		}
-		for _, ch := range c.Choices {
-			if ch.FinishReason != nil && (*ch.FinishReason == "error" || *ch.FinishReason == "abort") {
-				res.Reason, res.Detail = ReasonStreamError, "finish_reason "+*ch.FinishReason
-				return
-			}
+		if c.badFinish != "" {
+			res.Reason, res.Detail = ReasonStreamError, "finish_reason "+c.badFinish
+			return
 		}
 		// The final usage chunk (choices: []) carries the totals; if a
 		// server adds cumulative usage to every chunk the last one wins.
-		if c.Usage != nil {
+		if c.hasUsage {
 			res.HasUsage = true
-			res.PromptTokens = c.Usage.PromptTokens
-			res.CompletionTokens = c.Usage.CompletionTokens
+			res.PromptTokens = c.promptTokens
+			res.CompletionTokens = c.completionTokens
 		}
 	}
 	// Read to the end of the body (normally just the chunked-encoding

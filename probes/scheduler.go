@@ -408,18 +408,48 @@ func (s *Scheduler) nextWake(now time.Time) time.Duration {
 }
 
 // Run probes until ctx is done. Each profile runs at most one probe at a
-// time; profiles run concurrently.
+// time; profiles run concurrently, each on a goroutine of its own that
+// lives as long as the profile (not one per probe: the goroutine count
+// stays put while probes come and go).
 func (s *Scheduler) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	workers := map[string]chan *job{}
+	defer func() {
+		for _, ch := range workers {
+			close(ch)
+		}
+	}()
+	run := func(j *job) {
+		s.execute(ctx, j)
+		s.signal()
+	}
 	for {
 		for _, j := range s.dueJobs(s.clock.Now()) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				s.execute(ctx, j)
-				s.signal()
-			}()
+			ch := workers[j.cfg.Name]
+			if ch == nil {
+				ch = make(chan *job, 1)
+				workers[j.cfg.Name] = ch
+				wg.Go(func() {
+					for j := range ch {
+						run(j)
+					}
+				})
+			}
+			select {
+			case ch <- j:
+			default:
+				// The profile's goroutine is still busy with a probe of
+				// a removed profile of the same name: this one does not
+				// wait for it.
+				wg.Go(func() { run(j) })
+			}
+		}
+		for name, ch := range workers {
+			if !s.hasProfile(name) {
+				close(ch)
+				delete(workers, name)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -428,6 +458,14 @@ func (s *Scheduler) Run(ctx context.Context) {
 		case <-s.clock.After(s.nextWake(s.clock.Now())):
 		}
 	}
+}
+
+// hasProfile reports whether a profile of that name is configured.
+func (s *Scheduler) hasProfile(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.profiles[name]
+	return ok
 }
 
 // Tick is the manual step: it runs every probe due at now (concurrently

@@ -34,7 +34,7 @@ type SSEReader struct {
 	data   []byte
 	inData bool // at least one data line in the current event
 	err    error
-	chunk  []byte
+	chunk  []byte // backs buf
 }
 
 // NewSSEReader reads events from r, timestamping them with now (use a
@@ -131,13 +131,20 @@ func (s *SSEReader) line() (line []byte, ok bool, err error) {
 // arrived. At EOF a trailing "\r" still ends its line; anything else left
 // over means the stream was cut mid-event.
 func (s *SSEReader) fill() error {
-	n, err := s.r.Read(s.chunk)
+	// The unread bytes move to the front of the one buffer and the read
+	// goes after them: a line Next got is already copied into its event
+	// (the event's data is its own), so nothing still points at the bytes
+	// this overwrites. The buffer grows only for a line longer than it.
+	k := copy(s.chunk, s.buf)
+	if k == len(s.chunk) {
+		grown := make([]byte, 2*len(s.chunk))
+		k = copy(grown, s.buf)
+		s.chunk = grown
+	}
+	n, err := s.r.Read(s.chunk[k:])
+	s.buf = s.chunk[:k+n]
 	if n > 0 {
 		s.readAt = s.now()
-		// Copy so that returned lines never alias bytes a later read overwrites.
-		nb := make([]byte, 0, len(s.buf)+n)
-		nb = append(append(nb, s.buf...), s.chunk[:n]...)
-		s.buf = nb
 	}
 	if err == nil {
 		return nil

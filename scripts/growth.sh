@@ -1,31 +1,39 @@
 #!/usr/bin/env bash
 # Growth benchmark: vllm_exporter at default flags against the simulated
-# vLLM at several deployment sizes (models x data-parallel engines), one
-# after the other, printing RSS over time, scrape-cycle time and CPU, so
-# that "memory levels off and grows sub-linearly with models x engines" is
-# a figure, not a hope.
+# vLLM at a large deployment (16 models x 8 data-parallel engines by
+# default), printing what "scales without a cliff" means as figures:
 #
-#   scripts/growth.sh [DURATION_SECONDS]        (default 300; the issue's run is 1200)
+#   - RssAnon (anonymous memory: heap, stacks; /proc/PID/status) at minute
+#     1, minute 5 and at the end, and the change from minute 5 to the end
+#     (flat: within 10 %);
+#   - the Go heap in use (go_memory_classes_heap_{objects,unused}_bytes)
+#     at its peak and on average, against the image's GOMEMLIMIT;
+#   - the scrape cycle (vllm_exporter_scrape_duration_seconds: fetch,
+#     filter, parse, normalize, derive), median and longest;
+#   - CPU seconds per second and the goroutine count (first and last);
+#   - the bytes one scrape allocates against the body's size, from
+#     collector/vllm's BenchmarkScrapeBody run on a body of the same
+#     simulator (needs the Go toolchain; SKIP_BENCH=1 leaves it out).
 #
-# For each size in SIZES (default "1x1 8x8 16x8"): start vllm-sim with that
-# many models (--served-model-name) and engines (--data-parallel-size), its
-# load generator on, and vllm_exporter at defaults against it with the
-# image's GOMEMLIMIT; sample RSS (/proc/PID/status) every SAMPLE seconds and
-# the exporter's own vllm_exporter_scrape_duration_seconds; at the end print
-# one row per size: body size, RSS at each quarter of the run and at the end,
-# the peak (VmHWM), the growth over the second half, the longest scrape
-# cycle seen and CPU seconds per second.
+#   scripts/growth.sh [MINUTES]        (default GROWTH_MINUTES, else 30)
 #
-# Environment: SIZES, SAMPLE (10), GOMEMLIMIT (the Dockerfile's), BUILD (1:
-# `make build` first; 0: use bin/ as is), EXPORTER_ARGS.
-# Needs: Linux /proc, curl, a free loopback port range (picked at random).
+# A short local run: GROWTH_MINUTES=6 scripts/growth.sh (minute 5 and the
+# end are then one minute apart: it shows the level, not the trend).
+#
+# Environment: GROWTH_MINUTES (30), SIZES ("16x8"; e.g. "1x1 8x8 16x8"),
+# SAMPLE (10: seconds between samples), GOMEMLIMIT (the Dockerfile's),
+# BUILD (1: `make build` first; 0: use bin/ as is), EXPORTER_ARGS,
+# SKIP_BENCH.
+# Needs: Linux /proc, curl, awk, a free loopback port range (picked at random).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DURATION=${1:-300}
-SIZES=${SIZES:-"1x1 8x8 16x8"}
+MINUTES=${1:-${GROWTH_MINUTES:-30}}
+DURATION=$((MINUTES * 60))
+SIZES=${SIZES:-"16x8"}
 SAMPLE=${SAMPLE:-10}
 BUILD=${BUILD:-1}
+SKIP_BENCH=${SKIP_BENCH:-0}
 SCRIPT=growth
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
@@ -36,8 +44,25 @@ if [ "$BUILD" = 1 ]; then
   make build >/dev/null
 fi
 
-echo "growth: ${DURATION}s per size, sizes: $SIZES, GOMEMLIMIT=${GOMEMLIMIT:-unset}" >&2
+# to_bytes 40MiB: GOMEMLIMIT's value in bytes (0 when unset).
+to_bytes() {
+  awk -v v="$1" 'BEGIN { n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
+    m = (u == "KiB") ? 1024 : (u == "MiB") ? 1048576 : (u == "GiB") ? 1073741824 : 1
+    printf "%.0f", n * m }'
+}
+limit_bytes=$(to_bytes "${GOMEMLIMIT:-0}")
+
+# scrape_values FILE: "heap_bytes scrape_seconds goroutines" from one /metrics body.
+scrape_values() {
+  awk '$1 ~ /^go_memory_classes_heap_(objects|unused)_bytes$/ {h += $2}
+    $1 == "vllm_exporter_scrape_duration_seconds" {d = $2}
+    $1 == "go_goroutines" {g = $2}
+    END {printf "%.0f %s %s\n", h, (d == "" ? 0 : d), (g == "" ? 0 : g)}' "$1"
+}
+
+echo "growth: ${MINUTES} min per size, sizes: $SIZES, GOMEMLIMIT=${GOMEMLIMIT:-unset}" >&2
 rows=()
+bench_rows=()
 for size in $SIZES; do
   models=${size%x*}
   engines=${size#*x}
@@ -51,7 +76,8 @@ for size in $SIZES; do
   sim_pid=$!
   pids+=("$sim_pid")
   wait_up "http://$sim_addr/metrics"
-  body=$(curl -fsS "http://$sim_addr/metrics" | wc -c)
+  curl -fsS -o "$work/body-$size.txt" "http://$sim_addr/metrics"
+  body=$(wc -c <"$work/body-$size.txt")
   # shellcheck disable=SC2086
   GOMEMLIMIT="$GOMEMLIMIT" bin/vllm_exporter --web.listen-address="$exp_addr" --vllm.url="http://$sim_addr" ${EXPORTER_ARGS:-} \
     >"$work/exporter-$size.log" 2>&1 &
@@ -60,37 +86,53 @@ for size in $SIZES; do
   wait_up "http://$exp_addr/metrics"
 
   cpu0=$(cpu_ticks "$exp_pid"); t0=$(now)
-  q=()
-  worst=0
+  : >"$work/samples-$size.txt"
+  anon1=0; anon5=0; g_first=""
   samples=$((DURATION / SAMPLE))
   for ((s = 1; s <= samples; s++)); do
     sleep "$SAMPLE"
-    r=$(rss_kib "$exp_pid")
-    d=$(metric vllm_exporter_scrape_duration_seconds "http://$exp_addr/metrics" || echo 0)
-    worst=$(awk -v a="$worst" -v b="${d:-0}" 'BEGIN {print (b > a) ? b : a}')
-    for k in 1 2 3; do
-      [ "$s" -eq $((samples * k / 4)) ] && q[k]=$r
-    done
-    [ "$s" -eq $((samples / 2)) ] && half=$r
+    a=$(rss_anon_kib "$exp_pid")
+    curl -fsS -o "$work/scrape.txt" "http://$exp_addr/metrics" || continue
+    read -r heap dur gr < <(scrape_values "$work/scrape.txt")
+    echo "$heap $dur" >>"$work/samples-$size.txt"
+    [ -z "$g_first" ] && g_first=$gr
+    [ $((s * SAMPLE)) -le 60 ] && anon1=$a
+    [ $((s * SAMPLE)) -le 300 ] && anon5=$a
   done
-  end=$(rss_kib "$exp_pid"); hwm=$(hwm_kib "$exp_pid")
+  anon_end=$(rss_anon_kib "$exp_pid")
   cpu1=$(cpu_ticks "$exp_pid"); t1=$(now)
-  goroutines=$(metric go_goroutines "http://$exp_addr/metrics" || echo 0)
+  g_last=$(metric go_goroutines "http://$exp_addr/metrics" || echo 0)
   up=$(metric vllm_up "http://$exp_addr/metrics" || echo 0)
-  rows+=("$(awk -v s="$size" -v b="$body" -v q1="${q[1]:-0}" -v q2="${q[2]:-0}" -v q3="${q[3]:-0}" -v e="$end" \
-    -v h="$hwm" -v half="${half:-0}" -v w="$worst" -v c0="$cpu0" -v c1="$cpu1" -v t0="$t0" -v t1="$t1" -v clk="$clk" \
-    -v g="$goroutines" -v up="$up" 'BEGIN {
-      printf "%-6s %10.0f %8.1f %8.1f %8.1f %8.1f %8.1f %+9.1f %10.0f %9.4f %6d %4d",
-        s, b / 1024, q1 / 1024, q2 / 1024, q3 / 1024, e / 1024, h / 1024, (e - half) / 1024, w * 1000,
-        (c1 - c0) / clk / (t1 - t0), g, up }')")
+  rows+=("$(sort -k2 -g "$work/samples-$size.txt" | awk -v s="$size" -v b="$body" -v a1="$anon1" -v a5="$anon5" -v ae="$anon_end" \
+    -v lim="$limit_bytes" -v c0="$cpu0" -v c1="$cpu1" -v t0="$t0" -v t1="$t1" -v clk="$clk" -v g0="$g_first" -v g1="$g_last" -v up="$up" '
+    {h[NR] = $1; d[NR] = $2; hs += $1; if ($1 > hm) hm = $1}
+    END {
+      med = (NR % 2) ? d[(NR + 1) / 2] : (d[NR / 2] + d[NR / 2 + 1]) / 2
+      printf "%-6s %9.0f %8.1f %8.1f %8.1f %+7.1f%% %9.1f %9.1f %7.0f%% %9.0f %9.0f %9.4f %4s-%-4s %3d",
+        s, b / 1024, a1 / 1024, a5 / 1024, ae / 1024, (a5 > 0 ? 100 * (ae - a5) / a5 : 0),
+        hs / NR / 1048576, hm / 1048576, (lim > 0 ? 100 * hm / lim : 0), med * 1000, d[NR] * 1000,
+        (c1 - c0) / clk / (t1 - t0), g0, g1, up }')")
   kill "$exp_pid" "$sim_pid" 2>/dev/null || true
   wait "$exp_pid" "$sim_pid" 2>/dev/null || true
+  if [ "$SKIP_BENCH" != 1 ]; then
+    echo "growth: BenchmarkScrapeBody on the ${size} body" >&2
+    out=$(SCRAPE_BODY="$work/body-$size.txt" go test -count=1 -run '^$' -bench '^BenchmarkScrapeBody$' -benchtime 20x ./collector/vllm/ 2>&1 | awk '/^BenchmarkScrapeBody/')
+    bench_rows+=("$(echo "$out" | awk -v s="$size" -v b="$body" '{
+      for (i = 1; i < NF; i++) { if ($(i + 1) == "alloc-per-body-byte") r = $i; if ($(i + 1) == "ns/op") ns = $i }
+      printf "%-6s %9.0f %12.0f %8.2fx %10.1f", s, b / 1024, r * b / 1024, r, ns / 1e6 }')")
+  fi
 done
 
-printf "\nvllm_exporter at defaults against vllm-sim, %ss per size, GOMEMLIMIT=%s\n\n" "$DURATION" "${GOMEMLIMIT:-unset}"
-printf "%-6s %10s %8s %8s %8s %8s %8s %9s %10s %9s %6s %4s\n" \
-  "size" "body KiB" "RSS 1/4" "RSS 1/2" "RSS 3/4" "RSS end" "peak" "2nd half" "scrape ms" "CPU s/s" "gorout" "up"
+printf "\nvllm_exporter at defaults against vllm-sim, %s min per size, GOMEMLIMIT=%s\n\n" "$MINUTES" "${GOMEMLIMIT:-unset}"
+printf "%-6s %9s %8s %8s %8s %8s %9s %9s %8s %9s %9s %9s %9s %3s\n" \
+  "size" "body KiB" "anon m1" "anon m5" "anon end" "m5->end" "heap avg" "heap max" "of limit" "scrape md" "scrape mx" "CPU s/s" "gorout" "up"
 for r in "${rows[@]}"; do echo "$r"; done
 echo
-echo "RSS in MiB; '2nd half' is RSS end minus RSS at half time (flat = levelled off); 'scrape ms' the longest"
-echo "vllm_exporter_scrape_duration_seconds seen (default --vllm.timeout is 4000 ms)."
+echo "anon: RssAnon in MiB at minute 1, minute 5 and the end; heap: Go heap in use (MiB), its peak as a share of"
+echo "GOMEMLIMIT; scrape: vllm_exporter_scrape_duration_seconds in ms (median, longest) over samples every ${SAMPLE}s;"
+echo "gorout: go_goroutines at the first sample and the end."
+if [ "${#bench_rows[@]}" -gt 0 ]; then
+  printf "\nallocations per scrape (collector/vllm BenchmarkScrapeBody on the same body, counters moving):\n\n"
+  printf "%-6s %9s %12s %9s %10s\n" "size" "body KiB" "alloc KiB" "of body" "ms/scrape"
+  for r in "${bench_rows[@]}"; do echo "$r"; done
+fi

@@ -1,6 +1,12 @@
 package vllm
 
 import (
+	"bufio"
+	"bytes"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,8 +20,10 @@ var benchFixtures = []struct{ name, file string }{
 
 // BenchmarkScrapeCycle is one full background cycle: HTTP GET over
 // loopback, parse, normalize, append to the history, derive the 1m and 5m
-// windows, and prepare the const metrics. Virtual time advances 5s per
-// iteration so the history is at its steady-state size.
+// windows, and make the const metrics (which Collect does once per scrape:
+// here every scrape is read, as if Prometheus scraped every 5 s). Virtual
+// time advances 5s per iteration so the history is at its steady-state
+// size.
 func BenchmarkScrapeCycle(b *testing.B) {
 	for _, f := range benchFixtures {
 		b.Run(f.name, func(b *testing.B) {
@@ -30,6 +38,7 @@ func BenchmarkScrapeCycle(b *testing.B) {
 			b.ResetTimer()
 			for b.Loop() {
 				scrapeAt(s, at)
+				s.metrics()
 				at = at.Add(5 * time.Second)
 			}
 			if !s.Latest().Up {
@@ -74,4 +83,124 @@ func BenchmarkCollect(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkParseKept parses the kept lines of the simulator's body
+// (v1-0.33, one model), alternating between two sets of values as
+// successive scrapes do: with the text parser alone, and through the
+// scraper's parseCache.
+func BenchmarkParseKept(b *testing.B) {
+	kept := keptLines(b, fixture(b, "sim-v1-0.33-one-model.txt"))
+	bodies := [][]byte{kept, withValueTokens(kept, func(i int, old string) string {
+		if strings.HasSuffix(old, ".0") {
+			return strconv.Itoa(i) + ".0"
+		}
+		return old + "1"
+	})}
+	b.Run("textparser", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(kept)))
+		i := 0
+		for b.Loop() {
+			if _, err := textParse(bodies[i%2]); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+	b.Run("cache", func(b *testing.B) {
+		var c parseCache
+		if _, err := c.parse(bodies[1], true); err != nil || c.fams == nil {
+			b.Fatal("not cached", err)
+		}
+		b.ReportAllocs()
+		b.SetBytes(int64(len(kept)))
+		i := 0
+		for b.Loop() {
+			if _, err := c.parse(bodies[i%2], true); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+		if c.fams == nil {
+			b.Fatal("fell out of the cache")
+		}
+	})
+}
+
+// BenchmarkReadNeeded streams the simulator's body (v1-0.33, one model)
+// through the line filter and parse-cost estimate, as fetch does.
+func BenchmarkReadNeeded(b *testing.B) {
+	body := fixture(b, "sim-v1-0.33-one-model.txt")
+	br := bufio.NewReaderSize(nil, maxLineBytes)
+	var dst bytes.Buffer
+	models := &modelFilter{admit: func(string) bool { return true }, decided: map[string]bool{}}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		dst.Reset()
+		if _, err := readNeeded(br, bytes.NewReader(body), DefaultMaxBodyBytes, &dst, models); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkScrapeBody is a scrape of vLLM (fetch over loopback, line
+// filter, parse, normalize, history, windows) of a server whose counters
+// move between scrapes: scrape i serves the body with i added to every
+// whole-number value (counters, histogram counts), so the lines stay and
+// nothing resets. It reports the bytes a scrape allocates against the
+// body's size (alloc-per-body-byte); making the next body is left out of
+// the count. scripts/growth.sh runs it on a body of the simulator at 16
+// models x 8 engines through SCRAPE_BODY=file; without it, on the
+// one-model fixture.
+func BenchmarkScrapeBody(b *testing.B) {
+	var base []byte
+	if file := os.Getenv("SCRAPE_BODY"); file != "" {
+		body, err := os.ReadFile(file)
+		if err != nil {
+			b.Fatal(err)
+		}
+		base = body
+	} else {
+		base = fixture(b, "sim-v1-0.33-one-model.txt")
+	}
+	next := func(i int) []byte {
+		return withValueTokens(base, func(_ int, old string) string {
+			if n, ok := strings.CutSuffix(old, ".0"); ok {
+				if v, err := strconv.Atoi(n); err == nil {
+					return strconv.Itoa(v+i) + ".0"
+				}
+			}
+			return old
+		})
+	}
+	srv := newFakeVLLM(b, base, "text/plain; version=0.0.4")
+	s := newTestScraper(b, srv.URL, nil)
+	at := t0
+	for i := range 70 { // fill the 5m history first
+		srv.set(next(i), nil)
+		scrapeAt(s, at)
+		at = at.Add(5 * time.Second)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(base)))
+	var allocated uint64
+	var m0, m1 runtime.MemStats
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		srv.set(next(70+i), nil)
+		runtime.ReadMemStats(&m0)
+		b.StartTimer()
+		scrapeAt(s, at)
+		b.StopTimer()
+		runtime.ReadMemStats(&m1)
+		allocated += m1.TotalAlloc - m0.TotalAlloc
+		b.StartTimer()
+		at = at.Add(5 * time.Second)
+	}
+	if !s.Latest().Up {
+		b.Fatal(s.Latest().Error)
+	}
+	b.ReportMetric(float64(allocated)/float64(b.N)/float64(len(base)), "alloc-per-body-byte")
 }

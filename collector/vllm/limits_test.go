@@ -159,7 +159,7 @@ func TestParseCostBoundsParseMemory(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			e, err := parseFiltered(dst.Bytes(), "text/plain", &st)
+			e, err := parseFiltered(dst.Bytes(), "text/plain", &st, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -215,7 +215,7 @@ func TestModelNameOf(t *testing.T) {
 		`vllm:x 1`:                                           "",
 		`vllm:x{engine="model_name=\"q\"",model_name="r"} 1`: "r",
 	} {
-		got, ok := modelNameOf([]byte(line))
+		got, ok := modelNameOf([]byte(line), labelSetEnd([]byte(line)))
 		if string(got) != want || ok != (want != "") {
 			t.Errorf("modelNameOf(%s) = %q %v, want %q", line, got, ok, want)
 		}

@@ -1,6 +1,7 @@
 package vllm
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -111,47 +112,87 @@ func (s *Scraper) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect implements prometheus.Collector. It only emits what the last
-// scrape prepared.
+// Collect implements prometheus.Collector. It emits what the last scrape
+// left (renderState), as const metrics made once per scrape: by the first
+// Collect after it, so a scrape of vLLM that no Prometheus scrape reads
+// (two of three at the default 5 s against 15 s) costs no rendering.
 func (s *Scraper) Collect(ch chan<- prometheus.Metric) {
-	for _, m := range *s.rendered.Load() {
+	for _, m := range s.metrics() {
 		ch <- m
 	}
+}
+
+// renderState is what render reads: the last scrape's snapshot, result and
+// windows, and copies of the scraper's counters at its end. Immutable.
+type renderState struct {
+	snap            *snapshot.VLLM
+	res             *result
+	windows         map[time.Duration]map[string]*snapshot.Derived
+	took            time.Duration
+	scrapes         float64
+	errors, dropped map[string]float64
+	lastOK          time.Time
+}
+
+// renderedState is the const metrics made from one renderState.
+type renderedState struct {
+	from *renderState
+	out  []prometheus.Metric
+}
+
+// keepState stores the state /metrics shows until the next scrape. Called
+// with s.mu held (or from New).
+func (s *Scraper) keepState(snap *snapshot.VLLM, res *result, windows map[time.Duration]map[string]*snapshot.Derived, took time.Duration) {
+	s.state.Store(&renderState{snap: snap, res: res, windows: windows, took: took, scrapes: s.scrapes,
+		errors: maps.Clone(s.errors), dropped: maps.Clone(s.dropped), lastOK: s.lastOK})
+}
+
+// metrics returns the const metrics of the latest state, rendering them
+// if no Collect has since it was stored. It never waits for a scrape in
+// progress (s.mu).
+func (s *Scraper) metrics() []prometheus.Metric {
+	st := s.state.Load()
+	s.renderMu.Lock()
+	defer s.renderMu.Unlock()
+	if s.rendered.from != st {
+		s.rendered = renderedState{from: st, out: s.descs.render(st, s.opts.Windows, s.optIn)}
+	}
+	return s.rendered.out
 }
 
 // WindowLabel formats a window as its `window` label value ("1m", "5m").
 func WindowLabel(d time.Duration) string { return model.Duration(d).String() }
 
-// render prepares the const metrics for the current state. Called with s.mu
-// held (or from New). A failed scrape renders only the self-metrics and
-// vllm_up 0: nothing from vLLM is shown as if it were fresh.
-func (s *Scraper) render(snap *snapshot.VLLM, res *result, windows map[time.Duration]map[string]*snapshot.Derived, took time.Duration) {
-	d := s.descs
+// render makes the const metrics of a state. A failed scrape renders only
+// the self-metrics and vllm_up 0: nothing from vLLM is shown as if it were
+// fresh.
+func (d *descs) render(st *renderState, windows []time.Duration, optIn map[string]bool) []prometheus.Metric {
+	snap := st.snap
 	e := &emitter{}
 	up := snap != nil && snap.Up
 	e.emit(d.up, prometheus.GaugeValue, b2f(up))
-	e.emit(d.scrapes, prometheus.CounterValue, s.scrapes)
+	e.emit(d.scrapes, prometheus.CounterValue, st.scrapes)
 	for _, r := range reasons {
-		e.emit(d.scrapeErrors, prometheus.CounterValue, s.errors[r], r)
+		e.emit(d.scrapeErrors, prometheus.CounterValue, st.errors[r], r)
 	}
 	for _, r := range dropReasons {
-		e.emit(d.samplesDropped, prometheus.CounterValue, s.dropped[r], r)
+		e.emit(d.samplesDropped, prometheus.CounterValue, st.dropped[r], r)
 	}
 	if snap != nil {
-		e.emit(d.scrapeDuration, prometheus.GaugeValue, took.Seconds())
+		e.emit(d.scrapeDuration, prometheus.GaugeValue, st.took.Seconds())
 	}
-	if !s.lastOK.IsZero() {
-		e.emit(d.lastSuccess, prometheus.GaugeValue, float64(s.lastOK.UnixNano())/1e9)
+	if !st.lastOK.IsZero() {
+		e.emit(d.lastSuccess, prometheus.GaugeValue, float64(st.lastOK.UnixNano())/1e9)
 	}
 	if up {
-		d.renderScrape(e, snap, res, s.optIn)
-		if s.optIn[OptInWindowSeries] {
-			for _, w := range s.opts.Windows {
-				d.renderWindow(e, snap, WindowLabel(w), windows[w], s.optIn)
+		d.renderScrape(e, snap, st.res, optIn)
+		if optIn[OptInWindowSeries] {
+			for _, w := range windows {
+				d.renderWindow(e, snap, WindowLabel(w), st.windows[w], optIn)
 			}
 		}
 	}
-	s.rendered.Store(&e.out)
+	return e.out
 }
 
 // renderScrape appends what one successful scrape read: schema, missing

@@ -10,8 +10,6 @@ import (
 	"strings"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
@@ -32,12 +30,14 @@ type exposition struct {
 // *_created, many vllm:*) are dropped before parsing: 375 of the 614 lines
 // of a V1 body, and half of the parser's allocations.
 func parseBody(body []byte, contentType string) (exposition, error) {
-	return parseFiltered(body, contentType, nil)
+	return parseFiltered(body, contentType, nil, nil)
 }
 
 // parseFiltered is parseBody for a body that readNeeded already filtered
-// (pre != nil): the filter is not run a second time over it.
-func parseFiltered(body []byte, contentType string, pre *streamed) (exposition, error) {
+// (pre != nil): the filter is not run a second time over it. With a cache
+// (c != nil) a body with the lines of the previous one reads only its
+// values (parseCache); the families then belong to the cache.
+func parseFiltered(body []byte, contentType string, pre *streamed, c *parseCache) (exposition, error) {
 	if strings.Contains(contentType, "openmetrics") || hasEOFLine(body) {
 		body = openMetricsToText(body)
 	}
@@ -48,8 +48,13 @@ func parseFiltered(body []byte, contentType string, pre *streamed) (exposition, 
 	} else {
 		kept, anyVLLM = keepNeeded(body)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(kept))
+	var fams map[string]*dto.MetricFamily
+	var err error
+	if c != nil {
+		fams, err = c.parse(kept, true)
+	} else {
+		fams, err = textParse(kept)
+	}
 	if err != nil {
 		return exposition{}, err
 	}
@@ -105,7 +110,8 @@ func keepLine(line []byte) (keep, vllm bool) {
 	case isComment && name == nil:
 		return bytes.Equal(bytes.TrimSpace(line), []byte("# EOF")), vllm
 	case isComment:
-		return isNeeded(name) || isNeeded(append(name[:len(name):len(name)], "_total"...)), vllm
+		var total [128]byte // name + "_total" without an allocation for most names
+		return isNeeded(name) || isNeeded(append(append(total[:0], name...), "_total"...)), vllm
 	case isNeeded(name):
 		return true, vllm
 	}

@@ -1,8 +1,8 @@
 // Package vllm scrapes a vLLM server's /metrics on its own interval,
 // normalizes vLLM's version-dependent metric names into one stable model per
 // served model, keeps a bounded history of snapshots, derives windowed rates
-// and quantiles from it, and exposes the result as const metrics prepared at
-// scrape time, so a Prometheus scrape of the exporter does no work.
+// and quantiles from it, and exposes the result as const metrics made once
+// per scrape of vLLM, by the first Prometheus scrape that reads it.
 package vllm
 
 import (
@@ -26,7 +26,6 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vllm-exporter/vllm_exporter/collector"
 	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
@@ -127,6 +126,7 @@ type Scraper struct {
 	// mu serialises scrapes and guards the fields below it.
 	mu         sync.Mutex
 	norm       *normalizer
+	cache      parseCache    // the last body's families, for a body with the same lines
 	buf        bytes.Buffer  // the kept lines of the body being scraped
 	br         *bufio.Reader // reads the body, line by line
 	scrapes    float64
@@ -146,9 +146,13 @@ type Scraper struct {
 	history   []*snapshot.VLLM // oldest first, bounded by prune
 	retention time.Duration    // guarded by histMu
 
-	latest   atomic.Pointer[snapshot.VLLM]
-	windows  atomic.Pointer[map[time.Duration]map[string]*snapshot.Derived]
-	rendered atomic.Pointer[[]prometheus.Metric]
+	latest  atomic.Pointer[snapshot.VLLM]
+	windows atomic.Pointer[map[time.Duration]map[string]*snapshot.Derived]
+	// state is what the last scrape left for /metrics; rendered holds the
+	// const metrics of one state, made by the first Collect after it.
+	state    atomic.Pointer[renderState]
+	renderMu sync.Mutex
+	rendered renderedState
 
 	// pub announces each stored snapshot to consumers (the SLO watchdog
 	// and classifier evaluate on it instead of on a timer of their own).
@@ -206,7 +210,7 @@ func New(opts Options, logger log.Logger) *Scraper {
 		level.Info(s.logger).Log("msg", "model absent from successful scrapes for --vllm.model-grace gives its place under --vllm.max-models to a new name; its state is dropped", "model", name, "grace", s.models.Grace())
 	})
 	s.norm.perPriority = opts.PerPriority
-	s.render(nil, nil, nil, 0)
+	s.keepState(nil, nil, nil, 0)
 	return s
 }
 
@@ -359,7 +363,7 @@ func windowOf(history []*snapshot.VLLM, d, tol time.Duration) map[string]*snapsh
 }
 
 // ScrapeOnce fetches, parses and normalizes one body, records it as taken at
-// now, and prepares everything /metrics will show. Tests call it with a
+// now, and keeps everything /metrics will show. Tests call it with a
 // virtual clock.
 func (s *Scraper) ScrapeOnce(ctx context.Context, now time.Time) {
 	s.mu.Lock()
@@ -383,7 +387,12 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct string, pre *stre
 	snap := &snapshot.VLLM{Time: now}
 	var res *result
 	if err == nil {
-		e, perr := parseFiltered(body, ct, pre)
+		cache := &s.cache
+		if !cacheable(pre, s.opts.MaxBodyBytes) {
+			cache.reset()
+			cache = nil
+		}
+		e, perr := parseFiltered(body, ct, pre, cache)
 		if perr != nil {
 			reason, err = ReasonParse, perr
 		} else {
@@ -400,6 +409,7 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct string, pre *stre
 	took := time.Since(began)
 	s.scrapes++
 	if err != nil {
+		s.cache.reset() // a failed scrape keeps no body's families
 		snap.Error = reason
 		s.errors[reason]++
 		lvl := level.Debug
@@ -452,7 +462,7 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct string, pre *stre
 
 	s.latest.Store(snap)
 	s.windows.Store(&windows)
-	s.render(snap, res, windows, took)
+	s.keepState(snap, res, windows, took)
 	if s.opts.Health != nil {
 		s.opts.Health.Report(CollectorName, took, err)
 	}

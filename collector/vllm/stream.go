@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"unicode/utf8"
 )
 
 // maxLineBytes is the longest line of a body the scraper looks at. A line
@@ -61,19 +62,35 @@ type parseCost struct {
 }
 
 func (c *parseCost) add(line []byte) {
+	end := 0
+	if line[0] != '#' {
+		end = labelSetEnd(line)
+	}
+	c.addEnd(line, end)
+}
+
+// addEnd is add for a line whose labelSetEnd is end (comments: any).
+func (c *parseCost) addEnd(line []byte, end int) {
 	c.total += int64(len(line))
 	if line[0] == '#' {
 		c.key = c.key[:0]
-		f := bytes.Fields(line[1:])
-		if len(f) == 3 && string(f[0]) == "TYPE" && (string(f[2]) == "histogram" || string(f[2]) == "summary") {
+		var f [3][]byte
+		var n int
+		if !hasNonASCII(line) {
+			n = fields(line[1:], f[:])
+		} else {
+			all := bytes.Fields(line[1:]) // Unicode blanks
+			n = len(all)
+			copy(f[:], all)
+		}
+		if n == 3 && string(f[0]) == "TYPE" && (string(f[2]) == "histogram" || string(f[2]) == "summary") {
 			c.family = append(c.family[:0], f[1]...)
-		} else if len(f) >= 2 && string(f[0]) == "TYPE" {
+		} else if n >= 2 && string(f[0]) == "TYPE" {
 			c.family = nil
 		}
 		return
 	}
 	name, _, _ := lineFamily(line)
-	end := labelSetEnd(line)
 	set := line[min(len(name), end):end]
 	labels := 0
 	c.scratch = c.scratch[:0]
@@ -101,6 +118,46 @@ func (c *parseCost) add(line []byte) {
 	}
 	c.total += costPerSeries + costPerLabel*int64(labels) + int64(len(set))
 	c.key, c.scratch = c.scratch, c.key
+}
+
+// fields is bytes.Fields without allocating: it fills f with the first
+// len(f) fields of b and returns how many fields b has, counting at most
+// len(f)+1 (enough to tell "exactly len(f)" from "more").
+func fields(b []byte, f [][]byte) int {
+	n := 0
+	for {
+		for len(b) > 0 && asciiSpace(b[0]) {
+			b = b[1:]
+		}
+		if len(b) == 0 {
+			return n
+		}
+		end := 0
+		for end < len(b) && !asciiSpace(b[end]) {
+			end++
+		}
+		if n == len(f) {
+			return n + 1
+		}
+		f[n] = b[:end]
+		n++
+		b = b[end:]
+	}
+}
+
+// asciiSpace is bytes.Fields' notion of a blank for ASCII bytes (a line
+// with other bytes goes to bytes.Fields, see parseCost.add).
+func asciiSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
+}
+
+func hasNonASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return true
+		}
+	}
+	return false
 }
 
 // isSeriesOf: name is family or one of its histogram/summary series.
@@ -138,11 +195,11 @@ type modelFilter struct {
 	decided map[string]bool
 }
 
-func (f *modelFilter) keep(line []byte) bool {
+func (f *modelFilter) keep(line []byte, end int) bool {
 	if f == nil || f.admit == nil {
 		return true
 	}
-	name, ok := modelNameOf(line)
+	name, ok := modelNameOf(line, end)
 	if !ok || bytes.IndexByte(name, '\\') >= 0 {
 		return true // escaped values are left to the normalizer, which sees them unescaped
 	}
@@ -155,9 +212,8 @@ func (f *modelFilter) keep(line []byte) bool {
 }
 
 // modelNameOf returns the raw (still escaped) model_name label value of a
-// sample line, if it has one.
-func modelNameOf(line []byte) ([]byte, bool) {
-	end := labelSetEnd(line)
+// sample line whose labelSetEnd is end, if it has one.
+func modelNameOf(line []byte, end int) ([]byte, bool) {
 	if end == 0 {
 		return nil, false
 	}
@@ -222,12 +278,16 @@ func readNeeded(br *bufio.Reader, r io.Reader, limit int64, dst *bytes.Buffer, m
 		} else if len(line) > 0 {
 			keep, vllm := keepLine(line)
 			st.anyVLLM = st.anyVLLM || vllm
-			if keep && line[0] != '#' && !models.keep(line) {
-				keep = false
-				st.refused++
+			end := 0
+			if keep && line[0] != '#' {
+				end = labelSetEnd(line) // once for the model filter and the cost
+				if !models.keep(line, end) {
+					keep = false
+					st.refused++
+				}
 			}
 			if keep {
-				if cost.add(line); cost.total > budget {
+				if cost.addEnd(line, end); cost.total > budget {
 					st.cost = cost.total
 					return st, errParseTooLarge
 				}

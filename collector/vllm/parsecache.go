@@ -1,0 +1,355 @@
+package vllm
+
+import (
+	"bytes"
+	"math"
+	"strconv"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"google.golang.org/protobuf/proto"
+)
+
+// parseCache makes parsing a body whose lines are those of the previous
+// body, values aside, a pass over its value tokens. Between two scrapes
+// of a running vLLM the lines keep their order and series; only values
+// move. Parsing such a body with prometheus/common's text parser rebuilt
+// every family, metric, label pair and bucket (and their strings) at every
+// scrape: a third of the exporter's CPU at rest, and nearly all of what a
+// scrape allocated.
+//
+// The cache keeps the families of the last body and, for each of its
+// lines, the line without its value (its identity: the comment line
+// whole, a sample's name, label set and the blanks before the value) and
+// the field of the families that line's value lands in (its slot). A body
+// whose identities are those of the cached body, line for line, is parsed
+// by reading each value token as the text parser does (parseValue) and
+// writing it into its slot: no allocation, no map. Anything else falls
+// back to the text parser, and the cache is rebuilt from that body.
+//
+// Building the slots does not reimplement the parser's rules (which
+// metric a _bucket line joins, what a duplicate line overwrites): the
+// body is parsed a second time with line i's value replaced by i+1, so
+// every field of those families holds the number of the line that wrote
+// it last. The cache is kept only when those families, with the body's
+// own values written through the slots, equal the text parser's
+// families of the body (proto.Equal, family by family): a line the cache
+// cannot read exactly as the parser does is never cached.
+type parseCache struct {
+	fams map[string]*dto.MetricFamily
+	// keys are the identities of the cached body's lines, back to back;
+	// ends[i] is where line i's ends.
+	keys  []byte
+	ends  []int
+	slots []slot
+	// scratch is the probe body, kept for the next rebuild.
+	scratch []byte
+}
+
+// slotKind says how a line's value is written.
+type slotKind uint8
+
+const (
+	slotNone       slotKind = iota // a comment, or a value nothing keeps
+	slotFloat                      // a counter, gauge, untyped, sum or quantile value
+	slotUint                       // a summary's _count: uint64(value), whatever the value
+	slotHistCount                  // a histogram bucket or _count: a whole non-negative number
+	slotUnreadable                 // a line the cache cannot read (set while building only)
+)
+
+type slot struct {
+	kind   slotKind
+	sample bool // a sample line (else its identity is the whole line)
+	f      *float64
+	u      *uint64
+}
+
+// parse parses the kept lines of a body (text format, each line ending in
+// "\n") as expfmt's TextToMetricFamilies does. The families it returns
+// belong to the cache and are overwritten by the next call: the caller
+// reads them before parsing again and keeps nothing of them.
+func (c *parseCache) parse(body []byte, mayBuild bool) (map[string]*dto.MetricFamily, error) {
+	if c.fams != nil && c.patch(body) {
+		return c.fams, nil
+	}
+	c.reset()
+	fams, err := textParse(body)
+	if err != nil || !mayBuild {
+		return fams, err
+	}
+	if built := c.build(body, fams); built {
+		return c.fams, nil
+	}
+	c.reset()
+	return fams, nil
+}
+
+// reset forgets the cached body (its families are garbage from here).
+func (c *parseCache) reset() {
+	*c = parseCache{}
+}
+
+func textParse(body []byte) (map[string]*dto.MetricFamily, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(bytes.NewReader(body))
+}
+
+// splitLine cuts a line (without its "\n") into its identity and its
+// value token. ok is false for a sample line the cache does not read: no
+// metric name at its start, a label set it cannot delimit, a blank
+// between the name and the label set, or anything after the value (a
+// timestamp, trailing blanks). A comment or blank line is all identity.
+func splitLine(line []byte) (key, value []byte, sample, ok bool) {
+	if len(line) == 0 || line[0] == '#' {
+		return line, nil, false, true
+	}
+	end := 0
+	for end < len(line) && isNameByte(line[end], end == 0) {
+		end++
+	}
+	if end == 0 || end == len(line) {
+		return nil, nil, true, false
+	}
+	if line[end] == '{' {
+		ls := labelSetEnd(line)
+		if ls <= end || line[ls-1] != '}' {
+			return nil, nil, true, false
+		}
+		end = ls
+	}
+	start := end
+	for start < len(line) && (line[start] == ' ' || line[start] == '\t') {
+		start++
+	}
+	if start == end || start == len(line) {
+		return nil, nil, true, false
+	}
+	value = line[start:]
+	if bytes.IndexByte(value, ' ') >= 0 || bytes.IndexByte(value, '\t') >= 0 {
+		return nil, nil, true, false
+	}
+	return line[:start], value, true, true
+}
+
+// parseValue reads a value token as the text parser does.
+func parseValue(tok []byte) (float64, bool) {
+	if bytes.ContainsAny(tok, "pP_") {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(string(tok), 64)
+	return v, err == nil
+}
+
+// nextLine returns body's first line without its "\n"; ok is false when
+// the line has no "\n" (the cache reads only terminated lines).
+func nextLine(body []byte) (line, rest []byte, ok bool) {
+	i := bytes.IndexByte(body, '\n')
+	if i < 0 {
+		return nil, nil, false
+	}
+	return body[:i], body[i+1:], true
+}
+
+// patch writes body's values into the cached families when body has the
+// cached body's lines; false (the families possibly half written, to be
+// dropped) when it has not or a value would change the families' shape.
+func (c *parseCache) patch(body []byte) bool {
+	prev := 0
+	for i, end := range c.ends {
+		line, rest, ok := nextLine(body)
+		if !ok {
+			return false
+		}
+		body = rest
+		key := c.keys[prev:end]
+		prev = end
+		s := c.slots[i]
+		if !s.sample {
+			if !bytes.Equal(line, key) {
+				return false
+			}
+			continue
+		}
+		if len(line) <= len(key) || !bytes.Equal(line[:len(key)], key) {
+			return false
+		}
+		tok := line[len(key):]
+		if bytes.IndexByte(tok, ' ') >= 0 || bytes.IndexByte(tok, '\t') >= 0 {
+			return false
+		}
+		v, ok := parseValue(tok)
+		if !ok {
+			return false
+		}
+		switch s.kind {
+		case slotFloat:
+			*s.f = v
+		case slotUint:
+			*s.u = uint64(v)
+		case slotHistCount:
+			// The parser keeps a whole count as uint64 and anything else
+			// as a float (or fails on a negative one): the cached
+			// families hold whole counts only.
+			u := uint64(v)
+			if v != float64(u) {
+				return false
+			}
+			*s.u = u
+		}
+	}
+	return len(body) == 0
+}
+
+// build makes the cache from a body the text parser read into fams; false
+// when body has a line the cache cannot read or the probe parse does not
+// give fams back.
+func (c *parseCache) build(body []byte, fams map[string]*dto.MetricFamily) bool {
+	probe := c.scratch[:0]
+	rest := body
+	for len(rest) > 0 {
+		line, r, ok := nextLine(rest)
+		if !ok {
+			return false
+		}
+		rest = r
+		key, _, sample, ok := splitLine(line)
+		if !ok {
+			return false
+		}
+		c.keys = append(c.keys, key...)
+		c.ends = append(c.ends, len(c.keys))
+		probe = append(probe, key...)
+		if sample {
+			probe = strconv.AppendInt(probe, int64(len(c.ends)), 10)
+			c.slots = append(c.slots, slot{kind: slotUnreadable, sample: true})
+		} else {
+			c.slots = append(c.slots, slot{kind: slotNone})
+		}
+		probe = append(probe, '\n')
+	}
+	c.scratch = probe
+	if len(probe) > 1<<20 {
+		defer func() { c.scratch = nil }() // a large probe body is not worth keeping
+	}
+	pf, err := textParse(probe)
+	if err != nil || !c.claim(pf) {
+		return false
+	}
+	for _, s := range c.slots {
+		if s.kind == slotUnreadable {
+			// A value no field keeps (a line a later one overwrites, a
+			// _bucket without le): the parser may still judge it.
+			return false
+		}
+	}
+	c.fams = pf
+	if !c.patch(body) || !sameFamilies(pf, fams) {
+		c.fams = nil
+		return false
+	}
+	return true
+}
+
+// claim walks the probe families and gives each value field to the line
+// whose number it holds; false when a field holds anything else.
+func (c *parseCache) claim(fams map[string]*dto.MetricFamily) bool {
+	give := func(kind slotKind, f *float64, u *uint64) bool {
+		var n float64
+		if f != nil {
+			n = *f
+		} else {
+			n = float64(*u)
+		}
+		i := int(n) - 1
+		if n != math.Trunc(n) || i < 0 || i >= len(c.slots) || c.slots[i].kind != slotUnreadable {
+			return false
+		}
+		c.slots[i] = slot{kind: kind, sample: true, f: f, u: u}
+		return true
+	}
+	for _, mf := range fams {
+		for _, m := range mf.GetMetric() {
+			if m.TimestampMs != nil {
+				return false
+			}
+			for _, v := range []*float64{counterValue(m), gaugeValue(m), untypedValue(m)} {
+				if v != nil && !give(slotFloat, v, nil) {
+					return false
+				}
+			}
+			if s := m.GetSummary(); s != nil {
+				if s.SampleSum != nil && !give(slotFloat, s.SampleSum, nil) {
+					return false
+				}
+				if s.SampleCount != nil && !give(slotUint, nil, s.SampleCount) {
+					return false
+				}
+				for _, q := range s.GetQuantile() {
+					if q.Value != nil && !give(slotFloat, q.Value, nil) {
+						return false
+					}
+				}
+			}
+			if h := m.GetHistogram(); h != nil {
+				if h.SampleCountFloat != nil {
+					return false
+				}
+				if h.SampleSum != nil && !give(slotFloat, h.SampleSum, nil) {
+					return false
+				}
+				if h.SampleCount != nil && !give(slotHistCount, nil, h.SampleCount) {
+					return false
+				}
+				for _, b := range h.GetBucket() {
+					if b.CumulativeCountFloat != nil || (b.CumulativeCount != nil && !give(slotHistCount, nil, b.CumulativeCount)) {
+						return false
+					}
+				}
+			}
+		}
+	}
+	return true
+}
+
+func counterValue(m *dto.Metric) *float64 {
+	if m.Counter == nil {
+		return nil
+	}
+	return m.Counter.Value
+}
+
+func gaugeValue(m *dto.Metric) *float64 {
+	if m.Gauge == nil {
+		return nil
+	}
+	return m.Gauge.Value
+}
+
+func untypedValue(m *dto.Metric) *float64 {
+	if m.Untyped == nil {
+		return nil
+	}
+	return m.Untyped.Value
+}
+
+// sameFamilies: a and b hold equal families under the same names.
+func sameFamilies(a, b map[string]*dto.MetricFamily) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, fa := range a {
+		fb, ok := b[name]
+		if !ok || !proto.Equal(fa, fb) {
+			return false
+		}
+	}
+	return true
+}
+
+// cacheable: the lines of this size may be parsed into a cache. Building
+// one holds two parses of the body at once, so only a body whose parse
+// fits twice in the parse budget is cached.
+func cacheable(pre *streamed, limit int64) bool {
+	return pre != nil && 2*pre.cost <= parseBudget(limit)
+}
