@@ -240,6 +240,7 @@ func startScraper(f *flags, x *exporter) (*vllm.Scraper, error) {
 		Models:       x.models,
 		Health:       x.health,
 		PerPriority:  f.perPriority,
+		Role:         f.role,
 		// The classifier compares the prefix-cache hit ratio with a longer
 		// baseline window; keep enough thinned history to answer it.
 		Retention: x.config.Get().Bottleneck.BaselineWindow,

@@ -162,6 +162,14 @@ func deriveNewer(dv *snapshot.Derived, chain []*snapshot.Model, rate func(snapsh
 
 	dv.ExternalPrefixCacheHitRatio = hitRatio(inc(func(m *snapshot.Model) snapshot.Value { return m.ExternalPrefixHits }),
 		inc(func(m *snapshot.Model) snapshot.Value { return m.ExternalPrefixQueries }))
+	dv.RejectedPerSecond = rate(inc(func(m *snapshot.Model) snapshot.Value {
+		if m.RejectedByReason == nil {
+			return snapshot.Value{}
+		}
+		return snapshot.Some(sumValues(m.RejectedByReason))
+	}))
+	dv.KVTransferFailuresPerSecond = rate(inc(func(m *snapshot.Model) snapshot.Value { return m.KVTransferFailures }))
+	dv.KVTransferExpiredPerSecond = rate(inc(func(m *snapshot.Model) snapshot.Value { return m.KVTransferExpiredRequests }))
 	dv.MMCacheHitRatio = hitRatio(inc(func(m *snapshot.Model) snapshot.Value { return m.MMCacheHits }),
 		inc(func(m *snapshot.Model) snapshot.Value { return m.MMCacheQueries }))
 
@@ -174,6 +182,15 @@ func deriveNewer(dv *snapshot.Derived, chain []*snapshot.Model, rate func(snapsh
 	if rd.OK && wr.OK && rd.V+wr.V > 0 {
 		dv.EstimatedBytesPerSecond = rate(snapshot.Some(rd.V + wr.V))
 	}
+}
+
+// sumValues is the sum of a map's values.
+func sumValues(m map[string]float64) float64 {
+	t := 0.0
+	for _, v := range m {
+		t += v
+	}
+	return t
 }
 
 // hitRatio is hits / queries over a window, absent without queries.
