@@ -162,12 +162,16 @@ func deriveNewer(dv *snapshot.Derived, chain []*snapshot.Model, rate func(snapsh
 
 	dv.ExternalPrefixCacheHitRatio = hitRatio(inc(func(m *snapshot.Model) snapshot.Value { return m.ExternalPrefixHits }),
 		inc(func(m *snapshot.Model) snapshot.Value { return m.ExternalPrefixQueries }))
-	dv.RejectedPerSecond = rate(inc(func(m *snapshot.Model) snapshot.Value {
-		if m.RejectedByReason == nil {
-			return snapshot.Value{}
+	// vLLM creates a reason's rejection counter on the first rejection for
+	// it: a window whose later readings have the family counts an earlier
+	// reading without it as 0, so the first rejections are not lost for a
+	// whole window.
+	for _, m := range chain {
+		if m.RejectedByReason != nil {
+			dv.RejectedPerSecond = rate(inc(func(m *snapshot.Model) snapshot.Value { return snapshot.Some(sumValues(m.RejectedByReason)) }))
+			break
 		}
-		return snapshot.Some(sumValues(m.RejectedByReason))
-	}))
+	}
 	dv.KVTransferFailuresPerSecond = rate(inc(func(m *snapshot.Model) snapshot.Value { return m.KVTransferFailures }))
 	dv.KVTransferExpiredPerSecond = rate(inc(func(m *snapshot.Model) snapshot.Value { return m.KVTransferExpiredRequests }))
 	dv.MMCacheHitRatio = hitRatio(inc(func(m *snapshot.Model) snapshot.Value { return m.MMCacheHits }),

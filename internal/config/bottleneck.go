@@ -124,6 +124,22 @@ type Bottleneck struct {
 	DeferredLivelockKVMax                        float64 `yaml:"deferred_livelock_kv_max"`
 	DeferredLivelockMaxGenerationTokensPerSecond float64 `yaml:"deferred_livelock_max_generation_tokens_per_second"`
 
+	// AdmissionRejectedRatioMin: requests refused at admission (the waiting
+	// queue at --max-num-queued-requests / -tokens) at least this share of
+	// the requests that arrived over the window (rejected + finished) is
+	// admission_limited (0.01).
+	AdmissionRejectedRatioMin float64 `yaml:"admission_rejected_ratio_min"`
+	// KVTransferShareMin: on a pod that reads its prompts' KV from a
+	// prefill pod, a mean KV transfer time at least this share of the mean
+	// TTFT, with TTFT over its target, is kv_transfer_bound (0.5).
+	KVTransferShareMin float64 `yaml:"kv_transfer_share_min"`
+	// PrefixThrashEvictOverReuseGap: KV blocks evicted after idling
+	// (median) less than this times the median gap at which blocks are
+	// reused, with the prefix-cache hit ratio below
+	// prefix_hit_ratio_baseline_min, is a thrashing prefix cache (1: blocks
+	// leave before their typical reuse); needs --kv-cache-metrics.
+	PrefixThrashEvictOverReuseGap float64 `yaml:"prefix_thrash_evict_over_reuse_gap"`
+
 	// CapacityHorizon is how far back the sustained-throughput-while-SLOs-
 	// hold maximum looks (24h).
 	CapacityHorizon time.Duration `yaml:"capacity_horizon"`
@@ -172,7 +188,10 @@ func DefaultBottleneck() Bottleneck {
 		DeferredLivelockDeferredOverCapacity:         4,
 		DeferredLivelockKVMax:                        0.5,
 		DeferredLivelockMaxGenerationTokensPerSecond: 5,
-		Headroom: 2,
+		AdmissionRejectedRatioMin:                    0.01,
+		KVTransferShareMin:                           0.5,
+		PrefixThrashEvictOverReuseGap:                1,
+		Headroom:                                     2,
 	}
 }
 
@@ -229,6 +248,9 @@ func (b *Bottleneck) Validate() error {
 		pos("deferred_livelock_deferred_over_capacity", b.DeferredLivelockDeferredOverCapacity),
 		ratio("deferred_livelock_kv_max", b.DeferredLivelockKVMax),
 		pos("deferred_livelock_max_generation_tokens_per_second", b.DeferredLivelockMaxGenerationTokensPerSecond),
+		ratio("admission_rejected_ratio_min", b.AdmissionRejectedRatioMin),
+		ratio("kv_transfer_share_min", b.KVTransferShareMin),
+		pos("prefix_thrash_evict_over_reuse_gap", b.PrefixThrashEvictOverReuseGap),
 	}
 	for _, err := range checks {
 		if err != nil {

@@ -231,6 +231,32 @@ func corpusRegimes() []corpusRegime {
 				t99, pf99 := quantile(w, snapshot.TTFT, 0.99), quantile(w, snapshot.PrefillTime, 0.99)
 				return t99.OK && pf99.OK && t99.V > 1 && pf99.V > 1
 			}},
+		// Admission control (vLLM 0.32+): the queueing preset's overload
+		// with --max-num-queued-requests 32. The queue fills to its cap and
+		// the requests beyond it are refused (503); the signal is the
+		// first scrape whose rejection counter moved.
+		{name: "admission_limited", label: AdmissionLimited, preset: "queueing",
+			cfg: vllmsim.Config{MetricsVersion: vllmsim.MetricsLatest},
+			start: func(sim *vllmsim.Sim) error {
+				return sim.SetAdmission(vllmsim.AdmissionLimit{MaxQueuedRequests: 32})
+			},
+			visible: func(prev, cur *snapshot.Model) bool {
+				return prev != nil && sumMap(cur.RejectedByReason) > sumMap(prev.RejectedByReason)
+			}},
+		// A decode pod of a disaggregated pair (NIXL) whose prompts' KV
+		// takes 0.6 s to arrive (a slow transport): the healthy traffic's
+		// TTFT, counted from arrival on the decode pod, is now mostly the
+		// transfer. The signal shows once the window's TTFT is over its
+		// target with transfers in it.
+		{name: "kv_transfer_bound", label: KVTransferBound, preset: "healthy",
+			cfg: vllmsim.Config{MetricsVersion: vllmsim.MetricsLatest},
+			start: func(sim *vllmsim.Sim) error {
+				return sim.SetPD(vllmsim.PD{Role: vllmsim.RoleDecode, TransferSeconds: 0.6})
+			},
+			windowVisible: func(w *snapshot.Derived) bool {
+				t95 := quantile(w, snapshot.TTFT, th.SLOQuantile)
+				return w.Deltas[snapshot.KVTransferTime].Count > 0 && t95.OK && t95.V > th.TTFTTargetSeconds
+			}},
 		{name: "unavailable", label: ServerUnavailable, preset: "healthy", down: true, runFor: 2 * time.Minute},
 		{name: "restart", label: NearOptimal, preset: "healthy", restart: true},
 		{name: "healthy_hour", label: NearOptimal, preset: "healthy", leadFor: time.Minute, runFor: time.Hour},
@@ -298,6 +324,14 @@ func prefillTailShape(t *testing.T, steady []published) {
 	if n := len(ttft99); n > 0 {
 		t.Logf("prefill tail: p99 TTFT over the steady part %.2f-%.2f s (median %.2f s)", ttft99[0], ttft99[n-1], ttft99[n/2])
 	}
+}
+
+func sumMap(m map[string]float64) float64 {
+	t := 0.0
+	for _, v := range m {
+		t += v
+	}
+	return t
 }
 
 func hitRatioBelow(limit float64) func(prev, cur *snapshot.Model) bool {
