@@ -55,6 +55,7 @@ const (
 	KVBlockLifetime        HistogramName = "kv_block_lifetime"          // vllm:kv_block_lifetime_seconds
 	KVBlockIdleBeforeEvict HistogramName = "kv_block_idle_before_evict" // vllm:kv_block_idle_before_evict_seconds
 	KVBlockReuseGap        HistogramName = "kv_block_reuse_gap"         // vllm:kv_block_reuse_gap_seconds
+	MooncakeStoreOperation HistogramName = "mooncake_store_operation"   // vllm:mooncake_store_operation_time_seconds
 )
 
 // LatencyHistograms lists every HistogramName in export order.
@@ -167,6 +168,11 @@ type Model struct {
 	// tokens, multimodal in items.
 	ExternalPrefixQueries, ExternalPrefixHits Value
 	MMCacheQueries, MMCacheHits               Value
+	// Mooncake store connector (vllm:mooncake_store_operation_*), by
+	// operation (load_get, save_put, ...), summed over status and engines:
+	// operations, their keys, bytes and failed keys; errors are the
+	// operations with status "error".
+	MooncakeOps, MooncakeOpErrors, MooncakeKeys, MooncakeBytes, MooncakeFailedKeys map[string]float64
 	// LoRA is vllm:lora_requests_info: the adapters with running and
 	// waiting requests and max_lora; LoRA.Known is false without it.
 	LoRA LoRA
