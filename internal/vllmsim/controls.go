@@ -278,13 +278,14 @@ func (s *Sim) takeDeferral() bool {
 	return false
 }
 
-// releaseDeferred moves deferred requests whose hold expired by now to the
-// front of the waiting queue (vLLM re-queues skipped requests ahead of the
+// releaseDeferred moves deferred requests whose hold expired by now, and
+// those waiting for a LoRA slot that is now free, to the front of the
+// waiting queue (vLLM re-queues skipped requests ahead of the
 // rest), keeping their arrival order.
 func (e *engine) releaseDeferred(now time.Time) {
 	var keep, out []*req
 	for _, r := range e.deferred {
-		if !r.deferUntil.IsZero() && !r.deferUntil.After(now) {
+		if (!r.deferUntil.IsZero() && !r.deferUntil.After(now)) || (r.loraWait && !e.loraFull(r.lora)) {
 			out = append(out, r)
 		} else {
 			keep = append(keep, r)
@@ -295,7 +296,7 @@ func (e *engine) releaseDeferred(now time.Time) {
 	}
 	e.deferred = keep
 	for i := len(out) - 1; i >= 0; i-- {
-		out[i].deferUntil = time.Time{}
+		out[i].deferUntil, out[i].loraWait = time.Time{}, false
 		e.requeue(out[i])
 	}
 	e.blocked = false

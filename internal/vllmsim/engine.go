@@ -47,6 +47,7 @@ type req struct {
 	priority     int       // request priority (lower = more urgent; priority policy only)
 	seq          uint64    // submission order (ties in the priority queue)
 	deferUntil   time.Time // deferred: when its constraint clears (zero = until ClearDefer)
+	loraWait     bool      // deferred: its adapter waits for a free max_lora slot
 
 	arrival, scheduled, firstTok, lastTok time.Time
 	itlSum, itlMax                        float64
@@ -280,6 +281,15 @@ func (e *engine) admitWaiting(now time.Time, batch []schedItem, budget int) []sc
 	}
 	for len(e.waiting) > 0 && budget > 0 && len(e.running)+held < e.sim.cfg.MaxNumSeqs {
 		r := e.waiting[0]
+		if e.loraFull(r.lora) {
+			// vLLM skips a request whose adapter finds every max_lora
+			// slot taken by other adapters; it waits deferred (≈0.20+
+			// counts it so) until a slot frees.
+			e.waiting = e.waiting[1:]
+			r.loraWait = true
+			e.deferred = append(e.deferred, r)
+			continue
+		}
 		if r.numComputed == 0 {
 			bs := e.pool.blockSize
 			r.tokHashes = chainHashes(r.tokHashes, r.tokens, bs)
@@ -315,6 +325,26 @@ func (e *engine) admitWaiting(now time.Time, batch []schedItem, budget int) []sc
 		budget -= n
 	}
 	return batch
+}
+
+// loraFull reports whether a request with adapter would exceed the LoRA
+// budget: LoRA is on, the adapter is not in the batch, and the batch
+// already holds max_lora distinct adapters.
+func (e *engine) loraFull(adapter string) bool {
+	max := e.sim.lora.MaxLoRA
+	if max <= 0 || adapter == "" {
+		return false
+	}
+	seen := map[string]bool{}
+	for _, r := range e.running {
+		if r.lora == adapter {
+			return false
+		}
+		if r.lora != "" {
+			seen[r.lora] = true
+		}
+	}
+	return len(seen) >= max
 }
 
 // capLongPrefill caps a request's new tokens in one step at

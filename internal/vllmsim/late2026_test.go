@@ -186,6 +186,31 @@ func TestLoRAAdaptersAreListed(t *testing.T) {
 	}
 }
 
+// The LoRA budget: with max_lora 1, a request for a second adapter waits
+// deferred (not for capacity) while the first adapter's requests run, and
+// runs once they finish; base-model requests take no slot.
+func TestLoRABudgetDefersOtherAdapters(t *testing.T) {
+	s := productionSim(t)
+	if err := s.SetLoRA(LoRAConfig{MaxLoRA: 1, Adapters: []string{"sql", "chat"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []Request{{Model: "sql", MaxTokens: 40}, {Model: "chat", MaxTokens: 5}, {MaxTokens: 5}} {
+		r.Prompt, r.IgnoreEOS = prompt(16), true
+		if _, err := s.Submit(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Advance(20 * time.Millisecond)
+	e := s.Engines()[0]
+	if e.Running != 2 || e.Deferred != 1 || e.Waiting != 0 {
+		t.Fatalf("sql and the base request run, chat waits for the slot: running %d, deferred %d, waiting %d", e.Running, e.Deferred, e.Waiting)
+	}
+	s.Advance(10 * time.Second)
+	if e := s.Engines()[0]; e.Running+e.Deferred+e.Waiting != 0 {
+		t.Fatalf("chat never got the slot after sql finished: %+v", e)
+	}
+}
+
 // Both generations of kv_offload names count the same traffic.
 func TestOffloadLayoutsCountTheSameTraffic(t *testing.T) {
 	for _, layout := range []string{"newer", "older", "both"} {

@@ -89,6 +89,9 @@ type corpusRegime struct {
 type docStream struct {
 	rate           float64 // requests per second
 	prompt, output int     // tokens
+	// models, when set, names the model of each request in turn (LoRA
+	// adapters); default the base model.
+	models []string
 }
 
 // gap draws the time to the next document.
@@ -257,6 +260,30 @@ func corpusRegimes() []corpusRegime {
 				t95 := quantile(w, snapshot.TTFT, th.SLOQuantile)
 				return w.Deltas[snapshot.KVTransferTime].Count > 0 && t95.OK && t95.V > th.TTFTTargetSeconds
 			}},
+		// LoRA budget (--max-loras 2): the healthy base traffic plus a
+		// stream of requests for four adapters, 2 per second in turn,
+		// 200 tokens out each. Two adapters hold both slots while they
+		// have running requests; the others' requests wait deferred for a
+		// slot, with the KV cache far from full. The signal is a scrape
+		// that shows both slots taken and an adapter waiting outside them.
+		{name: "lora_queueing", label: LoRAQueueing, preset: "healthy",
+			cfg: vllmsim.Config{MetricsVersion: vllmsim.MetricsLatest},
+			start: func(sim *vllmsim.Sim) error {
+				return sim.SetLoRA(vllmsim.LoRAConfig{MaxLoRA: 2, Adapters: []string{"sql", "chat", "code", "legal"}})
+			},
+			docs: &docStream{rate: 2, prompt: 200, output: 200, models: []string{"sql", "chat", "code", "legal"}},
+			visible: func(_, cur *snapshot.Model) bool {
+				l := cur.LoRA
+				if !l.Known || !l.Max.OK || float64(len(l.Running)) < l.Max.V {
+					return false
+				}
+				for a := range l.Waiting {
+					if _, ok := l.Running[a]; !ok {
+						return true
+					}
+				}
+				return false
+			}},
 		{name: "unavailable", label: ServerUnavailable, preset: "healthy", down: true, runFor: 2 * time.Minute},
 		{name: "restart", label: NearOptimal, preset: "healthy", restart: true},
 		{name: "healthy_hour", label: NearOptimal, preset: "healthy", leadFor: time.Minute, runFor: time.Hour},
@@ -406,6 +433,7 @@ func (r corpusRegime) generate(t *testing.T) []frame {
 		t.Fatal(err)
 	}
 	var nextDoc time.Time
+	sent := 0
 	rng := rand.New(rand.NewSource(23))
 	if r.docs != nil {
 		nextDoc = sim.Now().Add(r.docs.gap(rng))
@@ -418,7 +446,12 @@ func (r corpusRegime) generate(t *testing.T) []frame {
 			for i := range prompt {
 				prompt[i] = 1000 + rng.Intn(30000)
 			}
-			if _, err := sim.Submit(vllmsim.Request{Prompt: prompt, MaxTokens: r.docs.output, IgnoreEOS: true}); err != nil {
+			req := vllmsim.Request{Prompt: prompt, MaxTokens: r.docs.output, IgnoreEOS: true}
+			if n := len(r.docs.models); n > 0 {
+				req.Model = r.docs.models[sent%n]
+			}
+			sent++
+			if _, err := sim.Submit(req); err != nil {
 				t.Fatal(err)
 			}
 			nextDoc = nextDoc.Add(r.docs.gap(rng))
