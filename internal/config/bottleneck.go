@@ -133,12 +133,14 @@ type Bottleneck struct {
 	// prefill pod, a mean KV transfer time at least this share of the mean
 	// TTFT, with TTFT over its target, is kv_transfer_bound (0.5).
 	KVTransferShareMin float64 `yaml:"kv_transfer_share_min"`
-	// PrefixThrashEvictOverReuseGap: KV blocks evicted after idling
-	// (median) less than this times the median gap at which blocks are
-	// reused, with the prefix-cache hit ratio below
-	// prefix_hit_ratio_baseline_min, is a thrashing prefix cache (1: blocks
-	// leave before their typical reuse); needs --kv-cache-metrics.
-	PrefixThrashEvictOverReuseGap float64 `yaml:"prefix_thrash_evict_over_reuse_gap"`
+	// PrefixThrashReuseGapOverEvict: the p90 gap at which KV blocks are
+	// reused at least this fraction of the median idle time of evicted
+	// blocks, with the prefix-cache hit ratio below
+	// prefix_hit_ratio_baseline_min, is a thrashing prefix cache (0.5):
+	// reuses happen right up to the eviction horizon, so the cache evicts
+	// blocks that would have been reused (a healthy cache reuses its blocks
+	// far sooner than it evicts the dead ones); needs --kv-cache-metrics.
+	PrefixThrashReuseGapOverEvict float64 `yaml:"prefix_thrash_reuse_gap_over_evict"`
 
 	// CapacityHorizon is how far back the sustained-throughput-while-SLOs-
 	// hold maximum looks (24h).
@@ -190,7 +192,7 @@ func DefaultBottleneck() Bottleneck {
 		DeferredLivelockMaxGenerationTokensPerSecond: 5,
 		AdmissionRejectedRatioMin:                    0.01,
 		KVTransferShareMin:                           0.5,
-		PrefixThrashEvictOverReuseGap:                1,
+		PrefixThrashReuseGapOverEvict:                0.5,
 		Headroom:                                     2,
 	}
 }
@@ -250,7 +252,7 @@ func (b *Bottleneck) Validate() error {
 		pos("deferred_livelock_max_generation_tokens_per_second", b.DeferredLivelockMaxGenerationTokensPerSecond),
 		ratio("admission_rejected_ratio_min", b.AdmissionRejectedRatioMin),
 		ratio("kv_transfer_share_min", b.KVTransferShareMin),
-		pos("prefix_thrash_evict_over_reuse_gap", b.PrefixThrashEvictOverReuseGap),
+		ratio("prefix_thrash_reuse_gap_over_evict", b.PrefixThrashReuseGapOverEvict),
 	}
 	for _, err := range checks {
 		if err != nil {

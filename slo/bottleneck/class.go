@@ -135,7 +135,7 @@ var advice = map[Class]Advice{
 		"raise --max-loras (each slot costs --max-lora-rank memory) or place adapters so each pod serves fewer of them at once (route by adapter); --max-num-seqs does not help while requests wait for an adapter slot",
 	},
 	PrefixCacheMiss: {
-		"the prefix cache gives no benefit: warm-prefix probes are no faster than cold, the hit ratio collapsed, or the cache thrashes (KV blocks are evicted sooner than they are reused, --kv-cache-metrics)",
+		"the prefix cache gives no benefit: warm-prefix probes are no faster than cold, the hit ratio collapsed, or the cache thrashes (KV blocks are reused right up to when they are evicted, so blocks that would be reused are evicted; --kv-cache-metrics)",
 		"enable prefix caching (--enable-prefix-caching), keep shared prefixes byte-identical, and give the cache room (lower --max-num-seqs or raise --gpu-memory-utilization); a thrashing cache needs more KV capacity, a CPU offload tier (--kv-transfer-config with the offloading connector or LMCache) or cache-aware routing so each pod sees fewer distinct prefixes",
 	},
 	PrefillBound: {

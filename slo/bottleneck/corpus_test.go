@@ -284,6 +284,28 @@ func corpusRegimes() []corpusRegime {
 				}
 				return false
 			}},
+		// A prefix cache too small for its working set: 96 system prompts
+		// of 2,048 tokens (12,288 blocks) rotate through a 4,096-block
+		// pool, so a prompt's blocks are mostly evicted before it comes
+		// round again. The server thrashed from the start (no better hit
+		// ratio to collapse from); at the switch --kv-cache-metrics comes
+		// on and the block residency shows it. The signal is the first
+		// window with enough sampled evictions and reuses.
+		{name: "prefix_thrash", label: PrefixCacheMiss, leadCustom: &prefixThrash, custom: &prefixThrash,
+			start: func(sim *vllmsim.Sim) error { sim.SetKVCacheMetrics(true); return nil },
+			cfg:   vllmsim.Config{MetricsVersion: vllmsim.MetricsLatest},
+			windowVisible: func(w *snapshot.Derived) bool {
+				_, _, ok := residency(w)
+				return ok
+			}},
+		// The same residency on caches that hold their working set (the
+		// healthy traffic; one shared prefix) is no thrashing.
+		{name: "healthy_kv_cache_metrics", label: NearOptimal, preset: "healthy",
+			cfg:   vllmsim.Config{MetricsVersion: vllmsim.MetricsLatest},
+			start: func(sim *vllmsim.Sim) error { sim.SetKVCacheMetrics(true); return nil }},
+		{name: "prefix_warm_kv_cache_metrics", label: NearOptimal, lead: "prefix_warm", preset: "prefix_warm",
+			cfg:   vllmsim.Config{MetricsVersion: vllmsim.MetricsLatest},
+			start: func(sim *vllmsim.Sim) error { sim.SetKVCacheMetrics(true); return nil }},
 		{name: "unavailable", label: ServerUnavailable, preset: "healthy", down: true, runFor: 2 * time.Minute},
 		{name: "restart", label: NearOptimal, preset: "healthy", restart: true},
 		{name: "healthy_hour", label: NearOptimal, preset: "healthy", leadFor: time.Minute, runFor: time.Hour},
@@ -297,6 +319,14 @@ var chat32B = func() vllmsim.Scenario {
 	sc := mustPreset("healthy")
 	sc.Name, sc.Description, sc.Load.Rate = "chat_32b", "short chat, 4 requests per second", 4
 	sc.Load.Prompt = vllmsim.Dist{Mean: 450, CV: 0.8, Min: 16, Max: 4000}
+	return sc
+}()
+
+// prefixThrash is prefix_warm's traffic over 96 shared prefixes instead
+// of one.
+var prefixThrash = func() vllmsim.Scenario {
+	sc := mustPreset("prefix_warm")
+	sc.Name, sc.Description, sc.Load.PrefixGroups = "prefix_thrash", "96 shared 2048-token prefixes through a 4096-block cache", 96
 	return sc
 }()
 

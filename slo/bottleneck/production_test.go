@@ -57,20 +57,20 @@ func hasSignal(ev []Evidence, signal string) bool {
 
 // A prefix cache too small for its working set thrashes from the start:
 // no better hit ratio to collapse from, but KV blocks are evicted after
-// idling 0.4 s while the workload reuses a block every 3 s (median), and
+// idling 8 s (median) while reuses still come up to 6 s apart (p90), and
 // the hit ratio stays at 20%. The prefix-cache verdict says so, with the
-// residency as its evidence; with a reuse gap shorter than the idle time
-// (blocks outlive their reuse) it does not.
+// residency as its evidence; a cache whose reuses come within 3 s while
+// dead blocks idle a minute before eviction does not.
 func TestPrefixThrashFeedsThePrefixCacheVerdict(t *testing.T) {
 	thrash := healthy()
-	thrash.hit, thrash.hitBase, thrash.idle50, thrash.gap50 = 0.2, 0.2, 0.4, 3
+	thrash.hit, thrash.hitBase, thrash.idle50, thrash.gap90 = 0.2, 0.2, 8, 6
 	// After a healthy cache (hit ratio 60%): the collapse, with the
 	// residency behind it as evidence.
 	for i, st := range driveRegime(t, thrash, 21) {
 		if i+1 < config.DefaultBottleneck().HoldTicks {
 			continue
 		}
-		if st.Class != PrefixCacheMiss || !hasSignal(rawEvidence(st), "kv_block_idle_before_evict_p50_seconds") || !hasSignal(rawEvidence(st), "kv_block_reuse_gap_p50_seconds") {
+		if st.Class != PrefixCacheMiss || !hasSignal(rawEvidence(st), "kv_block_idle_before_evict_p50_seconds") || !hasSignal(rawEvidence(st), "kv_block_reuse_gap_p90_seconds") {
 			t.Fatalf("tick %d: %s, evidence %v; want prefix_cache_miss citing the block residency", i+1, st.Class, rawEvidence(st))
 		}
 	}
@@ -82,12 +82,12 @@ func TestPrefixThrashFeedsThePrefixCacheVerdict(t *testing.T) {
 		if i+1 < config.DefaultBottleneck().HoldTicks {
 			continue
 		}
-		if st.Class != PrefixCacheMiss || !hasSignal(rawEvidence(st), "kv_block_idle_before_evict_over_reuse_gap_ratio") {
+		if st.Class != PrefixCacheMiss || !hasSignal(rawEvidence(st), "kv_block_reuse_gap_p90_over_idle_before_evict_ratio") {
 			t.Fatalf("tick %d: %s, evidence %v; want prefix_cache_miss on the block residency", i+1, st.Class, rawEvidence(st))
 		}
 	}
 	kept := thrash
-	kept.idle50, kept.gap50 = 30, 3 // blocks outlive their reuse gap
+	kept.idle50, kept.gap90 = 60, 3 // blocks are reused long before the dead ones are evicted
 	for i, st := range driveAfter(t, small, kept, 21) {
 		if st.Class != NearOptimal {
 			t.Fatalf("tick %d: blocks outlive their reuse gap, yet %s (%v)", i+1, st.Class, rawEvidence(st))

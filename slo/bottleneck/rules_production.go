@@ -128,52 +128,55 @@ func (r rules) loraQueueing() Finding {
 const minResidencySamples = 10
 
 // residency is the KV block residency over the window (--kv-cache-metrics):
-// the median idle time of evicted blocks and the median gap between reuses
-// of a block; ok is false without enough samples of both.
-func residency(w *snapshot.Derived) (idle50, gap50 snapshot.Value, ok bool) {
+// the median idle time of evicted blocks and the p90 gap between reuses of
+// a block; ok is false without enough samples of both.
+func residency(w *snapshot.Derived) (idle50, gap90 snapshot.Value, ok bool) {
 	if w == nil {
-		return idle50, gap50, false
+		return idle50, gap90, false
 	}
 	idle, okI := w.Deltas[snapshot.KVBlockIdleBeforeEvict]
 	gap, okG := w.Deltas[snapshot.KVBlockReuseGap]
 	if !okI || !okG || idle.Count < minResidencySamples || gap.Count < minResidencySamples {
-		return idle50, gap50, false
+		return idle50, gap90, false
 	}
-	idle50, gap50 = quantile(w, snapshot.KVBlockIdleBeforeEvict, 0.5), quantile(w, snapshot.KVBlockReuseGap, 0.5)
-	return idle50, gap50, idle50.OK && gap50.OK
+	idle50, gap90 = quantile(w, snapshot.KVBlockIdleBeforeEvict, 0.5), quantile(w, snapshot.KVBlockReuseGap, 0.9)
+	return idle50, gap90, idle50.OK && gap90.OK
 }
 
 // residencyNotes is the residency as context for the prefix-cache verdict.
 func residencyNotes(w *snapshot.Derived) []Evidence {
-	idle50, gap50, ok := residency(w)
+	idle50, gap90, ok := residency(w)
 	if !ok {
 		return nil
 	}
-	ev := []Evidence{note("kv_block_idle_before_evict_p50_seconds", idle50.V, "seconds"), note("kv_block_reuse_gap_p50_seconds", gap50.V, "seconds")}
+	ev := []Evidence{note("kv_block_idle_before_evict_p50_seconds", idle50.V, "seconds"), note("kv_block_reuse_gap_p90_seconds", gap90.V, "seconds")}
 	if l := quantile(w, snapshot.KVBlockLifetime, 0.5); l.OK {
 		ev = append(ev, note("kv_block_lifetime_p50_seconds", l.V, "seconds"))
 	}
 	return ev
 }
 
-// prefixThrash: the prefix cache thrashes. Evicted KV blocks had idled
-// (median) less than the median gap at which blocks are reused: a block
-// leaves before the request that would reuse it comes, so the prefixes the
-// workload repeats miss anyway, and the hit ratio stays low. It needs no
-// better past (the collapse rule does): a cache too small for its working
-// set from the start thrashes too.
+// prefixThrash: the prefix cache thrashes. vLLM records a reuse gap only
+// for a block that survived until its reuse, so under LRU the reuse gaps
+// are cut off at the eviction horizon (the idle time of evicted blocks). A
+// healthy cache reuses its blocks far sooner than it evicts dead ones; a
+// thrashing one sees reuses right up to that horizon (p90 reuse gap a
+// large fraction of the median idle-before-evict): blocks that would have
+// been reused a little later are evicted, and the hit ratio stays low. It
+// needs no better past (the collapse rule does): a cache too small for its
+// working set from the start thrashes too.
 func (r rules) prefixThrash() Finding {
 	w := r.in.Window
-	idle50, gap50, ok := residency(w)
+	idle50, gap90, ok := residency(w)
 	hit := r.in.RecentHitRatio
 	if !hit.OK {
 		hit = HitRatio(w)
 	}
-	if !ok || !hit.OK || !(gap50.V > 0) {
+	if !ok || !hit.OK || !(idle50.V > 0) {
 		return Finding{Class: PrefixCacheMiss}
 	}
 	ev := []Evidence{
-		gate("kv_block_idle_before_evict_over_reuse_gap_ratio", idle50.V/gap50.V, "<", r.th.PrefixThrashEvictOverReuseGap, "ratio"),
+		gate("kv_block_reuse_gap_p90_over_idle_before_evict_ratio", gap90.V/idle50.V, ">=", r.th.PrefixThrashReuseGapOverEvict, "ratio"),
 		gate("prefix_cache_hit_ratio", hit.V, "<", r.th.PrefixHitRatioBaselineMin, "ratio"),
 	}
 	return all(PrefixCacheMiss, append(ev, residencyNotes(w)...)...)

@@ -57,7 +57,7 @@ type regime struct {
 	role              string
 	loraMax           float64
 	loraRun, loraWait []string
-	idle50, gap50     float64
+	idle50, gap90     float64
 }
 
 const h100MaxSMClock = 1.98e9
@@ -243,7 +243,7 @@ func (r regime) production(w *snapshot.Derived, n func(float64) float64) *snapsh
 		w.Deltas[snapshot.KVBlockIdleBeforeEvict] = snapshot.Histogram{Count: 500}
 		w.Deltas[snapshot.KVBlockReuseGap] = snapshot.Histogram{Count: 200}
 		w.Quantiles[snapshot.KVBlockIdleBeforeEvict] = map[float64]snapshot.Value{0.5: snapshot.Some(n(r.idle50))}
-		w.Quantiles[snapshot.KVBlockReuseGap] = map[float64]snapshot.Value{0.5: snapshot.Some(n(r.gap50))}
+		w.Quantiles[snapshot.KVBlockReuseGap] = map[float64]snapshot.Value{0.9: snapshot.Some(n(r.gap90))}
 	}
 	return w
 }
