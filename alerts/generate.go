@@ -50,6 +50,7 @@ var alertDashboards = map[string]dashboardLink{
 	"VLLMKVTransferFailures":         {OverviewDashboard, []string{"instance", "model"}},
 	"VLLMKVCacheNearFull":            {OverviewDashboard, []string{"instance", "model"}},
 	"VLLMQueueBuildup":               {OverviewDashboard, []string{"instance", "model"}},
+	"VLLMAdmissionRejections":        {OverviewDashboard, []string{"instance", "model"}},
 	"VLLMGPUThrottlingTPOTDegraded":  {GPUDashboard, []string{"instance"}},
 	"VLLMGPUFatalXid":                {GPUDashboard, []string{"instance", "gpu"}},
 	"VLLMProbesFailing":              {ProbesDashboard, []string{"instance", "profile"}},

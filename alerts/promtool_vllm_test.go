@@ -37,7 +37,7 @@ func vllmAlertsTests() promtoolFile {
 		rules: []string{"vllm-alerts.yml"},
 		eval:  30 * time.Second,
 		cases: []func(testing.TB) testutil.RuleTest{
-			engineStalledCase, sleepingEngineCase, deferredLivelockCase, kvTransferFailuresCase, vllmDownCase,
+			engineStalledCase, sleepingEngineCase, deferredLivelockCase, kvTransferFailuresCase, admissionRejectionsCase, vllmDownCase,
 			kvCacheNearFullCase, queueBuildupCase, gpuThrottlingCase, fatalXidCase, probesFailingCase,
 			expectedMetricMissingCase, scrapeErrorsCase, configReloadFailedCase, collectorDownCase,
 			exporterTargetDownCase, exporterAbsentCase, watchdogCase,
@@ -136,6 +136,36 @@ func kvTransferFailuresCase(t testing.TB) testutil.RuleTest {
 	return s.test([]testutil.AlertTest{
 		silent(alert, onset+ruleFor(t, alert)-time.Minute),
 		firing(alert, check, fires(t, alert, a, f/(s.sumRate(check, window, okA)+f))),
+		silent(alert, off+window+time.Minute),
+	})
+}
+
+// admissionRejectionsCase: a (600 finished requests a minute) refuses 60 a
+// minute at the queue cap from onset to off (9 %); b refuses one request
+// every 10 minutes (noise); c has no admission control and so no
+// vllm_requests_rejected_total at all.
+func admissionRejectionsCase(t testing.TB) testutil.RuleTest {
+	const alert, window = "VLLMAdmissionRejections", 10 * time.Minute // the rule's rate window
+	a := replica("a", "model", "llama", "reason", "max_num_queued_reqs")
+	b := replica("b", "model", "llama", "reason", "max_num_queued_tokens")
+	onset, off := mins(10), mins(40)
+	finished, rejected := counter(at{0, 600}), counter(at{0, 0}, at{onset, 60}, at{off, 0})
+	var rare []at
+	for m := 9.0; m < 60; m += 10 {
+		rare = append(rare, at{mins(m), float64(len(rare) + 1)})
+	}
+	s := scenario{name: "admission rejections ticket; a rare refusal does not, servers without admission control have no series", step: step, end: mins(62), series: []series{
+		{name("vllm_requests_finished_total", replica("a", "model", "llama", "finished_reason", "stop")), finished},
+		{name("vllm_requests_rejected_total", a), rejected},
+		{name("vllm_requests_finished_total", replica("b", "model", "llama", "finished_reason", "stop")), finished},
+		{name("vllm_requests_rejected_total", b), gauge(append([]at{{0, 0}}, rare...)...)},
+		{name("vllm_requests_finished_total", replica("c", "model", "llama", "finished_reason", "stop")), finished},
+	}}
+	check := mins(30)
+	r := s.sumRate(check, window, rejected)
+	return s.test([]testutil.AlertTest{
+		silent(alert, onset+ruleFor(t, alert)-time.Minute),
+		firing(alert, check, fires(t, alert, replica("a", "model", "llama"), r/(r+s.sumRate(check, window, finished)))),
 		silent(alert, off+window+time.Minute),
 	})
 }

@@ -59,6 +59,10 @@ func serverHistogram(m *snapshot.Model, metric string) (snapshot.HistogramName, 
 	return name, ok
 }
 
+// decodeMetric reports whether a latency metric measures decode (owned by
+// the decode pod of a disaggregated pair).
+func decodeMetric(metric string) bool { return metric == "tpot" || metric == "itl" }
+
 // countAtOrBelow is the cumulative count of observations <= bound, which
 // must be one of h's boundaries (1 and 1.0 are the same boundary).
 func countAtOrBelow(h snapshot.Histogram, bound float64) (float64, bool) {
@@ -138,6 +142,12 @@ func serverEvents(s *config.SLO, v *snapshot.VLLM) (out map[string]cumulative, e
 		}
 		switch s.Kind {
 		case config.KindLatency:
+			if m.Prefill() && decodeMetric(s.Metric) {
+				// A prefill pod (disaggregated serving) hands each
+				// request to a decode pod after its first token: it has
+				// no TPOT or inter-token latency of its own to judge.
+				continue
+			}
 			hn, ok := serverHistogram(m, s.Metric)
 			if !ok {
 				errs = append(errs, unmeasurable{UnmeasurableNoSeries, fmt.Errorf("model %q: histogram vllm_%s_seconds not exposed", name, hn)})
@@ -162,10 +172,21 @@ func serverEvents(s *config.SLO, v *snapshot.VLLM) (out map[string]cumulative, e
 			// never reach request_success_total: they are failed events
 			// too. vLLM serves one model per process, so the server-wide
 			// count belongs to it.
+			//
+			// Requests refused at admission (the waiting queue at
+			// --max-num-queued-requests / -tokens) are answered 503, so
+			// the 5xx count holds them already; only a server without
+			// http_requests_total needs them added from
+			// vllm:admission_rejections_total.
 			if refused, ok := v.Refused(); ok {
 				c.Bad += refused
 				c.Total += refused
 				c.Series = "finished+refused"
+			} else if m.RejectedByReason != nil {
+				rejected := sumReasons(m.RejectedByReason)
+				c.Bad += rejected
+				c.Total += rejected
+				c.Series = "finished+rejected"
 			}
 			out[name] = c
 		}

@@ -273,10 +273,16 @@ func availabilitySLI(s *config.SLO, selector, sel string) sli {
 	// Server: requests refused before the engine (5xx, 429;
 	// vllm_requests_refused_total) are failed events too, except those
 	// of a replica whose engine sleeps on purpose; absent before vLLM
-	// 0.8.3 (counted as zero).
+	// 0.8.3 (counted as zero). Admission rejections (503 at
+	// --max-num-queued-requests / -tokens) are among those answers; where
+	// the server has no http_requests_total they are counted from
+	// vllm_requests_rejected_total instead (never both: no double count).
 	refusedOf := func(fn, w string) string {
-		return fmt.Sprintf("(\n  sum by (model) (%s(vllm_requests_refused_total%s[%s]) unless on (job, instance, model) (vllm_engine_awake%s == 0))\n  or\n  0 * %s\n)",
-			fn, sel, w, sel, sumBy(fn, total, sel, w))
+		of := func(series string) string {
+			return fmt.Sprintf("sum by (model) (%s(%s%s[%s]) unless on (job, instance, model) (vllm_engine_awake%s == 0))", fn, series, sel, w, sel)
+		}
+		return fmt.Sprintf("(\n  %s\n  or\n  %s\n  or\n  0 * %s\n)",
+			of("vllm_requests_refused_total"), of("vllm_requests_rejected_total"), sumBy(fn, total, sel, w))
 	}
 	return sli{
 		ratio: func(w string) string {

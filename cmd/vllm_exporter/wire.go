@@ -256,6 +256,7 @@ func startScraper(f *flags, x *exporter) (*vllm.Scraper, error) {
 		Health:       x.health,
 		PerPriority:  f.perPriority,
 		OptIn:        optInList(f.optIn),
+		Role:         f.role,
 		// The classifier compares the prefix-cache hit ratio with a longer
 		// baseline window; keep enough thinned history to answer it.
 		Retention: x.config.Get().Bottleneck.BaselineWindow,

@@ -162,6 +162,18 @@ func deriveNewer(dv *snapshot.Derived, chain []*snapshot.Model, rate func(snapsh
 
 	dv.ExternalPrefixCacheHitRatio = hitRatio(inc(func(m *snapshot.Model) snapshot.Value { return m.ExternalPrefixHits }),
 		inc(func(m *snapshot.Model) snapshot.Value { return m.ExternalPrefixQueries }))
+	// vLLM creates a reason's rejection counter on the first rejection for
+	// it: a window whose later readings have the family counts an earlier
+	// reading without it as 0, so the first rejections are not lost for a
+	// whole window.
+	for _, m := range chain {
+		if m.RejectedByReason != nil {
+			dv.RejectedPerSecond = rate(inc(func(m *snapshot.Model) snapshot.Value { return snapshot.Some(sumValues(m.RejectedByReason)) }))
+			break
+		}
+	}
+	dv.KVTransferFailuresPerSecond = rate(inc(func(m *snapshot.Model) snapshot.Value { return m.KVTransferFailures }))
+	dv.KVTransferExpiredPerSecond = rate(inc(func(m *snapshot.Model) snapshot.Value { return m.KVTransferExpiredRequests }))
 	dv.MMCacheHitRatio = hitRatio(inc(func(m *snapshot.Model) snapshot.Value { return m.MMCacheHits }),
 		inc(func(m *snapshot.Model) snapshot.Value { return m.MMCacheQueries }))
 
@@ -174,6 +186,15 @@ func deriveNewer(dv *snapshot.Derived, chain []*snapshot.Model, rate func(snapsh
 	if rd.OK && wr.OK && rd.V+wr.V > 0 {
 		dv.EstimatedBytesPerSecond = rate(snapshot.Some(rd.V + wr.V))
 	}
+}
+
+// sumValues is the sum of a map's values.
+func sumValues(m map[string]float64) float64 {
+	t := 0.0
+	for _, v := range m {
+		t += v
+	}
+	return t
 }
 
 // hitRatio is hits / queries over a window, absent without queries.

@@ -32,6 +32,8 @@ var newFamilies = []string{
 	"vllm_lora_slots", "vllm_lora_slots_used", "vllm_lora_adapter_running", "vllm_lora_adapter_waiting",
 	"vllm_kv_block_lifetime_seconds", "vllm_kv_block_idle_before_evict_seconds", "vllm_kv_block_reuse_gap_seconds",
 	"vllm_kv_block_reuse_gap_window_seconds",
+	"vllm_mooncake_store_operations_total", "vllm_mooncake_store_operation_errors_total", "vllm_mooncake_store_keys_total",
+	"vllm_mooncake_store_bytes_total", "vllm_mooncake_store_failed_keys_total", "vllm_mooncake_store_operation_seconds",
 }
 
 // vLLM names of the families, none of which may be reported missing.
@@ -40,6 +42,7 @@ var newVLLMNames = []string{
 	"vllm:nixl_num_descriptors", "vllm:nixl_num_failed_transfers_total", "vllm:nixl_num_failed_notifications_total",
 	"vllm:nixl_num_kv_expired_reqs_total", "vllm:kv_offload_load_bytes_total", "vllm:kv_offload_total_bytes_total",
 	"vllm:lora_requests_info", "vllm:kv_block_lifetime_seconds", "vllm:mm_cache_queries_total", "vllm:external_prefix_cache_queries_total",
+	"vllm:mooncake_store_operation_total", "vllm:mooncake_store_operation_time_seconds",
 }
 
 func withFragment(t *testing.T, base []byte, fragments ...string) []byte {
@@ -56,7 +59,7 @@ func withFragment(t *testing.T, base []byte, fragments ...string) []byte {
 // a server without any of the new families.
 func lateBaseWithout(t *testing.T) []byte {
 	base := fixture(t, "vllm-late-2026-dp2-priority-spec.txt")
-	for _, n := range []string{"admission", "nixl", "kv_offload", "lora", "kv_block", "mm_cache", "external_prefix"} {
+	for _, n := range []string{"admission", "nixl", "kv_offload", "lora", "kv_block", "mm_cache", "external_prefix", "mooncake"} {
 		if bytes.Contains(base, []byte("vllm:"+n)) {
 			t.Fatalf("the base fixture already has vllm:%s", n)
 		}
@@ -309,4 +312,33 @@ func TestLate2026FamiliesAbsent(t *testing.T) {
 func gatherNamed(t *testing.T, c prometheus.Collector, names []string) string {
 	t.Helper()
 	return encodeFamilies(t, sharedtest.GatherAll(t, c), names)
+}
+
+// The Mooncake store connector's families (vLLM's MooncakeStorePromMetrics:
+// labels operation and status besides model_name and engine) land by
+// operation, summed over status and engines; errors are the status="error"
+// operations; the operation-time histogram sums every child.
+func TestMooncakeStoreFamiliesByOperation(t *testing.T) {
+	s, m := lateModel(t, withFragment(t, lateBaseWithout(t), "mooncake-store-fragment.txt"), nil)
+	compareNoHelp(t, s, `
+# TYPE vllm_mooncake_store_operations_total counter
+vllm_mooncake_store_operations_total{model="Qwen/Qwen3-32B",operation="load_get"} 203
+vllm_mooncake_store_operations_total{model="Qwen/Qwen3-32B",operation="save_put"} 205
+# TYPE vllm_mooncake_store_operation_errors_total counter
+vllm_mooncake_store_operation_errors_total{model="Qwen/Qwen3-32B",operation="load_get"} 3
+vllm_mooncake_store_operation_errors_total{model="Qwen/Qwen3-32B",operation="save_put"} 5
+# TYPE vllm_mooncake_store_keys_total counter
+vllm_mooncake_store_keys_total{model="Qwen/Qwen3-32B",operation="load_get"} 3248
+vllm_mooncake_store_keys_total{model="Qwen/Qwen3-32B",operation="save_put"} 3280
+# TYPE vllm_mooncake_store_bytes_total counter
+vllm_mooncake_store_bytes_total{model="Qwen/Qwen3-32B",operation="load_get"} 6.811549696e+09
+vllm_mooncake_store_bytes_total{model="Qwen/Qwen3-32B",operation="save_put"} 6.87865856e+09
+# TYPE vllm_mooncake_store_failed_keys_total counter
+vllm_mooncake_store_failed_keys_total{model="Qwen/Qwen3-32B",operation="load_get"} 48
+vllm_mooncake_store_failed_keys_total{model="Qwen/Qwen3-32B",operation="save_put"} 80
+`, "vllm_mooncake_store_operations_total", "vllm_mooncake_store_operation_errors_total", "vllm_mooncake_store_keys_total",
+		"vllm_mooncake_store_bytes_total", "vllm_mooncake_store_failed_keys_total")
+	if h := m.Histograms[snapshot.MooncakeStoreOperation]; h.Count != 408 || !approx(h.Sum, 408*0.0075) {
+		t.Errorf("operation time histogram count %v sum %v, want 408 and 3.06", h.Count, h.Sum)
+	}
 }

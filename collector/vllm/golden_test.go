@@ -33,7 +33,7 @@ var goldenScalarNames = []string{
 	"vllm_prefix_cache_queries_total", "vllm_prefix_cache_hits_total", "vllm_requests_finished_total",
 	"vllm_cache_config_info", "vllm_exporter_scrapes_total", "vllm_exporter_scrape_errors_total",
 	"vllm_exporter_samples_dropped_total", "vllm_exporter_last_successful_scrape_timestamp_seconds", "vllm_exporter_vllm_schema_info",
-	"vllm_exporter_expected_metric_missing",
+	"vllm_exporter_expected_metric_missing", "vllm_pod_role_info",
 	// Windowed series need two scrapes; after one they must be absent.
 	"vllm_preemptions_per_second", "vllm_prefix_cache_hit_ratio", "vllm_time_to_first_token_window_seconds",
 	// Families of newer versions present in the 2026-08 body.
@@ -126,6 +126,9 @@ vllm_requests_finished_total{finished_reason="stop",model="meta-llama/Llama-3.1-
 # cache_config_info: block_size 16, cache_dtype auto, enable_prefix_caching True, gpu_memory_utilization 0.92, num_gpu_blocks 27412
 # TYPE vllm_cache_config_info gauge
 vllm_cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="True",gpu_memory_utilization="0.92",model="meta-llama/Llama-3.1-8B-Instruct",num_gpu_blocks="27412"} 1
+# no NIXL connector, no --vllm.role: an aggregated pod, both by default
+# TYPE vllm_pod_role_info gauge
+vllm_pod_role_info{model="meta-llama/Llama-3.1-8B-Instruct",role="both",source="default"} 1
 # 17 families expected for v1 without gpu_* names; all present.
 # TYPE vllm_exporter_expected_metric_missing gauge
 vllm_exporter_expected_metric_missing{metric="vllm:cache_config_info"} 0
@@ -239,6 +242,9 @@ vllm_requests_finished_total{finished_reason="stop",model="meta-llama/Llama-3.1-
 # V0 cache_config_info: no engine label, gpu_memory_utilization 0.9, prefix caching off
 # TYPE vllm_cache_config_info gauge
 vllm_cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="False",gpu_memory_utilization="0.9",model="meta-llama/Llama-3.1-8B-Instruct",num_gpu_blocks="27412"} 1
+# no NIXL connector, no --vllm.role: an aggregated pod, both by default
+# TYPE vllm_pod_role_info gauge
+vllm_pod_role_info{model="meta-llama/Llama-3.1-8B-Instruct",role="both",source="default"} 1
 # 15 expected for v0 (no prefix counters, no per-request TPOT); ITL under its V0 name.
 # TYPE vllm_exporter_expected_metric_missing gauge
 vllm_exporter_expected_metric_missing{metric="vllm:cache_config_info"} 0

@@ -24,6 +24,7 @@ type descs struct {
 
 	scrapes, scrapeErrors, scrapeDuration, lastSuccess, schema, missing *prometheus.Desc
 	samplesDropped                                                      *prometheus.Desc
+	role                                                                *prometheus.Desc
 }
 
 // windowSeries are the series derived over each window from one or more
@@ -79,6 +80,7 @@ func newDescs() *descs {
 		scrapeDuration: g("vllm_exporter_scrape_duration_seconds", "Duration of the last scrape of vLLM's /metrics (fetch, parse, derive) in seconds."),
 		lastSuccess:    g("vllm_exporter_last_successful_scrape_timestamp_seconds", "Unix time of the last successful scrape of vLLM's /metrics."),
 		schema:         g("vllm_exporter_vllm_schema_info", "Detected vLLM metric schema (v0, v1-legacy, v1, none), value 1.", "schema"),
+		role:           g("vllm_pod_role_info", "The pod's role in disaggregated prefill/decode serving (role: prefill, decode, or both for aggregated serving) and where the exporter learnt it (source: flag = --vllm.role, detected = from the NIXL families, default = nothing said otherwise), value 1; from vllm:nixl_xfer_time_seconds (a decode pod reads KV), vllm:nixl_num_kv_expired_reqs_total and vllm:generation_tokens_total per finished request (a prefill pod), unless --vllm.role names the role.", "model", "role", "source"),
 		missing:        g("vllm_exporter_expected_metric_missing", "1 for each vLLM metric expected for the detected schema that is absent (its derived series are not exported); a present one exports nothing unless --vllm.opt-in=expected-metric-present (then 0).", "metric"),
 	}
 	for i := range families {
@@ -94,7 +96,7 @@ func newDescs() *descs {
 }
 
 func (d *descs) all() []*prometheus.Desc {
-	out := []*prometheus.Desc{d.up, d.unexpected, d.scrapes, d.scrapeErrors, d.scrapeDuration, d.lastSuccess, d.schema, d.missing, d.samplesDropped, finishedRate}
+	out := []*prometheus.Desc{d.up, d.unexpected, d.scrapes, d.scrapeErrors, d.scrapeDuration, d.lastSuccess, d.schema, d.missing, d.samplesDropped, d.role, finishedRate}
 	for _, fd := range d.families {
 		for _, x := range []*prometheus.Desc{fd.series, fd.engine, fd.window, fd.priority} {
 			if x != nil {
@@ -210,6 +212,9 @@ func (d *descs) renderScrape(e *emitter, snap *snapshot.VLLM, res *result, optIn
 	}
 	for _, name := range sortedKeys(snap.Models) {
 		m := snap.Models[name]
+		if m.Role != "" {
+			e.emit(d.role, prometheus.GaugeValue, 1, name, m.Role, m.RoleSource)
+		}
 		for i := range families {
 			if families[i].exported(optIn) {
 				families[i].render(d.families[i], e, snap, m)

@@ -156,6 +156,21 @@ var families = []family{
 		Map:      func(m *snapshot.Model) *map[string]float64 { return &m.KVOffloadStoreSeconds },
 		Help:     "Seconds spent storing KV cache from GPU memory to an offload tier, by tier, summed over engines; from vllm:kv_offload_store_time_total or vllm:kv_offload_total_time_total{transfer_type=\"GPU_to_CPU\"}.",
 		Versions: offloadVersions},
+	mooncakeRow("vllm_mooncake_store_operations_total", "vllm:mooncake_store_operation_total", "",
+		func(m *snapshot.Model) *map[string]float64 { return &m.MooncakeOps },
+		"Mooncake store operations (KV cache get/put against the Mooncake pool) by operation, summed over status and engines"),
+	mooncakeRow("vllm_mooncake_store_operation_errors_total", "vllm:mooncake_store_operation_total", "error",
+		func(m *snapshot.Model) *map[string]float64 { return &m.MooncakeOpErrors },
+		"Mooncake store operations that ended in error (status=\"error\"), by operation, summed over engines"),
+	mooncakeRow("vllm_mooncake_store_keys_total", "vllm:mooncake_store_operation_keys_total", "",
+		func(m *snapshot.Model) *map[string]float64 { return &m.MooncakeKeys },
+		"Keys (KV blocks) the Mooncake store operations touched, by operation, summed over status and engines"),
+	mooncakeRow("vllm_mooncake_store_bytes_total", "vllm:mooncake_store_operation_bytes_total", "",
+		func(m *snapshot.Model) *map[string]float64 { return &m.MooncakeBytes },
+		"Bytes the Mooncake store operations moved, by operation, summed over status and engines"),
+	mooncakeRow("vllm_mooncake_store_failed_keys_total", "vllm:mooncake_store_operation_failed_keys_total", "",
+		func(m *snapshot.Model) *map[string]float64 { return &m.MooncakeFailedKeys },
+		"Keys that failed in Mooncake store operations, by operation, summed over status and engines"),
 	{Exported: "vllm_external_prefix_cache_queries_total", Names: []string{"vllm:external_prefix_cache_queries_total"}, Type: typeCounter, Agg: aggSum,
 		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.ExternalPrefixQueries },
 		Help:     "Prompt tokens looked up in the external cache of a KV connector (offload tier, P/D peer, LMCache), summed over engines; from vllm:external_prefix_cache_queries_total.",
@@ -295,6 +310,9 @@ var families = []family{
 	{Exported: "vllm_kv_transfer_descriptors", Names: []string{"vllm:nixl_num_descriptors"}, Type: typeHistogram, Agg: aggBuckets,
 		Hist: snapshot.KVTransferDescriptors, Help: "Descriptors per NIXL KV-cache transfer",
 		Versions: nixlVersions + "; buckets 10–50000"},
+	{Exported: "vllm_mooncake_store_operation_seconds", Names: []string{"vllm:mooncake_store_operation_time_seconds"}, Type: typeHistogram, Agg: aggBuckets,
+		Hist: snapshot.MooncakeStoreOperation, Unit: "seconds", Help: "Duration of Mooncake store operations, all operations and statuses together",
+		Versions: mooncakeVersions + "; buckets 0.0001–2 s"},
 	{Exported: "vllm_kv_block_lifetime_seconds", Names: []string{"vllm:kv_block_lifetime_seconds"}, Type: typeHistogram, Agg: aggBuckets,
 		Hist: snapshot.KVBlockLifetime, Unit: "seconds", Help: "Lifetime of sampled KV-cache blocks from allocation to eviction",
 		Versions: kvBlockVersions},
@@ -338,10 +356,11 @@ var families = []family{
 
 // Versions shared by several rows.
 const (
-	offloadVersions = "offloading connector only: `kv_offload_load_*` / `kv_offload_store_*` (2026, preferred) or the older `kv_offload_total_bytes` / `kv_offload_total_time` by `transfer_type` (`CPU_to_GPU` load, `GPU_to_CPU` store), which vLLM keeps beside the newer names for its CPU tier; the newer names carry no tier and count as tier `cpu`"
-	loraVersions    = "0.6.4+ with LoRA enabled (V0 also without: `max_lora=\"0\"`, exported as nothing); labels `max_lora`, `running_lora_adapters`, `waiting_lora_adapters` (comma-joined), no `model_name`; value a timestamp, the latest label set wins; at most 32 adapters per list"
-	nixlVersions    = "only with the NIXL KV connector (disaggregated prefill/decode; llm-d, Dynamo); labels `model_name`, `engine`"
-	kvBlockVersions = "≈0.13+ (#27793, 2025-12-01), only with `--kv-cache-metrics` (sampled, `--kv-cache-metrics-sample`); buckets 0.001–1800 s"
+	offloadVersions  = "offloading connector only: `kv_offload_load_*` / `kv_offload_store_*` (2026, preferred) or the older `kv_offload_total_bytes` / `kv_offload_total_time` by `transfer_type` (`CPU_to_GPU` load, `GPU_to_CPU` store), which vLLM keeps beside the newer names for its CPU tier; the newer names carry no tier and count as tier `cpu`"
+	loraVersions     = "0.6.4+ with LoRA enabled (V0 also without: `max_lora=\"0\"`, exported as nothing); labels `max_lora`, `running_lora_adapters`, `waiting_lora_adapters` (comma-joined), no `model_name`; value a timestamp, the latest label set wins; at most 32 adapters per list"
+	nixlVersions     = "only with the NIXL KV connector (disaggregated prefill/decode; llm-d, Dynamo); labels `model_name`, `engine`"
+	mooncakeVersions = "only with the MooncakeStoreConnector (2026); labels `model_name`, `engine`, `operation`, `status` (`ok`, `error`); a child appears with its first operation"
+	kvBlockVersions  = "≈0.13+ (#27793, 2025-12-01), only with `--kv-cache-metrics` (sampled, `--kv-cache-metrics-sample`); buckets 0.001–1800 s"
 )
 
 // Directions of a KV offload transfer.
@@ -372,6 +391,26 @@ func offloadTier(dir string) func(fam string, labels map[string]string) (string,
 			return to, true
 		}
 		return "", false
+	}
+}
+
+// mooncakeRow is one counter row of the Mooncake store connector, by
+// operation (only samples of status, when status is not "").
+func mooncakeRow(exported, name, status string, field func(m *snapshot.Model) *map[string]float64, help string) family {
+	return family{Exported: exported, Names: []string{name}, Type: typeCounter, Agg: aggSum,
+		Label: "operation", Limit: mapLimit, Key: mooncakeOperation(status), Map: field,
+		Help: help + "; from " + name + ".", Versions: mooncakeVersions}
+}
+
+// mooncakeOperation keys a Mooncake store sample by its operation label,
+// only samples of the given status when status is not "".
+func mooncakeOperation(status string) func(fam string, labels map[string]string) (string, bool) {
+	return func(_ string, labels map[string]string) (string, bool) {
+		op := labels["operation"]
+		if op == "" || (status != "" && labels["status"] != status) {
+			return "", false
+		}
+		return op, true
 	}
 }
 

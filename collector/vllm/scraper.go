@@ -100,6 +100,10 @@ type Options struct {
 	// PerPriority keeps a per-`priority` view of TTFT and e2e (vLLM's
 	// --scheduling-policy priority), at most MaxPriorities values.
 	PerPriority bool
+	// Role is the pod's role in disaggregated serving (--vllm.role):
+	// prefill, decode or both; "" or RoleAuto learns it from the scrape
+	// (see detectRole), else both.
+	Role string
 	// Models bounds the model names kept (--vllm.max-models), evicts those
 	// absent from successful scrapes for its idle timeout
 	// (--vllm.model-idle-timeout) and gives the place of one absent for its
@@ -399,6 +403,7 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct string, pre *stre
 			res = s.norm.normalize(e)
 			snap = res.vllm
 			snap.Time, snap.Up = now, true
+			assignRoles(snap, s.opts.Role)
 			// Only a successful scrape ages the names it lacks.
 			s.models.Scraped(now, func(name string) bool { _, ok := snap.Models[name]; return ok })
 			for _, gone := range s.models.Expire() {

@@ -124,6 +124,24 @@ type Bottleneck struct {
 	DeferredLivelockKVMax                        float64 `yaml:"deferred_livelock_kv_max"`
 	DeferredLivelockMaxGenerationTokensPerSecond float64 `yaml:"deferred_livelock_max_generation_tokens_per_second"`
 
+	// AdmissionRejectedRatioMin: requests refused at admission (the waiting
+	// queue at --max-num-queued-requests / -tokens) at least this share of
+	// the requests that arrived over the window (rejected + finished) is
+	// admission_limited (0.01).
+	AdmissionRejectedRatioMin float64 `yaml:"admission_rejected_ratio_min"`
+	// KVTransferShareMin: on a pod that reads its prompts' KV from a
+	// prefill pod, a mean KV transfer time at least this share of the mean
+	// TTFT, with TTFT over its target, is kv_transfer_bound (0.5).
+	KVTransferShareMin float64 `yaml:"kv_transfer_share_min"`
+	// PrefixThrashReuseGapOverEvict: the p90 gap at which KV blocks are
+	// reused at least this fraction of the median idle time of evicted
+	// blocks, with the prefix-cache hit ratio below
+	// prefix_hit_ratio_baseline_min, is a thrashing prefix cache (0.5):
+	// reuses happen right up to the eviction horizon, so the cache evicts
+	// blocks that would have been reused (a healthy cache reuses its blocks
+	// far sooner than it evicts the dead ones); needs --kv-cache-metrics.
+	PrefixThrashReuseGapOverEvict float64 `yaml:"prefix_thrash_reuse_gap_over_evict"`
+
 	// CapacityHorizon is how far back the sustained-throughput-while-SLOs-
 	// hold maximum looks (24h).
 	CapacityHorizon time.Duration `yaml:"capacity_horizon"`
@@ -172,7 +190,10 @@ func DefaultBottleneck() Bottleneck {
 		DeferredLivelockDeferredOverCapacity:         4,
 		DeferredLivelockKVMax:                        0.5,
 		DeferredLivelockMaxGenerationTokensPerSecond: 5,
-		Headroom: 2,
+		AdmissionRejectedRatioMin:                    0.01,
+		KVTransferShareMin:                           0.5,
+		PrefixThrashReuseGapOverEvict:                0.5,
+		Headroom:                                     2,
 	}
 }
 
@@ -229,6 +250,9 @@ func (b *Bottleneck) Validate() error {
 		pos("deferred_livelock_deferred_over_capacity", b.DeferredLivelockDeferredOverCapacity),
 		ratio("deferred_livelock_kv_max", b.DeferredLivelockKVMax),
 		pos("deferred_livelock_max_generation_tokens_per_second", b.DeferredLivelockMaxGenerationTokensPerSecond),
+		ratio("admission_rejected_ratio_min", b.AdmissionRejectedRatioMin),
+		ratio("kv_transfer_share_min", b.KVTransferShareMin),
+		ratio("prefix_thrash_reuse_gap_over_evict", b.PrefixThrashReuseGapOverEvict),
 	}
 	for _, err := range checks {
 		if err != nil {

@@ -55,6 +55,7 @@ const (
 	KVBlockLifetime        HistogramName = "kv_block_lifetime"          // vllm:kv_block_lifetime_seconds
 	KVBlockIdleBeforeEvict HistogramName = "kv_block_idle_before_evict" // vllm:kv_block_idle_before_evict_seconds
 	KVBlockReuseGap        HistogramName = "kv_block_reuse_gap"         // vllm:kv_block_reuse_gap_seconds
+	MooncakeStoreOperation HistogramName = "mooncake_store_operation"   // vllm:mooncake_store_operation_time_seconds
 )
 
 // LatencyHistograms lists every HistogramName in export order.
@@ -100,6 +101,12 @@ func (v *VLLM) Refused() (float64, bool) {
 // data-parallel engines (the `engine` label) unless a field says otherwise.
 type Model struct {
 	Name string
+
+	// Role is the pod's part in disaggregated serving: RolePrefill,
+	// RoleDecode or RoleBoth (aggregated serving, or a kv_both pod);
+	// RoleSource says where it came from (RoleSourceFlag,
+	// RoleSourceDetected, RoleSourceDefault). Set by the scraper.
+	Role, RoleSource string
 
 	Running    Value // vllm:num_requests_running
 	Waiting    Value // vllm:num_requests_waiting
@@ -161,6 +168,11 @@ type Model struct {
 	// tokens, multimodal in items.
 	ExternalPrefixQueries, ExternalPrefixHits Value
 	MMCacheQueries, MMCacheHits               Value
+	// Mooncake store connector (vllm:mooncake_store_operation_*), by
+	// operation (load_get, save_put, ...), summed over status and engines:
+	// operations, their keys, bytes and failed keys; errors are the
+	// operations with status "error".
+	MooncakeOps, MooncakeOpErrors, MooncakeKeys, MooncakeBytes, MooncakeFailedKeys map[string]float64
 	// LoRA is vllm:lora_requests_info: the adapters with running and
 	// waiting requests and max_lora; LoRA.Known is false without it.
 	LoRA LoRA
@@ -191,6 +203,22 @@ type Model struct {
 	// value, only when the scraper's per-priority view is enabled (bounded).
 	ByPriority map[string]map[HistogramName]Histogram
 }
+
+// Pod roles of disaggregated prefill/decode serving (vLLM's kv_role:
+// kv_producer, kv_consumer, kv_both) and where the exporter learnt them.
+const (
+	RolePrefill = "prefill" // computes prompts; a decode pod reads its KV
+	RoleDecode  = "decode"  // reads each request's KV from a prefill pod, then decodes
+	RoleBoth    = "both"    // aggregated serving (or kv_both): prefill and decode
+
+	RoleSourceFlag     = "flag"     // --vllm.role
+	RoleSourceDetected = "detected" // from the families the server exports
+	RoleSourceDefault  = "default"  // nothing said otherwise: both
+)
+
+// Prefill reports whether the model's pod only prefills (no decode, so no
+// TPOT or inter-token latency of its own).
+func (m *Model) Prefill() bool { return m != nil && m.Role == RolePrefill }
 
 // LoRA is what vllm:lora_requests_info says, from its most recent sample
 // (the value is vLLM's timestamp; label sets of earlier moments may linger).
@@ -272,11 +300,14 @@ type Derived struct {
 	ExternalPrefixCacheHitRatio, MMCacheHitRatio Value
 	// KVTransferBytesPerSecond is the NIXL KV transfer throughput (the
 	// increase of vllm:nixl_bytes_transferred_sum over the window).
-	KVTransferBytesPerSecond  Value
-	PromptTokensPerSecond     Value
-	GenerationTokensPerSecond Value
-	RequestsPerSecond         Value
-	FinishedPerSecondByReason map[string]float64
+	KVTransferBytesPerSecond Value
+	// Admission rejections (all reasons) and failed or expired NIXL KV
+	// transfers per second over the window; absent without the family.
+	RejectedPerSecond, KVTransferFailuresPerSecond, KVTransferExpiredPerSecond Value
+	PromptTokensPerSecond                                                      Value
+	GenerationTokensPerSecond                                                  Value
+	RequestsPerSecond                                                          Value
+	FinishedPerSecondByReason                                                  map[string]float64
 
 	// Speculative decoding over the window: accepted / draft tokens, and
 	// the mean tokens a stream gains per decode step (1 + accepted /

@@ -137,12 +137,15 @@ func TestCollect(t *testing.T) {
 	want := `
 # HELP vllm_bottleneck Bottleneck class state set (exactly one class is 1 per model), from the classifier on the watchdog tick.
 # TYPE vllm_bottleneck gauge
+vllm_bottleneck{class="admission_limited",model="llama-8b"} 0
 vllm_bottleneck{class="batch_too_small",model="llama-8b"} 0
 vllm_bottleneck{class="communication_bound",model="llama-8b"} 0
 vllm_bottleneck{class="decode_overhead",model="llama-8b"} 0
 vllm_bottleneck{class="deferred_livelock",model="llama-8b"} 0
 vllm_bottleneck{class="engine_stalled",model="llama-8b"} 0
 vllm_bottleneck{class="gpu_fault",model="llama-8b"} 0
+vllm_bottleneck{class="kv_transfer_bound",model="llama-8b"} 0
+vllm_bottleneck{class="lora_queueing",model="llama-8b"} 0
 vllm_bottleneck{class="kv_cache_exhausted",model="llama-8b"} 1
 vllm_bottleneck{class="memory_bound_decode",model="llama-8b"} 0
 vllm_bottleneck{class="near_optimal",model="llama-8b"} 0

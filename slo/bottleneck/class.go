@@ -34,6 +34,17 @@ type Class string
 //     capacity knobs (fp8 KV, more memory, shorter --max-model-len) fix
 //     both. too_many_sequences is what remains when preemptions run at a
 //     rate while the cache is not pinned full (bursts of long outputs).
+//   - admission_limited before the other queue classes: requests are being
+//     refused (HTTP 503, a bad event of the availability SLO), the
+//     strongest symptom a queue can have; its knob is the cap itself or
+//     more replicas. A cache pinned full or a preemption storm comes first:
+//     it is why the queue filled.
+//   - kv_transfer_bound: a decode pod whose TTFT is mostly the wait for its
+//     prompts' KV from the prefill pod; those requests wait deferred, not
+//     for capacity, so the queueing knobs do not help.
+//   - lora_queueing before queueing: requests wait for an adapter slot
+//     (every max_lora slot busy with other adapters) while the KV cache has
+//     room; --max-loras, not --max-num-seqs, is the knob.
 //   - too_many_sequences and kv_cache_exhausted before queueing: a full
 //     cache is the reason requests wait; queueing is what is left when the
 //     cache has room.
@@ -53,6 +64,9 @@ const (
 	TooManySequences   Class = "too_many_sequences"
 	KVCacheExhausted   Class = "kv_cache_exhausted"
 	Queueing           Class = "queueing"
+	AdmissionLimited   Class = "admission_limited"
+	KVTransferBound    Class = "kv_transfer_bound"
+	LoRAQueueing       Class = "lora_queueing"
 	PrefixCacheMiss    Class = "prefix_cache_miss"
 	PrefillBound       Class = "prefill_bound"
 	CommunicationBound Class = "communication_bound"
@@ -65,7 +79,7 @@ const (
 // Classes lists every class in priority order (the state set's label values).
 var Classes = []Class{
 	GPUFault, ServerUnavailable, DeferredLivelock, EngineStalled, Throttled, KVCacheExhausted, TooManySequences,
-	Queueing, PrefixCacheMiss, PrefillBound, CommunicationBound,
+	AdmissionLimited, KVTransferBound, LoRAQueueing, Queueing, PrefixCacheMiss, PrefillBound, CommunicationBound,
 	MemoryBoundDecode, DecodeOverhead, BatchTooSmall, NearOptimal,
 }
 
@@ -108,9 +122,21 @@ var advice = map[Class]Advice{
 		"requests wait in the queue: p99 TTFT is many times the prefill time with requests waiting",
 		"shape the request rate or add replicas; raise --max-num-seqs only if KV cache and TPOT leave room",
 	},
+	AdmissionLimited: {
+		"requests are refused at admission (HTTP 503) because the waiting queue is at its --max-num-queued-requests / --max-num-queued-tokens cap",
+		"scale out (add replicas) when the queue is full because the server is saturated; raise --max-num-queued-requests / --max-num-queued-tokens only if the TTFT of queued requests leaves room (a longer queue trades refusals for waiting); clients should retry with backoff",
+	},
+	KVTransferBound: {
+		"a decode pod waits on KV transfers from its prefill pod: the NIXL transfer is a large share of TTFT (deferred requests wait for it; failed or expired transfers add local recomputation)",
+		"speed up the KV path: check the NIXL transport (RDMA/UCX rather than TCP, NIC and GPUDirect placement, kv_buffer_device), co-locate prefill and decode pods on the fast network, and rebalance the P:D ratio; with expired transfers raise the prefill side's VLLM_NIXL_ABORT_REQUEST_TIMEOUT",
+	},
+	LoRAQueueing: {
+		"requests wait on the LoRA budget: every one of the max_lora adapter slots is busy with other adapters while the KV cache has room",
+		"raise --max-loras (each slot costs --max-lora-rank memory) or place adapters so each pod serves fewer of them at once (route by adapter); --max-num-seqs does not help while requests wait for an adapter slot",
+	},
 	PrefixCacheMiss: {
-		"the prefix cache gives no benefit: warm-prefix probes are no faster than cold, or the hit ratio collapsed",
-		"enable prefix caching (--enable-prefix-caching), keep shared prefixes byte-identical, and give the cache room (lower --max-num-seqs or raise --gpu-memory-utilization)",
+		"the prefix cache gives no benefit: warm-prefix probes are no faster than cold, the hit ratio collapsed, or the cache thrashes (KV blocks are reused right up to when they are evicted, so blocks that would be reused are evicted; --kv-cache-metrics)",
+		"enable prefix caching (--enable-prefix-caching), keep shared prefixes byte-identical, and give the cache room (lower --max-num-seqs or raise --gpu-memory-utilization); a thrashing cache needs more KV capacity, a CPU offload tier (--kv-transfer-config with the offloading connector or LMCache) or cache-aware routing so each pod sees fewer distinct prefixes",
 	},
 	PrefillBound: {
 		"TTFT is over its target and spent in prefill, not in the queue: prefill runs at under half the speed this server has shown (not merely long prompts), or a few long prompts (documents among chat) make a p99 TTFT tail while the median stays fast",

@@ -89,6 +89,9 @@ type corpusRegime struct {
 type docStream struct {
 	rate           float64 // requests per second
 	prompt, output int     // tokens
+	// models, when set, names the model of each request in turn (LoRA
+	// adapters); default the base model.
+	models []string
 }
 
 // gap draws the time to the next document.
@@ -231,6 +234,78 @@ func corpusRegimes() []corpusRegime {
 				t99, pf99 := quantile(w, snapshot.TTFT, 0.99), quantile(w, snapshot.PrefillTime, 0.99)
 				return t99.OK && pf99.OK && t99.V > 1 && pf99.V > 1
 			}},
+		// Admission control (vLLM 0.32+): the queueing preset's overload
+		// with --max-num-queued-requests 32. The queue fills to its cap and
+		// the requests beyond it are refused (503); the signal is the
+		// first scrape whose rejection counter moved.
+		{name: "admission_limited", label: AdmissionLimited, preset: "queueing",
+			cfg: vllmsim.Config{MetricsVersion: vllmsim.MetricsLatest},
+			start: func(sim *vllmsim.Sim) error {
+				return sim.SetAdmission(vllmsim.AdmissionLimit{MaxQueuedRequests: 32})
+			},
+			visible: func(prev, cur *snapshot.Model) bool {
+				return prev != nil && sumMap(cur.RejectedByReason) > sumMap(prev.RejectedByReason)
+			}},
+		// A decode pod of a disaggregated pair (NIXL) whose prompts' KV
+		// takes 0.6 s to arrive (a slow transport): the healthy traffic's
+		// TTFT, counted from arrival on the decode pod, is now mostly the
+		// transfer. The signal shows once the window's TTFT is over its
+		// target with transfers in it.
+		{name: "kv_transfer_bound", label: KVTransferBound, preset: "healthy",
+			cfg: vllmsim.Config{MetricsVersion: vllmsim.MetricsLatest},
+			start: func(sim *vllmsim.Sim) error {
+				return sim.SetPD(vllmsim.PD{Role: vllmsim.RoleDecode, TransferSeconds: 0.6})
+			},
+			windowVisible: func(w *snapshot.Derived) bool {
+				t95 := quantile(w, snapshot.TTFT, th.SLOQuantile)
+				return w.Deltas[snapshot.KVTransferTime].Count > 0 && t95.OK && t95.V > th.TTFTTargetSeconds
+			}},
+		// LoRA budget (--max-loras 2): the healthy base traffic plus a
+		// stream of requests for four adapters, 2 per second in turn,
+		// 200 tokens out each. Two adapters hold both slots while they
+		// have running requests; the others' requests wait deferred for a
+		// slot, with the KV cache far from full. The signal is a scrape
+		// that shows both slots taken and an adapter waiting outside them.
+		{name: "lora_queueing", label: LoRAQueueing, preset: "healthy",
+			cfg: vllmsim.Config{MetricsVersion: vllmsim.MetricsLatest},
+			start: func(sim *vllmsim.Sim) error {
+				return sim.SetLoRA(vllmsim.LoRAConfig{MaxLoRA: 2, Adapters: []string{"sql", "chat", "code", "legal"}})
+			},
+			docs: &docStream{rate: 2, prompt: 200, output: 200, models: []string{"sql", "chat", "code", "legal"}},
+			visible: func(_, cur *snapshot.Model) bool {
+				l := cur.LoRA
+				if !l.Known || !l.Max.OK || float64(len(l.Running)) < l.Max.V {
+					return false
+				}
+				for a := range l.Waiting {
+					if _, ok := l.Running[a]; !ok {
+						return true
+					}
+				}
+				return false
+			}},
+		// A prefix cache too small for its working set: 96 system prompts
+		// of 2,048 tokens (12,288 blocks) rotate through a 4,096-block
+		// pool, so a prompt's blocks are mostly evicted before it comes
+		// round again. The server thrashed from the start (no better hit
+		// ratio to collapse from); at the switch --kv-cache-metrics comes
+		// on and the block residency shows it. The signal is the first
+		// window with enough sampled evictions and reuses.
+		{name: "prefix_thrash", label: PrefixCacheMiss, leadCustom: &prefixThrash, custom: &prefixThrash,
+			start: func(sim *vllmsim.Sim) error { sim.SetKVCacheMetrics(true); return nil },
+			cfg:   vllmsim.Config{MetricsVersion: vllmsim.MetricsLatest},
+			windowVisible: func(w *snapshot.Derived) bool {
+				_, _, ok := residency(w)
+				return ok
+			}},
+		// The same residency on caches that hold their working set (the
+		// healthy traffic; one shared prefix) is no thrashing.
+		{name: "healthy_kv_cache_metrics", label: NearOptimal, preset: "healthy",
+			cfg:   vllmsim.Config{MetricsVersion: vllmsim.MetricsLatest},
+			start: func(sim *vllmsim.Sim) error { sim.SetKVCacheMetrics(true); return nil }},
+		{name: "prefix_warm_kv_cache_metrics", label: NearOptimal, lead: "prefix_warm", preset: "prefix_warm",
+			cfg:   vllmsim.Config{MetricsVersion: vllmsim.MetricsLatest},
+			start: func(sim *vllmsim.Sim) error { sim.SetKVCacheMetrics(true); return nil }},
 		{name: "unavailable", label: ServerUnavailable, preset: "healthy", down: true, runFor: 2 * time.Minute},
 		{name: "restart", label: NearOptimal, preset: "healthy", restart: true},
 		{name: "healthy_hour", label: NearOptimal, preset: "healthy", leadFor: time.Minute, runFor: time.Hour},
@@ -244,6 +319,14 @@ var chat32B = func() vllmsim.Scenario {
 	sc := mustPreset("healthy")
 	sc.Name, sc.Description, sc.Load.Rate = "chat_32b", "short chat, 4 requests per second", 4
 	sc.Load.Prompt = vllmsim.Dist{Mean: 450, CV: 0.8, Min: 16, Max: 4000}
+	return sc
+}()
+
+// prefixThrash is prefix_warm's traffic over 96 shared prefixes instead
+// of one.
+var prefixThrash = func() vllmsim.Scenario {
+	sc := mustPreset("prefix_warm")
+	sc.Name, sc.Description, sc.Load.PrefixGroups = "prefix_thrash", "96 shared 2048-token prefixes through a 4096-block cache", 96
 	return sc
 }()
 
@@ -298,6 +381,14 @@ func prefillTailShape(t *testing.T, steady []published) {
 	if n := len(ttft99); n > 0 {
 		t.Logf("prefill tail: p99 TTFT over the steady part %.2f-%.2f s (median %.2f s)", ttft99[0], ttft99[n-1], ttft99[n/2])
 	}
+}
+
+func sumMap(m map[string]float64) float64 {
+	t := 0.0
+	for _, v := range m {
+		t += v
+	}
+	return t
 }
 
 func hitRatioBelow(limit float64) func(prev, cur *snapshot.Model) bool {
@@ -372,6 +463,7 @@ func (r corpusRegime) generate(t *testing.T) []frame {
 		t.Fatal(err)
 	}
 	var nextDoc time.Time
+	sent := 0
 	rng := rand.New(rand.NewSource(23))
 	if r.docs != nil {
 		nextDoc = sim.Now().Add(r.docs.gap(rng))
@@ -384,7 +476,12 @@ func (r corpusRegime) generate(t *testing.T) []frame {
 			for i := range prompt {
 				prompt[i] = 1000 + rng.Intn(30000)
 			}
-			if _, err := sim.Submit(vllmsim.Request{Prompt: prompt, MaxTokens: r.docs.output, IgnoreEOS: true}); err != nil {
+			req := vllmsim.Request{Prompt: prompt, MaxTokens: r.docs.output, IgnoreEOS: true}
+			if n := len(r.docs.models); n > 0 {
+				req.Model = r.docs.models[sent%n]
+			}
+			sent++
+			if _, err := sim.Submit(req); err != nil {
 				t.Fatal(err)
 			}
 			nextDoc = nextDoc.Add(r.docs.gap(rng))

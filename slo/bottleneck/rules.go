@@ -81,7 +81,8 @@ type Finding struct {
 // and its name to Classes at the same position.
 var ruleOrder = []func(rules) Finding{
 	rules.gpuFault, rules.deferredLivelock, rules.engineStalled, rules.throttled, rules.kvExhausted,
-	rules.tooManySequences, rules.queueing, rules.prefixCacheMiss, rules.prefillBound,
+	rules.tooManySequences, rules.admissionLimited, rules.kvTransferBound, rules.loraQueueing,
+	rules.queueing, rules.prefixCacheMiss, rules.prefillBound,
 	rules.communicationBound, rules.memoryBoundDecode, rules.decodeOverhead,
 	rules.batchTooSmall,
 }
@@ -93,7 +94,14 @@ func Evaluate(in Inputs, th config.Bottleneck) (Class, []Finding) {
 	r := rules{in: in, th: th}
 	findings := make([]Finding, 0, len(ruleOrder)+1)
 	for _, rule := range ruleOrder {
-		findings = append(findings, rule(r))
+		f := rule(r)
+		if f.Holds && prefillPodSkips(in.Model, f.Class) {
+			// A prefill pod hands decode to another pod: it has no TPOT
+			// and no decode batch to judge.
+			f.Holds = false
+			f.Evidence = append(f.Evidence, note("prefill_pod", 1, ""))
+		}
+		findings = append(findings, f)
 	}
 	findings = append(findings, Finding{Class: NearOptimal, Holds: true})
 	for _, f := range findings {
@@ -145,6 +153,9 @@ func (r rules) slo(h snapshot.HistogramName, q float64) snapshot.Value {
 // tpotOver is the shared "TPOT degraded" gate of the decode-side classes;
 // ok is false when TPOT is not measurable.
 func (r rules) tpotOver() (Evidence, bool) {
+	if r.in.Model.Prefill() {
+		return Evidence{}, false // a prefill pod has no TPOT of its own
+	}
 	v := r.slo(snapshot.RequestTPOT, r.th.SLOQuantile)
 	return gate("tpot_seconds", v.V, ">", r.th.TPOTTargetSeconds, "seconds"), v.OK
 }
@@ -364,11 +375,21 @@ func (r rules) prefixCacheMiss() Finding {
 	}
 	ref := r.in.HitRatioReference
 	if !cur.OK || !ref.OK {
-		return Finding{Class: PrefixCacheMiss}
+		return r.prefixThrash()
 	}
-	return all(PrefixCacheMiss,
+	f := all(PrefixCacheMiss, append([]Evidence{
 		gate("prefix_cache_hit_ratio_reference", ref.V, ">=", r.th.PrefixHitRatioBaselineMin, "ratio"),
-		gate("prefix_cache_hit_ratio", cur.V, "<", r.th.PrefixHitRatioCollapse*ref.V, "ratio"))
+		gate("prefix_cache_hit_ratio", cur.V, "<", r.th.PrefixHitRatioCollapse*ref.V, "ratio")},
+		residencyNotes(r.in.Window)...)...)
+	if f.Holds {
+		return f
+	}
+	// No collapse against a better past: a cache that evicts blocks
+	// before they are reused (KV block residency) thrashes all the same.
+	if t := r.prefixThrash(); t.Holds {
+		return t
+	}
+	return f
 }
 
 // reportsCachedTokens: the server counts cached and computed prompt tokens
@@ -525,7 +546,8 @@ func (r rules) prefillTail() Finding {
 	ttft50, ttft90, ttft99 := r.slo(snapshot.TTFT, 0.5), r.slo(snapshot.TTFT, 0.9), r.slo(snapshot.TTFT, 0.99)
 	pf99, q99 := r.slo(snapshot.PrefillTime, 0.99), r.slo(snapshot.QueueTime, 0.99)
 	tpot50 := r.slo(snapshot.RequestTPOT, 0.5)
-	if !ttft50.OK || !ttft90.OK || !ttft99.OK || !pf99.OK || !q99.OK || !tpot50.OK || !(ttft50.V > 0) || !(ttft99.V > 0) {
+	prefillPod := r.in.Model.Prefill() // no decode steps of its own to compare
+	if !ttft50.OK || !ttft90.OK || !ttft99.OK || !pf99.OK || !q99.OK || (!tpot50.OK && !prefillPod) || !(ttft50.V > 0) || !(ttft99.V > 0) {
 		return Finding{Class: PrefillBound}
 	}
 	ev := []Evidence{
@@ -534,10 +556,12 @@ func (r rules) prefillTail() Finding {
 		gate("ttft_p90_seconds", ttft90.V, "<=", r.th.TTFTTargetSeconds, "seconds"),
 		gate("prefill_share_of_ttft_ratio", math.Min(pf99.V/ttft99.V, 1), ">=", r.th.PrefillShareMin, "ratio"),
 		gate("prefill_over_queue_time_p99_ratio", pf99.V/math.Max(q99.V, 1e-3), ">=", r.th.PrefillTailOverQueue, "ratio"),
-		gate("tpot_p50_seconds", tpot50.V, "<=", r.th.TPOTTargetSeconds, "seconds"),
 		note("ttft_p50_seconds", ttft50.V, "seconds"),
 		note("prefill_p99_seconds", pf99.V, "seconds"),
 		note("queue_time_p99_seconds", q99.V, "seconds"),
+	}
+	if !prefillPod {
+		ev = append(ev, gate("tpot_p50_seconds", tpot50.V, "<=", r.th.TPOTTargetSeconds, "seconds"))
 	}
 	return all(PrefillBound, append(ev, r.promptTokensPerRequest()...)...)
 }

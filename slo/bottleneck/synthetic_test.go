@@ -49,6 +49,15 @@ type regime struct {
 	// deferred is vllm:num_requests_waiting_by_reason{reason="deferred"};
 	// waiting is then the capacity part (a ≈0.20+ server splits them).
 	deferred float64
+	// Production features (issue 24): admission rejections per second;
+	// the mean NIXL KV transfer of a decode pod (seconds) and the pod's
+	// role; LoRA slots (max_lora) and the adapters running and waiting;
+	// KV block residency medians (idle before eviction, reuse gap).
+	rejected, xfer    float64
+	role              string
+	loraMax           float64
+	loraRun, loraWait []string
+	idle50, gap90     float64
 }
 
 const h100MaxSMClock = 1.98e9
@@ -90,6 +99,25 @@ var regimes = map[Class]func(r *regime){
 	DecodeOverhead:    func(r *regime) { r.tpot50 = 0.12; r.tpot95 = 0.2; r.dram = 0.15; r.util = 0.3 },
 	BatchTooSmall:     func(r *regime) { r.util = 0.2; r.running = 1; r.rps = 0.3 },
 	NearOptimal:       func(r *regime) {},
+	// --max-num-queued-requests 64: the queue sits at its cap and a fifth
+	// of the arrivals are refused (2 of 10 per second).
+	AdmissionLimited: func(r *regime) {
+		r.waiting, r.rejected = 64, 2
+		r.ttft95, r.ttft99, r.queue99 = 3, 4, 3.6
+	},
+	// A decode pod whose prompts' KV takes 1.5 s on average to arrive
+	// (TCP instead of RDMA): the requests wait deferred, nothing waits for
+	// capacity, prefill here is short.
+	KVTransferBound: func(r *regime) {
+		r.role, r.xfer, r.deferred = snapshot.RoleDecode, 1.5, 12
+		r.ttft95, r.ttft99 = 2.2, 2.8
+	},
+	// max_lora 2, both slots busy with adapters a and b, requests for c
+	// and d wait (deferred: skipped for their adapter); KV has room.
+	LoRAQueueing: func(r *regime) {
+		r.loraMax, r.loraRun, r.loraWait = 2, []string{"a", "b"}, []string{"b", "c", "d"}
+		r.deferred, r.ttft95, r.ttft99, r.queue99 = 14, 2.5, 3.5, 3.2
+	},
 }
 
 // legacySeed keeps each regime's noise seed as it was tuned with (the seeds
@@ -98,6 +126,7 @@ var legacySeed = map[Class]int64{
 	GPUFault: 0, ServerUnavailable: 0, EngineStalled: 1, Throttled: 2, KVCacheExhausted: 3, TooManySequences: 4,
 	Queueing: 5, PrefixCacheMiss: 6, PrefillBound: 7, CommunicationBound: 8, MemoryBoundDecode: 9,
 	DecodeOverhead: 10, BatchTooSmall: 11, NearOptimal: 12, DeferredLivelock: 13,
+	AdmissionLimited: 14, KVTransferBound: 15, LoRAQueueing: 16,
 }
 
 var testSpec = ModelSpec{Parameters: 8e9, BytesPerParameter: 2}
@@ -123,6 +152,16 @@ func (r regime) apply(f *fakeSources, now time.Time, rng *rand.Rand, th config.B
 		WaitingByReason: map[string]float64{"capacity": waiting, "deferred": r.deferred},
 		KVUsage:         snapshot.Some(min(r.kv+0.04*rng.Float64()-0.03, 1)),
 		CacheConfig:     map[string]string{"gpu_memory_utilization": "0.9", "enable_prefix_caching": "True"},
+		Role:            r.role,
+	}
+	if r.loraMax > 0 {
+		m.LoRA = snapshot.LoRA{Known: true, Max: snapshot.Some(r.loraMax), Running: map[string]float64{}, Waiting: map[string]float64{}}
+		for _, a := range r.loraRun {
+			m.LoRA.Running[a] = 1
+		}
+		for _, a := range r.loraWait {
+			m.LoRA.Waiting[a] = 1
+		}
 	}
 	f.vllm = &snapshot.VLLM{Time: now, Up: true, Models: map[string]*snapshot.Model{model: m}}
 	if r.down {
@@ -158,8 +197,8 @@ func (r regime) apply(f *fakeSources, now time.Time, rng *rand.Rand, th config.B
 		}
 	}
 	f.win = map[time.Duration]map[string]*snapshot.Derived{
-		th.Window:         {model: d(r.hit)},
-		th.BaselineWindow: {model: d(r.hitBase)},
+		th.Window:         {model: r.production(d(r.hit), n)},
+		th.BaselineWindow: {model: r.production(d(r.hitBase), n)},
 	}
 	if r.gpus > 0 {
 		g := &snapshot.GPU{Time: now, Up: true}
@@ -185,6 +224,28 @@ func (r regime) apply(f *fakeSources, now time.Time, rng *rand.Rand, th config.B
 	f.probes = &snapshot.Probes{Time: now, EngineStalled: r.stalledProbe, Profiles: map[string]*snapshot.ProbeProfile{
 		"cold": probeProfile("cold", n(r.probeCold)), "warm": probeProfile("warm", n(r.probeWarm)),
 	}}
+}
+
+// production adds the windowed readings of the production features the
+// regime has to w.
+func (r regime) production(w *snapshot.Derived, n func(float64) float64) *snapshot.Derived {
+	requests := r.rps * 60
+	if r.rejected > 0 {
+		w.RejectedPerSecond = snapshot.Some(n(r.rejected))
+	}
+	if r.xfer > 0 {
+		// Every request is one transfer; TTFT's mean is about its median.
+		w.Deltas[snapshot.KVTransferTime] = snapshot.Histogram{Count: requests, Sum: requests * n(r.xfer)}
+		w.Deltas[snapshot.TTFT] = snapshot.Histogram{Count: requests, Sum: requests * n(r.ttft95/2+r.xfer/2)}
+		w.KVTransferBytesPerSecond = snapshot.Some(n(r.rps * r.promptPerReq * 131072))
+	}
+	if r.idle50 > 0 {
+		w.Deltas[snapshot.KVBlockIdleBeforeEvict] = snapshot.Histogram{Count: 500}
+		w.Deltas[snapshot.KVBlockReuseGap] = snapshot.Histogram{Count: 200}
+		w.Quantiles[snapshot.KVBlockIdleBeforeEvict] = map[float64]snapshot.Value{0.5: snapshot.Some(n(r.idle50))}
+		w.Quantiles[snapshot.KVBlockReuseGap] = map[float64]snapshot.Value{0.9: snapshot.Some(n(r.gap90))}
+	}
+	return w
 }
 
 // probeProfile is a cumulative TTFT histogram of 10 probes at about ttft.
@@ -603,7 +664,10 @@ func TestAdviceNamesTheSeedKnobs(t *testing.T) {
 		TooManySequences:   {"lower --max-num-seqs", "--gpu-memory-utilization"},
 		KVCacheExhausted:   {"--kv-cache-dtype fp8", "higher --gpu-memory-utilization", "lower --max-num-seqs", "--max-model-len"},
 		Queueing:           {"replicas", "raise --max-num-seqs only if"},
-		PrefixCacheMiss:    {"--enable-prefix-caching", "byte-identical"},
+		PrefixCacheMiss:    {"--enable-prefix-caching", "byte-identical", "CPU offload tier", "cache-aware routing"},
+		AdmissionLimited:   {"scale out", "raise --max-num-queued-requests / --max-num-queued-tokens"},
+		KVTransferBound:    {"NIXL", "RDMA", "P:D ratio"},
+		LoRAQueueing:       {"raise --max-loras", "route by adapter"},
 		PrefillBound:       {"chunked prefill", "raise --max-num-batched-tokens", "prefix caching", "separate pool", "--long-prefill-token-threshold"},
 		CommunicationBound: {"reduce the TP degree", "--tensor-parallel-size"},
 		MemoryBoundDecode:  {"quantize", "faster memory", "raise --max-num-seqs"},
