@@ -424,32 +424,7 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct string, pre *stre
 		lvl(s.logger).Log("msg", "vLLM scrape failed", "url", s.logURL, "reason", reason, "err", err)
 	} else {
 		s.lastOK = now
-		if s.lastReason != "" {
-			level.Info(s.logger).Log("msg", "vLLM scrape recovered", "url", s.logURL, "schema", snap.Schema)
-		}
-		if snap.Schema != s.lastSchema {
-			// Once at start and after a vLLM upgrade: say what was found.
-			level.Info(s.logger).Log("msg", "vLLM metric schema detected", "schema", snap.Schema,
-				"models", len(snap.Models), "missing", strings.Join(snap.Missing, ","))
-			s.lastSchema = snap.Schema
-		}
-		if pre != nil && pre.refused > 0 {
-			res.drop(DropModelLimit, "samples of model names beyond --vllm.max-models dropped while reading the body")
-			res.dropped[DropModelLimit] += float64(pre.refused - 1)
-		}
-		if pre != nil && pre.long > 0 {
-			res.drop(DropLineTooLong, fmt.Sprintf("%d lines of families the exporter reads were longer than %d bytes", pre.long, maxLineBytes))
-			res.dropped[DropLineTooLong] += float64(pre.long - 1)
-		}
-		s.logDrops(now, res)
-		for _, u := range res.unexpectedValues {
-			lvl := level.Debug
-			if !s.loggedUnexpected[u] && len(s.loggedUnexpected) < maxLoggedUnexpected {
-				s.loggedUnexpected[u] = true
-				lvl = level.Warn
-			}
-			lvl(s.logger).Log("msg", "vLLM label value not understood; sample ignored (see vllm_exporter_vllm_unexpected_label_values)", "sample", u)
-		}
+		s.logScrape(now, snap, res, pre)
 	}
 	s.lastReason = reason
 
@@ -472,6 +447,39 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct string, pre *stre
 		s.opts.Health.Report(CollectorName, took, err)
 	}
 	s.pub.Publish()
+}
+
+// logScrape reports what a successful scrape found: it logs a recovery and
+// a new schema, counts the samples the line reader dropped, and logs drops
+// and label values it did not understand (each rate-limited). Called with
+// s.mu held.
+func (s *Scraper) logScrape(now time.Time, snap *snapshot.VLLM, res *result, pre *streamed) {
+	if s.lastReason != "" {
+		level.Info(s.logger).Log("msg", "vLLM scrape recovered", "url", s.logURL, "schema", snap.Schema)
+	}
+	if snap.Schema != s.lastSchema {
+		// Once at start and after a vLLM upgrade: say what was found.
+		level.Info(s.logger).Log("msg", "vLLM metric schema detected", "schema", snap.Schema,
+			"models", len(snap.Models), "missing", strings.Join(snap.Missing, ","))
+		s.lastSchema = snap.Schema
+	}
+	if pre != nil && pre.refused > 0 {
+		res.drop(DropModelLimit, "samples of model names beyond --vllm.max-models dropped while reading the body")
+		res.dropped[DropModelLimit] += float64(pre.refused - 1)
+	}
+	if pre != nil && pre.long > 0 {
+		res.drop(DropLineTooLong, fmt.Sprintf("%d lines of families the exporter reads were longer than %d bytes", pre.long, maxLineBytes))
+		res.dropped[DropLineTooLong] += float64(pre.long - 1)
+	}
+	s.logDrops(now, res)
+	for _, u := range res.unexpectedValues {
+		lvl := level.Debug
+		if !s.loggedUnexpected[u] && len(s.loggedUnexpected) < maxLoggedUnexpected {
+			s.loggedUnexpected[u] = true
+			lvl = level.Warn
+		}
+		lvl(s.logger).Log("msg", "vLLM label value not understood; sample ignored (see vllm_exporter_vllm_unexpected_label_values)", "sample", u)
+	}
 }
 
 // logDrops counts the samples res dropped and logs each reason at most
