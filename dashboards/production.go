@@ -12,13 +12,23 @@ const (
 	pdPairRowTitle     = "Disaggregated prefill/decode pair (NIXL): pick the pair with the Prefill pod and Decode pod variables"
 )
 
-// The pair's pods: instances whose exporter reads the NIXL connector's
-// families (both sides of a pair export them). Each side's panels filter
+// The pair's pods: the Prefill pod variable lists the pods whose role
+// (vllm_pod_role_info) is prefill, the Decode pod variable those whose
+// role is decode; both list the aggregated pods (role both) and the pods
+// whose exporter says no role (older than the role series), so a pod is
+// never out of reach. "All" is the pods listed. Each side's panels filter
 // on its variable as well as on $instance.
 var (
-	prefillVar = variable{Name: "prefill", Label: "Prefill pod", Metric: "vllm_kv_transfer_failures_total", LabelName: "instance"}
-	decodeVar  = variable{Name: "decode", Label: "Decode pod", Metric: "vllm_kv_transfer_failures_total", LabelName: "instance"}
+	prefillVar = variable{Name: "prefill", Label: "Prefill pod", Query: roleQuery("prefill")}
+	decodeVar  = variable{Name: "decode", Label: "Decode pod", Query: roleQuery("decode")}
 )
+
+// roleQuery lists (by instance) the pods of role or both, and the
+// exporters without role information.
+func roleQuery(role string) string {
+	return `max by (instance) (vllm_pod_role_info{model=~"$model",role=~"` + role + `|both"})` +
+		` or max by (instance) (vllm_exporter_build_info unless on (instance) vllm_pod_role_info)`
+}
 
 const (
 	nixlNoValue    = "No NIXL KV connector: needs vLLM with --kv-transfer-config using NixlConnector (disaggregated prefill/decode; llm-d, Dynamo)"
@@ -136,6 +146,11 @@ func pdPairRow() row {
 	dec := mi + `,instance=~"$decode"`
 	pre := mi + `,instance=~"$prefill"`
 	return row{Title: pdPairRowTitle, Panels: []panel{
+		{Title: "Pod roles (prefill, decode, both)", Type: "table", W: 24, H: 5,
+			Desc: "Each pod's role in disaggregated serving and where the exporter learnt it (source: flag = --vllm.role, detected = from the NIXL families, default = nothing said otherwise, so both). " +
+				"The Prefill pod and Decode pod variables list the pods of their role, the aggregated ones (both) and pods whose exporter reports no role.",
+			NoValue: "No role yet: the exporter reports vllm_pod_role_info per model once it has scraped vLLM (set with --vllm.role, or learnt from vLLM's NIXL families)",
+			Targets: []target{q(`max by (model, instance, role, source) (vllm_pod_role_info{`+mi+`})`, "")}},
 		{Title: "Decode pod: TTFT and KV transfer p99", Type: "timeseries", Unit: "s", W: 12,
 			Desc: "On the decode pod a request's TTFT includes reading its KV from the prefill pod: TTFT p99 close to the transfer p99 means the transfer, not this pod, sets the first token. " +
 				"Compare with the prefill time on the prefill pod beside.",

@@ -1,7 +1,9 @@
 package dashboards
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -131,6 +133,14 @@ func TestProductionPanelsComputeWhatTheySay(t *testing.T) {
 	add(`vllm_kv_transfer_failures_total{`+p+`}`, counter(0))
 	add(`vllm_kv_transfer_expired_requests_total{`+p+`}`, counter(expiredPerMin))
 	add(`vllm_kv_transfer_expired_requests_total{`+d+`}`, counter(1))
+	// Roles: d decodes, p prefills, a serves both; o's exporter reports
+	// no role (older than the role series).
+	for inst, role := range map[string]string{decode: "decode", prefill: "prefill", "a:9470": "both"} {
+		add(`vllm_pod_role_info{`+at(inst)+`,role="`+role+`",source="detected"}`, gauge(1))
+	}
+	for _, inst := range []string{decode, prefill, "a:9470", "o:9470"} {
+		add(`vllm_exporter_build_info{job="vllm",instance="`+inst+`",version="v"}`, gauge(1))
+	}
 
 	m := modelSample
 	check := func(title string, i int, want ...testutil.ExpSample) testutil.ExprTest {
@@ -151,6 +161,7 @@ func TestProductionPanelsComputeWhatTheySay(t *testing.T) {
 		preTime   = "Prefill pod: prefill and queue time p99"
 		pairLoad  = "Pair: running and waiting (decode waits on transfers)"
 		pairFail  = "Pair: transfer failures (decode) and expired KV (prefill)"
+		roles     = "Pod roles (prefill, decode, both)"
 	)
 	on := func(inst string, v float64, kv ...string) testutil.ExpSample {
 		return m(v, append([]string{"instance", inst}, kv...)...)
@@ -189,6 +200,25 @@ func TestProductionPanelsComputeWhatTheySay(t *testing.T) {
 		check(pairLoad, 2, on(decode, deferredWait, "reason", "deferred"), on(decode, 0, "reason", "capacity")),
 		check(pairFail, 0, on(decode, failPerMin/60)),
 		check(pairFail, 1, on(prefill, expiredPerMin/60)),
+		check(roles, 0, on(decode, 1, "role", "decode", "source", "detected"), on(prefill, 1, "role", "prefill", "source", "detected"), on("a:9470", 1, "role", "both", "source", "detected")),
+	}
+	// The pair's variables list the pods of their role, the aggregated
+	// one and the one without role information.
+	vars := overviewVariables(t)
+	for name, want := range map[string][]string{"prefill": {prefill, "a:9470", "o:9470"}, "decode": {decode, "a:9470", "o:9470"}} {
+		e, err := e2e.VariableExpr(vars[name])
+		if err != nil {
+			t.Fatalf("variable %s: %v", name, err)
+		}
+		var exp []testutil.ExpSample
+		for _, inst := range want {
+			exp = append(exp, testutil.ExpSample{Labels: `{instance="` + inst + `"}`, Value: 1})
+		}
+		checks = append(checks, testutil.ExprTest{Expr: e2e.Substitute(e), EvalTime: testutil.Duration(5 * time.Minute), ExpSamples: exp})
+		// Grafana takes each value out of a result line with the regex.
+		if got := instanceValue(t, vars, name, `{instance="`+want[0]+`"} 1 1700000000000`); got != want[0] {
+			t.Errorf("variable %s: the regex takes %q from a result line, want %q", name, got, want[0])
+		}
 	}
 	// The transfer panels sum over every pod of the model (here the a, d
 	// and p pods' series): checked on pod a alone.
@@ -216,4 +246,46 @@ func TestProductionPanelsComputeWhatTheySay(t *testing.T) {
 			}
 		}
 	}
+}
+
+// overviewVariables: the overview dashboard's variable queries by name,
+// with each variable's regex under name+".regex".
+func overviewVariables(t *testing.T) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile("vllm-overview.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Templating struct {
+			List []struct {
+				Name       string `json:"name"`
+				Definition string `json:"definition"`
+				Regex      string `json:"regex"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, v := range d.Templating.List {
+		out[v.Name], out[v.Name+".regex"] = v.Definition, v.Regex
+	}
+	return out
+}
+
+// instanceValue applies a variable's regex (Grafana's /re/ form) to one
+// query_result line and returns the captured value.
+func instanceValue(t *testing.T, vars map[string]string, name, line string) string {
+	t.Helper()
+	re := vars[name+".regex"]
+	if len(re) < 2 || re[0] != '/' || re[len(re)-1] != '/' {
+		t.Fatalf("variable %s: regex %q is not /.../", name, re)
+	}
+	m := regexp.MustCompile(re[1 : len(re)-1]).FindStringSubmatch(line)
+	if len(m) != 2 {
+		return ""
+	}
+	return m[1]
 }

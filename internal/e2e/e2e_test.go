@@ -291,11 +291,11 @@ func (d *dataCheck) run() ([]string, error) {
 		if _, ok := d.pending[v.Where]; !ok {
 			continue
 		}
-		sel, label, err := VariableQuery(v.Expr)
+		expr, err := VariableExpr(v.Expr)
 		if err != nil {
 			return nil, err
 		}
-		res, err := d.pc.query(fmt.Sprintf("count by (%s) (%s)", label, sel))
+		res, err := d.pc.query(Substitute(expr))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", v.Where, err)
 		}
