@@ -15,10 +15,11 @@ import (
 
 // productionFragments are the late-2026 families of a decode pod with LoRA
 // (admission, NIXL, block residency, multimodal cache, lora_requests_info)
-// and of KV offloading in both name generations, and the request phase
+// and of KV offloading in both name generations and the Mooncake store
+// (from collector/vllm/testdata), and the request phase
 // histograms the prefill side of the pair row reads (from the simulator's
 // v1-0.33 body).
-var productionFragments = []string{"vllm-late-2026-decode-lora-fragment.txt", "kv-offload-both-fragment.txt", "vllm-request-phases-fragment.txt"}
+var productionFragments = []string{"vllm-late-2026-decode-lora-fragment.txt", "kv-offload-both-fragment.txt", "vllm-request-phases-fragment.txt", "mooncake-store-fragment.txt"}
 
 // Every series the production and P/D pair rows query is one the exporter
 // really exposes (from a body with the production families), with every
@@ -110,6 +111,19 @@ func TestProductionPanelsComputeWhatTheySay(t *testing.T) {
 	add(`vllm_kv_offload_store_seconds_total{`+l+`,tier="cpu"}`, counter(storeSecsPerMin))
 	add(`vllm_external_prefix_cache_queries_total{`+l+`}`, counter(extQueriesPerMin))
 	add(`vllm_external_prefix_cache_hits_total{`+l+`}`, counter(extHitsPerMin))
+	const (
+		mcGetPerMin, mcPutPerMin, mcErrPerMin = 600.0, 300.0, 30.0
+		mcFailedKeysPerMin, mcKeysPerOp       = 480.0, 16.0
+		mcBytesPerKey                         = 1 << 20
+	)
+	for op, perMin := range map[string]float64{"load_get": mcGetPerMin, "save_put": mcPutPerMin} {
+		add(`vllm_mooncake_store_operations_total{`+l+`,operation="`+op+`"}`, counter(perMin))
+		add(`vllm_mooncake_store_keys_total{`+l+`,operation="`+op+`"}`, counter(perMin*mcKeysPerOp))
+		add(`vllm_mooncake_store_bytes_total{`+l+`,operation="`+op+`"}`, counter(perMin*mcKeysPerOp*mcBytesPerKey))
+	}
+	add(`vllm_mooncake_store_operation_errors_total{`+l+`,operation="save_put"}`, counter(mcErrPerMin))
+	add(`vllm_mooncake_store_failed_keys_total{`+l+`,operation="save_put"}`, counter(mcFailedKeysPerMin))
+	hist("vllm_mooncake_store_operation_seconds", l, 0.001, 0.005, mcGetPerMin+mcPutPerMin, (mcGetPerMin+mcPutPerMin)*0.003)
 	hist("vllm_kv_block_lifetime_seconds", l, 10, 20, 600, 600*15)
 	hist("vllm_kv_block_idle_before_evict_seconds", l, 1, 2, 600, 600*1.5)
 	hist("vllm_kv_block_reuse_gap_seconds", l, 5, 10, 300, 300*7)
@@ -162,6 +176,9 @@ func TestProductionPanelsComputeWhatTheySay(t *testing.T) {
 		pairLoad  = "Pair: running and waiting (decode waits on transfers)"
 		pairFail  = "Pair: transfer failures (decode) and expired KV (prefill)"
 		roles     = "Pod roles (prefill, decode, both)"
+		mcOps     = "Mooncake store operations, errors and failed keys"
+		mcBytes   = "Mooncake store throughput"
+		mcTime    = "Mooncake store operation time p50 / p99"
 	)
 	on := func(inst string, v float64, kv ...string) testutil.ExpSample {
 		return m(v, append([]string{"instance", inst}, kv...)...)
@@ -200,6 +217,13 @@ func TestProductionPanelsComputeWhatTheySay(t *testing.T) {
 		check(pairLoad, 2, on(decode, deferredWait, "reason", "deferred"), on(decode, 0, "reason", "capacity")),
 		check(pairFail, 0, on(decode, failPerMin/60)),
 		check(pairFail, 1, on(prefill, expiredPerMin/60)),
+		check(mcOps, 0, m(mcGetPerMin/60, "operation", "load_get"), m(mcPutPerMin/60, "operation", "save_put")),
+		check(mcOps, 1, m(mcErrPerMin/60, "operation", "save_put")),
+		check(mcOps, 2, m(mcFailedKeysPerMin/60, "operation", "save_put")),
+		check(mcBytes, 0, m(mcGetPerMin*mcKeysPerOp*mcBytesPerKey/60, "operation", "load_get"), m(mcPutPerMin*mcKeysPerOp*mcBytesPerKey/60, "operation", "save_put")),
+		check(mcBytes, 1, m(mcBytesPerKey, "operation", "load_get"), m(mcBytesPerKey, "operation", "save_put")),
+		check(mcTime, 0, m(quant(0.99, 0.001, 0.005))),
+		check(mcTime, 1, m(quant(0.5, 0.001, 0.005))),
 		check(roles, 0, on(decode, 1, "role", "decode", "source", "detected"), on(prefill, 1, "role", "prefill", "source", "detected"), on("a:9470", 1, "role", "both", "source", "detected")),
 	}
 	// The pair's variables list the pods of their role, the aggregated
