@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 )
@@ -81,7 +80,7 @@ func productionFamilyTestTable(t *testing.T) string {
 			t.Errorf("%s (%s): no test of collector/vllm checks the exported series", f.Exported, strings.Join(f.Names, ", "))
 			continue
 		}
-		sort.Strings(by)
+		slices.Sort(by)
 		names := make([]string, len(f.Names))
 		for i, n := range f.Names {
 			names[i] = "`" + n + "`"
