@@ -546,8 +546,9 @@ func TestEndToEnd(t *testing.T) {
 // checkAdapterProbe: the probe profile "lora" (e2eConfig) sends to the
 // LoRA adapter e2eAdapters[0]: vllm_probe_target_info names the adapter,
 // the profile's TTFT observations carry model=<adapter> through it, and
-// its SLO counts them, in the exporter's watchdog (vllm_slo_events) and in
-// the generated rules (slo:sli_events:*).
+// its SLO counts them, in the exporter's watchdog (vllm_slo_burn_rate,
+// absent for a window without events) and in the generated rules
+// (slo:sli_events:*).
 func checkAdapterProbe(t *testing.T, r *modeRun) {
 	t.Helper()
 	adapter := e2eAdapters[0]
@@ -555,7 +556,7 @@ func checkAdapterProbe(t *testing.T, r *modeRun) {
 	checks := map[string]string{
 		"target info":         `vllm_probe_target_info{profile="lora",model="` + adapter + `"} == 1`,
 		"TTFT of the adapter": `((` + ttft.String() + `) > 0) * on (instance, profile) group_left (model) vllm_probe_target_info{model="` + adapter + `"}`,
-		"watchdog events":     `vllm_slo_events{slo="e2e-lora-probe-ttft"} > 0`,
+		"watchdog burn rate":  `vllm_slo_burn_rate{slo="e2e-lora-probe-ttft"}`,
 		"rule events":         `{__name__=~"slo:sli_events:increase.+",slo="e2e-lora-probe-ttft"} > 0`,
 	}
 	for what, q := range checks {
