@@ -56,9 +56,18 @@ type row struct {
 	Panels []panel
 }
 
+// variable is a query variable listing the values of LabelName on
+// Metric (label_values); with Query set, the instances the PromQL Query
+// returns (query_result, the instance taken from each result line), and
+// "All" is the pods listed rather than every pod.
 type variable struct {
 	Name, Label, Metric, LabelName string
+	Query                          string
 }
+
+// instanceRegex takes the instance out of a query_result line
+// ({instance="d:9470"} 1 1700000000000).
+const instanceRegex = `/instance="([^"]+)"/`
 
 type dashboard struct {
 	File, UID, Title, Desc string
@@ -151,11 +160,20 @@ func (p panel) json(id, x, y int) map[string]any {
 
 func (v variable) json() map[string]any {
 	query := fmt.Sprintf("label_values(%s, %s)", v.Metric, v.LabelName)
+	editor := map[string]any{"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery", "qryType": 1}
+	var allValue any = ".*"
+	regex := ""
+	if v.Query != "" {
+		query = "query_result(" + v.Query + ")"
+		// qryType 3: Grafana's "Query result" editor, varQuery its PromQL.
+		editor = map[string]any{"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery", "qryType": 3, "varQuery": v.Query}
+		allValue, regex = nil, instanceRegex
+	}
 	return map[string]any{
 		"name": v.Name, "label": v.Label, "type": "query", "datasource": ds,
 		"definition": query,
-		"query":      map[string]any{"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery", "qryType": 1},
-		"includeAll": true, "multi": true, "allValue": ".*", "refresh": 2, "sort": 1, "regex": "",
+		"query":      editor,
+		"includeAll": true, "multi": true, "allValue": allValue, "refresh": 2, "sort": 1, "regex": regex,
 		"current": map[string]any{"selected": true, "text": []string{"All"}, "value": []string{"$__all"}},
 		"hide":    0, "options": []any{}, "skipUrlSync": false,
 	}

@@ -1,10 +1,14 @@
 package dashboards
 
-import "github.com/vllm-exporter/vllm_exporter/internal/histq"
+import (
+	"strings"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/histq"
+)
 
 // Rows of production vLLM features (issue 24): admission control, the NIXL
 // connector of disaggregated prefill/decode, LoRA adapters, KV offloading
-// and KV block residency. Each family is optional, so every panel says
+// (the offloading connector, the Mooncake store) and KV block residency. Each family is optional, so every panel says
 // which vLLM version or flag it needs when it is empty.
 
 const (
@@ -12,25 +16,51 @@ const (
 	pdPairRowTitle     = "Disaggregated prefill/decode pair (NIXL): pick the pair with the Prefill pod and Decode pod variables"
 )
 
-// The pair's pods: instances whose exporter reads the NIXL connector's
-// families (both sides of a pair export them). Each side's panels filter
+// The pair's pods: the Prefill pod variable lists the pods whose role
+// (vllm_pod_role_info) is prefill, the Decode pod variable those whose
+// role is decode; both list the aggregated pods (role both) and the pods
+// whose exporter says no role (older than the role series), so a pod is
+// never out of reach. "All" is the pods listed. Each side's panels filter
 // on its variable as well as on $instance.
 var (
-	prefillVar = variable{Name: "prefill", Label: "Prefill pod", Metric: "vllm_kv_transfer_failures_total", LabelName: "instance"}
-	decodeVar  = variable{Name: "decode", Label: "Decode pod", Metric: "vllm_kv_transfer_failures_total", LabelName: "instance"}
+	prefillVar = variable{Name: "prefill", Label: "Prefill pod", Query: roleQuery("prefill")}
+	decodeVar  = variable{Name: "decode", Label: "Decode pod", Query: roleQuery("decode")}
 )
 
+// roleQuery lists (by instance) the pods of role or both, and the
+// exporters without role information.
+func roleQuery(role string) string {
+	return `max by (instance) (vllm_pod_role_info{model=~"$model",role=~"` + role + `|both"})` +
+		` or max by (instance) (vllm_exporter_build_info unless on (instance) vllm_pod_role_info)`
+}
+
 const (
-	nixlNoValue    = "No NIXL KV connector: needs vLLM with --kv-transfer-config using NixlConnector (disaggregated prefill/decode; llm-d, Dynamo)"
-	loraNoValue    = "No LoRA: needs vLLM 0.6.4+ started with --enable-lora (vllm:lora_requests_info)"
-	offloadNoValue = "No KV offload: needs vLLM 0.30+ with the offloading connector (--kv-transfer-config OffloadingConnector, LMCache); vllm:kv_offload_*"
-	kvBlockNoValue = "Needs vLLM ≈0.13+ started with --kv-cache-metrics (vllm:kv_block_*_seconds)"
+	nixlNoValue     = "No NIXL KV connector: needs vLLM with --kv-transfer-config using NixlConnector (disaggregated prefill/decode; llm-d, Dynamo)"
+	loraNoValue     = "No LoRA: needs vLLM 0.6.4+ started with --enable-lora (vllm:lora_requests_info)"
+	offloadNoValue  = "No KV offload: needs vLLM 0.30+ with the offloading connector (--kv-transfer-config OffloadingConnector, LMCache); vllm:kv_offload_*"
+	kvBlockNoValue  = "Needs vLLM ≈0.13+ started with --kv-cache-metrics (vllm:kv_block_*_seconds)"
+	mooncakeNoValue = "No Mooncake store: needs vLLM with --kv-transfer-config using MooncakeStoreConnector (2026; vllm:mooncake_store_operation_*)"
 )
 
 // hsum is the per-second sum of a histogram's observations by labels
 // (classic or native, package histq).
 func hsum(metric, filter string, by ...string) string {
 	return histq.H{Name: metric, Matchers: filter, Window: ri[1 : len(ri)-1]}.Sum("rate", by...).String()
+}
+
+// rates are per-second rates of counters summed by labels (model, and
+// more), one target per (metric, legend) pair; each legend ends with the
+// labels' values.
+func rates(by string, metricLegend ...string) []target {
+	var legend string
+	for _, l := range strings.Split(by, ",") {
+		legend = " {{" + strings.TrimSpace(l) + "}}" + legend
+	}
+	var out []target
+	for i := 0; i+1 < len(metricLegend); i += 2 {
+		out = append(out, q(`sum by (`+by+`) (rate(`+metricLegend[i]+`{`+mi+`}`+ri+`))`, metricLegend[i+1]+legend))
+	}
+	return out
 }
 
 // productionRow shows admission rejections, NIXL KV transfers, LoRA
@@ -73,11 +103,8 @@ func productionRow() row {
 			Desc: "Per second: failed transfers (the decode side recomputes or fails the request; VLLMKVTransferFailures pages above 5%), failed notifications, " +
 				"and requests whose KV expired on the prefill side before a decode pod read it (a decode pod too slow to pick up its requests).",
 			NoValue: nixlNoValue,
-			Targets: []target{
-				q(byModel("vllm_kv_transfer_failures_total", "model"), "failed transfers/s {{model}}"),
-				q(byModel("vllm_kv_transfer_notification_failures_total", "model"), "failed notifications/s {{model}}"),
-				q(byModel("vllm_kv_transfer_expired_requests_total", "model"), "expired/s {{model}}"),
-			}},
+			Targets: rates("model", "vllm_kv_transfer_failures_total", "failed transfers/s", "vllm_kv_transfer_notification_failures_total", "failed notifications/s",
+				"vllm_kv_transfer_expired_requests_total", "expired/s")},
 		{Title: "LoRA adapters running and waiting", Type: "timeseries", Unit: "short", W: 8,
 			Desc: "Adapters with running requests and adapters with waiting requests (the most over the interval: a wait between two scrapes still shows). " +
 				"An adapter that waits while others run is held by the LoRA budget (max_lora adapters per batch), not by KV capacity.",
@@ -114,6 +141,26 @@ func productionRow() row {
 			Desc:    "Prompt tokens found in the KV connector's external cache (offload tier, LMCache, a P/D peer) over the tokens looked up. A low ratio with heavy store traffic: the tier holds KV nobody reads back.",
 			NoValue: "No external prefix cache lookups: needs vLLM ≈0.11+ with a KV connector (--kv-transfer-config; vllm:external_prefix_cache_*)",
 			Targets: []target{q(byModel("vllm_external_prefix_cache_hits_total", "model")+` / (`+byModel("vllm_external_prefix_cache_queries_total", "model")+` > 0)`, "{{model}}")}},
+		{Title: "Mooncake store operations, errors and failed keys", Type: "timeseries", Unit: "short", W: 8,
+			Desc: "Operations per second against the Mooncake pool by operation (load_get: KV read back into GPU memory, save_put: KV stored), those that ended in error, and the KV blocks (keys) that failed. " +
+				"Failed loads are recomputed as prefill; failed stores leave the pool without the blocks.",
+			NoValue: mooncakeNoValue,
+			Targets: rates("model, operation", "vllm_mooncake_store_operations_total", "ops/s", "vllm_mooncake_store_operation_errors_total", "errors/s",
+				"vllm_mooncake_store_failed_keys_total", "failed keys/s")},
+		{Title: "Mooncake store throughput", Type: "timeseries", Unit: "Bps", W: 8,
+			Desc:    "Bytes per second the Mooncake store operations move, by operation, and the mean bytes per key (KV block) they touch.",
+			NoValue: mooncakeNoValue,
+			Targets: []target{
+				q(byModel("vllm_mooncake_store_bytes_total", "model, operation"), "bytes/s {{operation}} {{model}}"),
+				q(byModel("vllm_mooncake_store_bytes_total", "model, operation")+` / (`+byModel("vllm_mooncake_store_keys_total", "model, operation")+` > 0)`, "bytes per key {{operation}} {{model}}"),
+			}},
+		{Title: "Mooncake store operation time p50 / p99", Type: "timeseries", Unit: "s", W: 8,
+			Desc:    "Duration of the Mooncake store operations, every operation and status together: a rising p99 delays the prefills that wait on a load.",
+			NoValue: mooncakeNoValue,
+			Targets: []target{
+				q(hq("0.99", "vllm_mooncake_store_operation_seconds", mi, "model"), "p99 {{model}}"),
+				q(hq("0.5", "vllm_mooncake_store_operation_seconds", mi, "model"), "p50 {{model}}"),
+			}},
 		{Title: "KV block residency p50 / p99", Type: "timeseries", Unit: "s", W: 24,
 			Desc: "How long KV blocks live in GPU memory (allocation to eviction), how long they sat idle before eviction, and the gap between two uses of a cached block. " +
 				"Reuse gaps longer than the idle time before eviction mean the prefix cache evicts blocks before they are reused (thrashing): more KV memory, or offloading, keeps them.",
@@ -136,6 +183,11 @@ func pdPairRow() row {
 	dec := mi + `,instance=~"$decode"`
 	pre := mi + `,instance=~"$prefill"`
 	return row{Title: pdPairRowTitle, Panels: []panel{
+		{Title: "Pod roles (prefill, decode, both)", Type: "table", W: 24, H: 5,
+			Desc: "Each pod's role in disaggregated serving and where the exporter learnt it (source: flag = --vllm.role, detected = from the NIXL families, default = nothing said otherwise, so both). " +
+				"The Prefill pod and Decode pod variables list the pods of their role, the aggregated ones (both) and pods whose exporter reports no role.",
+			NoValue: "No role yet: the exporter reports vllm_pod_role_info per model once it has scraped vLLM (set with --vllm.role, or learnt from vLLM's NIXL families)",
+			Targets: []target{q(`max by (model, instance, role, source) (vllm_pod_role_info{`+mi+`})`, "")}},
 		{Title: "Decode pod: TTFT and KV transfer p99", Type: "timeseries", Unit: "s", W: 12,
 			Desc: "On the decode pod a request's TTFT includes reading its KV from the prefill pod: TTFT p99 close to the transfer p99 means the transfer, not this pod, sets the first token. " +
 				"Compare with the prefill time on the prefill pod beside.",

@@ -1,7 +1,9 @@
 package dashboards
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -13,10 +15,11 @@ import (
 
 // productionFragments are the late-2026 families of a decode pod with LoRA
 // (admission, NIXL, block residency, multimodal cache, lora_requests_info)
-// and of KV offloading in both name generations, and the request phase
+// and of KV offloading in both name generations and the Mooncake store
+// (from collector/vllm/testdata), and the request phase
 // histograms the prefill side of the pair row reads (from the simulator's
 // v1-0.33 body).
-var productionFragments = []string{"vllm-late-2026-decode-lora-fragment.txt", "kv-offload-both-fragment.txt", "vllm-request-phases-fragment.txt"}
+var productionFragments = []string{"vllm-late-2026-decode-lora-fragment.txt", "kv-offload-both-fragment.txt", "vllm-request-phases-fragment.txt", "mooncake-store-fragment.txt"}
 
 // Every series the production and P/D pair rows query is one the exporter
 // really exposes (from a body with the production families), with every
@@ -108,6 +111,19 @@ func TestProductionPanelsComputeWhatTheySay(t *testing.T) {
 	add(`vllm_kv_offload_store_seconds_total{`+l+`,tier="cpu"}`, counter(storeSecsPerMin))
 	add(`vllm_external_prefix_cache_queries_total{`+l+`}`, counter(extQueriesPerMin))
 	add(`vllm_external_prefix_cache_hits_total{`+l+`}`, counter(extHitsPerMin))
+	const (
+		mcGetPerMin, mcPutPerMin, mcErrPerMin = 600.0, 300.0, 30.0
+		mcFailedKeysPerMin, mcKeysPerOp       = 480.0, 16.0
+		mcBytesPerKey                         = 1 << 20
+	)
+	for op, perMin := range map[string]float64{"load_get": mcGetPerMin, "save_put": mcPutPerMin} {
+		add(`vllm_mooncake_store_operations_total{`+l+`,operation="`+op+`"}`, counter(perMin))
+		add(`vllm_mooncake_store_keys_total{`+l+`,operation="`+op+`"}`, counter(perMin*mcKeysPerOp))
+		add(`vllm_mooncake_store_bytes_total{`+l+`,operation="`+op+`"}`, counter(perMin*mcKeysPerOp*mcBytesPerKey))
+	}
+	add(`vllm_mooncake_store_operation_errors_total{`+l+`,operation="save_put"}`, counter(mcErrPerMin))
+	add(`vllm_mooncake_store_failed_keys_total{`+l+`,operation="save_put"}`, counter(mcFailedKeysPerMin))
+	hist("vllm_mooncake_store_operation_seconds", l, 0.001, 0.005, mcGetPerMin+mcPutPerMin, (mcGetPerMin+mcPutPerMin)*0.003)
 	hist("vllm_kv_block_lifetime_seconds", l, 10, 20, 600, 600*15)
 	hist("vllm_kv_block_idle_before_evict_seconds", l, 1, 2, 600, 600*1.5)
 	hist("vllm_kv_block_reuse_gap_seconds", l, 5, 10, 300, 300*7)
@@ -131,6 +147,14 @@ func TestProductionPanelsComputeWhatTheySay(t *testing.T) {
 	add(`vllm_kv_transfer_failures_total{`+p+`}`, counter(0))
 	add(`vllm_kv_transfer_expired_requests_total{`+p+`}`, counter(expiredPerMin))
 	add(`vllm_kv_transfer_expired_requests_total{`+d+`}`, counter(1))
+	// Roles: d decodes, p prefills, a serves both; o's exporter reports
+	// no role (older than the role series).
+	for inst, role := range map[string]string{decode: "decode", prefill: "prefill", "a:9470": "both"} {
+		add(`vllm_pod_role_info{`+at(inst)+`,role="`+role+`",source="detected"}`, gauge(1))
+	}
+	for _, inst := range []string{decode, prefill, "a:9470", "o:9470"} {
+		add(`vllm_exporter_build_info{job="vllm",instance="`+inst+`",version="v"}`, gauge(1))
+	}
 
 	m := modelSample
 	check := func(title string, i int, want ...testutil.ExpSample) testutil.ExprTest {
@@ -151,6 +175,10 @@ func TestProductionPanelsComputeWhatTheySay(t *testing.T) {
 		preTime   = "Prefill pod: prefill and queue time p99"
 		pairLoad  = "Pair: running and waiting (decode waits on transfers)"
 		pairFail  = "Pair: transfer failures (decode) and expired KV (prefill)"
+		roles     = "Pod roles (prefill, decode, both)"
+		mcOps     = "Mooncake store operations, errors and failed keys"
+		mcBytes   = "Mooncake store throughput"
+		mcTime    = "Mooncake store operation time p50 / p99"
 	)
 	on := func(inst string, v float64, kv ...string) testutil.ExpSample {
 		return m(v, append([]string{"instance", inst}, kv...)...)
@@ -189,6 +217,32 @@ func TestProductionPanelsComputeWhatTheySay(t *testing.T) {
 		check(pairLoad, 2, on(decode, deferredWait, "reason", "deferred"), on(decode, 0, "reason", "capacity")),
 		check(pairFail, 0, on(decode, failPerMin/60)),
 		check(pairFail, 1, on(prefill, expiredPerMin/60)),
+		check(mcOps, 0, m(mcGetPerMin/60, "operation", "load_get"), m(mcPutPerMin/60, "operation", "save_put")),
+		check(mcOps, 1, m(mcErrPerMin/60, "operation", "save_put")),
+		check(mcOps, 2, m(mcFailedKeysPerMin/60, "operation", "save_put")),
+		check(mcBytes, 0, m(mcGetPerMin*mcKeysPerOp*mcBytesPerKey/60, "operation", "load_get"), m(mcPutPerMin*mcKeysPerOp*mcBytesPerKey/60, "operation", "save_put")),
+		check(mcBytes, 1, m(mcBytesPerKey, "operation", "load_get"), m(mcBytesPerKey, "operation", "save_put")),
+		check(mcTime, 0, m(quant(0.99, 0.001, 0.005))),
+		check(mcTime, 1, m(quant(0.5, 0.001, 0.005))),
+		check(roles, 0, on(decode, 1, "role", "decode", "source", "detected"), on(prefill, 1, "role", "prefill", "source", "detected"), on("a:9470", 1, "role", "both", "source", "detected")),
+	}
+	// The pair's variables list the pods of their role, the aggregated
+	// one and the one without role information.
+	vars := overviewVariables(t)
+	for name, want := range map[string][]string{"prefill": {prefill, "a:9470", "o:9470"}, "decode": {decode, "a:9470", "o:9470"}} {
+		e, err := e2e.VariableExpr(vars[name])
+		if err != nil {
+			t.Fatalf("variable %s: %v", name, err)
+		}
+		var exp []testutil.ExpSample
+		for _, inst := range want {
+			exp = append(exp, testutil.ExpSample{Labels: `{instance="` + inst + `"}`, Value: 1})
+		}
+		checks = append(checks, testutil.ExprTest{Expr: e2e.Substitute(e), EvalTime: testutil.Duration(5 * time.Minute), ExpSamples: exp})
+		// Grafana takes each value out of a result line with the regex.
+		if got := instanceValue(t, vars, name, `{instance="`+want[0]+`"} 1 1700000000000`); got != want[0] {
+			t.Errorf("variable %s: the regex takes %q from a result line, want %q", name, got, want[0])
+		}
 	}
 	// The transfer panels sum over every pod of the model (here the a, d
 	// and p pods' series): checked on pod a alone.
@@ -216,4 +270,46 @@ func TestProductionPanelsComputeWhatTheySay(t *testing.T) {
 			}
 		}
 	}
+}
+
+// overviewVariables: the overview dashboard's variable queries by name,
+// with each variable's regex under name+".regex".
+func overviewVariables(t *testing.T) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile("vllm-overview.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Templating struct {
+			List []struct {
+				Name       string `json:"name"`
+				Definition string `json:"definition"`
+				Regex      string `json:"regex"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, v := range d.Templating.List {
+		out[v.Name], out[v.Name+".regex"] = v.Definition, v.Regex
+	}
+	return out
+}
+
+// instanceValue applies a variable's regex (Grafana's /re/ form) to one
+// query_result line and returns the captured value.
+func instanceValue(t *testing.T, vars map[string]string, name, line string) string {
+	t.Helper()
+	re := vars[name+".regex"]
+	if len(re) < 2 || re[0] != '/' || re[len(re)-1] != '/' {
+		t.Fatalf("variable %s: regex %q is not /.../", name, re)
+	}
+	m := regexp.MustCompile(re[1 : len(re)-1]).FindStringSubmatch(line)
+	if len(m) != 2 {
+		return ""
+	}
+	return m[1]
 }

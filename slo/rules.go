@@ -224,10 +224,18 @@ func latencySLI(s *config.SLO, selector, profileSel string) sli {
 	}
 	ms := strings.Join(nonEmpty(selector, profileSel), ",")
 	le := leRegex(s.Threshold)
+	// A prefill pod of a disaggregated pair owns no decode: vLLM still
+	// observes a TPOT of 0 for each of its one-token requests, which
+	// would count as good events of the model's TPOT SLO. Its series are
+	// left out, as the watchdog leaves the pod out (decodeMetric).
+	var unless string
+	if s.Source != config.SourceProbe && decodeMetric(s.Metric) {
+		unless = fmt.Sprintf(`on (job, instance, model) (vllm_pod_role_info%s)`, matchers(selector, `role="prefill"`))
+	}
 	either := func(f func(h histq.H) histq.Either) string {
 		var parts []string
 		for _, name := range hs {
-			e := f(histq.H{Name: name, Matchers: ms})
+			e := f(histq.H{Name: name, Matchers: ms, Unless: unless})
 			parts = append(parts, e.Classic, e.Native)
 		}
 		for i := range parts {

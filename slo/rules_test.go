@@ -27,6 +27,10 @@ func defaultRules(t testing.TB) []byte {
 func TestGeneratedRulesPassPromtoolCheck(t *testing.T) {
 	dir := t.TempDir()
 	probe := `
+probes:
+  profiles:
+    - name: short
+    - name: long.ctx
 slos:
   - name: probe-ttft
     source: probe

@@ -188,6 +188,9 @@ func TestScenarioSingleBadRequestLowTraffic(t *testing.T) {
 func TestScenarioProbeSLOWithoutTraffic(t *testing.T) {
 	ps := &fakeProbes{}
 	w := New(Options{}, holderFor(t, `
+probes:
+  profiles:
+    - name: short
 slos:
   - name: probe-avail
     source: probe

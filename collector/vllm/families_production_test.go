@@ -134,11 +134,13 @@ func TestKVTransferFamilies(t *testing.T) {
 	compareNoHelp(t, s, `
 # TYPE vllm_kv_transfer_failures_total counter
 vllm_kv_transfer_failures_total{model="Qwen/Qwen3-32B"} 3
+# TYPE vllm_kv_transfer_notification_failures_total counter
+vllm_kv_transfer_notification_failures_total{model="Qwen/Qwen3-32B"} 1
 # TYPE vllm_kv_transfer_expired_requests_total counter
 vllm_kv_transfer_expired_requests_total{model="Qwen/Qwen3-32B"} 4
 # TYPE vllm_kv_transfer_bytes_per_second gauge
 vllm_kv_transfer_bytes_per_second{model="Qwen/Qwen3-32B",window="1m"} 9.0177536e+06
-`, "vllm_kv_transfer_failures_total", "vllm_kv_transfer_expired_requests_total", "vllm_kv_transfer_bytes_per_second")
+`, "vllm_kv_transfer_failures_total", "vllm_kv_transfer_notification_failures_total", "vllm_kv_transfer_expired_requests_total", "vllm_kv_transfer_bytes_per_second")
 	for _, n := range []string{"vllm_kv_transfer_time_seconds", "vllm_kv_transfer_size_bytes", "vllm_kv_transfer_descriptors", "vllm_kv_transfer_post_time_seconds"} {
 		if c := testutil.CollectAndCount(s, n); c != 1 {
 			t.Errorf("%d %s series, want 1", c, n)
@@ -167,6 +169,15 @@ func TestKVBlockResidencyQuantiles(t *testing.T) {
 	}
 	if q := qs[0.9]; !q.OK || q.V <= 5 || q.V > 10 {
 		t.Errorf("reuse gap p90 = %v, want in (5, 10]", q)
+	}
+	// Exported: one histogram per model each, and its window quantiles.
+	for _, n := range []string{"vllm_kv_block_lifetime_seconds", "vllm_kv_block_idle_before_evict_seconds", "vllm_kv_block_reuse_gap_seconds"} {
+		if c := testutil.CollectAndCount(s, n); c != 1 {
+			t.Errorf("%d %s series, want 1", c, n)
+		}
+		if w := strings.TrimSuffix(n, "_seconds") + "_window_seconds"; testutil.CollectAndCount(s, w) != 1 {
+			t.Errorf("no %s series (window 1m)", w)
+		}
 	}
 }
 
@@ -340,5 +351,8 @@ vllm_mooncake_store_failed_keys_total{model="Qwen/Qwen3-32B",operation="save_put
 		"vllm_mooncake_store_bytes_total", "vllm_mooncake_store_failed_keys_total")
 	if h := m.Histograms[snapshot.MooncakeStoreOperation]; h.Count != 408 || !approx(h.Sum, 408*0.0075) {
 		t.Errorf("operation time histogram count %v sum %v, want 408 and 3.06", h.Count, h.Sum)
+	}
+	if c := testutil.CollectAndCount(s, "vllm_mooncake_store_operation_seconds"); c != 1 {
+		t.Errorf("%d vllm_mooncake_store_operation_seconds series, want 1 (every operation and status summed)", c)
 	}
 }

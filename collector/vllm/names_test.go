@@ -127,19 +127,26 @@ func TestHelpNamesTheSource(t *testing.T) {
 // so code and documentation cannot drift apart. After changing a row, run
 // go test ./collector/vllm -run TestDocsShowTheFamilyTable -update.
 func TestDocsShowTheFamilyTable(t *testing.T) {
-	const path = "../../docs/exporter.md"
+	docHoldsTable(t, "../../docs/exporter.md", MarkdownTable(), "TestDocsShowTheFamilyTable")
+}
+
+// docHoldsTable: the markdown file at path holds table verbatim; with
+// -update, the table that starts with the same header line is replaced by
+// it (the header must be there already).
+func docHoldsTable(t *testing.T, path, table, test string) {
+	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc, table := string(b), MarkdownTable()
+	doc := string(b)
 	if strings.Contains(doc, table) {
 		return
 	}
 	header := table[:strings.IndexByte(table, '\n')+1]
 	start := strings.Index(doc, header)
 	if !*update || start < 0 {
-		t.Fatalf("docs/exporter.md does not contain the family table rendered by MarkdownTable(); run this test with -update, or replace its table with:\n%s", table)
+		t.Fatalf("%s does not contain the table rendered by %s; run: go test ./collector/vllm -run %s -update, or replace its table with:\n%s", path, test, test, table)
 	}
 	end := strings.Index(doc[start:], "\n\n")
 	if end < 0 {

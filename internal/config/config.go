@@ -13,6 +13,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -169,12 +171,35 @@ func (f *File) Validate() error {
 			return fmt.Errorf("slos[%d]: duplicate name %q", i, s.Name)
 		}
 		seen[s.Name] = true
+		if err := f.checkProfiles(s); err != nil {
+			return fmt.Errorf("slos[%d] (%s): %w", i, s.Name, err)
+		}
 	}
 	if err := f.Bottleneck.Validate(); err != nil {
 		return fmt.Errorf("bottleneck: %w", err)
 	}
 	if err := f.Models.Validate(); err != nil {
 		return fmt.Errorf("models: %w", err)
+	}
+	return nil
+}
+
+// checkProfiles: every profile a probe SLO selects is one of the probe
+// profiles (an SLO naming a profile that does not run would count nothing,
+// forever, and never say why).
+func (f *File) checkProfiles(s *SLO) error {
+	names := make([]string, len(f.Probes.Profiles))
+	for i, pr := range f.Probes.Profiles {
+		names[i] = pr.Name
+	}
+	have := strings.Join(names, ", ")
+	if have == "" {
+		have = "none"
+	}
+	for j, pr := range s.Profiles {
+		if !slices.Contains(names, pr) {
+			return fmt.Errorf("profiles[%d]: %q names no probe profile (probes.profiles has %s)", j, pr, have)
+		}
 	}
 	return nil
 }

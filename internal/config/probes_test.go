@@ -77,6 +77,18 @@ func TestProbesValidateNamesField(t *testing.T) {
 	}
 }
 
+// sqlLoraSLO is a probe SLO of the sql-lora profile alone.
+const sqlLoraSLO = `
+slos:
+  - name: sql-lora-ttft
+    source: probe
+    kind: latency
+    metric: ttft
+    threshold: 1
+    objective: 0.99
+    profiles: [sql-lora]
+`
+
 // A profile can probe a LoRA adapter by name, and a probe SLO can select
 // that profile alone: the adapter's own SLO.
 func TestProbeProfileModelAndItsSLO(t *testing.T) {
@@ -86,15 +98,7 @@ probes:
     - name: base
     - name: sql-lora
       model: sql-lora
-slos:
-  - name: sql-lora-ttft
-    source: probe
-    kind: latency
-    metric: ttft
-    threshold: 1
-    objective: 0.99
-    profiles: [sql-lora]
-`), "t")
+`+sqlLoraSLO), "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,5 +107,25 @@ slos:
 	}
 	if got := f.SLOs[0].Profiles; len(got) != 1 || got[0] != "sql-lora" {
 		t.Errorf("SLO profiles %v, want the adapter's profile", got)
+	}
+}
+
+// A probe SLO's profiles must name probe profiles: one naming a profile
+// that does not run is refused with the profiles there are, not left to
+// count nothing forever.
+func TestSLOProfilesNameExistingProfiles(t *testing.T) {
+	for _, c := range []struct{ probes, want string }{
+		{"probes:\n  profiles:\n    - name: base\n    - name: sql-lora-chat\n      model: sql-lora\n",
+			`slos[0] (sql-lora-ttft): profiles[0]: "sql-lora" names no probe profile (probes.profiles has base, sql-lora-chat)`},
+		{"", `"sql-lora" names no probe profile (probes.profiles has short-chat)`},
+		{"probes:\n  profiles: []\n", `"sql-lora" names no probe profile (probes.profiles has none)`},
+	} {
+		_, err := Parse([]byte(c.probes+sqlLoraSLO), "t")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("probes %q: error %v, want it to contain %q", c.probes, err, c.want)
+		}
+	}
+	if _, err := Parse([]byte("probes:\n  profiles:\n    - name: sql-lora\n      model: sql-lora\n"+sqlLoraSLO), "t"); err != nil {
+		t.Errorf("an SLO naming an existing profile: %v", err)
 	}
 }

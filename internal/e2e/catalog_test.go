@@ -215,12 +215,12 @@ func TestQueriesUseExistingSeries(t *testing.T) {
 	all = append(all, rules...)
 	all = append(all, panels...)
 	for _, v := range vars {
-		sel, label, err := VariableQuery(v.Expr)
+		expr, err := VariableExpr(v.Expr)
 		if err != nil {
 			t.Errorf("%s: %v", v.Where, err)
 			continue
 		}
-		all = append(all, query{Where: v.Where, Expr: sel + `{` + label + `!=""}`})
+		all = append(all, query{Where: v.Where, Expr: expr})
 	}
 	used := map[string]bool{}
 	for _, q := range all {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/internal/histq"
 	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 	"github.com/vllm-exporter/vllm_exporter/slo"
 	"gopkg.in/yaml.v3"
@@ -291,11 +292,11 @@ func (d *dataCheck) run() ([]string, error) {
 		if _, ok := d.pending[v.Where]; !ok {
 			continue
 		}
-		sel, label, err := VariableQuery(v.Expr)
+		expr, err := VariableExpr(v.Expr)
 		if err != nil {
 			return nil, err
 		}
-		res, err := d.pc.query(fmt.Sprintf("count by (%s) (%s)", label, sel))
+		res, err := d.pc.query(Substitute(expr))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", v.Where, err)
 		}
@@ -434,6 +435,10 @@ func TestEndToEnd(t *testing.T) {
 			time.Since(start).Round(time.Second), total-len(healthyLeft[r.mode.name]), total, healthyLeft[r.mode.name])
 	}
 
+	// The LoRA adapter's probe profile measures the adapter, under its
+	// own SLO.
+	eachMode(runs, func(r *modeRun) { checkAdapterProbe(t, r) })
+
 	// The alerting pipeline works (Watchdog reaches the heartbeat receiver)
 	// and nothing pages while healthy.
 	for _, r := range runs {
@@ -536,4 +541,34 @@ func TestEndToEnd(t *testing.T) {
 	}
 	t.Logf("end to end at 1s scrapes and evaluations (breach -> webhook), per histogram mode; total %v:\n%s",
 		time.Since(testStart).Round(time.Second), tab.String())
+}
+
+// checkAdapterProbe: the probe profile "lora" (e2eConfig) sends to the
+// LoRA adapter e2eAdapters[0]: vllm_probe_target_info names the adapter,
+// the profile's TTFT observations carry model=<adapter> through it, and
+// its SLO counts them, in the exporter's watchdog (vllm_slo_burn_rate,
+// absent for a window without events) and in the generated rules
+// (slo:sli_events:*).
+func checkAdapterProbe(t *testing.T, r *modeRun) {
+	t.Helper()
+	adapter := e2eAdapters[0]
+	ttft := histq.H{Name: "vllm_probe_time_to_first_token_seconds", Matchers: `profile="lora"`, Window: "1m"}.Count("increase", "instance", "profile")
+	checks := map[string]string{
+		"target info":         `vllm_probe_target_info{profile="lora",model="` + adapter + `"} == 1`,
+		"TTFT of the adapter": `((` + ttft.String() + `) > 0) * on (instance, profile) group_left (model) vllm_probe_target_info{model="` + adapter + `"}`,
+		"watchdog burn rate":  `vllm_slo_burn_rate{slo="e2e-lora-probe-ttft"}`,
+		"rule events":         `{__name__=~"slo:sli_events:increase.+",slo="e2e-lora-probe-ttft"} > 0`,
+	}
+	for what, q := range checks {
+		waitFor(t, r.mode.name+": LoRA adapter probe: "+what, time.Minute, r.a.procsAlive, func() error {
+			res, err := r.a.pc.query(q)
+			if err == nil && len(res) == 0 {
+				err = fmt.Errorf("no result for %s", q)
+			}
+			if err == nil && what == "TTFT of the adapter" && res[0].Metric["model"] != adapter {
+				err = fmt.Errorf("%s: model %q, want %q", q, res[0].Metric["model"], adapter)
+			}
+			return err
+		})
+	}
 }

@@ -239,14 +239,29 @@ func Substitute(expr string) string {
 	return templateVar.ReplaceAllString(expr, ".*")
 }
 
-var labelValues = regexp.MustCompile(`^\s*label_values\(\s*(.+?)\s*,\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)\s*$`)
+var (
+	labelValues = regexp.MustCompile(`^\s*label_values\(\s*(.+?)\s*,\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)\s*$`)
+	queryResult = regexp.MustCompile(`^\s*query_result\((.+)\)\s*$`)
+)
 
-// VariableQuery returns the selector a Grafana `label_values(metric, label)`
-// variable query reads and the label it lists.
-func VariableQuery(q string) (string, string, error) {
-	m := labelValues.FindStringSubmatch(q)
-	if m == nil {
-		return "", "", fmt.Errorf("unsupported variable query %q (want label_values(metric, label))", q)
+// VariableExpr returns the PromQL a Grafana variable query evaluates, its
+// template variables still in: `label_values(sel, label)` lists the label's
+// values on sel (count by (label) (sel)), `query_result(expr)` the result
+// of expr (the dashboard's regex picks each value from a result line).
+// Each series of the result is one value: none, an empty variable.
+func VariableExpr(q string) (string, error) {
+	if m := labelValues.FindStringSubmatch(q); m != nil {
+		sel, has := m[1], m[2]+`!=""`
+		if strings.HasSuffix(sel, "}") {
+			sel = strings.TrimSuffix(strings.TrimSuffix(sel, "}"), ",") + "," + has + "}"
+			sel = strings.Replace(sel, "{,", "{", 1)
+		} else {
+			sel += "{" + has + "}"
+		}
+		return fmt.Sprintf("count by (%s) (%s)", m[2], sel), nil
 	}
-	return m[1], m[2], nil
+	if m := queryResult.FindStringSubmatch(q); m != nil {
+		return m[1], nil
+	}
+	return "", fmt.Errorf("unsupported variable query %q (want label_values(metric, label) or query_result(expr))", q)
 }

@@ -75,12 +75,18 @@ func TestSubstitute(t *testing.T) {
 	}
 }
 
-func TestVariableQuery(t *testing.T) {
-	m, l, err := VariableQuery("label_values(vllm_requests_running{job=\"x\"}, model)")
-	if err != nil || m != `vllm_requests_running{job="x"}` || l != "model" {
-		t.Errorf("got %q %q %v", m, l, err)
+func TestVariableExpr(t *testing.T) {
+	for q, want := range map[string]string{
+		`label_values(vllm_requests_running{job="x"}, model)`:        `count by (model) (vllm_requests_running{job="x",model!=""})`,
+		`label_values(vllm_requests_running{}, model)`:               `count by (model) (vllm_requests_running{model!=""})`,
+		`label_values(vllm_gpu_info, gpu)`:                           `count by (gpu) (vllm_gpu_info{gpu!=""})`,
+		`query_result(max by (instance) (up{job="v"}) or vector(1))`: `max by (instance) (up{job="v"}) or vector(1)`,
+	} {
+		if got, err := VariableExpr(q); err != nil || got != want {
+			t.Errorf("%s: got %q %v, want %q", q, got, err, want)
+		}
 	}
-	if _, _, err := VariableQuery("query_result(up)"); err == nil {
+	if _, err := VariableExpr("metrics(up)"); err == nil {
 		t.Error("want an error for an unsupported variable query")
 	}
 }

@@ -23,10 +23,12 @@ type stack struct {
 }
 
 // e2eConfig is the exporter configuration of the end-to-end runs: probes
-// every 2 seconds, and SLOs with an 18h period so the workbook's windows
+// every 2 seconds, a probe profile for the LoRA adapter e2eAdapters[0]
+// (every 3 s, timeout under the SLO threshold: the LoRA burst's wait on
+// the adapter budget fails probes, never pages) with its own SLO, and SLOs with an 18h period so the workbook's windows
 // shrink 40x (5m -> 8s, 1h -> 90s, 6h -> 9m): a hard breach pages within
 // a minute or two instead of an hour.
-const e2eConfig = `
+var e2eConfig = `
 probes:
   max_requests_per_minute: 240
   max_tokens_per_hour: 2000000
@@ -39,6 +41,15 @@ probes:
       prefix: cold
       interval: 2s
       timeout: 1500ms
+      jitter: 200ms
+    - name: lora
+      model: e2e-sql-lora
+      endpoint: completions
+      input_tokens: 64
+      output_tokens: 16
+      prefix: cold
+      interval: 3s
+      timeout: 2s
       jitter: 200ms
 slos:
   - name: e2e-ttft
@@ -56,7 +67,11 @@ slos:
     objective: 0.99
     period: 18h
     min_events: 5
-  - name: e2e-probe-ttft
+` + probeTTFTSLO("e2e-probe-ttft", "short") + probeTTFTSLO("e2e-lora-probe-ttft", "lora")
+
+// probeTTFTSLO is a probe TTFT SLO (2.5 s, 99%) of one probe profile.
+func probeTTFTSLO(name, profile string) string {
+	return `  - name: ` + name + `
     source: probe
     kind: latency
     metric: ttft
@@ -64,7 +79,9 @@ slos:
     objective: 0.99
     period: 18h
     min_events: 3
+    profiles: [` + profile + `]
 `
+}
 
 // startStack starts vllm-sim (healthy scenario, built-in load, two
 // data-parallel engines so per-engine series exist) and the exporter on
@@ -110,8 +127,8 @@ var e2eAdapters = []string{"e2e-sql-lora", "e2e-chat-lora", "e2e-summarize-lora"
 // in role with short transfers (TTFT stays far under the SLO's 250 ms) of
 // which 2% fail (under the VLLMKVTransferFailures page's 5%) and 2% expire,
 // LoRA adapters taking a tenth of the load,
-// KV offload in both name generations with external-cache lookups, and
-// --kv-cache-metrics.
+// KV offload in both name generations with external-cache lookups,
+// --kv-cache-metrics, and Mooncake store traffic of which 2% fails.
 func productionControls(role string) map[string]any {
 	return map[string]any{
 		"/admin/admission": map[string]any{"max_queued_requests": 1000, "max_queued_tokens": 2000000},
@@ -120,6 +137,8 @@ func productionControls(role string) map[string]any {
 		"/admin/offload": map[string]any{"load_bytes_per_second": 2e9, "store_bytes_per_second": 5e9, "layout": "both",
 			"external_query_tokens_per_second": 1000, "hit_ratio": 0.4},
 		"/admin/kv_cache_metrics": map[string]any{"enabled": true},
+		"/admin/mooncake": map[string]any{"ops_per_second": 5, "error_fraction": 0.02, "keys_per_op": 16, "bytes_per_key": 1 << 20,
+			"op_seconds": 0.004},
 	}
 }
 

@@ -29,6 +29,10 @@ type H struct {
 	Matchers string
 	// Window is the range, e.g. "5m" or "$__rate_interval".
 	Window string
+	// Unless, when set, drops series before they are summed: each
+	// fn(x[w]) becomes `fn(x[w]) unless <Unless>` (e.g. `on (job,
+	// instance, model) (vllm_pod_role_info{role="prefill"})`).
+	Unless string
 }
 
 func (h H) sel(suffix string, extra ...string) string {
@@ -42,6 +46,15 @@ func (h H) sel(suffix string, extra ...string) string {
 		s += "{" + strings.Join(ms, ",") + "}"
 	}
 	return s + "[" + h.Window + "]"
+}
+
+// fn is fn(x<suffix>{matchers, extra}[w]), less the series Unless drops.
+func (h H) fn(fn, suffix string, extra ...string) string {
+	e := fn + "(" + h.sel(suffix, extra...) + ")"
+	if h.Unless != "" {
+		e += " unless " + h.Unless
+	}
+	return e
 }
 
 // by writes `sum by (labels) (inner)`; no labels: `sum (inner)`.
@@ -63,34 +76,34 @@ func or(classic, native string) Either { return Either{Classic: classic, Native:
 // Native is `sum by (labels) (fn(x[w]))`: the histogram summed, for the
 // histogram_* functions.
 func (h H) Native(fn string, labels ...string) string {
-	return by(labels, fmt.Sprintf("%s(%s)", fn, h.sel("")))
+	return by(labels, h.fn(fn, ""))
 }
 
 // Quantile is the q-quantile of rate(x[w]) summed by labels.
 func (h H) Quantile(q string, labels ...string) Either {
 	return or(
-		fmt.Sprintf("histogram_quantile(%s, %s)", q, by(append(append([]string{}, labels...), "le"), "rate("+h.sel("_bucket")+")")),
+		fmt.Sprintf("histogram_quantile(%s, %s)", q, by(append(append([]string{}, labels...), "le"), h.fn("rate", "_bucket"))),
 		fmt.Sprintf("histogram_quantile(%s, %s)", q, h.Native("rate", labels...)))
 }
 
 // Count is the number of observations, fn ("rate" or "increase") over the
 // window, summed by labels.
 func (h H) Count(fn string, labels ...string) Either {
-	return or(by(labels, fmt.Sprintf("%s(%s)", fn, h.sel("_count"))),
+	return or(by(labels, h.fn(fn, "_count")),
 		"histogram_count("+h.Native(fn, labels...)+")")
 }
 
 // Mean is the mean observation over the window (sum / count), by labels.
 func (h H) Mean(labels ...string) Either {
 	return or(
-		fmt.Sprintf("%s / %s", by(labels, "rate("+h.sel("_sum")+")"), by(labels, "rate("+h.sel("_count")+")")),
+		fmt.Sprintf("%s / %s", by(labels, h.fn("rate", "_sum")), by(labels, h.fn("rate", "_count"))),
 		"histogram_avg("+h.Native("rate", labels...)+")")
 }
 
 // Sum is the sum of the observations, fn ("rate" or "increase") over the
 // window, summed by labels (e.g. bytes per second of a size histogram).
 func (h H) Sum(fn string, labels ...string) Either {
-	return or(by(labels, fmt.Sprintf("%s(%s)", fn, h.sel("_sum"))),
+	return or(by(labels, h.fn(fn, "_sum")),
 		"histogram_sum("+h.Native(fn, labels...)+")")
 }
 
@@ -101,7 +114,7 @@ func (h H) Sum(fn string, labels ...string) Either {
 // native histogram counted nothing).
 func (h H) Below(fn string, threshold float64, leRegex string, labels ...string) Either {
 	n := h.Native(fn, labels...)
-	return or(by(labels, fmt.Sprintf("%s(%s)", fn, h.sel("_bucket", `le=~"`+leRegex+`"`))),
+	return or(by(labels, h.fn(fn, "_bucket", `le=~"`+leRegex+`"`)),
 		fmt.Sprintf("histogram_fraction(0, %s, %s) * (histogram_count(%s) > 0) or histogram_count(%s)", fmtFloat(threshold), n, n, n))
 }
 
@@ -110,17 +123,17 @@ func (h H) Below(fn string, threshold float64, leRegex string, labels ...string)
 func (h H) Above(fn string, threshold float64, leRegex string, labels ...string) Either {
 	n := h.Native(fn, labels...)
 	return or(
-		fmt.Sprintf("%s - %s", by(labels, fmt.Sprintf("%s(%s)", fn, h.sel("_count"))),
-			by(labels, fmt.Sprintf("%s(%s)", fn, h.sel("_bucket", `le=~"`+leRegex+`"`)))),
+		fmt.Sprintf("%s - %s", by(labels, h.fn(fn, "_count")),
+			by(labels, h.fn(fn, "_bucket", `le=~"`+leRegex+`"`))),
 		fmt.Sprintf("(histogram_count(%s) > 0) * (1 - histogram_fraction(0, %s, %s)) or histogram_count(%s)", n, fmtFloat(threshold), n, n))
 }
 
 // AboveRatio is the fraction of observations above threshold (NaN while
 // none were made, in both representations).
 func (h H) AboveRatio(threshold float64, leRegex string, labels ...string) Either {
-	c := by(labels, "rate("+h.sel("_count")+")")
+	c := by(labels, h.fn("rate", "_count"))
 	return or(
-		fmt.Sprintf("(%s - %s) / %s", c, by(labels, "rate("+h.sel("_bucket", `le=~"`+leRegex+`"`)+")"), c),
+		fmt.Sprintf("(%s - %s) / %s", c, by(labels, h.fn("rate", "_bucket", `le=~"`+leRegex+`"`)), c),
 		fmt.Sprintf("1 - histogram_fraction(0, %s, %s)", fmtFloat(threshold), h.Native("rate", labels...)))
 }
 

@@ -107,6 +107,7 @@ func (s *Sim) registerControls(mux *http.ServeMux) {
 		"/admin/pd":        func(r *http.Request, w http.ResponseWriter) error { return adminSet(w, r, s.SetPD) },
 		"/admin/lora":      func(r *http.Request, w http.ResponseWriter) error { return adminSet(w, r, s.SetLoRA) },
 		"/admin/offload":   func(r *http.Request, w http.ResponseWriter) error { return adminSet(w, r, s.SetOffload) },
+		"/admin/mooncake":  func(r *http.Request, w http.ResponseWriter) error { return adminSet(w, r, s.SetMooncake) },
 		"/admin/kv_cache_metrics": func(r *http.Request, w http.ResponseWriter) error {
 			return adminSet(w, r, func(v struct {
 				Enabled bool `json:"enabled"`

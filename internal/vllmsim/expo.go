@@ -404,6 +404,12 @@ func (w *expoWriter) family(f famSpec) {
 			children = append(children, child{ls: base, v: f.counter(e.stats)})
 		}
 	}
+	w.render(f, children)
+}
+
+// render writes family f's children (none: nothing, as prometheus_client
+// writes no family without children) and their _created samples.
+func (w *expoWriter) render(f famSpec, children []child) {
 	if len(children) == 0 {
 		return
 	}

@@ -3,6 +3,7 @@ package vllmsim
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -26,7 +27,7 @@ func productionSim(t *testing.T) *Sim {
 func TestProductionFamiliesOnlyWithTheirControl(t *testing.T) {
 	s := productionSim(t)
 	body := string(s.Metrics())
-	for _, name := range []string{"vllm:admission_rejections", "vllm:nixl_", "vllm:lora_requests_info", "vllm:kv_offload_"} {
+	for _, name := range []string{"vllm:admission_rejections", "vllm:nixl_", "vllm:lora_requests_info", "vllm:kv_offload_", "vllm:mooncake_store_"} {
 		if strings.Contains(body, name) {
 			t.Errorf("%s rendered with its feature off", name)
 		}
@@ -329,6 +330,48 @@ func TestOffloadLayoutsCountTheSameTraffic(t *testing.T) {
 	}
 }
 
+// Mooncake store traffic: each operation's count split by status, its keys
+// and bytes, the failed keys of the failed operations and their duration,
+// summed over both engines as vLLM's children are.
+func TestMooncakeStoreTraffic(t *testing.T) {
+	s := newVirtual(t, Config{MetricsVersion: MetricsLatest, Seed: 7, DataParallelSize: 2})
+	if err := s.SetMooncake(Mooncake{OpsPerSecond: 10, ErrorFraction: 0.1, KeysPerOp: 16, BytesPerKey: 1 << 20, OpSeconds: 0.004}); err != nil {
+		t.Fatal(err)
+	}
+	runFor(s, 10*time.Second)
+	f := scrape(t, s)
+	for _, op := range mooncakeOps {
+		for st, ops := range map[string]float64{"ok": 90, "error": 10} {
+			l := []string{"operation", op, "status", st}
+			failed := 0.0
+			if st == "error" {
+				failed = ops * 16
+			}
+			got := []float64{val(t, f, "vllm:mooncake_store_operation_total", l...), val(t, f, "vllm:mooncake_store_operation_keys_total", l...),
+				val(t, f, "vllm:mooncake_store_operation_bytes_total", l...), val(t, f, "vllm:mooncake_store_operation_failed_keys_total", l...),
+				val(t, f, "vllm:mooncake_store_operation_time_seconds", l...)}
+			want := []float64{ops, ops * 16, ops * 16 * (1 << 20), failed, ops}
+			for i := range want {
+				if math.Abs(got[i]-want[i]) > 1e-6*want[i] {
+					t.Errorf("%s %s: ops, keys, bytes, failed keys, timed ops %v, want %v", op, st, got, want)
+					break
+				}
+			}
+		}
+	}
+	if n := len(f["vllm:mooncake_store_operation_total"].GetMetric()); n != 2*2*2 {
+		t.Errorf("%d operation children, want one per engine, operation and status (8)", n)
+	}
+	// Stopped (0 operations a second): the counters keep their totals.
+	if err := s.SetMooncake(Mooncake{}); err != nil {
+		t.Fatal(err)
+	}
+	runFor(s, 10*time.Second)
+	if got := val(t, scrape(t, s), "vllm:mooncake_store_operation_total"); got != 200 {
+		t.Errorf("after stopping: %v operations, want the 200 so far", got)
+	}
+}
+
 func TestProductionControlsOverHTTP(t *testing.T) {
 	s := productionSim(t)
 	for _, c := range []struct {
@@ -343,6 +386,9 @@ func TestProductionControlsOverHTTP(t *testing.T) {
 		{"/admin/offload", `{"load_bytes_per_second":1e9,"layout":"older"}`, 200},
 		{"/admin/offload", `{"layout":"sideways"}`, 400},
 		{"/admin/offload", `{"unknown":1}`, 400},
+		{"/admin/mooncake", `{"ops_per_second":10,"error_fraction":0.1,"keys_per_op":16,"bytes_per_key":1048576,"op_seconds":0.004}`, 200},
+		{"/admin/mooncake", `{"ops_per_second":-1}`, 400},
+		{"/admin/mooncake", `{"error_fraction":1.5}`, 400},
 	} {
 		if rec := serveSync(t, s, "POST", c.path, c.body); rec.Code != c.code {
 			t.Errorf("POST %s %s: %d, want %d (%s)", c.path, c.body, rec.Code, c.code, rec.Body)

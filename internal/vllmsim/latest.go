@@ -57,7 +57,7 @@ func familiesLatest(c *Config) []famSpec {
 				cond: func(s *Sim) bool { return s.cfg.EnableFaultTolerance }, custom: engineHealthyFamily})
 		}
 	}
-	return append(out, productionFamilies()...)
+	return append(append(out, productionFamilies()...), mooncakeFamilies()...)
 }
 
 // sleepResourceFamily renders vllm:engine_sleep_resource_state{resource,

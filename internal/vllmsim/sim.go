@@ -305,6 +305,10 @@ type Sim struct {
 	offloadOn              bool
 	offloadSince           time.Time
 	offloadAcc             offloadTotals
+	mooncake               Mooncake
+	mooncakeOn             bool
+	mooncakeSince          time.Time
+	mooncakeAcc            map[mooncakeKey]*mooncakeTotals
 	kvCacheMetrics         bool
 }
 

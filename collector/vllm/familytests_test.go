@@ -1,0 +1,105 @@
+package vllm
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// productionFamilyNames pick out the vLLM families of production vLLM
+// (issue 24) among the rows of the name table: admission control, NIXL,
+// LoRA, KV offload (both layouts), the Mooncake store, KV block
+// residency, the multimodal and external caches, NaN logits.
+var productionFamilyNames = regexp.MustCompile(`^vllm:(admission_rejections|nixl_|lora_requests_info|kv_offload_|mooncake_store_|kv_block_|mm_cache_|external_prefix_cache_|corrupted_requests)`)
+
+// productionFamilies are the name-table rows of productionFamilyNames.
+func productionFamilies() []*family {
+	var out []*family
+	for i := range families {
+		if slices.ContainsFunc(families[i].Names, productionFamilyNames.MatchString) {
+			out = append(out, &families[i])
+		}
+	}
+	return out
+}
+
+// testsNaming maps each Test function of this package's test files to its
+// source text (declaration and body).
+func testsNaming(t *testing.T) map[string]string {
+	t.Helper()
+	files, err := filepath.Glob("*_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := parser.ParseFile(fset, name, src, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Recv != nil || !strings.HasPrefix(fn.Name.Name, "Test") || fn.Name.Name == "TestDocsShowTheProductionFamilyTests" {
+				continue
+			}
+			out[name+": "+fn.Name.Name] = string(src[fset.Position(fn.Pos()).Offset:fset.Position(fn.End()).Offset])
+		}
+	}
+	return out
+}
+
+// ProductionFamilyTestTable renders the issue-24 families: vLLM family ->
+// exported series -> the tests (file: function) of this package whose
+// code names the exported series (checks what the exporter exports, not
+// only what it read). A family no test names is an error.
+func productionFamilyTestTable(t *testing.T) string {
+	t.Helper()
+	tests := testsNaming(t)
+	var b strings.Builder
+	b.WriteString("| vLLM family (preferred first) | exported series | tested by (`collector/vllm`) |\n|---|---|---|\n")
+	for _, f := range productionFamilies() {
+		var by []string
+		for name, src := range tests {
+			if regexp.MustCompile(`\b` + f.Exported + `\b`).MatchString(src) {
+				by = append(by, name)
+			}
+		}
+		if len(by) == 0 {
+			t.Errorf("%s (%s): no test of collector/vllm checks the exported series", f.Exported, strings.Join(f.Names, ", "))
+			continue
+		}
+		slices.Sort(by)
+		names := make([]string, len(f.Names))
+		for i, n := range f.Names {
+			names[i] = "`" + n + "`"
+		}
+		fmt.Fprintf(&b, "| %s | `%s` | %s |\n", strings.Join(names, ", "), f.Exported, "`"+strings.Join(by, "`, `")+"`")
+	}
+	return b.String()
+}
+
+// docs/vllm-versions.md carries the issue-24 family -> series -> test
+// table as rendered here. After adding a family or a test, run
+// go test ./collector/vllm -run TestDocsShowTheProductionFamilyTests -update.
+func TestDocsShowTheProductionFamilyTests(t *testing.T) {
+	if n := len(productionFamilies()); n < 25 {
+		t.Fatalf("only %d production families in the name table: is productionFamilyNames right?", n)
+	}
+	table := productionFamilyTestTable(t)
+	if t.Failed() {
+		return
+	}
+	docHoldsTable(t, "../../docs/vllm-versions.md", table, "TestDocsShowTheProductionFamilyTests")
+}
