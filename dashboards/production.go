@@ -64,7 +64,9 @@ func rates(by string, metricLegend ...string) []target {
 }
 
 // productionRow shows admission rejections, NIXL KV transfers, LoRA
-// adapters, KV offload traffic and KV block residency per model.
+// adapters, KV offload traffic (Mooncake included) and KV block residency
+// per model. It is long because the row is, as overview: one literal keeps
+// the panels in screen order, as the JSON renders them.
 func productionRow() row {
 	rate := func(metric string) string { return `rate(` + metric + `{` + mi + `}` + ri + `)` }
 	byModel := func(metric, labels string) string { return `sum by (` + labels + `) (` + rate(metric) + `)` }
