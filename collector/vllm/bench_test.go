@@ -129,19 +129,33 @@ func BenchmarkParseKept(b *testing.B) {
 }
 
 // BenchmarkReadNeeded streams the simulator's body (v1-0.33, one model)
-// through the line filter and parse-cost estimate, as fetch does.
+// through the line filter and parse-cost estimate, as fetch does: every
+// line through the filter, and through the line cache (the same body
+// again, as a server whose values do not move between scrapes).
 func BenchmarkReadNeeded(b *testing.B) {
 	body := fixture(b, "sim-v1-0.33-one-model.txt")
-	br := bufio.NewReaderSize(nil, maxLineBytes)
-	var dst bytes.Buffer
-	models := &modelFilter{admit: func(string) bool { return true }, decided: map[string]bool{}}
-	b.ReportAllocs()
-	b.SetBytes(int64(len(body)))
-	for b.Loop() {
-		dst.Reset()
-		if _, err := readNeeded(br, bytes.NewReader(body), DefaultMaxBodyBytes, &dst, models); err != nil {
-			b.Fatal(err)
+	for _, cached := range []bool{false, true} {
+		name := "filter"
+		var lc *lineCache
+		if cached {
+			name, lc = "cache", &lineCache{}
 		}
+		b.Run(name, func(b *testing.B) {
+			br := bufio.NewReaderSize(nil, maxLineBytes)
+			var dst bytes.Buffer
+			models := &modelFilter{admit: func(string) bool { return true }, decided: map[string]bool{}}
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				dst.Reset()
+				if _, err := readNeeded(br, bytes.NewReader(body), DefaultMaxBodyBytes, &dst, models, lc); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if cached && lc.matched == 0 {
+				b.Fatal("no line matched the cache")
+			}
+		})
 	}
 }
 

@@ -406,9 +406,10 @@ func (rd *reading) histogram(f *family, fam string, mod *snapshot.Model, m *dto.
 	if mod.Histograms == nil {
 		mod.Histograms = map[snapshot.HistogramName]snapshot.Histogram{}
 	}
-	if old, seen := mod.Histograms[f.Hist]; seen {
-		sum, ok := old.Add(h)
-		if !ok {
+	if sum, seen := mod.Histograms[f.Hist]; seen {
+		// sum's Counts were made by n.histogram for this scrape: the
+		// engines are added into them.
+		if !sum.AddInPlace(h) {
 			rd.r.drop(DropBucketMismatch, fmt.Sprintf("%s: engines of model %q have different buckets; engine %q dropped", fam, mod.Name, rd.labels["engine"]))
 			return
 		}

@@ -666,7 +666,10 @@ func (n *normalizer) histogram(family string, m *dto.Metric) (snapshot.Histogram
 		slices.SortFunc(buckets, func(a, b *dto.Bucket) int { return cmpFloat(a.GetUpperBound(), b.GetUpperBound()) })
 	}
 	h := snapshot.Histogram{Sum: dh.GetSampleSum(), Count: count(dh.SampleCountFloat, dh.GetSampleCount())}
-	bounds := make([]float64, 0, len(buckets))
+	// The bounds are nearly always the family's cached ones: they are
+	// compared in place, and copied only when they differ.
+	cached := n.bounds[family]
+	same := true
 	h.Counts = make([]float64, 0, len(buckets))
 	for _, b := range buckets {
 		c := count(b.CumulativeCountFloat, b.GetCumulativeCount())
@@ -674,8 +677,21 @@ func (n *normalizer) histogram(family string, m *dto.Metric) (snapshot.Histogram
 			h.Count = math.Max(h.Count, c)
 			continue
 		}
-		bounds = append(bounds, b.GetUpperBound())
+		if i := len(h.Counts); i >= len(cached) || cached[i] != b.GetUpperBound() {
+			same = false
+		}
 		h.Counts = append(h.Counts, c)
+	}
+	var bounds []float64
+	if same && len(cached) == len(h.Counts) {
+		bounds = cached
+	} else {
+		bounds = make([]float64, 0, len(h.Counts))
+		for _, b := range buckets {
+			if !math.IsInf(b.GetUpperBound(), 1) {
+				bounds = append(bounds, b.GetUpperBound())
+			}
+		}
 	}
 	if !validCount(h.Count) || math.IsNaN(h.Sum) {
 		return snapshot.Histogram{}, fmt.Errorf("%s: invalid count or sum", family)
@@ -685,9 +701,7 @@ func (n *normalizer) histogram(family string, m *dto.Metric) (snapshot.Histogram
 			return snapshot.Histogram{}, fmt.Errorf("%s: invalid bucket count %v", family, c)
 		}
 	}
-	if cached := n.bounds[family]; slices.Equal(cached, bounds) {
-		bounds = cached
-	} else {
+	if !slices.Equal(cached, bounds) {
 		n.bounds[family] = bounds
 	}
 	h.Bounds = bounds

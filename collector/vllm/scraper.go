@@ -132,6 +132,7 @@ type Scraper struct {
 	norm       *normalizer
 	cache      parseCache    // the last body's families, for a body with the same lines
 	buf        bytes.Buffer  // the kept lines of the body being scraped
+	lines      lineCache     // the line filter's decisions on the last body
 	br         *bufio.Reader // reads the body, line by line
 	scrapes    float64
 	errors     map[string]float64
@@ -585,7 +586,7 @@ func (s *Scraper) fetch(ctx context.Context) (contentType string, st streamed, r
 		body = gz
 	}
 	s.buf.Reset()
-	st, err = readNeeded(s.br, body, s.opts.MaxBodyBytes, &s.buf, &modelFilter{admit: s.norm.admit, decided: map[string]bool{}})
+	st, err = readNeeded(s.br, body, s.opts.MaxBodyBytes, &s.buf, &modelFilter{admit: s.norm.admit, decided: map[string]bool{}}, &s.lines)
 	s.br.Reset(nil) // do not keep the response body reachable
 	switch {
 	case errors.Is(err, errBodyTooLarge):

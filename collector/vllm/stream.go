@@ -203,11 +203,22 @@ func (f *modelFilter) keep(line []byte, end int) bool {
 	if !ok || bytes.IndexByte(name, '\\') >= 0 {
 		return true // escaped values are left to the normalizer, which sees them unescaped
 	}
-	if keep, seen := f.decided[string(name)]; seen {
+	if keep, seen := f.decided[string(name)]; seen { // no allocation
 		return keep
 	}
-	keep := f.admit(string(name))
-	f.decided[string(name)] = keep
+	return f.keepName(string(name))
+}
+
+// keepName is keep for a raw model_name value, decided once per body.
+func (f *modelFilter) keepName(name string) bool {
+	if f == nil || f.admit == nil {
+		return true
+	}
+	if keep, seen := f.decided[name]; seen {
+		return keep
+	}
+	keep := f.admit(name)
+	f.decided[name] = keep
 	return keep
 }
 
@@ -250,16 +261,48 @@ func modelNameOf(line []byte, end int) ([]byte, bool) {
 // body or a decompression bomb costs the limit in reading time, not memory,
 // and with errParseTooLarge when the kept lines would cost more than
 // parseBudget(limit) to parse.
-func readNeeded(br *bufio.Reader, r io.Reader, limit int64, dst *bytes.Buffer, models *modelFilter) (streamed, error) {
+func readNeeded(br *bufio.Reader, r io.Reader, limit int64, dst *bytes.Buffer, models *modelFilter, lc *lineCache) (st streamed, err error) {
 	budget := parseBudget(limit)
 	var cost parseCost
-	var st streamed
 	br.Reset(r)
+	matching := lc.start() // the lines so far are the cached body's
+	n := 0                 // lines read
+	defer func() {
+		if err != nil {
+			lc.reset()
+		} else {
+			lc.finish(n)
+		}
+	}()
 	for {
 		line, err := br.ReadSlice('\n')
 		st.read += int64(len(line))
 		if st.read > limit {
 			return st, errBodyTooLarge
+		}
+		if matching && len(line) > 0 {
+			if e, ok := lc.match(n, line, models); ok && err == nil {
+				n++
+				st.anyVLLM = st.anyVLLM || e.flags&lineVLLM != 0
+				switch {
+				case e.flags&lineRefused != 0:
+					st.refused++
+				case e.flags&lineKeep != 0:
+					if cost.total += int64(len(line)) + int64(e.cost); cost.total > budget {
+						st.cost = cost.total
+						return st, errParseTooLarge
+					}
+					dst.Write(line)
+				}
+				continue
+			}
+			// The rest goes through the filter, from the parse cost's
+			// state at this line.
+			matching = false
+			if n == 0 {
+				lc.reset()
+			}
+			cost = replayCost(dst.Bytes())
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {
 			// Judge an overlong line by its start, then skip the rest.
@@ -275,14 +318,16 @@ func readNeeded(br *bufio.Reader, r io.Reader, limit int64, dst *bytes.Buffer, m
 					return st, errBodyTooLarge
 				}
 			}
+			lc.never(n)
+			n++
 		} else if len(line) > 0 {
 			keep, vllm := keepLine(line)
 			st.anyVLLM = st.anyVLLM || vllm
-			end := 0
+			end, refused, before := 0, false, cost.total
 			if keep && line[0] != '#' {
 				end = labelSetEnd(line) // once for the model filter and the cost
 				if !models.keep(line, end) {
-					keep = false
+					keep, refused = false, true
 					st.refused++
 				}
 			}
@@ -292,10 +337,20 @@ func readNeeded(br *bufio.Reader, r io.Reader, limit int64, dst *bytes.Buffer, m
 					return st, errParseTooLarge
 				}
 				dst.Write(line)
-				if line[len(line)-1] != '\n' {
+			}
+			if line[len(line)-1] == '\n' {
+				extra := int64(0) // the parse cost beyond the line's length
+				if keep {
+					extra = cost.total - before - int64(len(line))
+				}
+				lc.describe(n, line, keep || refused, refused, vllm, end, extra)
+			} else {
+				lc.never(n)
+				if keep {
 					dst.WriteByte('\n')
 				}
 			}
+			n++
 		}
 		switch {
 		case err == io.EOF:
@@ -318,6 +373,6 @@ func ParseBudget(maxBodyBytes int64) int64 { return parseBudget(maxBodyBytes) }
 func EstimateParseCost(body []byte) int64 {
 	var dst bytes.Buffer
 	// A limit whose budget no body reaches: the estimate of the whole body.
-	st, _ := readNeeded(bufio.NewReaderSize(nil, maxLineBytes), bytes.NewReader(body), 1<<40, &dst, nil)
+	st, _ := readNeeded(bufio.NewReaderSize(nil, maxLineBytes), bytes.NewReader(body), 1<<40, &dst, nil, nil)
 	return st.cost
 }

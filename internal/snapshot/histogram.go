@@ -69,6 +69,22 @@ func (h Histogram) Add(o Histogram) (Histogram, bool) {
 	return s, true
 }
 
+// AddInPlace is Add writing the sum into h's own Counts, for a sum whose
+// Counts belong to the caller alone (summing the engines of one model
+// while a scrape is read: one slice per model instead of one per engine).
+// h is unchanged when the bucket layouts differ.
+func (h *Histogram) AddInPlace(o Histogram) bool {
+	if !boundsEqual(h.Bounds, o.Bounds) || len(h.Counts) != len(o.Counts) {
+		return false
+	}
+	for i := range h.Counts {
+		h.Counts[i] += o.Counts[i]
+	}
+	h.Count += o.Count
+	h.Sum += o.Sum
+	return true
+}
+
 // Quantile estimates the q-quantile exactly as PromQL's histogram_quantile
 // does for classic buckets: linear interpolation inside the bucket holding
 // the rank, 0 as the lower edge of the first bucket (when its bound is

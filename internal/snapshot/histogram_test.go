@@ -112,6 +112,19 @@ func TestAdd(t *testing.T) {
 	}
 }
 
+func TestAddInPlace(t *testing.T) {
+	a := Histogram{Bounds: []float64{1, 2}, Counts: []float64{1, 2}, Count: 3, Sum: 1}
+	b := Histogram{Bounds: []float64{1, 2}, Counts: []float64{0, 4}, Count: 4, Sum: 6}
+	want, _ := a.Add(b)
+	if !a.AddInPlace(b) || !equalHist(a, want) {
+		t.Fatalf("AddInPlace = %+v, want %+v", a, want)
+	}
+	before := a.clone()
+	if a.AddInPlace(Histogram{Bounds: []float64{1}, Counts: []float64{1}, Count: 1}) || !equalHist(a, before) {
+		t.Fatalf("AddInPlace of different layouts: %+v, want it unchanged and false", a)
+	}
+}
+
 func TestCountAtOrBelow(t *testing.T) {
 	h := Histogram{Bounds: []float64{0.5, 1, 2.5}, Counts: []float64{3, 7, 9}, Count: 10}
 	cases := []struct {

@@ -323,20 +323,40 @@ func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 type expoWriter struct {
 	s       *Sim
 	v       *versionSpec
-	b       strings.Builder
+	b       []byte  // the body so far
+	sorted  []label // scratch of appendLabels
+	les     map[float64]string
 	created int // children rendered so far: spaces _created timestamps apart
 }
 
 func (w *expoWriter) header(name, typ, help string) {
-	fmt.Fprintf(&w.b, "# HELP %s %s\n# TYPE %s %s\n", name, helpEscaper.Replace(help), name, typ)
+	w.b = append(w.b, "# HELP "...)
+	w.b = append(w.b, name...)
+	w.b = append(w.b, ' ')
+	w.b = append(w.b, helpEscaper.Replace(help)...)
+	w.b = append(w.b, "\n# TYPE "...)
+	w.b = append(w.b, name...)
+	w.b = append(w.b, ' ')
+	w.b = append(w.b, typ...)
+	w.b = append(w.b, '\n')
 }
 
+// sample writes one sample line; extra, when its name is set, is one more
+// label (a histogram bucket's le).
 func (w *expoWriter) sample(name string, ls []label, v float64) {
-	w.b.WriteString(name)
-	w.b.WriteString(labelString(ls))
-	w.b.WriteByte(' ')
-	w.b.WriteString(goFloat(v))
-	w.b.WriteByte('\n')
+	w.sampleWith(name, ls, label{}, v)
+}
+
+func (w *expoWriter) sampleWith(name string, ls []label, extra label, v float64) {
+	w.b = append(w.b, name...)
+	w.sorted = append(w.sorted[:0], ls...)
+	if extra.name != "" {
+		w.sorted = append(w.sorted, extra)
+	}
+	w.b = appendLabels(w.b, w.sorted)
+	w.b = append(w.b, ' ')
+	w.b = appendGoFloat(w.b, v)
+	w.b = append(w.b, '\n')
 }
 
 // createdValue is the creation time of the next child: process start plus
@@ -475,13 +495,15 @@ func (w *expoWriter) histogram(name string, ls []label, h *histogram) {
 	if w.v.sumFirst {
 		w.sample(name+"_sum", ls, h.sum)
 	}
-	cum := h.cumulative()
-	for i, c := range cum {
+	bucket := name + "_bucket"
+	var c float64
+	for i, n := range h.counts {
+		c += n
 		le := math.Inf(1)
 		if i < len(h.bounds) {
 			le = h.bounds[i]
 		}
-		w.sample(name+"_bucket", append(append([]label(nil), ls...), label{"le", goFloat(le)}), c)
+		w.sampleWith(bucket, ls, label{"le", w.leString(le)}, c)
 	}
 	w.sample(name+"_count", ls, h.count)
 	if !w.v.sumFirst {
@@ -489,9 +511,26 @@ func (w *expoWriter) histogram(name string, ls []label, h *histogram) {
 	}
 }
 
+// leString is goFloat(le), made once per bound and render.
+func (w *expoWriter) leString(le float64) string {
+	if s, ok := w.les[le]; ok {
+		return s
+	}
+	if w.les == nil {
+		w.les = map[float64]string{}
+	}
+	s := goFloat(le)
+	w.les[le] = s
+	return s
+}
+
 // renderMetricsLocked renders the whole /metrics body.
 func (s *Sim) renderMetricsLocked() []byte {
-	w := &expoWriter{s: s, v: s.version}
+	// The body is written into one slice the size of the last one (a 16
+	// models x 8 engines body is 4 MB: growing it by doubling, and
+	// rendering each label set and value into its own string, once cost
+	// more than the rest of the render).
+	w := &expoWriter{s: s, v: s.version, b: make([]byte, 0, s.lastMetricsLen+s.lastMetricsLen/8+4096)}
 	mp := s.cfg.APIServerCount > 1 && s.version.name != MetricsV0
 	if mp {
 		// --api-server-count > 1: prometheus_client multiprocess mode.
@@ -505,7 +544,8 @@ func (s *Sim) renderMetricsLocked() []byte {
 		}
 		w.family(f)
 	}
-	return []byte(w.b.String())
+	s.lastMetricsLen = len(w.b)
+	return w.b
 }
 
 // Metrics renders /metrics as the configured vLLM version would, at Now.

@@ -1,6 +1,7 @@
 package vllmsim
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -286,5 +287,23 @@ func TestMatchesRealExcerpts(t *testing.T) {
 		if checked < 5 {
 			t.Fatalf("%s: only %d lines checked", c.file, checked)
 		}
+	}
+}
+
+// BenchmarkRenderMetrics renders /metrics of 16 models x 8 engines (the
+// body scripts/growth.sh scrapes, about 4 MB) after a minute of load.
+func BenchmarkRenderMetrics(b *testing.B) {
+	var models []string
+	for i := range 16 {
+		models = append(models, fmt.Sprintf("model-%d", i))
+	}
+	s, err := New(Config{VirtualClock: true, Seed: 1, LoadGen: true, Models: models, DataParallelSize: 8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.Advance(time.Minute)
+	b.ReportAllocs()
+	for b.Loop() {
+		b.SetBytes(int64(len(s.Metrics())))
 	}
 }

@@ -2,7 +2,6 @@ package vllmsim
 
 import (
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -50,28 +49,46 @@ func goFloat(f float64) string {
 	return s
 }
 
+// appendGoFloat appends goFloat(f); a whole number below a million (most
+// counts) without going through pyRepr's two formattings.
+func appendGoFloat(b []byte, f float64) []byte {
+	if f >= 0 && f < 1e6 && f == math.Trunc(f) && !math.Signbit(f) {
+		b = strconv.AppendInt(b, int64(f), 10)
+		return append(b, ".0"...)
+	}
+	return append(b, goFloat(f)...)
+}
+
 type label struct{ name, value string }
 
 // labelString renders {a="x",b="y"} with names sorted, as prometheus_client does.
 func labelString(ls []label) string {
+	return string(appendLabels(nil, append([]label(nil), ls...)))
+}
+
+// appendLabels appends labelString(ls), sorting ls in place.
+func appendLabels(b []byte, ls []label) []byte {
 	if len(ls) == 0 {
-		return ""
+		return b
 	}
-	sorted := append([]label(nil), ls...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].name < sorted[j].name })
-	var b strings.Builder
-	b.WriteByte('{')
-	for i, l := range sorted {
-		if i > 0 {
-			b.WriteByte(',')
+	// Insertion sort: a sample has a handful of labels, and sort.Slice
+	// allocates.
+	for i := 1; i < len(ls); i++ {
+		for j := i; j > 0 && ls[j].name < ls[j-1].name; j-- {
+			ls[j], ls[j-1] = ls[j-1], ls[j]
 		}
-		b.WriteString(l.name)
-		b.WriteString(`="`)
-		b.WriteString(escapeLabel(l.value))
-		b.WriteByte('"')
 	}
-	b.WriteByte('}')
-	return b.String()
+	b = append(b, '{')
+	for i, l := range ls {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, l.name...)
+		b = append(b, `="`...)
+		b = append(b, escapeLabel(l.value)...)
+		b = append(b, '"')
+	}
+	return append(b, '}')
 }
 
 var labelEscaper = strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`)

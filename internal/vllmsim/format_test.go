@@ -1,6 +1,9 @@
 package vllmsim
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
 func TestGoFloatMatchesPrometheusClient(t *testing.T) {
 	// Values and renderings taken from the fixtures (rendered by prometheus_client).
@@ -33,6 +36,21 @@ func TestGoFloatMatchesPrometheusClient(t *testing.T) {
 	} {
 		if got := goFloat(v); got != want {
 			t.Errorf("goFloat(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+// TestAppendGoFloatIsGoFloat: the render's fast path for whole numbers
+// writes what goFloat writes.
+func TestAppendGoFloatIsGoFloat(t *testing.T) {
+	vals := []float64{0, math.Copysign(0, -1), 1, 7, 0.5, 999999, 1e6, 1e6 - 0.5, 1e6 + 1, -1, -3, 123456,
+		math.Inf(1), math.Inf(-1), math.NaN(), 1e-7, 4503599627370496}
+	for i := 0; i < 2000; i++ {
+		vals = append(vals, float64(i*i*7), float64(i)/8, float64(i*977))
+	}
+	for _, v := range vals {
+		if got, want := string(appendGoFloat([]byte("x"), v)), "x"+goFloat(v); got != want {
+			t.Errorf("appendGoFloat(%v) = %q, want %q", v, got, want)
 		}
 	}
 }

@@ -269,8 +269,12 @@ type Sim struct {
 	buckets  bucketSet
 	families []famSpec
 
-	mu        sync.Mutex
-	now       time.Time
+	mu  sync.Mutex
+	now time.Time
+	// lastMetricsLen is the size of the last /metrics body (the next one is
+	// rendered into a slice that size).
+	lastMetricsLen int // guarded by mu
+
 	started   time.Time // process start (reset by Restart)
 	models    map[string][]*engine
 	scen      Scenario

@@ -24,17 +24,6 @@ func (h *histogram) observe(v float64) {
 	h.count++
 }
 
-// cumulative returns the cumulative count per bound, +Inf last.
-func (h *histogram) cumulative() []float64 {
-	out := make([]float64, len(h.counts))
-	var c float64
-	for i, n := range h.counts {
-		c += n
-		out[i] = c
-	}
-	return out
-}
-
 // Histogram keys (internal names of the per-engine histograms).
 const (
 	hTTFT            = "ttft"

@@ -214,3 +214,22 @@ vllm_capacity_gpus_needed{model="llama-8b"} %d
 		t.Fatal(err)
 	}
 }
+
+// TestCacheConfigFloat reads cache_config values as fmt.Sscan did, except
+// a token with trailing garbage, which Sscan read up to the garbage.
+func TestCacheConfigFloat(t *testing.T) {
+	m := &snapshot.Model{CacheConfig: map[string]string{"gpu_memory_utilization": "0.9x"}}
+	if f, ok := cacheConfigFloat(m, "gpu_memory_utilization"); ok {
+		t.Errorf("0.9x read as %v", f)
+	}
+	for _, v := range []string{"0.9", " 0.85", "0.9 ", "1", "1.0", "0.5\tx", "1e-1", "0x1p-1", "0", "-0.5", "1.01", "None", "", "inf", "NaN", ".5"} {
+		m := &snapshot.Model{CacheConfig: map[string]string{"gpu_memory_utilization": v}}
+		got, ok := cacheConfigFloat(m, "gpu_memory_utilization")
+		var want float64
+		_, err := fmt.Sscan(v, &want)
+		wantOK := err == nil && want > 0 && want <= 1
+		if ok != wantOK || (ok && got != want) {
+			t.Errorf("%q: %v, %v; fmt.Sscan read %v, %v", v, got, ok, want, wantOK)
+		}
+	}
+}
