@@ -10,6 +10,7 @@ import (
 
 	commoncfg "github.com/prometheus/common/config"
 
+	"github.com/vllm-exporter/vllm_exporter/internal/rawconn"
 	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 )
 
@@ -103,7 +104,9 @@ func newClient(now func() time.Time, wrap func(net.Conn) net.Conn, u *upstream.U
 		if err != nil {
 			return nil, err
 		}
-		var sc net.Conn = &stampConn{Conn: c, now: now}
+		// rawconn: a chunk wakes only the goroutine that reads it (see
+		// internal/rawconn for the thread wake-ups it saves per chunk).
+		var sc net.Conn = &stampConn{Conn: rawconn.Wrap(c), now: now}
 		if wrap != nil {
 			sc = wrap(sc)
 		}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllm-exporter/vllm_exporter/internal/rawconn"
 	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 )
 
@@ -173,6 +174,9 @@ func TestProbeClientHTTP1AndStampThroughTLS(t *testing.T) {
 	}
 	if got.Load() != stamped {
 		t.Fatal("stamperOf does not find the stamp under the client's TLS connection")
+	}
+	if raw := rawconn.Raw(stamped.Conn); raw != rawconn.Enabled {
+		t.Fatalf("the probe connection reads raw: %v, want %v (internal/rawconn)", raw, rawconn.Enabled)
 	}
 	if got := stamperOf(tls.Client(stamped, &tls.Config{})); got != stamped {
 		t.Fatal("stamperOf does not see through TLS")

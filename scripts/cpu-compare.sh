@@ -13,7 +13,9 @@
 # is what serving /metrics costs). A variant named unscraped* is not
 # scraped; every other one, and node_exporter, is scraped every
 # SCRAPE_INTERVAL seconds. CPU is utime+stime from /proc/PID/stat over the
-# run (1 tick = 1/CLK_TCK s: over 300 s one tick is 0.00003 s/s).
+# run (1 tick = 1/CLK_TCK s: over 300 s one tick is 0.00003 s/s), and the
+# same CPU time in nanoseconds from the threads' schedstat. Two variants of
+# the same build (old=... old2=...) show how far one run's noise goes.
 #
 # Environment: SCRAPE_INTERVAL (15), NODE_EXPORTER
 # (/usr/bin/prometheus-node-exporter), GOMEMLIMIT (the Dockerfile's),
@@ -67,7 +69,7 @@ pids+=($!); vpids+=($!); names+=("node_exporter"); urls+=("http://127.0.0.1:$por
 wait_up "http://127.0.0.1:$port/metrics"
 sleep 10
 
-t0=(); for p in "${vpids[@]}"; do t0+=("$(cpu_ticks "$p")"); done
+t0=(); n0=(); for p in "${vpids[@]}"; do t0+=("$(cpu_ticks "$p")"); n0+=("$(cpu_ns "$p")"); done
 w0=$(now)
 for ((s = 0; s < DURATION; s += SCRAPE_INTERVAL)); do
   for u in "${urls[@]}"; do
@@ -78,9 +80,14 @@ done
 w1=$(now)
 printf "CPU at rest over %.0fs, side by side against vllm-sim (v1-0.33, one model), scraped every %ss\n\n" "$(echo "$w1 - $w0" | bc)" "$SCRAPE_INTERVAL"
 node_ticks=$(( $(cpu_ticks "${vpids[-1]}") - ${t0[-1]} ))
-printf "%-20s %8s %12s %10s\n" "variant" "ticks" "CPU s/s" "vs node"
+node_ns=$(( $(cpu_ns "${vpids[-1]}") - ${n0[-1]} ))
+printf "%-20s %8s %12s %10s %12s %10s\n" "variant" "ticks" "CPU s/s" "vs node" "CPU ms (ns)" "vs node"
 for i in "${!names[@]}"; do
   ticks=$(( $(cpu_ticks "${vpids[$i]}") - ${t0[$i]} ))
-  awk -v n="${names[$i]}" -v t="$ticks" -v nt="$node_ticks" -v clk="$clk" -v w="$(echo "$w1 - $w0" | bc)" \
-    'BEGIN {printf "%-20s %8d %12.5f %10.2f\n", n, t, t / clk / w, (nt > 0 ? t / nt : 0)}'
+  ns=$(( $(cpu_ns "${vpids[$i]}") - ${n0[$i]} ))
+  awk -v n="${names[$i]}" -v t="$ticks" -v nt="$node_ticks" -v clk="$clk" -v w="$(echo "$w1 - $w0" | bc)" -v ns="$ns" -v nn="$node_ns" \
+    'BEGIN {printf "%-20s %8d %12.5f %10.2f %12.1f %10.2f\n", n, t, t / clk / w, (nt > 0 ? t / nt : 0), ns / 1e6, (nn > 0 ? ns / nn : 0)}'
 done
+echo
+echo "ticks: utime+stime from /proc/PID/stat (1/$clk s each); CPU ms (ns): the same CPU time from"
+echo "/proc/PID/task/*/schedstat in nanoseconds, the finer figure for differences of a few ticks."
