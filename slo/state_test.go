@@ -1,6 +1,7 @@
 package slo
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -195,5 +196,113 @@ func TestStateSkipsRedefinedSLO(t *testing.T) {
 	}
 	if r := only2(t, b, "ttft"); win(t, r, "1h").Total != 0 {
 		t.Fatalf("redefined SLO kept old events: %v", r)
+	}
+}
+
+// The checkpoint is written at the first tick, then not again until
+// CheckpointInterval has passed on the tick clock (or the clock went back
+// past the last write, or a model's series began); SaveState writes
+// whenever asked (shutdown).
+func TestCheckpointIntervalSpacesWrites(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "slo.state")
+	src := &fakeVLLM{}
+	w := New(Options{StateFile: path, CheckpointInterval: time.Minute}, holderFor(t, restartCfg), Sources{VLLM: src}, nil)
+	tr := &traffic{}
+	savedAt := func() time.Time {
+		t.Helper()
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sf stateFile
+		if err := json.Unmarshal(data, &sf); err != nil {
+			t.Fatal(err)
+		}
+		return sf.SavedAt
+	}
+	steps := []struct {
+		at   time.Duration // tick time after t0
+		want time.Duration // SavedAt after the tick
+	}{
+		{0, 0},                                 // first tick writes
+		{5 * time.Second, 0},                   // within the interval
+		{55 * time.Second, 0},                  //
+		{60 * time.Second, 60 * time.Second},   // interval passed
+		{115 * time.Second, 60 * time.Second},  //
+		{125 * time.Second, 125 * time.Second}, // passed again (ticks need not align)
+		{30 * time.Second, 30 * time.Second},   // clock went back: write
+		{35 * time.Second, 30 * time.Second},   //
+	}
+	for _, s := range steps {
+		tr.add(10, 1)
+		tickAt(w, src, tr, t0.Add(s.at))
+		if got := savedAt(); !got.Equal(t0.Add(s.want).UTC()) {
+			t.Fatalf("after the tick at t0+%s the checkpoint was saved at t0+%s, want t0+%s", s.at, got.Sub(t0), s.want)
+		}
+	}
+	// A model seen for the first time is written at once (its baseline),
+	// inside the interval.
+	snap := tr.snap(t0.Add(40 * time.Second))
+	n := *snap.Models["m"]
+	n.Name = "n"
+	snap.Models["n"] = &n
+	src.set(snap)
+	w.Tick(t0.Add(40 * time.Second))
+	if got := savedAt(); !got.Equal(t0.Add(40 * time.Second).UTC()) {
+		t.Fatalf("a new model's first tick did not write the checkpoint (saved at t0+%s)", got.Sub(t0))
+	}
+	before := savedAt()
+	if err := w.SaveState(); err != nil {
+		t.Fatal(err)
+	}
+	if savedAt().Equal(before) {
+		t.Fatal("SaveState (shutdown) did not write the checkpoint")
+	}
+}
+
+// With checkpoints an interval apart, a kill -9 restores an older
+// checkpoint: the events since it still come from vLLM's counters at the
+// first tick after the restart, so every window that covers the gap sums
+// the same as a watchdog that never stopped.
+func TestRestartFromAnOlderCheckpointCountsTheGap(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "slo.state")
+	holder := holderFor(t, restartCfg)
+	srcA, srcRef := &fakeVLLM{}, &fakeVLLM{}
+	a := New(Options{StateFile: path, CheckpointInterval: time.Hour}, holder, Sources{VLLM: srcA}, nil)
+	ref := New(Options{}, holder, Sources{VLLM: srcRef}, nil)
+	tr := &traffic{}
+	now := t0
+	tickAt(a, srcA, tr, now) // baseline, written
+	tickAt(ref, srcRef, tr, now)
+	for i := 1; i <= 20; i++ { // 10 minutes, no write due
+		now = now.Add(30 * time.Second)
+		tr.add(50, 2)
+		tickAt(a, srcA, tr, now)
+		tickAt(ref, srcRef, tr, now)
+	}
+	a = nil // kill -9
+	now = now.Add(30 * time.Second)
+	tr.add(50, 2)
+	tickAt(ref, srcRef, tr, now)
+	b := New(Options{StateFile: path, CheckpointInterval: time.Hour}, holder, Sources{VLLM: srcA}, nil)
+	if !b.self.restored.Load() {
+		t.Fatal("state was not restored")
+	}
+	now = now.Add(30 * time.Second)
+	tr.add(50, 2)
+	tickAt(b, srcA, tr, now)
+	tickAt(ref, srcRef, tr, now)
+	// The events since the checkpoint (10.5 minutes of them) land in the
+	// restart's bucket: the 5m windows hold all of them; every longer
+	// window sums as ref's.
+	got, want := stripFast(stripTime(b.Status())), stripFast(stripTime(ref.Status()))
+	for i := range got {
+		if g, w := got[i].Windows[0], got[i].Windows[1]; g.Total != w.Total {
+			t.Errorf("%s: the 5m window after the restart holds %v events, want the gap's and more (%v, as 30m)", got[i].SLO, g.Total, w.Total)
+		}
+		got[i].Windows[0], want[i].Windows[0] = WindowResult{}, WindowResult{}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("after restart, windows from 30m up:\n got %v\nwant %v", got, want)
 	}
 }

@@ -53,6 +53,9 @@ func validateFlags(f *flags) error {
 		if err := positiveDuration("slo.interval", *f.slo.interval); err != nil {
 			return err
 		}
+		if *f.slo.checkpointInterval < 0 {
+			return fmt.Errorf("--slo.checkpoint-interval: must be >= 0 (0: at every evaluation), got %s", *f.slo.checkpointInterval)
+		}
 		if *f.slo.stateFile != "" {
 			if err := writableDir("slo.state-file", *f.slo.stateFile); err != nil {
 				return err

@@ -50,6 +50,7 @@ func TestBadFlagsRefusedAtStart(t *testing.T) {
 		{[]string{"--slo.state-file=" + dir}, 2, "--slo.state-file: " + dir + " is a directory"},
 		{[]string{"--slo.state-file=" + good + "/slo.state"}, 2, "--slo.state-file: " + good + " is not a directory"},
 		{[]string{"--slo.interval=0s"}, 2, "--slo.interval: must be a positive duration, got 0s"},
+		{[]string{"--slo.checkpoint-interval=-1m"}, 2, "--slo.checkpoint-interval: must be >= 0 (0: at every evaluation), got -1m0s"},
 		{[]string{"--collector.gpu.interval=-1s"}, 2, "--collector.gpu.interval: must be a positive duration, got -1s"},
 		{[]string{"--vllm.max-models=0"}, 2, "--vllm.max-models: must be in [1, 1024], got 0"},
 		{[]string{"--vllm.max-models=100000"}, 2, "--vllm.max-models: must be in [1, 1024], got 100000"},
