@@ -262,104 +262,140 @@ func modelNameOf(line []byte, end int) ([]byte, bool) {
 // and with errParseTooLarge when the kept lines would cost more than
 // parseBudget(limit) to parse.
 func readNeeded(br *bufio.Reader, r io.Reader, limit int64, dst *bytes.Buffer, models *modelFilter, lc *lineCache) (st streamed, err error) {
-	budget := parseBudget(limit)
-	var cost parseCost
 	br.Reset(r)
+	nr := needReader{br: br, limit: limit, budget: parseBudget(limit), dst: dst, models: models, lc: lc}
 	matching := lc.start() // the lines so far are the cached body's
-	n := 0                 // lines read
 	defer func() {
 		if err != nil {
 			lc.reset()
 		} else {
-			lc.finish(n)
+			lc.finish(nr.n)
 		}
 	}()
 	for {
 		line, err := br.ReadSlice('\n')
-		st.read += int64(len(line))
-		if st.read > limit {
-			return st, errBodyTooLarge
+		if nr.st.read += int64(len(line)); nr.st.read > limit {
+			return nr.st, errBodyTooLarge
 		}
 		if matching && len(line) > 0 {
-			if e, ok := lc.match(n, line, models); ok && err == nil {
-				n++
-				st.anyVLLM = st.anyVLLM || e.flags&lineVLLM != 0
-				switch {
-				case e.flags&lineRefused != 0:
-					st.refused++
-				case e.flags&lineKeep != 0:
-					if cost.total += int64(len(line)) + int64(e.cost); cost.total > budget {
-						st.cost = cost.total
-						return st, errParseTooLarge
-					}
-					dst.Write(line)
+			if e, ok := lc.match(nr.n, line, models); ok && err == nil {
+				if err := nr.cached(line, e); err != nil {
+					return nr.st, err
 				}
 				continue
 			}
 			// The rest goes through the filter, from the parse cost's
 			// state at this line.
 			matching = false
-			if n == 0 {
+			if nr.n == 0 {
 				lc.reset()
 			}
-			cost = replayCost(dst.Bytes())
+			nr.cost = replayCost(dst.Bytes())
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {
-			// Judge an overlong line by its start, then skip the rest.
-			keep, vllm := keepLine(line)
-			st.anyVLLM = st.anyVLLM || vllm
-			if keep {
-				st.long++
+			if err = nr.skipLong(line); err != nil && !errors.Is(err, io.EOF) {
+				return nr.st, err
 			}
-			for errors.Is(err, bufio.ErrBufferFull) {
-				line, err = br.ReadSlice('\n')
-				st.read += int64(len(line))
-				if st.read > limit {
-					return st, errBodyTooLarge
-				}
-			}
-			lc.never(n)
-			n++
 		} else if len(line) > 0 {
-			keep, vllm := keepLine(line)
-			st.anyVLLM = st.anyVLLM || vllm
-			end, refused, before := 0, false, cost.total
-			if keep && line[0] != '#' {
-				end = labelSetEnd(line) // once for the model filter and the cost
-				if !models.keep(line, end) {
-					keep, refused = false, true
-					st.refused++
-				}
+			if err := nr.filter(line); err != nil {
+				return nr.st, err
 			}
-			if keep {
-				if cost.addEnd(line, end); cost.total > budget {
-					st.cost = cost.total
-					return st, errParseTooLarge
-				}
-				dst.Write(line)
-			}
-			if line[len(line)-1] == '\n' {
-				extra := int64(0) // the parse cost beyond the line's length
-				if keep {
-					extra = cost.total - before - int64(len(line))
-				}
-				lc.describe(n, line, keep || refused, refused, vllm, end, extra)
-			} else {
-				lc.never(n)
-				if keep {
-					dst.WriteByte('\n')
-				}
-			}
-			n++
 		}
 		switch {
 		case err == io.EOF:
-			st.cost = cost.total
-			return st, nil
+			nr.st.cost = nr.cost.total
+			return nr.st, nil
 		case err != nil:
-			return st, err
+			return nr.st, err
 		}
 	}
+}
+
+// needReader is readNeeded's state while it reads one body: what it has
+// read and kept, the parse cost so far and the line number n.
+type needReader struct {
+	br            *bufio.Reader
+	limit, budget int64
+	dst           *bytes.Buffer
+	models        *modelFilter
+	lc            *lineCache
+	st            streamed
+	cost          parseCost
+	n             int
+}
+
+// cached takes line n as the line cache described it in the last body.
+func (nr *needReader) cached(line []byte, e cachedLine) error {
+	nr.n++
+	nr.st.anyVLLM = nr.st.anyVLLM || e.flags&lineVLLM != 0
+	switch {
+	case e.flags&lineRefused != 0:
+		nr.st.refused++
+	case e.flags&lineKeep != 0:
+		if nr.cost.total += int64(len(line)) + int64(e.cost); nr.cost.total > nr.budget {
+			nr.st.cost = nr.cost.total
+			return errParseTooLarge
+		}
+		nr.dst.Write(line)
+	}
+	return nil
+}
+
+// skipLong judges an overlong line by its start (line, the buffer's worth
+// read so far) and skips the rest of it; it returns the read error that
+// ended the line (nil, io.EOF or another), or errBodyTooLarge.
+func (nr *needReader) skipLong(line []byte) error {
+	keep, vllm := keepLine(line)
+	nr.st.anyVLLM = nr.st.anyVLLM || vllm
+	if keep {
+		nr.st.long++
+	}
+	err := bufio.ErrBufferFull
+	for errors.Is(err, bufio.ErrBufferFull) {
+		line, err = nr.br.ReadSlice('\n')
+		if nr.st.read += int64(len(line)); nr.st.read > nr.limit {
+			return errBodyTooLarge
+		}
+	}
+	nr.lc.never(nr.n)
+	nr.n++
+	return err
+}
+
+// filter judges line n (keepLine, the model bound), keeps it within the
+// parse budget and tells the line cache what it decided.
+func (nr *needReader) filter(line []byte) error {
+	keep, vllm := keepLine(line)
+	nr.st.anyVLLM = nr.st.anyVLLM || vllm
+	end, refused, before := 0, false, nr.cost.total
+	if keep && line[0] != '#' {
+		end = labelSetEnd(line) // once for the model filter and the cost
+		if !nr.models.keep(line, end) {
+			keep, refused = false, true
+			nr.st.refused++
+		}
+	}
+	if keep {
+		if nr.cost.addEnd(line, end); nr.cost.total > nr.budget {
+			nr.st.cost = nr.cost.total
+			return errParseTooLarge
+		}
+		nr.dst.Write(line)
+	}
+	if line[len(line)-1] == '\n' {
+		extra := int64(0) // the parse cost beyond the line's length
+		if keep {
+			extra = nr.cost.total - before - int64(len(line))
+		}
+		nr.lc.describe(nr.n, line, keep || refused, refused, vllm, end, extra)
+	} else {
+		nr.lc.never(nr.n)
+		if keep {
+			nr.dst.WriteByte('\n')
+		}
+	}
+	nr.n++
+	return nil
 }
 
 // ParseBudget is the parse budget for a --vllm.max-body-bytes limit: a
