@@ -1,6 +1,7 @@
 package slo
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -113,23 +114,7 @@ func (w *Watchdog) SaveState() error {
 }
 
 func (w *Watchdog) saveLocked(now time.Time) error {
-	sf := stateFile{Format: stateFormat, Version: stateVersion, SavedAt: now.UTC()}
-	for _, name := range slices.Sorted(maps.Keys(w.states)) {
-		st := w.states[name]
-		ss := stateSLO{Name: name, Fingerprint: st.fp}
-		for _, m := range slices.Sorted(maps.Keys(st.series)) {
-			s := st.series[m]
-			ss.Series = append(ss.Series, stateSeries{Model: m, HasLast: s.hasLast, Last: s.last, LastSeen: s.lastSeen.UTC(),
-				Fine: encodeRing(s.fine), Coarse: encodeRing(s.coarse), Fast: ptr(encodeRing(s.fast)), Since: ptr(s.since.UTC())})
-		}
-		sf.SLOs = append(sf.SLOs, ss)
-	}
-	data, err := json.Marshal(sf)
-	if err != nil {
-		w.self.stateErrors.add("write")
-		return err
-	}
-	if err := writeAtomic(w.opts.StateFile, data); err != nil {
+	if err := writeAtomic(w.opts.StateFile, func(bw *bufio.Writer) error { return w.encodeState(bw, now) }); err != nil {
 		w.self.stateErrors.add("write")
 		return err
 	}
@@ -137,9 +122,72 @@ func (w *Watchdog) saveLocked(now time.Time) error {
 	return nil
 }
 
+// encodeState writes the checkpoint (a stateFile's JSON) to bw one series
+// at a time, so the encoded file is never held whole: with 16 models and 3
+// days of traffic, marshalling the whole stateFile held its 7 MB of JSON
+// and every ring's bucket list (about 18 MB) at once, on top of the
+// exporter's working heap; now one series' rings (about 230 KB). bw's
+// errors are sticky: the caller's Flush reports them.
+func (w *Watchdog) encodeState(bw *bufio.Writer, now time.Time) error {
+	put := func(v any, open bool) error {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if open { // an object to continue: leave out its closing brace
+			b = b[:len(b)-1]
+		}
+		_, err = bw.Write(b)
+		return err
+	}
+	if err := put(stateFileHeader{Format: stateFormat, Version: stateVersion, SavedAt: now.UTC()}, true); err != nil {
+		return err
+	}
+	bw.WriteString(`,"slos":[`)
+	for i, name := range slices.Sorted(maps.Keys(w.states)) {
+		st := w.states[name]
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		if err := put(stateSLOHeader{Name: name, Fingerprint: st.fp}, true); err != nil {
+			return err
+		}
+		bw.WriteString(`,"series":[`)
+		for j, m := range slices.Sorted(maps.Keys(st.series)) {
+			s := st.series[m]
+			if j > 0 {
+				bw.WriteByte(',')
+			}
+			ss := stateSeries{Model: m, HasLast: s.hasLast, Last: s.last, LastSeen: s.lastSeen.UTC(),
+				Fine: encodeRing(s.fine), Coarse: encodeRing(s.coarse), Fast: ptr(encodeRing(s.fast)), Since: ptr(s.since.UTC())}
+			if err := put(ss, false); err != nil {
+				return err
+			}
+		}
+		bw.WriteString("]}")
+	}
+	bw.WriteString("]}")
+	return nil
+}
+
+// stateFileHeader and stateSLOHeader are stateFile and stateSLO without
+// their lists, which encodeState writes element by element.
+type stateFileHeader struct {
+	Format  string    `json:"format"`
+	Version int       `json:"version"`
+	SavedAt time.Time `json:"saved_at"`
+}
+
+type stateSLOHeader struct {
+	Name        string `json:"name"`
+	Fingerprint string `json:"fingerprint"`
+}
+
 func ptr[T any](v T) *T { return &v }
 
-func writeAtomic(path string, data []byte) error {
+// writeAtomic writes path through write: a temp file in the same
+// directory, synced, renamed over path, and the directory synced.
+func writeAtomic(path string, write func(*bufio.Writer) error) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -153,7 +201,11 @@ func writeAtomic(path string, data []byte) error {
 			os.Remove(tmp)
 		}
 	}()
-	if _, err := f.Write(data); err != nil {
+	bw := bufio.NewWriterSize(f, 64<<10)
+	if err := write(bw); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
 		return err
 	}
 	if err := f.Sync(); err != nil {

@@ -2,9 +2,11 @@ package slo
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -304,5 +306,67 @@ func TestRestartFromAnOlderCheckpointCountsTheGap(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("after restart, windows from 30m up:\n got %v\nwant %v", got, want)
+	}
+}
+
+// The checkpoint, written series by series, is the JSON of the whole
+// stateFile: it parses (unknown fields refused) into exactly what
+// marshalling the stateFile at once gives.
+func TestCheckpointStreamsTheStateFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "slo.state")
+	src := &fakeVLLM{}
+	w := New(Options{StateFile: path, CheckpointInterval: time.Hour}, holderFor(t, restartCfg), Sources{VLLM: src}, nil)
+	tr := &traffic{}
+	for i := range 40 {
+		now := t0.Add(time.Duration(i) * 30 * time.Second)
+		snap := tr.snap(now)
+		if i >= 10 { // a second model from the 10th tick
+			n := *snap.Models["m"]
+			n.Name = "n"
+			snap.Models["n"] = &n
+		}
+		src.set(snap)
+		tr.add(40, float64(i%3))
+		w.Tick(now)
+	}
+	end := t0.Add(40 * 30 * time.Second)
+	w.mu.Lock()
+	err := w.saveLocked(end)
+	whole := stateFile{Format: stateFormat, Version: stateVersion, SavedAt: end.UTC()}
+	for _, name := range slices.Sorted(maps.Keys(w.states)) {
+		st := w.states[name]
+		ss := stateSLO{Name: name, Fingerprint: st.fp}
+		for _, m := range slices.Sorted(maps.Keys(st.series)) {
+			s := st.series[m]
+			ss.Series = append(ss.Series, stateSeries{Model: m, HasLast: s.hasLast, Last: s.last, LastSeen: s.lastSeen.UTC(),
+				Fine: encodeRing(s.fine), Coarse: encodeRing(s.coarse), Fast: ptr(encodeRing(s.fast)), Since: ptr(s.since.UTC())})
+		}
+		whole.SLOs = append(whole.SLOs, ss)
+	}
+	w.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := parseState(data)
+	if err != nil {
+		t.Fatalf("the checkpoint does not parse: %v", err)
+	}
+	wholeJSON, err := json.Marshal(whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := parseState(wholeJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want.SLOs) != 3 || len(want.SLOs[0].Series) != 2 || len(want.SLOs[0].Series[0].Fine.Buckets) == 0 {
+		t.Fatalf("the scenario should give 3 SLOs with 2 models and filled rings: %+v", want)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("streamed checkpoint differs from the stateFile's JSON:\n got %.400s\nwant %.400s", data, wholeJSON)
 	}
 }
