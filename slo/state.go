@@ -154,13 +154,10 @@ func (w *Watchdog) encodeState(bw *bufio.Writer, now time.Time) error {
 		}
 		bw.WriteString(`,"series":[`)
 		for j, m := range slices.Sorted(maps.Keys(st.series)) {
-			s := st.series[m]
 			if j > 0 {
 				bw.WriteByte(',')
 			}
-			ss := stateSeries{Model: m, HasLast: s.hasLast, Last: s.last, LastSeen: s.lastSeen.UTC(),
-				Fine: encodeRing(s.fine), Coarse: encodeRing(s.coarse), Fast: ptr(encodeRing(s.fast)), Since: ptr(s.since.UTC())}
-			if err := put(ss, false); err != nil {
+			if err := put(st.series[m].state(m), false); err != nil {
 				return err
 			}
 		}
@@ -168,6 +165,12 @@ func (w *Watchdog) encodeState(bw *bufio.Writer, now time.Time) error {
 	}
 	bw.WriteString("]}")
 	return nil
+}
+
+// state is s as model's checkpoint entry.
+func (s *series) state(model string) stateSeries {
+	return stateSeries{Model: model, HasLast: s.hasLast, Last: s.last, LastSeen: s.lastSeen.UTC(),
+		Fine: encodeRing(s.fine), Coarse: encodeRing(s.coarse), Fast: ptr(encodeRing(s.fast)), Since: ptr(s.since.UTC())}
 }
 
 // stateFileHeader and stateSLOHeader are stateFile and stateSLO without

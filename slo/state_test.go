@@ -337,9 +337,7 @@ func TestCheckpointStreamsTheStateFile(t *testing.T) {
 		st := w.states[name]
 		ss := stateSLO{Name: name, Fingerprint: st.fp}
 		for _, m := range slices.Sorted(maps.Keys(st.series)) {
-			s := st.series[m]
-			ss.Series = append(ss.Series, stateSeries{Model: m, HasLast: s.hasLast, Last: s.last, LastSeen: s.lastSeen.UTC(),
-				Fine: encodeRing(s.fine), Coarse: encodeRing(s.coarse), Fast: ptr(encodeRing(s.fast)), Since: ptr(s.since.UTC())})
+			ss.Series = append(ss.Series, st.series[m].state(m))
 		}
 		whole.SLOs = append(whole.SLOs, ss)
 	}

@@ -349,7 +349,8 @@ func (w *Watchdog) checkpointDue(now time.Time) bool {
 		return false
 	}
 	iv := w.opts.CheckpointInterval
-	return iv <= 0 || w.baselined || w.savedAt.IsZero() || now.Sub(w.savedAt) >= iv || now.Before(w.savedAt)
+	// A zero savedAt (nothing written yet) is long enough ago.
+	return iv <= 0 || w.baselined || now.Sub(w.savedAt) >= iv || now.Before(w.savedAt)
 }
 
 // observe adds the events since the previous reading to st's rings.
