@@ -332,6 +332,10 @@ func (d *dataCheck) run() ([]string, error) {
 // it proves that the mode stores what it claims, that every dashboard query
 // and every recording rule returns data, that a hard TTFT breach pages within
 // the expected time and that the page resolves after recovery.
+// loraBurstAfter is how long after the stack is up TestEndToEnd starts
+// its LoRA burst: the SLO windows must hold enough events first.
+const loraBurstAfter = time.Minute
+
 func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test takes minutes")
@@ -366,9 +370,8 @@ func TestEndToEnd(t *testing.T) {
 			return err
 		})
 	}
-	t.Logf("stack up after %v", time.Since(testStart).Round(time.Second))
-	// Requests for three adapters at once: one waits on the LoRA budget.
-	s.loraBurst()
+	stackUp := time.Now()
+	t.Logf("stack up after %v", stackUp.Sub(testStart).Round(time.Second))
 	// Each mode stores the histograms as it says (the probe histograms
 	// appear with the first probe).
 	for _, r := range runs {
@@ -406,11 +409,23 @@ func TestEndToEnd(t *testing.T) {
 	total := len(checks[runs[0].mode.name].pending)
 	// Healthy: wait until every query has data in every mode, or the sets
 	// still without data have not changed for 30s (after at least a minute,
-	// so the 1m rate windows and the 30s recording rules have filled), at
-	// most 4 minutes.
+	// so the 1m rate windows and the 30s recording rules have filled, and
+	// after the LoRA burst), at most 4 minutes.
 	healthyLeft := map[string][]string{}
-	start, lastChange, prev := time.Now(), time.Now(), ""
+	start, lastChange, prev, burst := time.Now(), time.Now(), "", false
 	for {
+		// Requests for three adapters at once: one waits on the LoRA
+		// budget (the deferred-request panels need it), and it and the
+		// adapter requests behind it miss TTFT by design: up to 4 misses
+		// in the simulator's runs. Only once Prometheus holds loraBurstAfter
+		// of events (about 2.8 a second: 170) are they under the page's
+		// burn rates (4 of 170 is 2.4x, against 6x and 14.4x); fired as
+		// soon as the stack was up they once paged at 6.1x and 7.5x, since
+		// the windows then held only the 35 events of the first 13 s.
+		if !burst && time.Since(stackUp) >= loraBurstAfter {
+			s.loraBurst()
+			burst, lastChange = true, time.Now()
+		}
 		var cur strings.Builder
 		done := true
 		for _, r := range runs {
@@ -425,7 +440,8 @@ func TestEndToEnd(t *testing.T) {
 		if cur.String() != prev {
 			prev, lastChange = cur.String(), time.Now()
 		}
-		if done || (time.Since(start) > time.Minute && time.Since(lastChange) > 30*time.Second) || time.Since(start) > 4*time.Minute {
+		settled := burst && time.Since(start) > time.Minute && time.Since(lastChange) > 30*time.Second
+		if (done && burst) || settled || time.Since(start) > 4*time.Minute {
 			break
 		}
 		time.Sleep(3 * time.Second) // real Prometheus: poll its queries

@@ -127,10 +127,9 @@ var e2eAdapters = []string{"e2e-sql-lora", "e2e-chat-lora", "e2e-summarize-lora"
 // in role with short transfers (TTFT stays far under the SLO's 250 ms) of
 // which 2% fail (under the VLLMKVTransferFailures page's 5%) and 2% expire,
 // LoRA adapters taking 3 % of the load (loraBurst holds the adapter budget
-// for tens of seconds, and the load's requests for the other adapters wait
-// behind it: real TTFT misses, released at once when the burst ends, the
-// healthy phase's only misses by design; at a tenth of the load a page in
-// the healthy phase at 7.5x burn was seen once, with these the likely cause),
+// for seconds, and the requests for the other adapters wait behind it:
+// real TTFT misses, the healthy phase's only misses by design, which is
+// why TestEndToEnd waits loraBurstAfter before the burst),
 // KV offload in both name generations with external-cache lookups,
 // --kv-cache-metrics, and Mooncake store traffic of which 2% fails.
 func productionControls(role string) map[string]any {
