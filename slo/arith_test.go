@@ -293,3 +293,70 @@ func TestRingSumsCacheMatchesFullWalk(t *testing.T) {
 		}
 	}
 }
+
+// The windows up to 2h are summed from 30 s buckets and those from 6h from
+// 5-minute ones (30-day period): each window's sum is exactly its buckets'
+// (now's bucket and the ones before it, ceil(span/width) in all), so it
+// holds every event of (now-span+width, now] and none before now-span.
+func TestWindowSumsAtTwoResolutions(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	src := &fakeVLLM{}
+	w := New(Options{}, holderFor(t, ttft99), Sources{VLLM: src}, nil)
+	tr := &traffic{}
+	type event struct {
+		at       time.Time
+		bad, all float64
+	}
+	var events []event
+	period := 30 * 24 * time.Hour
+	windows := Windows(period)
+	fw, mw := fineWidth(period), mediumWidth(period)
+	if fw != 30*time.Second || mw != 5*time.Minute {
+		t.Fatalf("bucket widths %v and %v, want 30s and 5m", fw, mw)
+	}
+	bucketSum := func(now time.Time, span, width time.Duration) (bad, all float64) {
+		end := floorDiv(now.UnixNano(), int64(width))
+		n := int64((span + width - 1) / width)
+		for _, e := range events {
+			if i := floorDiv(e.at.UnixNano(), int64(width)); i <= end && i > end-n {
+				bad, all = bad+e.bad, all+e.all
+			}
+		}
+		return
+	}
+	timeSum := func(from, to time.Time) (all float64) {
+		for _, e := range events {
+			if e.at.After(from) && !e.at.After(to) {
+				all += e.all
+			}
+		}
+		return
+	}
+	now := t0.Add(17 * time.Second)
+	tickAt(w, src, tr, now) // the baseline
+	for step := 0; now.Sub(t0) < 4*24*time.Hour; step++ {
+		now = now.Add(time.Duration(20+rng.Intn(200)) * time.Second)
+		good, bad := float64(rng.Intn(50)), float64(rng.Intn(3))
+		tr.add(good, bad)
+		events = append(events, event{now, bad, good + bad})
+		tickAt(w, src, tr, now)
+		if step%37 != 0 {
+			continue
+		}
+		r := only(t, w)
+		for i, span := range windows {
+			width := fw
+			if i >= firstMediumWindow {
+				width = mw
+			}
+			got := r.Windows[i]
+			wantBad, wantAll := bucketSum(now, span, width)
+			if got.Bad != wantBad || got.Total != wantAll {
+				t.Fatalf("%v in, window %s: %v bad of %v, want %v of %v (%v buckets)", now.Sub(t0), got.Name, got.Bad, got.Total, wantBad, wantAll, width)
+			}
+			if lo, hi := timeSum(now.Add(-span+width), now), timeSum(now.Add(-span), now); got.Total < lo || got.Total > hi {
+				t.Fatalf("%v in, window %s: %v events, outside [%v, %v]", now.Sub(t0), got.Name, got.Total, lo, hi)
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package slo
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -42,11 +43,16 @@ func BenchmarkTick(b *testing.B) {
 // BenchmarkCheckpoint: encoding and atomically writing the state of the
 // five shipped SLOs with full rings.
 func BenchmarkCheckpoint(b *testing.B) {
-	w, _, _, _ := fullRings(b, Options{StateFile: b.TempDir() + "/slo.state", SaveEvery: 1 << 30})
+	path := b.TempDir() + "/slo.state"
+	w, _, _, _ := fullRings(b, Options{StateFile: path, SaveEvery: 1 << 30})
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if err := w.SaveState(); err != nil {
 			b.Fatal(err)
 		}
+	}
+	b.StopTimer()
+	if fi, err := os.Stat(path); err == nil {
+		b.ReportMetric(float64(fi.Size()), "file-bytes")
 	}
 }

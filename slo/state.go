@@ -46,7 +46,10 @@ type stateSeries struct {
 	Last     cumulative `json:"last"`
 	LastSeen time.Time  `json:"last_seen"`
 	Fine     stateRing  `json:"fine"`
-	Coarse   stateRing  `json:"coarse"`
+	// Medium is absent in checkpoints written when the fine ring spanned
+	// every window: it is rebuilt from their fine ring.
+	Medium *stateRing `json:"medium,omitempty"`
+	Coarse stateRing  `json:"coarse"`
 	// Fast is absent in checkpoints written before the fast tier existed.
 	Fast *stateRing `json:"fast,omitempty"`
 	// Since (first reading) is absent in older checkpoints: the oldest
@@ -78,27 +81,37 @@ func encodeRing(r *ring) stateRing {
 	return sr
 }
 
-// decodeRing restores sr into r; it fails when the geometry differs.
+// decodeRing restores sr into r. r's buckets may be a whole number of
+// sr's (an older checkpoint's fine ring fills the medium ring) and r may
+// be shorter (the fine ring spanned 3 days before the medium ring existed):
+// sr's buckets are summed into r's, those older than r spans are dropped.
+// Any other geometry fails.
 func decodeRing(sr stateRing, r *ring) error {
-	if sr.WidthNS != int64(r.width) || sr.Len != len(r.bad) {
-		return fmt.Errorf("ring geometry %dns x %d, want %dns x %d", sr.WidthNS, sr.Len, int64(r.width), len(r.bad))
+	w := int64(r.width)
+	if sr.WidthNS <= 0 || w%sr.WidthNS != 0 || sr.Len < 1 {
+		return fmt.Errorf("ring geometry %dns x %d, want %dns buckets or a divisor of it", sr.WidthNS, sr.Len, w)
 	}
 	if !sr.Init {
 		return nil
 	}
 	r.changed()
-	r.init, r.head = true, sr.Head
+	r.init, r.head = true, floorDiv(sr.Head*sr.WidthNS, w)
 	for i := range r.bad {
 		r.bad[i], r.total[i] = 0, 0
 	}
 	n := int64(len(r.bad))
 	for _, b := range sr.Buckets {
 		i := int64(b[0])
-		if i > sr.Head || i <= sr.Head-n || b[1] < 0 || b[2] < 0 {
+		if i > sr.Head || i <= sr.Head-int64(sr.Len) || b[1] < 0 || b[2] < 0 {
 			return fmt.Errorf("bucket %d outside ring or negative", i)
 		}
-		s := r.slot(i)
-		r.bad[s], r.total[s] = float32(b[1]), float32(b[2])
+		j := floorDiv(i*sr.WidthNS, w)
+		if j <= r.head-n {
+			continue
+		}
+		s := r.slot(j)
+		r.bad[s] = float32(float64(r.bad[s]) + b[1])
+		r.total[s] = float32(float64(r.total[s]) + b[2])
 	}
 	return nil
 }
@@ -170,7 +183,7 @@ func (w *Watchdog) encodeState(bw *bufio.Writer, now time.Time) error {
 // state is s as model's checkpoint entry.
 func (s *series) state(model string) stateSeries {
 	return stateSeries{Model: model, HasLast: s.hasLast, Last: s.last, LastSeen: s.lastSeen.UTC(),
-		Fine: encodeRing(s.fine), Coarse: encodeRing(s.coarse), Fast: ptr(encodeRing(s.fast)), Since: ptr(s.since.UTC())}
+		Fine: encodeRing(s.fine), Medium: ptr(encodeRing(s.medium)), Coarse: encodeRing(s.coarse), Fast: ptr(encodeRing(s.fast)), Since: ptr(s.since.UTC())}
 }
 
 // stateFileHeader and stateSLOHeader are stateFile and stateSLO without
@@ -324,6 +337,13 @@ func (w *Watchdog) apply(sf *stateFile) error {
 			s := st.newSeries(se.Model)
 			if err := decodeRing(se.Fine, s.fine); err != nil {
 				return &stateError{"corrupt", fmt.Errorf("slo %s model %q fine ring: %w", ss.Name, se.Model, err)}
+			}
+			medium := se.Medium
+			if medium == nil {
+				medium = &se.Fine
+			}
+			if err := decodeRing(*medium, s.medium); err != nil {
+				return &stateError{"corrupt", fmt.Errorf("slo %s model %q medium ring: %w", ss.Name, se.Model, err)}
 			}
 			if err := decodeRing(se.Coarse, s.coarse); err != nil {
 				return &stateError{"corrupt", fmt.Errorf("slo %s model %q coarse ring: %w", ss.Name, se.Model, err)}

@@ -368,3 +368,64 @@ func TestCheckpointStreamsTheStateFile(t *testing.T) {
 		t.Fatalf("streamed checkpoint differs from the stateFile's JSON:\n got %.400s\nwant %.400s", data, wholeJSON)
 	}
 }
+
+// A checkpoint written when one 30 s ring spanned every window (no medium
+// ring) restores into the fine and medium rings exactly: the watchdog
+// continues as one that ran with them all along.
+func TestRestoreFromACheckpointWithOneFineRing(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "slo.state")
+	holder := holderFor(t, ttft99)
+	src := &fakeVLLM{}
+	a := New(Options{StateFile: path, SaveEvery: 1 << 30}, holder, Sources{VLLM: src}, nil)
+	period := 30 * 24 * time.Hour
+	// The old geometry: 30 s buckets over the 3d window.
+	old := newRing(fineWidth(period), Windows(period)[len(baseWindows)-1])
+	tr := &traffic{}
+	now := t0
+	tickAt(a, src, tr, now)
+	old.advance(old.index(now))
+	for i := 1; now.Sub(t0) < 80*time.Hour; i++ {
+		now = now.Add(time.Duration(25+i%11) * time.Second)
+		good, bad := float64(i%40), float64(i%7/6)
+		tr.add(good, bad)
+		tickAt(a, src, tr, now)
+		old.add(now, bad, good+bad)
+	}
+	a.mu.Lock()
+	err := a.saveLocked(now) // saved at the last tick's time, as a tick saves
+	a.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sf stateFile
+	if err := json.Unmarshal(mustRead(t, path), &sf); err != nil {
+		t.Fatal(err)
+	}
+	se := &sf.SLOs[0].Series[0]
+	if se.Medium == nil || se.Fine.Len >= len(old.bad) {
+		t.Fatalf("checkpoint: medium ring %v, fine ring of %d buckets", se.Medium != nil, se.Fine.Len)
+	}
+	se.Medium, se.Fine = nil, encodeRing(old)
+	b, err := json.Marshal(sf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	restored := New(Options{StateFile: path}, holder, Sources{VLLM: src}, nil)
+	if !restored.self.restored.Load() {
+		t.Fatal("state was not restored")
+	}
+	tr.add(30, 1)
+	tickAt(a, src, tr, now.Add(time.Second))
+	tickAt(restored, src, tr, now.Add(time.Second))
+	got, want := stripTime(restored.Status()), stripTime(a.Status())
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("restored from the one-ring checkpoint:\n got %v\nwant %v", got, want)
+	}
+	if wr := win(t, want[0], "3d"); wr.Total < 1000 || wr.Bad == 0 {
+		t.Fatalf("3d window holds too little to compare: %+v", wr)
+	}
+}

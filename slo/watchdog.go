@@ -160,11 +160,14 @@ type series struct {
 	lastSeen time.Time
 	// since is the first reading of the series: the period's budget covers
 	// only what was observed since (checkpointed).
-	since  time.Time
-	fine   *ring
-	coarse *ring
-	fast   *ring
+	since time.Time
+	// fine and medium hold the alert windows (see firstMediumWindow),
+	// coarse the period, fast the fast tier's windows.
+	fine, medium, coarse, fast *ring
 }
+
+// rings are s's rings, which all record the same events.
+func (s *series) rings() [4]*ring { return [4]*ring{s.fine, s.medium, s.coarse, s.fast} }
 
 // sloState is the watchdog's state for one configured SLO.
 type sloState struct {
@@ -186,7 +189,8 @@ func (st *sloState) newSeries(model string) *series {
 	p := st.cfg.PeriodDuration()
 	return &series{
 		model:  model,
-		fine:   newRing(fineWidth(p), st.windows[len(st.windows)-1]),
+		fine:   newRing(fineWidth(p), st.windows[firstMediumWindow-1]),
+		medium: newRing(mediumWidth(p), st.windows[len(st.windows)-1]),
 		coarse: newRing(coarseWidth(p), p),
 		fast:   newRing(fastWidth, FastWindows[0]),
 	}
@@ -412,16 +416,16 @@ func (w *Watchdog) observe(st *sloState, vl *snapshot.VLLM, pr *snapshot.Probes,
 				w.baselined = true
 			}
 			s.last, s.hasLast = c, true
-			s.fine.advance(s.fine.index(now))
-			s.coarse.advance(s.coarse.index(now))
-			s.fast.advance(s.fast.index(now))
+			for _, r := range s.rings() {
+				r.advance(r.index(now))
+			}
 			continue
 		}
 		bad, total, _ := increment(s.last, c)
 		s.last = c
-		s.fine.add(now, bad, total)
-		s.coarse.add(now, bad, total)
-		s.fast.add(now, bad, total)
+		for _, r := range s.rings() {
+			r.add(now, bad, total)
+		}
 	}
 	// Forget models gone for longer than the period with no events left.
 	for model, s := range st.series {
@@ -553,7 +557,9 @@ func evaluate(st *sloState, s *series, now time.Time) Result {
 	minEv := c.MinEventsValue()
 	res := Result{SLO: c.Name, Model: s.model, Source: c.Source, Kind: c.Kind,
 		Objective: c.Objective, Period: c.PeriodDuration(), Time: now}
-	bad, total := s.fine.sums(now, st.windows)
+	bad, total := s.fine.sums(now, st.windows[:firstMediumWindow])
+	mb, mt := s.medium.sums(now, st.windows[firstMediumWindow:])
+	bad, total = append(bad, mb...), append(total, mt...)
 	res.Windows = make([]WindowResult, len(st.windows))
 	for i, d := range st.windows {
 		res.Windows[i] = windowResult(WindowName(d), d, bad[i], total[i], budget, minEv)

@@ -106,11 +106,21 @@ func Windows(period time.Duration) []time.Duration {
 // WindowName is the `window` label value of a duration ("5m", "1d", "1m10s").
 func WindowName(d time.Duration) string { return model.Duration(d).String() }
 
-// bucket widths: the fine ring resolves the shortest window in 10 buckets and
-// spans the longest; the coarse ring covers the whole period in 720 buckets.
+// bucket widths: the fine ring resolves the shortest window in 10 buckets
+// and spans the windows up to 2h (30-day period: 30 s buckets, 241 of
+// them); the medium ring's buckets are 10 fine ones (5 minutes) and span
+// the windows from 6h to 3d (865); the coarse ring covers the whole period
+// in 720 buckets. One 30 s ring over the 3 days held 8,641 buckets, 69 KB
+// per SLO and model; the three rings hold 14 KB. A medium window's oldest
+// edge moves in 5-minute steps: the 6h window sums between 5h55m and 6h of
+// events (the fine ring's: between 5h59m30s and 6h), 1.4 % of its span, 0.1
+// % of the 3d window's.
 const (
 	fineBucketsPerShortWindow = 10
+	mediumPerFine             = 10
 	coarseBuckets             = 720
+	// firstMediumWindow is the first window summed from the medium ring.
+	firstMediumWindow = w6h
 )
 
 func fineWidth(period time.Duration) time.Duration {
@@ -120,6 +130,12 @@ func fineWidth(period time.Duration) time.Duration {
 		w = time.Millisecond
 	}
 	return w
+}
+
+// mediumWidth is a whole number of fine buckets, so a fine ring from an
+// older checkpoint re-buckets into the medium ring exactly.
+func mediumWidth(period time.Duration) time.Duration {
+	return fineWidth(period) * mediumPerFine
 }
 
 func coarseWidth(period time.Duration) time.Duration {
@@ -133,9 +149,9 @@ func coarseWidth(period time.Duration) time.Duration {
 // ring is a fixed array of time buckets holding bad and total event counts;
 // bucket i (an absolute index, unix time / width) lives at i mod len.
 // Counts are float32: a bucket holds whole events (exact below 2^24 = 16.7
-// million per bucket, i.e. 560 k requests/s in a 30 s bucket), sums are
-// taken in float64, and a 3-day ring per SLO and model is 69 KB instead of
-// 138 KB (16 models x 4 SLOs: 4.4 MB less).
+// million per bucket: 4,600 requests/s in a 30-day SLO's 1-hour coarse
+// bucket, far above one vLLM server's rate), sums are taken in float64, and
+// a ring takes half the memory of float64 counts.
 type ring struct {
 	width time.Duration
 	bad   []float32
@@ -143,9 +159,9 @@ type ring struct {
 	head  int64 // absolute index of the newest bucket
 	init  bool
 	// older caches sums' totals of the buckets before now's: a watchdog
-	// ticks on every vLLM scrape (5 s), several times per bucket (30 s in a
-	// 30-day SLO's 3-day ring of 8640), and only now's bucket changes
-	// between those ticks. gen counts the other changes.
+	// ticks on every vLLM scrape (5 s), several times per bucket (30 s or
+	// 5 minutes for a 30-day SLO), and only now's bucket changes between
+	// those ticks. gen counts the other changes.
 	gen   uint64
 	older sumsCache
 }
