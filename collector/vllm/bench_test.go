@@ -164,8 +164,9 @@ func BenchmarkReadNeeded(b *testing.B) {
 // move between scrapes: scrape i serves the body with i added to every
 // whole-number value (counters, histogram counts), so the lines stay and
 // nothing resets. It reports the bytes a scrape allocates against the
-// body's size (alloc-per-body-byte); making the next body is left out of
-// the count. scripts/growth.sh runs it on a body of the simulator at 16
+// body's size (alloc-per-body-byte; making the next body is left out of
+// the count) and the live heap the scraper holds between scrapes
+// (retained-bytes). scripts/growth.sh runs it on a body of the simulator at 16
 // models x 8 engines through SCRAPE_BODY=file; without it, on the
 // one-model fixture.
 func BenchmarkScrapeBody(b *testing.B) {
@@ -190,6 +191,9 @@ func BenchmarkScrapeBody(b *testing.B) {
 		})
 	}
 	srv := newFakeVLLM(b, base, "text/plain; version=0.0.4")
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
 	s := newTestScraper(b, srv.URL, nil)
 	at := t0
 	for i := range 70 { // fill the 5m history first
@@ -217,4 +221,11 @@ func BenchmarkScrapeBody(b *testing.B) {
 		b.Fatal(s.Latest().Error)
 	}
 	b.ReportMetric(float64(allocated)/float64(b.N)/float64(len(base)), "alloc-per-body-byte")
+	// What the scraper holds between scrapes (the fake server's body is
+	// replaced by one of the same size, so it cancels out).
+	b.StopTimer()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)), "retained-bytes")
+	runtime.KeepAlive(s)
 }
