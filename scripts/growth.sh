@@ -11,9 +11,10 @@
 #   - the scrape cycle (vllm_exporter_scrape_duration_seconds: fetch,
 #     filter, parse, normalize, derive), median and longest;
 #   - CPU seconds per second and the goroutine count (first and last);
-#   - the bytes one scrape allocates against the body's size, from
-#     collector/vllm's BenchmarkScrapeBody run on a body of the same
-#     simulator (needs the Go toolchain; SKIP_BENCH=1 leaves it out).
+#   - the bytes one scrape allocates against the body's size, and the live
+#     heap the scraper retains between scrapes, from collector/vllm's
+#     BenchmarkScrapeBody run on a body of the same simulator (needs the Go
+#     toolchain; SKIP_BENCH=1 leaves it out).
 #
 #   scripts/growth.sh [MINUTES]        (default GROWTH_MINUTES, else 30)
 #
@@ -118,8 +119,9 @@ for size in $SIZES; do
     echo "growth: BenchmarkScrapeBody on the ${size} body" >&2
     out=$(SCRAPE_BODY="$work/body-$size.txt" go test -count=1 -run '^$' -bench '^BenchmarkScrapeBody$' -benchtime 20x ./collector/vllm/ 2>&1 | awk '/^BenchmarkScrapeBody/')
     bench_rows+=("$(echo "$out" | awk -v s="$size" -v b="$body" '{
-      for (i = 1; i < NF; i++) { if ($(i + 1) == "alloc-per-body-byte") r = $i; if ($(i + 1) == "ns/op") ns = $i }
-      printf "%-6s %9.0f %12.0f %8.2fx %10.1f", s, b / 1024, r * b / 1024, r, ns / 1e6 }')")
+      for (i = 1; i < NF; i++) { if ($(i + 1) == "alloc-per-body-byte") r = $i; if ($(i + 1) == "ns/op") ns = $i
+        if ($(i + 1) == "retained-bytes") k = $i }
+      printf "%-6s %9.0f %12.0f %8.2fx %10.1f %12.0f", s, b / 1024, r * b / 1024, r, ns / 1e6, k / 1024 }')")
   fi
 done
 
@@ -132,7 +134,8 @@ echo "anon: RssAnon in MiB at minute 1, minute 5 and the end; heap: Go heap in u
 echo "GOMEMLIMIT; scrape: vllm_exporter_scrape_duration_seconds in ms (median, longest) over samples every ${SAMPLE}s;"
 echo "gorout: go_goroutines at the first sample and the end."
 if [ "${#bench_rows[@]}" -gt 0 ]; then
-  printf "\nallocations per scrape (collector/vllm BenchmarkScrapeBody on the same body, counters moving):\n\n"
-  printf "%-6s %9s %12s %9s %10s\n" "size" "body KiB" "alloc KiB" "of body" "ms/scrape"
+  printf "\nallocations per scrape (collector/vllm BenchmarkScrapeBody on the same body, counters moving),\n"
+  printf "and the live heap the scraper retains between scrapes:\n\n"
+  printf "%-6s %9s %12s %9s %10s %12s\n" "size" "body KiB" "alloc KiB" "of body" "ms/scrape" "retained KiB"
   for r in "${bench_rows[@]}"; do echo "$r"; done
 fi
