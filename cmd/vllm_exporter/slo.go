@@ -66,7 +66,7 @@ func addSLOFlags(app *kingpin.Application) *sloFlags {
 			"File where the SLO watchdog checkpoints its window state every --slo.checkpoint-interval and on shutdown, restored at start (empty: no checkpoint; budgets restart with the process).").
 			Default("").String(),
 		checkpointInterval: app.Flag("slo.checkpoint-interval",
-			"Least time between two writes of --slo.state-file (also written on shutdown). Each write encodes every window ring (about 450 KB per model with the shipped SLOs once 3 days of traffic fill them) and fsyncs. After a crash the events since the last write are still counted from vLLM's counters, in the restart's time bucket (probe events since then are lost). 0: at every evaluation.").
+			"Least time between two writes of --slo.state-file (also written on shutdown). Each write encodes every window ring (about 64 KB per model with the shipped SLOs once 3 days of traffic fill them) and fsyncs. After a crash the events since the last write are still counted from vLLM's counters, in the restart's time bucket (probe events since then are lost). 0: at every evaluation.").
 			Default("1m").Duration(),
 		windowEvents: app.Flag("slo.window-events",
 			"Also export vllm_slo_events (the events in each window; 1 series per SLO, model and window). Off by default: no shipped alert, panel or verdict reads it.").
