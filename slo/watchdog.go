@@ -210,7 +210,7 @@ type Watchdog struct {
 	// the holder hands out the same *config.File until a reload, and
 	// fingerprinting every SLO at every tick was a tenth of a tick's CPU.
 	reconciled *config.File
-	ticks  int
+	ticks      int
 	// savedAt is the tick time of the last checkpoint written by a tick;
 	// baselined is set when a tick took a new baseline reading (a model's
 	// first, or its events now read from other series, as when vLLM's
