@@ -31,8 +31,9 @@ tools:
 # deploy/validate is a Go module of its own (Helm, client-go and compose-go
 # stay out of the exporter's dependencies): the Helm chart, the Kubernetes
 # manifests and examples/ against Helm's linter and the API schemas.
+# gofmt first: an unformatted file passes vet and the tests.
 vet:
-	$(call phase,vet,$(GO) vet ./... && (cd deploy/validate && $(GO) vet ./...))
+	$(call phase,vet,unformatted=$$(gofmt -l .) && { [ -z "$$unformatted" ] || { echo "gofmt -l: $$unformatted" >&2; false; }; } && $(GO) vet ./... && (cd deploy/validate && $(GO) vet ./...))
 
 test: vet
 	@$(MAKE) --no-print-directory tools || [ "$$CI" != true ]
