@@ -52,6 +52,7 @@ type flags struct {
 	web            *web.FlagConfig
 	telemetryPath  string
 	goMemStats     bool
+	allRuntime     bool
 	disableExpMets bool
 
 	vllmURL      string
@@ -95,12 +96,13 @@ func newApp() (*kingpin.Application, *flags, *kingpin.CmdClause) {
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.telemetryPath)
 	app.Flag("web.disable-exporter-metrics", "Exclude the exporter's own go_* and process_* metrics.").BoolVar(&f.disableExpMets)
 	app.Flag("web.go-memstats", "Also export the Go runtime's go_memstats_* series (25); by default the exporter's heap is go_memory_classes_heap_objects_bytes + go_memory_classes_heap_unused_bytes.").BoolVar(&f.goMemStats)
+	app.Flag("web.all-runtime-series", "Also export the Go runtime and process series no shipped panel reads (go_gc_duration_seconds, go_threads, go_info, go_gc_gogc_percent, go_sched_gomaxprocs_threads, process_start_time_seconds, process_virtual_memory_*, process_network_*, promhttp_metric_handler_errors_total); by default go_* and process_* are the eight the Overview dashboard's exporter row reads.").BoolVar(&f.allRuntime)
 	app.Flag("vllm.url", "Base URL of the vLLM server (its /metrics is scraped; probes use the same server).").Default("http://localhost:8000").StringVar(&f.vllmURL)
 	app.Flag("vllm.scrape-interval", "How often to scrape vLLM's /metrics.").Default(vllm.DefaultInterval.String()).DurationVar(&f.interval)
 	app.Flag("vllm.timeout", "Timeout of one scrape of vLLM's /metrics; must be shorter than --vllm.scrape-interval (default 4s, or the scrape interval when that is shorter).").Default(vllm.DefaultTimeout.String()).IsSetByUser(&f.timeoutSet).DurationVar(&f.timeout)
 	app.Flag("vllm.max-body-bytes", "Largest /metrics body accepted, after gzip decompression (scrape error reason body_too_large); the lines the exporter parses may take at most 1.5 times this in memory, estimated while the body streams (reason parse_too_large).").Default(fmt.Sprint(vllm.DefaultMaxBodyBytes)).Int64Var(&f.maxBodyBytes)
 	app.Flag("vllm.windows", "Comma-separated windows for derived rates and quantiles (the classifier and the probes read them; their series are exported only with --vllm.opt-in=window-series).").Default("1m,5m").StringVar(&f.windows)
-	app.Flag("vllm.opt-in", "Also export series that are off by default because no shipped alert, panel or verdict reads them; repeatable or comma-separated: window-series (per --vllm.windows window: rates, ratios, window quantile summaries), expected-metric-present (vllm_exporter_expected_metric_missing 0 for present families), vllm_request_inference_time_seconds.").StringsVar(&f.optIn)
+	app.Flag("vllm.opt-in", "Also export series that are off by default because no shipped alert, panel or verdict reads them; repeatable or comma-separated: window-series (per --vllm.windows window: rates, ratios, window quantile summaries), expected-metric-present (vllm_exporter_expected_metric_missing 0 for present families), or the name of an opt-in vLLM family (vllm_request_inference_time_seconds, vllm_cache_config_info, vllm_estimated_flops_per_gpu_total, ...; docs/cost.md lists them).").StringsVar(&f.optIn)
 	app.Flag("vllm.max-models", "Most vLLM model names (model_name label values) the exporter keeps state and series for, in the scraper, its windows, the SLO watchdog and its state file alike; samples of further names are dropped and counted.").Default(fmt.Sprint(modelset.DefaultMax)).IntVar(&f.maxModels)
 	app.Flag("vllm.model-idle-timeout", "A model name absent from successful vLLM scrapes this long loses its state and series everywhere (its SLO error budget included), freeing its place under --vllm.max-models.").Default(modelset.DefaultIdleTimeout.String()).DurationVar(&f.modelIdle)
 	app.Flag("vllm.model-grace", "A model name absent from successful vLLM scrapes this long gives its place under --vllm.max-models to a new name when every place is taken (its state is dropped then; failed scrapes do not count as absence). models.grace in --config.file overrides it.").Default(modelset.DefaultGrace.String()).DurationVar(&f.modelGrace)
@@ -338,7 +340,7 @@ func reload(h *config.Holder, logger log.Logger) error {
 // and reload.
 func (x *exporter) routes(f *flags) (http.Handler, error) {
 	mux := http.NewServeMux()
-	mux.Handle("GET "+f.telemetryPath, promhttp.HandlerFor(x.registry, promhttp.HandlerOpts{
+	mux.Handle("GET "+f.telemetryPath, promhttp.HandlerFor(runtimeFilter(x.registry, f.allRuntime, f.goMemStats), promhttp.HandlerOpts{
 		ErrorLog:            promhttpLogger{x.logger},
 		ErrorHandling:       promhttp.ContinueOnError,
 		MaxRequestsInFlight: 10,

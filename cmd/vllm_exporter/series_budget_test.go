@@ -58,4 +58,14 @@ func TestSeriesBudget(t *testing.T) {
 	if own < 100 || ratio > 1.15 {
 		t.Errorf("exporter %d samples against vLLM's %d: %.2fx, over the 1.15x guard (docs/cost.md)", exp, own, ratio)
 	}
+	// Every family at the defaults earns its place: a shipped alert,
+	// recording rule or panel reads it; the rest is opt-in.
+	read := testutil.ShippedReader(t)
+	for line := range strings.Lines(body) {
+		if name, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			if name, _, _ = strings.Cut(name, " "); !read(name) {
+				t.Errorf("%s is exported by default but no shipped alert, rule or panel reads it (docs/cost.md)", name)
+			}
+		}
+	}
 }

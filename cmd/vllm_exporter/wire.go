@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 
@@ -344,6 +346,44 @@ func (x *exporter) serve(ctx context.Context, f *flags, slogger *slog.Logger) er
 		defer cancel()
 		return srv.Shutdown(sctx)
 	}
+}
+
+// runtimeSeriesRead are the Go runtime and process series the shipped
+// Overview dashboard's exporter row reads (CPU, memory against GOMEMLIMIT,
+// goroutines, file descriptors); the other go_*, process_* and promhttp_*
+// series client_golang produces are exported only with
+// --web.all-runtime-series (docs/cost.md).
+var runtimeSeriesRead = map[string]bool{
+	"go_goroutines":                        true,
+	"go_memory_classes_heap_objects_bytes": true,
+	"go_memory_classes_heap_unused_bytes":  true,
+	"go_gc_gomemlimit_bytes":               true,
+	"process_cpu_seconds_total":            true,
+	"process_resident_memory_bytes":        true,
+	"process_open_fds":                     true,
+	"process_max_fds":                      true,
+}
+
+// runtimeFilter drops, from what g gathers, the runtime and process
+// families no shipped panel reads, unless all is set; go_memstats_* pass
+// only when they were asked for (memStats, --web.go-memstats).
+func runtimeFilter(g prometheus.Gatherer, all, memStats bool) prometheus.Gatherer {
+	if all {
+		return g
+	}
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		mfs, err := g.Gather()
+		return slices.DeleteFunc(mfs, func(mf *dto.MetricFamily) bool {
+			name := mf.GetName()
+			switch {
+			case runtimeSeriesRead[name]:
+				return false
+			case strings.HasPrefix(name, "go_memstats_"):
+				return !memStats
+			}
+			return strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_") || strings.HasPrefix(name, "promhttp_")
+		}), err
+	})
 }
 
 // goCollector is the Go runtime collector: client_golang's base set

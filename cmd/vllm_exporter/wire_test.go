@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/vllm-exporter/vllm_exporter/collector/gpu"
 	"github.com/vllm-exporter/vllm_exporter/probes"
@@ -63,5 +67,43 @@ func TestWireBuildsEveryComponent(t *testing.T) {
 		if _, ok := x.handlers["GET /-/vllm/healthy"]; !ok || hasPprof != c.pprof {
 			t.Errorf("%v: routes %v", c.args, x.handlers)
 		}
+	}
+}
+
+// By default the runtime and process series are the ones the Overview
+// dashboard's exporter row reads; the flags bring the rest back, and the
+// exporter's own families always pass.
+func TestRuntimeFilterKeepsWhatPanelsRead(t *testing.T) {
+	names := func(all, memStats bool) map[string]bool {
+		reg := prometheus.NewRegistry()
+		own := prometheus.NewGauge(prometheus.GaugeOpts{Name: "vllm_exporter_own", Help: "h"})
+		reg.MustRegister(goCollector(memStats), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), own)
+		mfs, err := runtimeFilter(reg, all, memStats).Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, mf := range mfs {
+			got[mf.GetName()] = true
+		}
+		return got
+	}
+	def := names(false, false)
+	want := map[string]bool{"vllm_exporter_own": true}
+	for n := range runtimeSeriesRead {
+		want[n] = true
+	}
+	if !maps.Equal(def, want) {
+		t.Errorf("default families %v, want %v", slices.Sorted(maps.Keys(def)), slices.Sorted(maps.Keys(want)))
+	}
+	all := names(true, false)
+	for _, n := range []string{"go_gc_duration_seconds", "go_threads", "process_start_time_seconds", "process_virtual_memory_bytes", "vllm_exporter_own"} {
+		if !all[n] {
+			t.Errorf("--web.all-runtime-series: no %s", n)
+		}
+	}
+	mem := names(false, true)
+	if !mem["go_memstats_alloc_bytes"] || !mem["go_memstats_last_gc_time_seconds"] || mem["go_threads"] {
+		t.Errorf("--web.go-memstats alone: %v", slices.Sorted(maps.Keys(mem)))
 	}
 }

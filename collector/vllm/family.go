@@ -597,6 +597,9 @@ func MarkdownTable() string {
 		if f.WindowOnly {
 			typ += " (per window)"
 		}
+		if f.OptIn {
+			typ += " (opt-in)"
+		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s |\n", f.Exported, typ, f.Scope, f.Agg, strings.Join(kept, "; "), strings.Join(names, ", "), f.Versions)
 	}
 	return b.String()

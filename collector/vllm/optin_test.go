@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 // metricsWith scrapes the production fixture twice a minute apart (so
@@ -60,6 +62,24 @@ func TestOptInSeriesAreOffByDefault(t *testing.T) {
 			}
 		}
 	}
+	// Every opt-in family of the table: off by default, on with its name
+	// where the fixture has it.
+	body := string(fixture(t, "vllm-main-2026-08-v1.txt"))
+	for i := range families {
+		f := &families[i]
+		if !f.OptIn || f.WindowOnly {
+			continue
+		}
+		if strings.Contains(def, "\n"+f.Exported+"{") || strings.Contains(def, "\n"+f.Exported+"_bucket{") {
+			t.Errorf("defaults export the opt-in family %s", f.Exported)
+		}
+		if !strings.Contains(body, f.Names[0]+"{") {
+			continue
+		}
+		if got := metricsWith(t, []string{f.Exported}); !strings.Contains(got, "\n"+f.Exported) {
+			t.Errorf("--vllm.opt-in=%s: the family is not exported", f.Exported)
+		}
+	}
 	// The inference histogram's window summary needs both opt-ins.
 	both := metricsWith(t, []string{OptInWindowSeries})
 	if strings.Contains(both, "vllm_request_inference_time_window_seconds") {
@@ -93,5 +113,20 @@ func TestUnknownOptInRefused(t *testing.T) {
 	err := ValidateOptIn([]string{"window-series", "vllm_time_to_first_token_seconds"})
 	if err == nil || !strings.Contains(err.Error(), `"vllm_time_to_first_token_seconds"`) {
 		t.Fatalf("got %v, want the unknown name refused", err)
+	}
+}
+
+// A family exported by default is one a shipped alert, recording rule or
+// dashboard panel reads; the rest of the table is opt-in (docs/cost.md).
+func TestDefaultFamiliesAreReadByShippedFiles(t *testing.T) {
+	read := testutil.ShippedReader(t)
+	for i := range families {
+		f := &families[i]
+		if f.OptIn || f.WindowOnly {
+			continue
+		}
+		if !read(f.Exported) {
+			t.Errorf("%s is exported by default but no shipped alert, rule or panel reads it: make it OptIn or read it", f.Exported)
+		}
 	}
 }
