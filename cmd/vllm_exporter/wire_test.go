@@ -8,7 +8,6 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/vllm-exporter/vllm_exporter/collector/gpu"
 	"github.com/vllm-exporter/vllm_exporter/probes"
@@ -77,7 +76,7 @@ func TestRuntimeFilterKeepsWhatPanelsRead(t *testing.T) {
 	names := func(all, memStats bool) map[string]bool {
 		reg := prometheus.NewRegistry()
 		own := prometheus.NewGauge(prometheus.GaugeOpts{Name: "vllm_exporter_own", Help: "h"})
-		reg.MustRegister(goCollector(memStats), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), own)
+		reg.MustRegister(goCollector(memStats), processCollector(all, log.NewNopLogger()), own)
 		mfs, err := runtimeFilter(reg, all, memStats).Gather()
 		if err != nil {
 			t.Fatal(err)
