@@ -81,7 +81,8 @@ func exporterRow() row {
 			Desc:    "Open file descriptors over the process limit. The exporter holds a few sockets (vLLM, probes, Prometheus' scrapes) and its state file: near the limit, scrapes and probes start failing with \"too many open files\".",
 			Targets: []target{q(exporterOnly(m("process_open_fds")+` / on (instance) `+m("process_max_fds")), "{{instance}}")}},
 		{Title: "vLLM metric schema", Type: "stat", W: 8,
-			Desc:    "The layout of vLLM's /metrics the exporter detected: v1 (vLLM V1 engine), v1-legacy (early V1 with per-engine labels), v0 (the V0 engine), none (no vLLM family found). It decides which vLLM families are expected (vllm_exporter_expected_metric_missing).",
+			Desc: "The layout of vLLM's /metrics the exporter detected: v1 (V1 engine, 0.9.2+), v1-legacy (V1 before the 0.9.2 renames: gpu_cache_usage_perc), v0 (the V0 engine), none (no vllm:* family: vLLM started with --disable-log-stats, or not vLLM). " +
+				"It decides which vLLM families are expected (vllm_exporter_expected_metric_missing); none while vLLM serves means every vLLM panel stays empty.",
 			NoValue: "no successful scrape of vLLM yet",
 			Targets: []target{q(`max by (instance, schema) (vllm_exporter_vllm_schema_info{`+inst+`}) == 1`, "{{instance}}: {{schema}}")}},
 		{Title: "Since last configuration reload", Type: "stat", Unit: "s", W: 8,
