@@ -78,9 +78,12 @@ var modelMatch = regexp.MustCompile(`model=~"\$model\|?"`)
 // hasModelLabel says whether a series (by name) carries a model label, per
 // the series contract: vLLM's own series, SLOs (probe SLOs with model=""),
 // the bottleneck classifier and the model:/slo: recording rules do; GPU
-// series (by design), probe series (label profile), the exporter's self
+// series (by design), probe series (label profile; vllm_probe_target_info
+// names a profile's target model, and the Probes dashboard, which has no
+// Model variable, is the only one reading it), the exporter's self
 // metrics, vllm_up, vllm_engine_stalled, vllm_health_verdict (one verdict
-// per vLLM server) and slo:objective:ratio do not.
+// per vLLM server), vllm_slo_unmeasurable (per SLO and reason, whichever
+// model) and slo:objective:ratio do not.
 // internal/e2e checks the same against the labels a real run exposes.
 func hasModelLabel(name string) bool {
 	for _, prefix := range []string{"vllm_gpu_", "vllm_probe_", "vllm_exporter_"} {
@@ -89,7 +92,7 @@ func hasModelLabel(name string) bool {
 		}
 	}
 	switch name {
-	case "vllm_up", "vllm_engine_stalled", "vllm_health_verdict", "slo:objective:ratio":
+	case "vllm_up", "vllm_engine_stalled", "vllm_health_verdict", "vllm_slo_unmeasurable", "slo:objective:ratio":
 		return false
 	}
 	return strings.HasPrefix(name, "vllm_") || strings.HasPrefix(name, "model:") || strings.HasPrefix(name, "slo:")

@@ -25,6 +25,28 @@ func budgetTargets(sel string) []target {
 		` or label_replace(`+cov+` < 0.1, "shown", "young period: share covered", "", "")`, "{{slo}} {{model}} {{shown}}")}
 }
 
+// capacityNoValue says when the capacity verdicts exist.
+const capacityNoValue = "No capacity yet: the classifier records it once latency held (the latency SLOs, else bottleneck.ttft_target_seconds and tpot_target_seconds) over a window with traffic (bottleneck.window, 1m)"
+
+// capacityPlanPanel lists the capacity verdicts per model in one query
+// (a table row each, the verdict label naming it): the two that exist once
+// the SLOs held, and the two that need configuration (cost: --cost.gpu-hour;
+// GPUs needed: bottleneck.daily_requests and a measurement at saturation).
+func capacityPlanPanel() panel {
+	v := func(metric, verdict string) string {
+		return `label_replace(max by (model) (` + metric + `{` + mi + `}), "verdict", "` + verdict + `", "", "")`
+	}
+	return panel{Title: "Capacity, cost and GPUs needed", Type: "table", W: 8,
+		Desc: "The classifier's capacity verdicts per model: the highest requests/s and output tokens/s seen while the latency SLOs held (bottleneck.capacity_horizon, 24h); " +
+			"the cost of a million output tokens at that rate (--cost.gpu-hour x GPUs, --cost.gpus or the GPUs NVML sees); " +
+			"and the GPUs needed for bottleneck.daily_requests with bottleneck.headroom, only from a capacity measured while the server was saturated (requests waiting, KV cache full or preemptions): the load of an idle server says nothing of what it can serve.",
+		NoValue: capacityNoValue,
+		Targets: []target{q(v("vllm_capacity_requests_per_second", "requests/s while SLOs held")+
+			` or `+v("vllm_capacity_output_tokens_per_second", "output tokens/s while SLOs held")+
+			` or `+v("vllm_cost_per_million_output_tokens", "cost per 1M output tokens (--cost.gpu-hour)")+
+			` or `+v("vllm_capacity_gpus_needed", "GPUs needed (bottleneck.daily_requests)"), "")}}
+}
+
 func all() []dashboard { return []dashboard{overview(), slos(), gpu(), probes()} }
 
 // serverVsProbe plots p50 and p99 of a server histogram (vLLM's, re-exported
@@ -153,10 +175,22 @@ func overview() dashboard {
 						q(`max by (instance) (vllm_exporter_scrape_duration_seconds{`+inst+`})`, "scrape duration {{instance}}"),
 						q(`time() - max by (instance) (vllm_exporter_last_successful_scrape_timestamp_seconds{`+inst+`})`, "since last success {{instance}}"),
 					}},
+				capacityPlanPanel(),
+				{Title: "Throughput vs capacity (measured while the SLOs held)", Type: "timeseries", Unit: "short", W: 24,
+					Desc: "Output tokens/s and finished requests/s now, against the highest the classifier saw over its capacity horizon (bottleneck.capacity_horizon, 24h) while the latency SLOs held: " +
+						"a lower bound on what this server can serve within its SLOs (unless it was saturated then, the load it happened to get). Throughput near the capacity line: the next rise in load meets the SLO limit; plan replicas before it.",
+					NoValue: capacityNoValue,
+					Targets: []target{
+						q(`sum by (model) (rate(vllm_generation_tokens_total{`+mi+`}`+ri+`))`, "output tokens/s now {{model}}"),
+						q(`max by (model) (vllm_capacity_output_tokens_per_second{`+mi+`})`, "output tokens/s capacity {{model}}"),
+						q(`sum by (model) (rate(vllm_requests_finished_total{`+mi+`}`+ri+`))`, "requests/s now {{model}}"),
+						q(`max by (model) (vllm_capacity_requests_per_second{`+mi+`})`, "requests/s capacity {{model}}"),
+					}},
 			}},
 			newerVLLMRow(),
 			productionRow(),
 			pdPairRow(),
+			exporterRow(),
 		},
 	}
 }
@@ -164,6 +198,8 @@ func overview() dashboard {
 func slos() dashboard {
 	f := `slo=~"$slo",` + sloModel + "," + inst
 	rm := `slo=~"$slo",` + sloModel
+	// the exporter's per-SLO series without a model label
+	su := `slo=~"$slo",` + inst
 	return dashboard{
 		File: "vllm-slos.json", UID: "vllm-exporter-slos", Title: "vLLM / SLOs",
 		Desc: "Error budgets and multi-window burn rates of the configured SLOs (exporter watchdog).",
@@ -195,6 +231,16 @@ func slos() dashboard {
 					Targets: []target{q(`time() - max by (instance) (vllm_slo_last_evaluation_timestamp_seconds{`+f+`})`, "{{instance}}")}},
 				{Title: "Config reload", Type: "stat", W: 12,
 					Targets: []target{q(`vllm_exporter_config_last_reload_successful{`+inst+`}`, "{{instance}}")}},
+				{Title: "SLOs not measurable", Type: "timeseries", Unit: "short", W: 24,
+					Desc: "1 while the watchdog cannot measure an SLO for some model, by reason: no_bucket_bound (vLLM's histogram has no bucket bound at the SLO's threshold, e.g. vLLM --custom-histogram-buckets without it: put one there, or move the threshold to a bound) " +
+						"or series_missing (the histogram or counter is not in vLLM's /metrics); 0 (reason measurable) while it can. Beside it the watchdog ticks that could not measure the SLO in the last hour. " +
+						"An unmeasurable SLO counts no events: its budget and burn rates stand still and cannot page.",
+					NoValue: "no SLO evaluated yet",
+					Targets: []target{
+						q(`max by (slo, reason) (vllm_slo_unmeasurable{`+su+`})`+
+							` or (label_replace(max by (slo) (vllm_slo_objective_ratio{`+f+`}) * 0, "reason", "measurable", "", "") unless on (slo) max by (slo) (vllm_slo_unmeasurable{`+su+`}))`, "{{slo}} {{reason}}"),
+						q(`sum by (slo) (increase(vllm_exporter_slo_evaluation_errors_total{`+su+`}[1h])) or max by (slo) (vllm_slo_objective_ratio{`+f+`}) * 0`, "ticks not measured in 1h {{slo}}"),
+					}},
 			}},
 			{Title: "Prometheus rules (fleet: per model across replicas; alerts/slo-rules.yml)", Panels: []panel{
 				{Title: "Burn rate by window (recording rules)", Type: "timeseries", Unit: "short",
@@ -228,10 +274,21 @@ func gpu() dashboard {
 						q(sel("vllm_gpu_tensor_activity_ratio"), "tensor "+lg),
 					}},
 				{Title: "Memory used", Type: "timeseries", Unit: "bytes", W: 8,
+					Desc: "Device memory in use, free and total (NVML). vLLM reserves its KV cache up front (--gpu-memory-utilization), so used sits flat near that share of total while it serves: " +
+						"free memory shrinking further means another process (see \"GPU memory by process\") takes memory vLLM may need at its next start.",
 					Targets: []target{
 						q(sel("vllm_gpu_memory_used_bytes"), "used "+lg),
+						q(sel("vllm_gpu_memory_free_bytes"), "free "+lg),
 						q(sel("vllm_gpu_memory_total_bytes"), "total "+lg),
 					}},
+				{Title: "GPU memory by process", Type: "timeseries", Unit: "bytes", W: 16,
+					Desc: "Device memory each compute process on the GPU uses, by pid (NVML). Normally one vLLM worker per GPU: a second pid is a stray process (a crashed worker's leftover, a notebook) holding memory vLLM counted on. " +
+						"Inside a container NVML may report pids of the host's namespace, or none without the host's PID namespace.",
+					NoValue: "No processes listed: NVML reports no compute process on this GPU, or cannot see them (container without the host's PID namespace)",
+					Targets: []target{q(`max by (instance, gpu, pid) (vllm_gpu_process_memory_used_bytes{`+g+`})`, lg+" pid {{pid}}")}},
+				{Title: "GPM metrics available", Type: "table", W: 8,
+					Desc:    "Whether NVML GPM (Hopper and newer) works on each GPU: the SM, occupancy, tensor and DRAM bandwidth panels read GPM and stay empty without it (reason says why: device_not_supported on a GPU older than Hopper, driver_not_supported, query_failed, sample_not_supported).",
+					Targets: []target{q(`max by (instance, gpu, reason) (vllm_gpu_gpm_supported{`+g+`})`, "")}},
 			}},
 			{Title: "Memory bandwidth", Panels: []panel{
 				{Title: "DRAM bandwidth vs peak", Type: "timeseries", Unit: "Bps",
@@ -258,12 +315,16 @@ func gpu() dashboard {
 					Targets: []target{q(`sum by (instance, gpu, reason) (rate(vllm_gpu_clock_event_seconds_total{`+g+`}`+ri+`))`, "{{instance}} gpu{{gpu}} {{reason}}")}},
 			}},
 			{Title: "Power and thermals", Panels: []panel{
-				{Title: "Power vs limit", Type: "timeseries", Unit: "watt",
+				{Title: "Power vs limit", Type: "timeseries", Unit: "watt", W: 8,
 					Targets: []target{
 						q(sel("vllm_gpu_power_watts"), "power "+lg),
 						q(sel("vllm_gpu_power_limit_watts"), "limit "+lg),
 					}},
-				{Title: "Temperature", Type: "timeseries", Unit: "celsius",
+				{Title: "Energy per hour", Type: "timeseries", Unit: "kwatth", W: 8,
+					Desc: "Energy each GPU drew over the last hour (NVML's energy counter since the driver loaded), in kWh: the GPU's part of the cost of serving; divide by the hour's output tokens for energy per token. " +
+						"Unlike the power gauge it misses no peak between scrapes.",
+					Targets: []target{q(`sum by (instance, gpu) (increase(vllm_gpu_energy_joules_total{`+g+`}[1h])) / 3.6e6`, lg)}},
+				{Title: "Temperature", Type: "timeseries", Unit: "celsius", W: 8,
 					Targets: []target{q(sel("vllm_gpu_temperature_celsius"), lg)}},
 				{Title: "PCIe and NVLink throughput", Type: "timeseries", Unit: "Bps", W: 24,
 					Targets: []target{
@@ -272,13 +333,20 @@ func gpu() dashboard {
 						q(sel("vllm_gpu_nvlink_tx_bytes_per_second"), "NVLink tx "+lg),
 						q(sel("vllm_gpu_nvlink_rx_bytes_per_second"), "NVLink rx "+lg),
 					}},
-				{Title: "GPU memory health", Type: "timeseries", Unit: "short", W: 24,
-					Desc: "ECC errors over the last hour and remapped rows by type; a rising count precedes fatal Xids (48, 63, 64, 94, 95).",
+				{Title: "GPU memory health", Type: "timeseries", Unit: "short", W: 16,
+					Desc: "ECC errors over the last hour and remapped rows by type; a rising count precedes fatal Xids (48, 63, 64, 94, 95). " +
+						"remap pending (1): a row remap waits for a GPU reset to take effect: drain the node and reset the GPU. remap failed (1): the GPU ran out of spare rows: replace it.",
 					Targets: []target{
 						q(`sum by (instance, gpu, type) (increase(vllm_gpu_ecc_errors_total{`+g+`}[1h]))`, "ECC {{type}} "+lg),
 						q(`max by (instance, gpu, type) (vllm_gpu_remapped_rows{`+g+`})`, "remapped {{type}} "+lg),
+						q(sel("vllm_gpu_remapped_rows_pending"), "remap pending "+lg),
+						q(sel("vllm_gpu_remapped_rows_failure"), "remap failed "+lg),
 						q(sel("vllm_gpu_up"), "up "+lg),
 					}},
+				{Title: "Last Xid event", Type: "stat", Unit: "dateTimeFromNow", W: 8,
+					Desc:    "When the exporter last saw an Xid critical error event on each GPU (NVML event set; vllm_gpu_xid_events_total counts them by xid). Xid 48, 63, 64, 79, 94 and 95 mean lost or corrupted memory or a GPU off the bus: the vLLM on that GPU needs a restart, often the node a reset.",
+					NoValue: "no Xid event since the exporter started",
+					Targets: []target{q(`(`+sel("vllm_gpu_last_xid_event_timestamp_seconds")+` > 0) * 1000`, lg)}},
 				{Title: "GPUs", Type: "table", W: 24,
 					Targets: []target{q(`max by (instance, gpu, uuid, name, driver_version, cuda_version) (vllm_gpu_info{`+g+`})`, "")}},
 			}},
@@ -332,6 +400,15 @@ func probes() dashboard {
 						q(`sum by (profile) (rate(vllm_probe_output_tokens_total{`+p+`}`+ri+`))`, "tokens/s {{profile}}"),
 						q(`sum by (profile) (rate(vllm_probe_chunks_total{`+p+`}`+ri+`))`, "chunks/s {{profile}}"),
 					}},
+				{Title: "Probes skipped by reason", Type: "timeseries", Unit: "short", W: 12, Stack: true,
+					Desc: "Scheduled probes not sent, per second, by reason: budget (probes.max_requests_per_minute or max_tokens_per_hour spent: raise the budget or lengthen the profiles' intervals), " +
+						"asleep (vLLM reports its engine deliberately asleep: expected during /sleep), max_model_len (the profile does not fit the model's context even with its prompt shrunk: lower its output_tokens). " +
+						"A skipped probe measures nothing, so the probe SLOs see fewer events.",
+					Targets: []target{q(`sum by (profile, reason) (rate(vllm_probe_skipped_total{`+p+`}`+ri+`))`, "{{profile}} {{reason}}")}},
+				{Title: "Probe targets", Type: "table", W: 12,
+					Desc:    "The served model or LoRA adapter each profile sends its probes to (the profile's model, else probes.model, else the first model vLLM's /v1/models lists): what each profile's latency measures.",
+					NoValue: "no probe target yet (probes need --probe.enabled and a profile in the config; the target is resolved at the first probe)",
+					Targets: []target{q(`max by (instance, profile, model) (vllm_probe_target_info{`+p+`})`, "")}},
 			}},
 		},
 	}
@@ -389,9 +466,12 @@ func newerVLLMRow() row {
 			Targets: []target{q(spec("vllm_spec_decode_accepted_tokens_total")+` / (`+spec("vllm_spec_decode_draft_tokens_total")+` > 0)`, "{{model}}")}},
 		{Title: "Speculative decoding: mean acceptance length", Type: "timeseries", Unit: "short", W: 8,
 			Desc: "1 + accepted tokens per draft: tokens a stream gains per decode step (1 = no gain). vLLM's inter-token latency histogram counts per step, so per-token time is ITL divided by this; " +
-				"the classifier scales the decode roofline by it.",
+				"the classifier scales the decode roofline and the measured decode rate by it (its line: the same ratio over the classifier window, bottleneck.window).",
 			NoValue: specNoValue,
-			Targets: []target{q(`1 + `+spec("vllm_spec_decode_accepted_tokens_total")+` / (`+spec("vllm_spec_decode_drafts_total")+` > 0)`, "{{model}}")}},
+			Targets: []target{
+				q(`1 + `+spec("vllm_spec_decode_accepted_tokens_total")+` / (`+spec("vllm_spec_decode_drafts_total")+` > 0)`, "{{model}}"),
+				q(`max by (model) (vllm_decode_spec_acceptance_length{`+mi+`})`, "classifier {{model}}"),
+			}},
 		{Title: "Prompt tokens: computed vs cached", Type: "timeseries", Unit: "short", W: 8, Stack: true,
 			Desc: "Prompt tokens per second by source: local_compute is the prefill work the GPU does; local_cache_hit (prefix cache) and external_kv_transfer (KV connector) are served without compute. " +
 				"A shrinking cached share at the same prompt rate means more prefill work per request.",

@@ -43,6 +43,20 @@ func panelsOf(t *testing.T, file string) map[string]dashPanel {
 	return out
 }
 
+// panelExpr is the query (as written, with Grafana variables) of target i
+// of the panel titled title; the test fails without it.
+func panelExpr(t *testing.T, panels map[string]dashPanel, title string, i int) string {
+	t.Helper()
+	p, ok := panels[title]
+	if !ok {
+		t.Fatalf("no panel %q", title)
+	}
+	if i >= len(p.Targets) {
+		t.Fatalf("panel %q has %d targets", title, len(p.Targets))
+	}
+	return p.Targets[i].Expr
+}
+
 // Panels say why they are empty, and the queries that explain it return
 // what they should, evaluated by promtool on series shaped like the
 // exporter's: the roofline panels name the missing flag; the evidence table

@@ -200,14 +200,7 @@ func TestNewerVLLMPanelsComputeWhatTheySay(t *testing.T) {
 		}
 	}
 	expr := func(title string, i int) string {
-		p, ok := panels[title]
-		if !ok {
-			t.Fatalf("no panel %q in the newer-vLLM row", title)
-		}
-		if i >= len(p.Targets) {
-			t.Fatalf("panel %q has %d targets", title, len(p.Targets))
-		}
-		return e2e.Substitute(p.Targets[i].Expr) // the writer quotes it
+		return e2e.Substitute(panelExpr(t, panels, title, i)) // the writer quotes it
 	}
 	// Series shaped like the exporter's, a sample every 30 s for 10
 	// minutes (Prometheus 3 range selectors are left-open: a [1m] window
@@ -250,6 +243,7 @@ func TestNewerVLLMPanelsComputeWhatTheySay(t *testing.T) {
 		{Series: `vllm_spec_decode_drafts_total{` + l + `}`, Values: counter(draftsPerMin)},
 		{Series: `vllm_spec_decode_draft_tokens_total{` + l + `}`, Values: counter(draftTokensPerMin)},
 		{Series: `vllm_spec_decode_accepted_tokens_total{` + l + `}`, Values: counter(acceptedPerMin)},
+		{Series: `vllm_decode_spec_acceptance_length{` + l + `}`, Values: gauge(2.5)},
 		{Series: `vllm_prompt_tokens_by_source_total{` + l + `,source="local_compute"}`, Values: counter(computedPerMin)},
 		{Series: `vllm_prompt_tokens_by_source_total{` + l + `,source="local_cache_hit"}`, Values: counter(cachedPerMin)},
 		{Series: `vllm_kv_cache_size_tokens{` + l + `}`, Values: gauge(409600)},
@@ -273,6 +267,7 @@ func TestNewerVLLMPanelsComputeWhatTheySay(t *testing.T) {
 		check("Health verdict", 0, testutil.ExpSample{Labels: `{instance="a:9470",state="asleep"}`, Value: 1}),
 		check("Speculative decoding: acceptance rate", 0, m(acceptedPerMin/draftTokensPerMin)),
 		check("Speculative decoding: mean acceptance length", 0, m(1+acceptedPerMin/draftsPerMin)),
+		check("Speculative decoding: mean acceptance length", 1, m(2.5)),
 		check("Prompt tokens: computed vs cached", 0, m(computedPerMin/60, "source", "local_compute"), m(cachedPerMin/60, "source", "local_cache_hit")),
 		check("KV cache pool (as vLLM states it)", 0, m(409600)),
 		check("MFU and MBU (vLLM's estimates)", 0, m(0.4)),

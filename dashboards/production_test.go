@@ -48,14 +48,7 @@ func TestProductionPanelsComputeWhatTheySay(t *testing.T) {
 	const decode, prefill = "d:9470", "p:9470"
 	pair := strings.NewReplacer(`"$decode"`, `"`+decode+`"`, `"$prefill"`, `"`+prefill+`"`)
 	expr := func(title string, i int) string {
-		p, ok := panels[title]
-		if !ok {
-			t.Fatalf("no panel %q", title)
-		}
-		if i >= len(p.Targets) {
-			t.Fatalf("panel %q has %d targets", title, len(p.Targets))
-		}
-		return e2e.Substitute(pair.Replace(p.Targets[i].Expr))
+		return e2e.Substitute(pair.Replace(panelExpr(t, panels, title, i)))
 	}
 	const (
 		step = 30 * time.Second

@@ -183,6 +183,8 @@ func (s *stack) startExporter(t *testing.T, name, simURL, dir string, sim *proc)
 		// MFU/MBU from vLLM's counters need one GPU's peaks (H100 SXM BF16).
 		"gpu.peak-flops":            "--gpu.peak-flops=989e12",
 		"gpu.peak-memory-bandwidth": "--gpu.peak-memory-bandwidth=3.35e12",
+		// the capacity table's cost row (vllm_cost_per_million_output_tokens)
+		"cost.gpu-hour": "--cost.gpu-hour=2.5",
 	})...)
 	p := startProc(t, name, s.exporterBin, args...)
 	waitFor(t, name+" /-/ready", 30*time.Second, []*proc{sim, p}, httpOK(url+"/-/ready"))
