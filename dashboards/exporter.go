@@ -3,8 +3,8 @@ package dashboards
 // The overview's last row: what the exporter itself costs (CPU, memory,
 // goroutines, file descriptors) and whether its own parts work (collectors,
 // the model bound, what it drops of vLLM's body, the SLO state file, the
-// configuration). Issue 25: every family exported by default is read by a
-// shipped alert, panel or verdict.
+// configuration). Every family exported by default is read by a shipped
+// alert, panel or verdict (docs/cost.md); these are the exporter's own.
 
 const exporterRowTitle = "Exporter (this sidecar): cost and health"
 
