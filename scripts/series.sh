@@ -16,7 +16,8 @@
 #
 # Environment: BUILD (1: run `make build` first; 0: use bin/ as is),
 # SIM_ARGS (extra vllm-sim flags), EXPORTER_ARGS (extra vllm_exporter
-# flags), FAMILIES (1).
+# flags), FAMILIES (1: list the families by samples; md: also print
+# docs/cost.md's family table with the shipped files that read each).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -82,4 +83,20 @@ if [ "$FAMILIES" = 1 ]; then
   echo
   echo "exporter families by samples:"
   families "$work/exporter.txt" | sort | uniq -c | sort -rn | awk '{printf "%6d %s\n", $1, $2}'
+fi
+if [ "$FAMILIES" = md ]; then
+  # docs/cost.md's family table: type, samples per pod, those with a
+  # non-empty model label, and the shipped files whose expressions read
+  # the family (its name, or a histogram's _bucket/_sum/_count, as a whole
+  # metric name).
+  echo
+  echo "| family | type | samples per pod | of which per model | read by |"
+  echo "|---|---|---:|---:|---|"
+  grep '^# TYPE ' "$work/exporter.txt" | while read -r _ _ fam typ; do
+    n=$(grep -cE "^${fam}(_bucket|_sum|_count)?[{ ]" "$work/exporter.txt" || true)
+    pm=$(grep -E "^${fam}(_bucket|_sum|_count)?[{ ]" "$work/exporter.txt" | grep -cE 'model="[^"]' || true)
+    readers=$(grep -lE "(^|[^a-zA-Z0-9_:])${fam}(_bucket|_sum|_count)?(\$|[^a-zA-Z0-9_:])" alerts/*.yml dashboards/*.json |
+      xargs -r -n1 basename | sed 's/\..*//' | sort | tr '\n' ' ' | sed 's/ $//')
+    echo "| \`$fam\` | $typ | $n | $pm | ${readers:-—} |"
+  done
 fi
