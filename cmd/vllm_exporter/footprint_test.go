@@ -35,21 +35,22 @@ func TestTuneRuntime(t *testing.T) {
 
 // TestBinaryMemoryDefaults: the served binary runs with Go's GC default
 // (GOGC 100) unless the environment says otherwise, and an operator's GOGC
-// applies.
+// applies (go_gc_gogc_percent is among the runtime series
+// --web.all-runtime-series brings back).
 func TestBinaryMemoryDefaults(t *testing.T) {
 	vllmSrv := fakeVLLM(t)
 	if old, had := os.LookupEnv("GOGC"); had {
 		os.Unsetenv("GOGC")
 		t.Cleanup(func() { os.Setenv("GOGC", old) })
 	}
-	p := startBinary(t, "--vllm.url="+vllmSrv.URL, "--no-probe.enabled")
+	p := startBinary(t, "--vllm.url="+vllmSrv.URL, "--no-probe.enabled", "--web.all-runtime-series")
 	p.WaitServing("/metrics", 200)
 	if got, _ := p.Metrics().Value("go_gc_gogc_percent"); got != 100 {
 		t.Errorf("GOGC unset: go_gc_gogc_percent %v, want Go's default 100", got)
 	}
 
 	t.Setenv("GOGC", "80")
-	p = startBinary(t, "--vllm.url="+vllmSrv.URL, "--no-probe.enabled")
+	p = startBinary(t, "--vllm.url="+vllmSrv.URL, "--no-probe.enabled", "--web.all-runtime-series")
 	p.WaitServing("/metrics", 200)
 	if got, _ := p.Metrics().Value("go_gc_gogc_percent"); got != 80 {
 		t.Errorf("GOGC=80: go_gc_gogc_percent %v, want 80", got)

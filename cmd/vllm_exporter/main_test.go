@@ -358,7 +358,7 @@ func TestBinaryWebConfigAndTelemetryPath(t *testing.T) {
 
 // VLLMDown's grace for a vLLM that never came up reads the exporter's own
 // start time, so it must survive --web.disable-exporter-metrics (which
-// drops process_start_time_seconds).
+// drops the go_* and process_* series).
 func TestStartTimeSurvivesDisabledExporterMetrics(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the binary")
@@ -372,7 +372,7 @@ func TestStartTimeSurvivesDisabledExporterMetrics(t *testing.T) {
 	if !ok || v < before || v > float64(time.Now().Unix()+1) {
 		t.Fatalf("vllm_exporter_start_time_seconds = %v (present %v), want about now", v, ok)
 	}
-	if _, ok := m.Value("process_start_time_seconds"); ok {
+	if _, ok := m.Value("process_cpu_seconds_total"); ok {
 		t.Fatal("process_* metrics exported despite --web.disable-exporter-metrics")
 	}
 }
