@@ -383,8 +383,7 @@ func (c *Classifier) Tick(now time.Time) {
 		}
 		in := Inputs{Now: now, Model: m, Window: win[name], GPU: gpu, Probes: probes,
 			KVUsage: st.sustainedKV(m.KVUsage, now, th.Window), NoProgress: st.noProgress(m, latest.Time),
-			RecentHitRatio: st.recentHitRatio(m), RecentGenerationTokensPerSecond: st.recentGeneration(m, latest.Time),
-			Current: st.Class}
+			RecentHitRatio: st.recentHitRatio(m), RecentGenerationTokensPerSecond: st.recentGeneration(m, latest.Time)}
 		in.HitRatioReference, in.PrefillSpeedReference = st.references(now, th, in.Window)
 		in.Roofline = ComputeRoofline(c.opts.Model, m, in.Window, gpu, th.BandwidthEfficiency)
 		raw, findings := Evaluate(in, th)

@@ -37,18 +37,7 @@ type Inputs struct {
 	GPU                   *snapshot.GPU
 	Probes                *snapshot.Probes
 	Roofline              Roofline
-	// Current is the class the classifier reports for the model now (after
-	// hysteresis; "" before the first tick). batch_too_small reads levels
-	// that sit on their threshold under a steady light load, so once it is
-	// the class it holds until they pass the threshold by batchBand.
-	Current Class
 }
-
-// batchBand widens batch_too_small's thresholds while it is the current
-// class: a mean of two requests in flight flips around a threshold of two
-// from window to window (every 10 to 50 s against the simulator's light
-// load), and hold_ticks alone only delays each flip.
-const batchBand = 0.25
 
 // Evidence is one measured signal behind a rule, with the threshold it was
 // compared to. Signal names are a fixed set (the `signal` label).
@@ -674,24 +663,20 @@ func (r rules) batchTooSmall() Finding {
 		return Finding{Class: BatchTooSmall}
 	}
 	waiting := gate("requests_waiting", wc.V, "<", r.th.QueueingMinWaiting, "requests")
-	utilLow, maxRunning := r.th.GPUUtilizationLow, r.th.BatchSmallMaxRunning
-	if r.in.Current == BatchTooSmall {
-		utilLow, maxRunning = min(utilLow*(1+batchBand), 1), maxRunning*(1+batchBand)
-	}
 	if util := deviceMean(r.in.GPU, func(d *snapshot.GPUDevice) snapshot.Value { return d.UtilGPU }); util.OK {
-		return all(BatchTooSmall, waiting, gate("gpu_utilization_ratio", util.V, "<", utilLow, "ratio"))
+		return all(BatchTooSmall, waiting, gate("gpu_utilization_ratio", util.V, "<", r.th.GPUUtilizationLow, "ratio"))
 	}
 	// Without a GPU: the mean number of requests in flight over the window
 	// (Little's law: the end-to-end seconds of the requests that finished
 	// in it, per second), which a momentary running count would flip
 	// around the threshold from scrape to scrape.
 	if c := meanConcurrency(r.in.Window); c.OK {
-		return all(BatchTooSmall, waiting, gate("requests_in_flight_mean", c.V, "<=", maxRunning, "requests"))
+		return all(BatchTooSmall, waiting, gate("requests_in_flight_mean", c.V, "<=", r.th.BatchSmallMaxRunning, "requests"))
 	}
 	if !m.Running.OK {
 		return Finding{Class: BatchTooSmall}
 	}
-	return all(BatchTooSmall, waiting, gate("requests_running", m.Running.V, "<=", maxRunning, "requests"))
+	return all(BatchTooSmall, waiting, gate("requests_running", m.Running.V, "<=", r.th.BatchSmallMaxRunning, "requests"))
 }
 
 // meanConcurrency is the mean number of requests in flight over the
