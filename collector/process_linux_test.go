@@ -5,26 +5,20 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	dto "github.com/prometheus/client_model/go"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
-func gatherValues(t testing.TB, c prometheus.Collector) map[string]float64 {
+// values gathers c on a pedantic registry (which checks each series
+// against its description) and reads every family's single value.
+func values(t testing.TB, c prometheus.Collector) map[string]float64 {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := testutil.Gather(t, reg)
 	out := map[string]float64{}
-	for _, mf := range mfs {
-		m := mf.GetMetric()[0]
-		switch mf.GetType() {
-		case dto.MetricType_COUNTER:
-			out[mf.GetName()] = m.GetCounter().GetValue()
-		case dto.MetricType_GAUGE:
-			out[mf.GetName()] = m.GetGauge().GetValue()
-		}
+	for name := range m {
+		out[name], _ = m.Value(name)
 	}
 	return out
 }
@@ -38,9 +32,9 @@ func TestProcessAgreesWithClientGolang(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})
-	before := gatherValues(t, ref)
-	got := gatherValues(t, c)
-	after := gatherValues(t, ref)
+	before := values(t, ref)
+	got := values(t, c)
+	after := values(t, ref)
 	if len(got) != 4 {
 		t.Fatalf("got %d series, want 4: %v", len(got), got)
 	}
