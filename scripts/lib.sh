@@ -22,6 +22,10 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # (/proc/PID/task/*/schedstat): the same CPU time as cpu_ticks, without the
 # 10 ms tick (Go's threads live as long as the process).
 cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%d\n", s}'; }
+# cpu_runs PID: how many times the process's threads were put on a CPU
+# (the third field of schedstat): its wake-ups, the cost that does not show
+# as work in a profile (scheduler and sysmon time around each one).
+cpu_runs() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $3} END {printf "%d\n", s}'; }
 now() { date +%s.%N; }
 
 # wait_up URL: poll until URL answers 2xx (30 s at most).

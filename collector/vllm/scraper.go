@@ -189,7 +189,7 @@ func New(opts Options, logger log.Logger) *Scraper {
 		// common/config's transport never decompresses transparently: we
 		// ask for gzip ourselves so that the size limit applies to the
 		// decompressed body too.
-		client, clientErr = opts.Upstream.Client("vllm_scrape")
+		client, clientErr = opts.Upstream.Client("vllm_scrape", upstream.RawDial())
 	}
 	s := &Scraper{
 		opts:       opts,

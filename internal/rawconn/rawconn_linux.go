@@ -80,6 +80,46 @@ func (c *conn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (c *conn) opError(err error) error {
-	return &net.OpError{Op: "read", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+// Write writes all of p as net.Conn's Write does (same errors: a
+// *net.OpError with Op "write"), without entersyscall: a request written
+// after the process was idle would otherwise wake sysmon, which then polls
+// every 20 µs for as long as the reply takes to process (a scrape's parse).
+func (c *conn) Write(p []byte) (int, error) {
+	var done int
+	var errno syscall.Errno
+	for done < len(p) {
+		err := c.raw.Write(func(fd uintptr) bool {
+			for {
+				r, _, e := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[done])), uintptr(len(p)-done))
+				switch e {
+				case unix.EINTR:
+					continue
+				case unix.EAGAIN:
+					return false // socket buffer full: wait in the netpoller
+				}
+				if e == 0 {
+					done += int(r)
+				}
+				errno = e
+				return true
+			}
+		})
+		if err != nil {
+			var op *net.OpError
+			if errors.As(err, &op) {
+				err = op.Err
+			}
+			return done, c.opErrorFor("write", err)
+		}
+		if errno != 0 {
+			return done, c.opErrorFor("write", os.NewSyscallError("write", errno))
+		}
+	}
+	return done, nil
+}
+
+func (c *conn) opError(err error) error { return c.opErrorFor("read", err) }
+
+func (c *conn) opErrorFor(op string, err error) error {
+	return &net.OpError{Op: op, Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }

@@ -159,3 +159,60 @@ func TestReadReportsAResetAsNetDoes(t *testing.T) {
 		t.Fatalf("Read after the peer reset: %#v, want a *net.OpError with Op read", err)
 	}
 }
+
+// A write larger than the socket buffers goes out whole: the raw write
+// waits in the netpoller when the buffer is full and carries on from where
+// the partial write stopped.
+func TestWriteDeliversMoreThanTheSocketBufferInOrder(t *testing.T) {
+	c, s := pair(t)
+	// Larger than loopback's send and receive buffers together, even
+	// autotuned (a small SO_RCVBUF would not do: on loopback its window
+	// updates wait for the persist timer, plain net.Conn or not).
+	want := make([]byte, 32<<20)
+	for i := range want {
+		want[i] = byte(i*7 + i>>11)
+	}
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(s)
+		got <- b
+	}()
+	n, err := c.Write(want)
+	if err != nil || n != len(want) {
+		t.Fatalf("Write = %d, %v; want %d, nil", n, err, len(want))
+	}
+	c.Close()
+	select {
+	case b := <-got:
+		if !bytes.Equal(b, want) {
+			t.Fatalf("peer read %d bytes, want the %d written (or different content)", len(b), len(want))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("peer never saw the end of the write")
+	}
+}
+
+func TestWriteHonoursDeadlinesAndReportsAsNetDoes(t *testing.T) {
+	c, _ := pair(t)
+	// Nobody reads the peer: the buffers fill and the write must stop at its
+	// deadline with what it wrote so far.
+	if err := c.SetWriteDeadline(time.Now().Add(50 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.Write(make([]byte, 64<<20))
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Write past the deadline: %d, %v; want a timeout", n, err)
+	}
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "write" {
+		t.Fatalf("Write past the deadline: %#v, want a *net.OpError with Op write", err)
+	}
+	if n <= 0 || n >= 64<<20 {
+		t.Fatalf("Write past the deadline wrote %d bytes, want a part", n)
+	}
+	c.Close()
+	if _, err := c.Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Write on a closed conn: %v, want net.ErrClosed", err)
+	}
+}

@@ -15,17 +15,39 @@
 package upstream
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	commoncfg "github.com/prometheus/common/config"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/rawconn"
 )
+
+// RawDial is the client option that dials as net.Dialer does (the
+// transport's own timeout and keep-alive) and then reads and writes each
+// connection through internal/rawconn, so a scrape does not wake the
+// runtime's sysmon thread for the milliseconds of parsing after its reply.
+// TLS, proxies and credentials stay the transport's: they sit above the
+// dialled connection.
+func RawDial() commoncfg.HTTPClientOption {
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	return commoncfg.WithDialContextFunc(func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return rawconn.Wrap(c), nil
+	})
+}
 
 // DefaultHTTPClientConfig is the connection to vLLM when nothing is
 // configured: no credentials, no TLS settings (the system roots), a direct

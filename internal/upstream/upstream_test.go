@@ -1,16 +1,23 @@
 package upstream
 
 import (
+	"context"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 
 	commoncfg "github.com/prometheus/common/config"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/rawconn"
 )
 
 // TestRedact: the password never survives, whether the URL parses or not;
@@ -236,5 +243,62 @@ func TestApply(t *testing.T) {
 	}
 	if _, err := New(bad); err == nil {
 		t.Fatal("New accepted a missing CA file")
+	}
+}
+
+// RawDial's connections read and write through internal/rawconn beneath
+// the transport's own connection tracking, and still carry requests and
+// keep-alive as usual.
+func TestRawDialConnectionsReadRawAndAreReused(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(strings.Repeat("ok ", 10000)))
+	}))
+	defer srv.Close()
+	u, err := New(DefaultHTTPClientConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := u.Client("test", RawDial())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	var reused int
+	for range 3 {
+		trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+			conns = append(conns, i.Conn)
+			if i.Reused {
+				reused++
+			}
+		}}
+		req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodGet, srv.URL, nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || len(b) != 30000 {
+			t.Fatalf("body: %d bytes, %v", len(b), err)
+		}
+	}
+	if reused != 2 {
+		t.Fatalf("%d of 3 requests reused the connection, want 2", reused)
+	}
+	// Beneath go-conntrack's wrapper (an exported Conn field) lies the raw
+	// connection.
+	inner := conns[0]
+	for range 4 {
+		if rawconn.Raw(inner) {
+			break
+		}
+		f := reflect.Indirect(reflect.ValueOf(inner)).FieldByName("Conn")
+		if !f.IsValid() {
+			break
+		}
+		inner, _ = f.Interface().(net.Conn)
+	}
+	if got := rawconn.Raw(inner); got != rawconn.Enabled {
+		t.Fatalf("connection under the transport reads raw: %v (%T), want %v", got, inner, rawconn.Enabled)
 	}
 }
