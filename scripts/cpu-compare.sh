@@ -14,8 +14,10 @@
 # scraped; every other one, and node_exporter, is scraped every
 # SCRAPE_INTERVAL seconds. CPU is utime+stime from /proc/PID/stat over the
 # run (1 tick = 1/CLK_TCK s: over 300 s one tick is 0.00003 s/s), and the
-# same CPU time in nanoseconds from the threads' schedstat. Two variants of
-# the same build (old=... old2=...) show how far one run's noise goes.
+# same CPU time in nanoseconds from the threads' schedstat, and how often
+# the threads were put on a CPU (schedstat's third field: wake-ups, which a
+# Go profile does not show). Two variants of the same build (old=...
+# old2=...) show how far one run's noise goes.
 #
 # Environment: SCRAPE_INTERVAL (15), NODE_EXPORTER
 # (/usr/bin/prometheus-node-exporter), GOMEMLIMIT (the Dockerfile's),
