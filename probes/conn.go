@@ -10,7 +10,6 @@ import (
 
 	commoncfg "github.com/prometheus/common/config"
 
-	"github.com/vllm-exporter/vllm_exporter/internal/rawconn"
 	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 )
 
@@ -98,15 +97,14 @@ func embeddedConn(c net.Conn) net.Conn {
 // connections that timestamp every read with now. wrap, if set, wraps each
 // stamped connection (tests).
 func newClient(now func() time.Time, wrap func(net.Conn) net.Conn, u *upstream.Upstream) (*http.Client, error) {
-	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := d.DialContext(ctx, network, addr)
+		// Raw: a chunk wakes only the goroutine that reads it (see
+		// internal/rawconn for the thread wake-ups it saves per chunk).
+		c, err := upstream.DialRaw(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
-		// rawconn: a chunk wakes only the goroutine that reads it (see
-		// internal/rawconn for the thread wake-ups it saves per chunk).
-		var sc net.Conn = &stampConn{Conn: rawconn.Wrap(c), now: now}
+		var sc net.Conn = &stampConn{Conn: c, now: now}
 		if wrap != nil {
 			sc = wrap(sc)
 		}

@@ -27,7 +27,7 @@ import "net"
 // c itself. Deadlines, Close and the addresses are c's own.
 func Wrap(c net.Conn) net.Conn { return wrap(c) }
 
-// Enabled says whether this build reads raw (Linux, not under the race
+// Enabled says whether this build reads and writes raw (Linux, not under the race
 // detector).
 const Enabled = enabled
 

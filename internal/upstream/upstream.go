@@ -32,21 +32,23 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/internal/rawconn"
 )
 
-// RawDial is the client option that dials as net.Dialer does (the
-// transport's own timeout and keep-alive) and then reads and writes each
-// connection through internal/rawconn, so a scrape does not wake the
-// runtime's sysmon thread for the milliseconds of parsing after its reply.
-// TLS, proxies and credentials stay the transport's: they sit above the
-// dialled connection.
-func RawDial() commoncfg.HTTPClientOption {
-	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
-	return commoncfg.WithDialContextFunc(func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return rawconn.Wrap(c), nil
-	})
+// RawDial is the client option that dials with DialRaw, so a scrape does
+// not wake the runtime's sysmon thread for the milliseconds of parsing
+// after its reply. TLS, proxies and credentials stay the transport's: they
+// sit above the dialled connection.
+func RawDial() commoncfg.HTTPClientOption { return commoncfg.WithDialContextFunc(DialRaw) }
+
+// rawDialer has the transport's own dial timeout and keep-alive.
+var rawDialer = &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+
+// DialRaw dials as net.Dialer does and reads and writes the connection
+// through internal/rawconn (the vLLM scrape's and the probes' dialler).
+func DialRaw(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := rawDialer.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return rawconn.Wrap(c), nil
 }
 
 // DefaultHTTPClientConfig is the connection to vLLM when nothing is
