@@ -73,25 +73,29 @@ sleep 10
 
 t0=(); n0=(); r0=(); for p in "${vpids[@]}"; do t0+=("$(cpu_ticks "$p")"); n0+=("$(cpu_ns "$p")"); r0+=("$(cpu_runs "$p")"); done
 w0=$(now)
+declare -a anon_sum; samples=0
 for ((s = 0; s < DURATION; s += SCRAPE_INTERVAL)); do
   for u in "${urls[@]}"; do
     [ -n "$u" ] && curl -fsS -o /dev/null "$u"
   done
   sleep "$SCRAPE_INTERVAL"
+  for i in "${!vpids[@]}"; do anon_sum[i]=$(( ${anon_sum[i]:-0} + $(rss_anon_kib "${vpids[$i]}") )); done
+  samples=$((samples + 1))
 done
 w1=$(now)
 printf "CPU at rest over %.0fs, side by side against vllm-sim (v1-0.33, one model), scraped every %ss\n\n" "$(echo "$w1 - $w0" | bc)" "$SCRAPE_INTERVAL"
 node_ticks=$(( $(cpu_ticks "${vpids[-1]}") - ${t0[-1]} ))
 node_ns=$(( $(cpu_ns "${vpids[-1]}") - ${n0[-1]} ))
-printf "%-20s %8s %12s %10s %12s %10s %10s\n" "variant" "ticks" "CPU s/s" "vs node" "CPU ms (ns)" "vs node" "wakeups/s"
+printf "%-20s %8s %12s %10s %12s %10s %10s %12s %8s\n" "variant" "ticks" "CPU s/s" "vs node" "CPU ms (ns)" "vs node" "wakeups/s" "RssAnon MiB" "vs node"
 for i in "${!names[@]}"; do
   ticks=$(( $(cpu_ticks "${vpids[$i]}") - ${t0[$i]} ))
   ns=$(( $(cpu_ns "${vpids[$i]}") - ${n0[$i]} ))
   runs=$(( $(cpu_runs "${vpids[$i]}") - ${r0[$i]} ))
-  awk -v r="$runs" -v n="${names[$i]}" -v t="$ticks" -v nt="$node_ticks" -v clk="$clk" -v w="$(echo "$w1 - $w0" | bc)" -v ns="$ns" -v nn="$node_ns" \
-    'BEGIN {printf "%-20s %8d %12.5f %10.2f %12.1f %10.2f %10.1f\n", n, t, t / clk / w, (nt > 0 ? t / nt : 0), ns / 1e6, (nn > 0 ? ns / nn : 0), r / w}'
+  awk -v r="$runs" -v a="$(( ${anon_sum[$i]} / samples ))" -v na="$(( ${anon_sum[-1]} / samples ))" -v n="${names[$i]}" -v t="$ticks" -v nt="$node_ticks" -v clk="$clk" -v w="$(echo "$w1 - $w0" | bc)" -v ns="$ns" -v nn="$node_ns" \
+    'BEGIN {printf "%-20s %8d %12.5f %10.2f %12.1f %10.2f %10.1f %12.2f %8.2f\n", n, t, t / clk / w, (nt > 0 ? t / nt : 0), ns / 1e6, (nn > 0 ? ns / nn : 0), r / w, a / 1024, (na > 0 ? a / na : 0)}'
 done
 echo
 echo "ticks: utime+stime from /proc/PID/stat (1/$clk s each); CPU ms (ns): the same CPU time from"
 echo "/proc/PID/task/*/schedstat in nanoseconds, the finer figure for differences of a few ticks;"
-echo "wakeups/s: times its threads were put on a CPU (schedstat's third field), per second."
+echo "wakeups/s: times its threads were put on a CPU (schedstat's third field), per second;"
+echo "RssAnon: /proc/PID/status, sampled after each scrape interval and averaged."
