@@ -2,8 +2,11 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -54,5 +57,29 @@ func TestBinaryMemoryDefaults(t *testing.T) {
 	p.WaitServing("/metrics", 200)
 	if got, _ := p.Metrics().Value("go_gc_gogc_percent"); got != 80 {
 		t.Errorf("GOGC=80: go_gc_gogc_percent %v, want 80", got)
+	}
+}
+
+// TestBinaryLinksNoTypeChecker: every pod maps the sidecar's code, so a
+// dependency that links Go's type checker and package loader (go/types,
+// golang.org/x/tools/go/packages; the OpenSLO SDK's validation did, for a
+// subcommand that only writes YAML) costs each pod 8.8 MB of code and the
+// heap its package initialisers build. Tests may use such libraries; the
+// binary may not.
+func TestBinaryLinksNoTypeChecker(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "github.com/prometheus/client_golang/prometheus") {
+		t.Fatalf("go list -deps does not list the exporter's dependencies:\n%s", out)
+	}
+	for _, d := range deps {
+		for _, heavy := range []string{"go/types", "golang.org/x/tools/", "github.com/OpenSLO/go-sdk/", "github.com/nobl9/govy/"} {
+			if d == heavy || strings.HasPrefix(d, heavy) {
+				t.Errorf("the exporter links %s", d)
+			}
+		}
 	}
 }

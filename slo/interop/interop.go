@@ -130,25 +130,19 @@ func formatFloat(v float64) string { return fmt.Sprint(v) }
 // minutes (OpenSLO's duration shorthand has no seconds). Pyrra and OpenSLO
 // take it.
 func shorthand(d time.Duration) string {
-	v, unit := shorthandParts(d)
-	return fmt.Sprintf("%d%s", v, unit)
-}
-
-// shorthandParts is shorthand's value and unit.
-func shorthandParts(d time.Duration) (int64, string) {
 	m := int64(math.Round(d.Minutes()))
 	if m < 1 {
 		m = 1
 	}
 	switch {
 	case m%(7*24*60) == 0:
-		return m / (7 * 24 * 60), "w"
+		return fmt.Sprintf("%dw", m/(7*24*60))
 	case m%(24*60) == 0:
-		return m / (24 * 60), "d"
+		return fmt.Sprintf("%dd", m/(24*60))
 	case m%60 == 0:
-		return m / 60, "h"
+		return fmt.Sprintf("%dh", m/60)
 	}
-	return m, "m"
+	return fmt.Sprintf("%dm", m)
 }
 
 // encodeDocs writes each value as one YAML document, with optional
