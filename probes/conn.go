@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"reflect"
 	"sync"
 	"time"
 
@@ -61,35 +60,14 @@ func (c *stampConn) lastRead() time.Time {
 // caller-supplied client).
 func stamperOf(c net.Conn) *stampConn {
 	for range 8 {
-		switch x := c.(type) {
-		case *stampConn:
+		if x, ok := c.(*stampConn); ok {
 			return x
-		case interface{ NetConn() net.Conn }:
-			c = x.NetConn()
-		default:
-			if c = embeddedConn(c); c == nil {
-				return nil
-			}
+		}
+		if c = upstream.InnerConn(c); c == nil {
+			return nil
 		}
 	}
 	return nil
-}
-
-// embeddedConn is the net.Conn c embeds as its exported field Conn, or nil.
-func embeddedConn(c net.Conn) net.Conn {
-	v := reflect.ValueOf(c)
-	if v.Kind() == reflect.Pointer {
-		v = v.Elem()
-	}
-	if v.Kind() != reflect.Struct {
-		return nil
-	}
-	f := v.FieldByName("Conn")
-	if !f.IsValid() || !f.CanInterface() {
-		return nil
-	}
-	inner, _ := f.Interface().(net.Conn)
-	return inner
 }
 
 // newClient is the probes' own HTTP client on the shared connection to vLLM

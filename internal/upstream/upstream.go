@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,6 +50,26 @@ func DialRaw(ctx context.Context, network, addr string) (net.Conn, error) {
 		return nil, err
 	}
 	return rawconn.Wrap(c), nil
+}
+
+// InnerConn is the connection c wraps, or nil: what its NetConn method
+// returns (crypto/tls), else its exported embedded Conn field (the
+// connection tracker prometheus/common's transport puts around every
+// dialled connection has no method for it).
+func InnerConn(c net.Conn) net.Conn {
+	if x, ok := c.(interface{ NetConn() net.Conn }); ok {
+		return x.NetConn()
+	}
+	v := reflect.Indirect(reflect.ValueOf(c))
+	if v.Kind() != reflect.Struct {
+		return nil
+	}
+	f := v.FieldByName("Conn")
+	if !f.IsValid() || !f.CanInterface() {
+		return nil
+	}
+	inner, _ := f.Interface().(net.Conn)
+	return inner
 }
 
 // DefaultHTTPClientConfig is the connection to vLLM when nothing is

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -292,11 +291,11 @@ func TestRawDialConnectionsReadRawAndAreReused(t *testing.T) {
 		if rawconn.Raw(inner) {
 			break
 		}
-		f := reflect.Indirect(reflect.ValueOf(inner)).FieldByName("Conn")
-		if !f.IsValid() {
+		next := InnerConn(inner)
+		if next == nil {
 			break
 		}
-		inner, _ = f.Interface().(net.Conn)
+		inner = next
 	}
 	if got := rawconn.Raw(inner); got != rawconn.Enabled {
 		t.Fatalf("connection under the transport reads raw: %v (%T), want %v", got, inner, rawconn.Enabled)
