@@ -83,6 +83,33 @@ func neededLinesCosting(budget int64) []byte {
 	}
 }
 
+// TestScrapeBufferFitsTheBody: between scrapes the scraper holds the kept
+// lines' buffer at about their size, not the slack that growing by
+// doubling leaves, and a body of the same size then scrapes without growing
+// it (or allocating another).
+func TestScrapeBufferFitsTheBody(t *testing.T) {
+	body := neededLines(1100 << 10) // growing by doubling leaves a buffer of about 2 MiB
+	plain := http.Header{"Content-Type": {"text/plain; version=0.0.4"}}
+	s := New(Options{URL: "http://vllm.test", MaxBodyBytes: DefaultMaxBodyBytes, Client: &http.Client{Transport: streamTransport(func() (io.Reader, http.Header) {
+		return bytes.NewReader(body), plain
+	})}}, nil)
+	s.ScrapeOnce(context.Background(), t0)
+	if !s.Latest().Up {
+		t.Fatal(s.Latest().Error)
+	}
+	n := len(body)
+	fit := s.buf.Cap()
+	if fit < n || fit > n+n/8+64<<10+8<<10 { // 8 KiB: the allocator's rounding
+		t.Fatalf("after a %d-byte body the scraper keeps a %d-byte buffer, want %d to %d", n, fit, n, n+n/8+64<<10)
+	}
+	for i := range 3 {
+		s.ScrapeOnce(context.Background(), t0.Add(time.Duration(i+1)*5*time.Second))
+		if !s.Latest().Up || s.buf.Cap() != fit {
+			t.Fatalf("scrape %d of the same body: up %v, buffer %d bytes, was %d", i+2, s.Latest().Up, s.buf.Cap(), fit)
+		}
+	}
+}
+
 // TestScrapeMemoryBounded: the body is streamed, never held whole, and
 // only the lines the exporter reads are kept for the parser (at most the
 // parse budget's estimate). An endless body, a decompression bomb or a 10 MB label value

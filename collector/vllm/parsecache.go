@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"hash/maphash"
 	"math"
+	"slices"
 	"strconv"
 
 	dto "github.com/prometheus/client_model/go"
@@ -253,6 +254,9 @@ func (c *parseCache) build(body []byte, fams map[string]*dto.MetricFamily) bool 
 		c.fams = nil
 		return false
 	}
+	// The slots are held until the lines change: not the slack that
+	// appending one per line left.
+	c.slots = slices.Clone(c.slots)
 	return true
 }
 
