@@ -377,18 +377,15 @@ func (s *Scraper) ScrapeOnce(ctx context.Context, now time.Time) {
 	s.scrapeNow = now
 	ct, st, reason, err := s.fetch(ctx)
 	s.ingest(now, began, s.buf.Bytes(), ct, &st, reason, err)
-	// Keep the buffer for the next scrape only while it fits what a good
-	// body needs: a failed (oversize) or shrunken body must not pin memory.
-	// Growing by doubling leaves up to half of it unused, held between
-	// scrapes (2.3 MB at 16 models x 8 engines); a buffer an eighth larger
-	// than this body, allocated once, holds the next body of this size.
-	if c, n := s.buf.Cap(), s.buf.Len(); c > 256<<10 {
-		switch fit := n + n/8 + 64<<10; {
-		case err != nil || c > 2*n+64<<10:
-			s.buf = bytes.Buffer{}
-		case c > fit:
-			s.buf = bytes.Buffer{}
-			s.buf.Grow(fit)
+	// Keep the buffer for the next scrape only at the size a good body
+	// needs: a failed (oversize) body must not pin memory, and growing by
+	// doubling, or a body that shrank, leaves it up to half unused (2.3 MB
+	// at 16 models x 8 engines). A buffer an eighth larger than this body,
+	// allocated once, holds the next body of this size.
+	if c, n := s.buf.Cap(), s.buf.Len(); c > 256<<10 && (err != nil || c > n+n/8+64<<10) {
+		s.buf = bytes.Buffer{}
+		if err == nil {
+			s.buf.Grow(n + n/8 + 64<<10)
 		}
 	}
 }

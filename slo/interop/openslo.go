@@ -1,11 +1,8 @@
 package interop
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/slo"
@@ -32,16 +29,17 @@ const (
 // The documents are the specification's v1 objects written from the
 // structs below, not from the OpenSLO Go SDK's types: the SDK's validation
 // pulls golang.org/x/tools/go/packages and go/types into whatever links it
-// (8.8 MB of the sidecar's 26 MB of code, mapped in every pod, and 1.4 MiB
-// of heap its validators build at start-up) for a subcommand that only
-// writes YAML. The tests decode and validate the output with the SDK.
+// (8.8 MB of the sidecar's 26 MB of code, mapped in every pod, and the
+// regular expressions its validators compile at start-up) for a subcommand
+// that only writes YAML. The tests decode and validate the output with the
+// SDK.
 func OpenSLO(slos []config.SLO, o Options) ([]byte, error) {
 	o.defaults()
 	ps, err := prepare(slos, o)
 	if err != nil {
 		return nil, err
 	}
-	objs := []openSLOObject{
+	docs := []any{
 		openSLOObj("Service", openSLOMetadata{Name: o.Service, DisplayName: "vLLM"},
 			openSLODescribed{Description: "vLLM inference servers watched by vllm_exporter."}),
 		openSLOObj("AlertNotificationTarget", openSLOMetadata{Name: OpenSLOPageTarget},
@@ -50,13 +48,7 @@ func OpenSLO(slos []config.SLO, o Options) ([]byte, error) {
 			openSLOTarget{Description: "Alertmanager, severity warning (" + slo.TicketAlert + ").", Target: "alertmanager"}),
 	}
 	for _, p := range ps {
-		objs = append(objs, openSLOOf(p, o))
-	}
-	docs := make([]any, len(objs))
-	for i, obj := range objs {
-		if docs[i], err = openSLONode(obj); err != nil {
-			return nil, fmt.Errorf("%s %s: %w", obj.Kind, obj.Metadata.Name, err)
-		}
+		docs = append(docs, openSLOOf(p, o))
 	}
 	return encodeDocs(o.Header, docs, nil)
 }
@@ -65,83 +57,83 @@ func OpenSLO(slos []config.SLO, o Options) ([]byte, error) {
 // (https://github.com/OpenSLO/OpenSLO#specification).
 type (
 	openSLOObject struct {
-		APIVersion string          `json:"apiVersion"`
-		Kind       string          `json:"kind"`
-		Metadata   openSLOMetadata `json:"metadata"`
-		Spec       any             `json:"spec"`
+		APIVersion string          `yaml:"apiVersion"`
+		Kind       string          `yaml:"kind"`
+		Metadata   openSLOMetadata `yaml:"metadata"`
+		Spec       any             `yaml:"spec"`
 	}
 	openSLOMetadata struct {
-		Name        string `json:"name"`
-		DisplayName string `json:"displayName,omitempty"`
+		Name        string `yaml:"name"`
+		DisplayName string `yaml:"displayName,omitempty"`
 	}
 	openSLODescribed struct {
-		Description string `json:"description,omitempty"`
+		Description string `yaml:"description,omitempty"`
 	}
 	openSLOTarget struct {
-		Description string `json:"description,omitempty"`
-		Target      string `json:"target"`
+		Description string `yaml:"description,omitempty"`
+		Target      string `yaml:"target"`
 	}
 	openSLOSpec struct {
-		Description     string              `json:"description,omitempty"`
-		Service         string              `json:"service"`
-		Indicator       openSLOIndicator    `json:"indicator"`
-		BudgetingMethod string              `json:"budgetingMethod"`
-		TimeWindow      []openSLOTimeWindow `json:"timeWindow"`
-		Objectives      []openSLOObjective  `json:"objectives"`
-		AlertPolicies   []openSLOInline     `json:"alertPolicies"`
+		Description     string              `yaml:"description,omitempty"`
+		Service         string              `yaml:"service"`
+		Indicator       openSLOIndicator    `yaml:"indicator"`
+		BudgetingMethod string              `yaml:"budgetingMethod"`
+		TimeWindow      []openSLOTimeWindow `yaml:"timeWindow"`
+		Objectives      []openSLOObjective  `yaml:"objectives"`
+		AlertPolicies   []openSLOInline     `yaml:"alertPolicies"`
 	}
 	openSLOIndicator struct {
-		Metadata openSLOMetadata `json:"metadata"`
+		Metadata openSLOMetadata `yaml:"metadata"`
 		Spec     struct {
-			RatioMetric openSLORatio `json:"ratioMetric"`
-		} `json:"spec"`
+			RatioMetric openSLORatio `yaml:"ratioMetric"`
+		} `yaml:"spec"`
 	}
 	openSLORatio struct {
-		Counter bool              `json:"counter"`
-		Bad     openSLOMetricSpec `json:"bad"`
-		Total   openSLOMetricSpec `json:"total"`
+		Counter bool              `yaml:"counter"`
+		Bad     openSLOMetricSpec `yaml:"bad"`
+		Total   openSLOMetricSpec `yaml:"total"`
 	}
 	openSLOMetricSpec struct {
 		MetricSource struct {
-			Type string `json:"type"`
+			Type string `yaml:"type"`
 			Spec struct {
-				Query string `json:"query"`
-			} `json:"spec"`
-		} `json:"metricSource"`
+				Query string `yaml:"query"`
+			} `yaml:"spec"`
+		} `yaml:"metricSource"`
 	}
 	openSLOTimeWindow struct {
-		Duration  string `json:"duration"`
-		IsRolling bool   `json:"isRolling"`
+		Duration  string `yaml:"duration"`
+		IsRolling bool   `yaml:"isRolling"`
 	}
 	openSLOObjective struct {
-		DisplayName string  `json:"displayName,omitempty"`
-		Target      float64 `json:"target"`
+		DisplayName string  `yaml:"displayName,omitempty"`
+		Target      float64 `yaml:"target"`
 	}
 	// openSLOInline is an inline object of an SLO (an AlertPolicy) or of
 	// an AlertPolicy (an AlertCondition): kind, metadata and spec.
 	openSLOInline struct {
-		Kind     string          `json:"kind"`
-		Metadata openSLOMetadata `json:"metadata"`
-		Spec     any             `json:"spec"`
+		Kind     string          `yaml:"kind"`
+		Metadata openSLOMetadata `yaml:"metadata"`
+		Spec     any             `yaml:"spec"`
 	}
 	openSLOAlertPolicy struct {
-		Description         string          `json:"description,omitempty"`
-		AlertWhenBreaching  bool            `json:"alertWhenBreaching"`
-		AlertWhenResolved   bool            `json:"alertWhenResolved"`
-		Conditions          []openSLOInline `json:"conditions"`
+		Description         string          `yaml:"description,omitempty"`
+		AlertWhenBreaching  bool            `yaml:"alertWhenBreaching"`
+		AlertWhenResolved   bool            `yaml:"alertWhenResolved"`
+		Conditions          []openSLOInline `yaml:"conditions"`
 		NotificationTargets []struct {
-			TargetRef string `json:"targetRef"`
-		} `json:"notificationTargets"`
+			TargetRef string `yaml:"targetRef"`
+		} `yaml:"notificationTargets"`
 	}
 	openSLOCondition struct {
-		Severity  string `json:"severity"`
+		Severity  string `yaml:"severity"`
 		Condition struct {
-			Kind           string  `json:"kind"`
-			Op             string  `json:"op"`
-			Threshold      float64 `json:"threshold"`
-			LookbackWindow string  `json:"lookbackWindow"`
-			AlertAfter     string  `json:"alertAfter"`
-		} `json:"condition"`
+			Kind           string  `yaml:"kind"`
+			Op             string  `yaml:"op"`
+			Threshold      float64 `yaml:"threshold"`
+			LookbackWindow string  `yaml:"lookbackWindow"`
+			AlertAfter     string  `yaml:"alertAfter"`
+		} `yaml:"condition"`
 	}
 )
 
@@ -174,7 +166,7 @@ func openSLOOf(p prepared, o Options) openSLOObject {
 				Conditions:         []openSLOInline{{Kind: "AlertCondition", Metadata: openSLOMetadata{Name: name}, Spec: cond}},
 			}
 			policy.NotificationTargets = append(policy.NotificationTargets, struct {
-				TargetRef string `json:"targetRef"`
+				TargetRef string `yaml:"targetRef"`
 			}{target})
 			policies = append(policies, openSLOInline{Kind: "AlertPolicy", Metadata: openSLOMetadata{Name: name}, Spec: policy})
 		}
@@ -192,29 +184,6 @@ func openSLOOf(p prepared, o Options) openSLOObject {
 	spec.Indicator.Metadata = openSLOMetadata{Name: dnsName(p.id, "sli")}
 	spec.Indicator.Spec.RatioMetric = openSLORatio{Bad: source(p.q.Bad(OpenSLOWindow)), Total: source(p.q.Total(OpenSLOWindow))}
 	return openSLOObj("SLO", openSLOMetadata{Name: p.id, DisplayName: s.Name}, spec)
-}
-
-// openSLONode is obj as a YAML node. obj goes through its JSON form (the
-// field order above), and loses JSON's quoting and flow style so the YAML
-// reads as hand-written YAML does.
-func openSLONode(obj openSLOObject) (*yaml.Node, error) {
-	b, err := json.Marshal(obj)
-	if err != nil {
-		return nil, err
-	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return nil, err
-	}
-	var plain func(n *yaml.Node)
-	plain = func(n *yaml.Node) {
-		n.Style = 0
-		for _, c := range n.Content {
-			plain(c)
-		}
-	}
-	plain(&doc)
-	return doc.Content[0], nil
 }
 
 // dnsName is id-suffix cut to a DNS label's 63 characters.
