@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -100,7 +101,7 @@ func (ts *thirdPartySim) serve(w http.ResponseWriter, r *http.Request) {
 
 // countingClient is a plain HTTP client whose connections count the bytes
 // read, for the mimic's lockstep.
-func countingClient(read *atomic.Int64) *http.Client {
+func countingClient(read *atomic.Int64, stamp *readStamp) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	d := &net.Dialer{}
 	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -108,9 +109,45 @@ func countingClient(read *atomic.Int64) *http.Client {
 		if err != nil {
 			return nil, err
 		}
+		if stamp != nil {
+			c = &readStampConn{Conn: c, stamp: stamp}
+		}
 		return &countConn{Conn: c, in: read, out: new(atomic.Int64)}, nil
 	}
 	return &http.Client{Transport: tr}
+}
+
+// readStamp is the clock's time at a connection's latest socket read that
+// returned bytes.
+type readStamp struct {
+	now  func() time.Time
+	mu   sync.Mutex
+	last time.Time
+}
+
+func (r *readStamp) at() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last
+}
+
+// readStampConn stamps each read before countConn counts it: the count is
+// what lets the simulator move the clock for the next chunk, so a stamp
+// taken after it (when the client has parsed the line) may already read
+// the next chunk's time on a busy machine.
+type readStampConn struct {
+	net.Conn
+	stamp *readStamp
+}
+
+func (c *readStampConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.stamp.mu.Lock()
+		c.stamp.last = c.stamp.now()
+		c.stamp.mu.Unlock()
+	}
+	return n, err
 }
 
 // rawMeasure is what a raw client computes from one streamed answer, by
@@ -122,9 +159,12 @@ type rawMeasure struct {
 }
 
 // rawClient reads the stream line by line, independently of the probe's
-// SSE reader, stamping each data line with the clock when it was read.
-func rawClient(t *testing.T, client *http.Client, url string, now func() time.Time) rawMeasure {
+// SSE reader, stamping each data line with the clock at the socket read
+// that delivered it (read counts the bytes it reads).
+func rawClient(t *testing.T, read *atomic.Int64, url string, now func() time.Time) rawMeasure {
 	t.Helper()
+	stamp := &readStamp{now: now}
+	client := countingClient(read, stamp)
 	body := `{"model":"mimic","messages":[{"role":"user","content":"hi"}],"max_completion_tokens":32,"stream":true,"stream_options":{"include_usage":true}}`
 	start := now()
 	resp, err := client.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
@@ -138,7 +178,7 @@ func rawClient(t *testing.T, client *http.Client, url string, now func() time.Ti
 	br := bufio.NewReader(resp.Body)
 	for {
 		line, err := br.ReadString('\n')
-		at := now()
+		at := stamp.at()
 		if err != nil {
 			break
 		}
@@ -194,7 +234,7 @@ func TestITLCountsOnlyChunksWithText(t *testing.T) {
 	clock := newFakeClock()
 	ts := startThirdPartySim(t, clock)
 	ts.reset()
-	raw := rawClient(t, countingClient(&ts.read), ts.url, clock.Now)
+	raw := rawClient(t, &ts.read, ts.url, clock.Now)
 
 	h, _ := writeConfig(t, probesYAML("mimic", profile("chat", "chat", 16, 32, ", timeout: 9s")))
 	client, err := newClient(clock.Now, func(c net.Conn) net.Conn { return &countConn{Conn: c, in: &ts.read, out: new(atomic.Int64)} }, nil)
