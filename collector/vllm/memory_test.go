@@ -83,30 +83,59 @@ func neededLinesCosting(budget int64) []byte {
 	}
 }
 
-// TestScrapeBufferFitsTheBody: between scrapes the scraper holds the kept
-// lines' buffer at about their size, not the slack that growing by
-// doubling leaves, and a body of the same size then scrapes without growing
-// it (or allocating another).
-func TestScrapeBufferFitsTheBody(t *testing.T) {
-	body := neededLines(1100 << 10) // growing by doubling leaves a buffer of about 2 MiB
+// TestScrapeBufferBetweenScrapes: between scrapes the scraper holds no
+// large kept-lines buffer (the kept lines are read only during a scrape),
+// and the next scrape of a body that size allocates one buffer for it, not
+// the doublings of growing one; a small body's buffer is reused.
+func TestScrapeBufferBetweenScrapes(t *testing.T) {
+	body := neededLines(1100 << 10) // growing by doubling would allocate about 4 MiB
+	small := neededLines(keepBufferBytes / 4)
+	serve := body
 	plain := http.Header{"Content-Type": {"text/plain; version=0.0.4"}}
 	s := New(Options{URL: "http://vllm.test", MaxBodyBytes: DefaultMaxBodyBytes, Client: &http.Client{Transport: streamTransport(func() (io.Reader, http.Header) {
-		return bytes.NewReader(body), plain
+		return bytes.NewReader(serve), plain
 	})}}, nil)
-	s.ScrapeOnce(context.Background(), t0)
-	if !s.Latest().Up {
-		t.Fatal(s.Latest().Error)
-	}
-	n := len(body)
-	fit := s.buf.Cap()
-	if fit < n || fit > n+n/8+64<<10+8<<10 { // 8 KiB: the allocator's rounding
-		t.Fatalf("after a %d-byte body the scraper keeps a %d-byte buffer, want %d to %d", n, fit, n, n+n/8+64<<10)
-	}
-	for i := range 3 {
-		s.ScrapeOnce(context.Background(), t0.Add(time.Duration(i+1)*5*time.Second))
-		if !s.Latest().Up || s.buf.Cap() != fit {
-			t.Fatalf("scrape %d of the same body: up %v, buffer %d bytes, was %d", i+2, s.Latest().Up, s.buf.Cap(), fit)
+	at := t0
+	scrape := func() uint64 {
+		at = at.Add(5 * time.Second)
+		n := allocatedBy(func() { s.ScrapeOnce(context.Background(), at) })
+		if !s.Latest().Up {
+			t.Fatal(s.Latest().Error)
 		}
+		return n
+	}
+	scrape()
+	scrape() // the parse cache is built at the first scrape
+	if c := s.buf.Cap(); c != 0 {
+		t.Fatalf("after a %d-byte body the scraper holds a %d-byte buffer between scrapes", len(body), c)
+	}
+	// What a scrape spends on the buffer: a scrape against the same
+	// scrape with a buffer handed to it beforehand. One buffer an eighth
+	// larger than the kept lines; doubling would spend 2 MiB or more.
+	n := len(body)
+	for i := range 3 {
+		alloc := scrape()
+		s.buf.Grow(2 * n)
+		given := scrape()
+		spent := int64(alloc) - int64(given)
+		t.Logf("scrape of a %d-byte body: %d KiB allocated, %d KiB with a buffer given", n, alloc>>10, given>>10)
+		if spent < int64(n) || spent > int64(n+n/8+64<<10+8<<10) { // 8 KiB: the allocator's rounding
+			t.Fatalf("try %d: the buffer cost a scrape %d bytes, want %d to %d", i, spent, n, n+n/8+64<<10)
+		}
+		if c := s.buf.Cap(); c != 0 {
+			t.Fatalf("try %d: a %d-byte buffer held between scrapes", i, c)
+		}
+	}
+	serve = small
+	scrape() // sized for the last body
+	scrape()
+	held := s.buf.Cap()
+	if held == 0 || held > keepBufferBytes {
+		t.Fatalf("after a %d-byte body the scraper holds a %d-byte buffer, want it kept for reuse", len(small), held)
+	}
+	scrape()
+	if s.buf.Cap() != held {
+		t.Fatalf("the same small body again: buffer %d bytes, was %d", s.buf.Cap(), held)
 	}
 }
 

@@ -238,10 +238,13 @@ func (c *parseCache) build(body []byte, fams map[string]*dto.MetricFamily) bool 
 		defer func() { c.scratch = nil }() // a large probe body is not worth keeping
 	}
 	pf, err := textParse(probe)
-	if err != nil || !c.claim(pf) {
+	if err != nil {
 		return false
 	}
-	shareLabels(pf)
+	pf = compactFamilies(pf)
+	if !c.claim(pf) {
+		return false
+	}
 	for _, s := range c.slots {
 		if s.kind == slotUnreadable {
 			// A value no field keeps (a line a later one overwrites, a
@@ -258,42 +261,6 @@ func (c *parseCache) build(body []byte, fams map[string]*dto.MetricFamily) bool 
 	// appending one per line left.
 	c.slots = slices.Clone(c.slots)
 	return true
-}
-
-// shareLabels makes the families' equal label pairs and bucket bounds one
-// object each. The text parser gives every sample its own label pairs and
-// every bucket its own bound, and the cache keeps them all between scrapes:
-// at 16 models x 8 engines the same few dozen model_name, engine and le
-// values took 2 MB of the 17 MB the scraper retained. Nothing writes a
-// label pair or a bound after parsing (the slots write values only), so
-// sharing them changes no reading; build's proto.Equal check still
-// compares the shared families with the parser's.
-func shareLabels(fams map[string]*dto.MetricFamily) {
-	pairs := map[[2]string]*dto.LabelPair{}
-	bounds := map[uint64]*float64{}
-	for _, mf := range fams {
-		for _, m := range mf.GetMetric() {
-			for i, lp := range m.GetLabel() {
-				k := [2]string{lp.GetName(), lp.GetValue()}
-				if shared, ok := pairs[k]; ok {
-					m.Label[i] = shared
-				} else {
-					pairs[k] = lp
-				}
-			}
-			for _, b := range m.GetHistogram().GetBucket() {
-				if b.UpperBound == nil {
-					continue
-				}
-				k := math.Float64bits(*b.UpperBound)
-				if shared, ok := bounds[k]; ok {
-					b.UpperBound = shared
-				} else {
-					bounds[k] = b.UpperBound
-				}
-			}
-		}
-	}
 }
 
 // claim walks the probe families and gives each value field to the line

@@ -132,6 +132,7 @@ type Scraper struct {
 	norm       *normalizer
 	cache      parseCache    // the last body's families, for a body with the same lines
 	buf        bytes.Buffer  // the kept lines of the body being scraped
+	keptSize   int           // the size of the last good body's kept lines
 	lines      lineCache     // the line filter's decisions on the last body
 	br         *bufio.Reader // reads the body, line by line
 	scrapes    float64
@@ -377,18 +378,23 @@ func (s *Scraper) ScrapeOnce(ctx context.Context, now time.Time) {
 	s.scrapeNow = now
 	ct, st, reason, err := s.fetch(ctx)
 	s.ingest(now, began, s.buf.Bytes(), ct, &st, reason, err)
-	// Keep the buffer for the next scrape only at the size a good body
-	// needs: a failed (oversize) body must not pin memory, and growing by
-	// doubling, or a body that shrank, leaves it up to half unused (2.3 MB
-	// at 16 models x 8 engines). A buffer an eighth larger than this body,
-	// allocated once, holds the next body of this size.
-	if c, n := s.buf.Cap(), s.buf.Len(); c > 256<<10 && (err != nil || c > n+n/8+64<<10) {
+	// Between scrapes hold no large buffer: the kept lines are read only
+	// while a scrape runs, and at 16 models x 8 engines their 2.6 MB were
+	// a fifth of the live heap, which the GC doubles into its goal. The
+	// next scrape allocates one buffer an eighth larger than this good
+	// body (fetch) instead of growing one by doubling. A failed
+	// (oversize) body leaves the size of the last good one.
+	if err == nil {
+		s.keptSize = s.buf.Len()
+	}
+	if s.buf.Cap() > keepBufferBytes {
 		s.buf = bytes.Buffer{}
-		if err == nil {
-			s.buf.Grow(n + n/8 + 64<<10)
-		}
 	}
 }
+
+// keepBufferBytes is the largest kept-lines buffer held from one scrape to
+// the next: one model's (about 50 KB) is reused, a large server's is not.
+const keepBufferBytes = 256 << 10
 
 // ingest parses a fetched body (or records the fetch error), appends the
 // snapshot to the history, derives the windows and prepares /metrics. pre
@@ -592,6 +598,9 @@ func (s *Scraper) fetch(ctx context.Context) (contentType string, st streamed, r
 		body = gz
 	}
 	s.buf.Reset()
+	if n := s.keptSize; s.buf.Cap() < n {
+		s.buf.Grow(n + n/8 + 64<<10)
+	}
 	st, err = readNeeded(s.br, body, s.opts.MaxBodyBytes, &s.buf, &modelFilter{admit: s.norm.admit, decided: map[string]bool{}}, &s.lines)
 	s.br.Reset(nil) // do not keep the response body reachable
 	switch {
