@@ -27,34 +27,80 @@ import (
 // in, with the parser's families (proto.Equal), so a family the copy would
 // change is never cached.
 func compactFamilies(fams map[string]*dto.MetricFamily) map[string]*dto.MetricFamily {
-	var n struct {
-		metrics, labels, pairs, gauges, counters, untypeds, summaries,
+	var k compactor
+	k.count(fams)
+	k.alloc()
+	out := make(map[string]*dto.MetricFamily, len(fams))
+	k.copy(fams, out)
+	return out
+}
+
+// compactor copies families in two passes over them: count, then copy
+// into arrays of the counted sizes. The parse cache passes the families
+// of a large body part by part (count all parts, then copy all parts), so
+// that only one part's parse is live at a time.
+type compactor struct {
+	n struct {
+		fams, metrics, labels, gauges, counters, untypeds, summaries,
 		quantiles, hists, buckets, floats, uints int
 	}
-	uniq := map[string]int{} // string -> its offset in all
-	var all strings.Builder
-	str := func(s *string) {
-		if s == nil {
-			return
-		}
-		if _, ok := uniq[*s]; !ok {
-			uniq[*s] = all.Len()
-			all.WriteString(*s)
-		}
+	uniq   map[string]int // string -> its offset in text
+	all    strings.Builder
+	text   string
+	pairs  map[[2]string]*dto.LabelPair
+	bounds map[uint64]*float64
+	strs   map[string]*string
+
+	famA     arena[dto.MetricFamily]
+	typeA    arena[dto.MetricType]
+	metA     arena[dto.Metric]
+	metPtrA  arena[*dto.Metric]
+	pairA    arena[dto.LabelPair]
+	pairPtrA arena[*dto.LabelPair]
+	strA     arena[string]
+	gaugeA   arena[dto.Gauge]
+	counterA arena[dto.Counter]
+	untypedA arena[dto.Untyped]
+	sumA     arena[dto.Summary]
+	qA       arena[dto.Quantile]
+	qPtrA    arena[*dto.Quantile]
+	histA    arena[dto.Histogram]
+	bucketA  arena[dto.Bucket]
+	bPtrA    arena[*dto.Bucket]
+	floatA   arena[float64]
+	uintA    arena[uint64]
+}
+
+func (k *compactor) str(s *string) {
+	if s == nil {
+		return
 	}
-	pairs := map[[2]string]bool{}
-	bounds := map[uint64]bool{}
+	if _, ok := k.uniq[*s]; !ok {
+		k.uniq[*s] = k.all.Len()
+		k.all.WriteString(*s)
+	}
+}
+
+// count adds fams to the sizes the arrays need.
+func (k *compactor) count(fams map[string]*dto.MetricFamily) {
+	if k.uniq == nil {
+		k.uniq = map[string]int{}
+		k.pairs = map[[2]string]*dto.LabelPair{}
+		k.bounds = map[uint64]*float64{}
+	}
+	n := &k.n
+	n.fams += len(fams)
 	for _, mf := range fams {
-		str(mf.Name)
-		str(mf.Help)
-		str(mf.Unit)
+		k.str(mf.Name)
+		k.str(mf.Help)
+		k.str(mf.Unit)
 		n.metrics += len(mf.Metric)
 		for _, m := range mf.Metric {
 			n.labels += len(m.Label)
 			for _, lp := range m.Label {
-				str(lp.Name)
-				str(lp.Value)
-				pairs[[2]string{lp.GetName(), lp.GetValue()}] = true
+				k.str(lp.Name)
+				k.str(lp.Value)
+				k.pairs[[2]string{lp.GetName(), lp.GetValue()}] = nil
 			}
 			switch {
 			case m.Gauge != nil:
@@ -80,155 +126,166 @@ func compactFamilies(fams map[string]*dto.MetricFamily) map[string]*dto.MetricFa
 				n.uints += 1 + len(h.Bucket)
 				for _, b := range h.Bucket {
 					if b.UpperBound != nil {
-						bounds[math.Float64bits(*b.UpperBound)] = true
+						k.bounds[math.Float64bits(*b.UpperBound)] = nil
 					}
 				}
 			}
 		}
 	}
-	n.pairs = len(pairs)
-	n.floats += len(bounds)
-	text := all.String()
+}
 
-	var (
-		famA     = make(arena[dto.MetricFamily], 0, len(fams))
-		typeA    = make(arena[dto.MetricType], 0, len(fams))
-		metA     = make(arena[dto.Metric], 0, n.metrics)
-		metPtrA  = make(arena[*dto.Metric], 0, n.metrics)
-		pairA    = make(arena[dto.LabelPair], 0, n.pairs)
-		pairPtrA = make(arena[*dto.LabelPair], 0, n.labels)
-		strA     = make(arena[string], 0, len(uniq))
-		gaugeA   = make(arena[dto.Gauge], 0, n.gauges)
-		counterA = make(arena[dto.Counter], 0, n.counters)
-		untypedA = make(arena[dto.Untyped], 0, n.untypeds)
-		sumA     = make(arena[dto.Summary], 0, n.summaries)
-		qA       = make(arena[dto.Quantile], 0, n.quantiles)
-		qPtrA    = make(arena[*dto.Quantile], 0, n.quantiles)
-		histA    = make(arena[dto.Histogram], 0, n.hists)
-		bucketA  = make(arena[dto.Bucket], 0, n.buckets)
-		bPtrA    = make(arena[*dto.Bucket], 0, n.buckets)
-		floatA   = make(arena[float64], 0, n.floats)
-		uintA    = make(arena[uint64], 0, n.uints)
-	)
-	strPtrs := make(map[string]*string, len(uniq))
-	strOf := func(s *string) *string {
-		if s == nil {
-			return nil
-		}
-		if p, ok := strPtrs[*s]; ok {
-			return p
-		}
-		p := strA.take()
-		off := uniq[*s]
-		*p = text[off : off+len(*s)]
-		strPtrs[*s] = p
-		return p
-	}
-	f64 := func(v *float64) *float64 {
-		if v == nil {
-			return nil
-		}
-		p := floatA.take()
-		*p = *v
-		return p
-	}
-	u64 := func(v *uint64) *uint64 {
-		if v == nil {
-			return nil
-		}
-		p := uintA.take()
-		*p = *v
-		return p
-	}
-	sharedPairs := make(map[[2]string]*dto.LabelPair, n.pairs)
-	sharedBounds := make(map[uint64]*float64, len(bounds))
-	bound := func(v *float64) *float64 {
-		if v == nil {
-			return nil
-		}
-		k := math.Float64bits(*v)
-		if p, ok := sharedBounds[k]; ok {
-			return p
-		}
-		p := f64(v)
-		sharedBounds[k] = p
-		return p
-	}
+// alloc makes the arrays for what count counted.
+func (k *compactor) alloc() {
+	n := &k.n
+	k.text = k.all.String()
+	k.all = strings.Builder{}
+	k.famA = make(arena[dto.MetricFamily], 0, n.fams)
+	k.typeA = make(arena[dto.MetricType], 0, n.fams)
+	k.metA = make(arena[dto.Metric], 0, n.metrics)
+	k.metPtrA = make(arena[*dto.Metric], 0, n.metrics)
+	k.pairA = make(arena[dto.LabelPair], 0, len(k.pairs))
+	k.pairPtrA = make(arena[*dto.LabelPair], 0, n.labels)
+	k.strA = make(arena[string], 0, len(k.uniq))
+	k.gaugeA = make(arena[dto.Gauge], 0, n.gauges)
+	k.counterA = make(arena[dto.Counter], 0, n.counters)
+	k.untypedA = make(arena[dto.Untyped], 0, n.untypeds)
+	k.sumA = make(arena[dto.Summary], 0, n.summaries)
+	k.qA = make(arena[dto.Quantile], 0, n.quantiles)
+	k.qPtrA = make(arena[*dto.Quantile], 0, n.quantiles)
+	k.histA = make(arena[dto.Histogram], 0, n.hists)
+	k.bucketA = make(arena[dto.Bucket], 0, n.buckets)
+	k.bPtrA = make(arena[*dto.Bucket], 0, n.buckets)
+	k.floatA = make(arena[float64], 0, n.floats+len(k.bounds))
+	k.uintA = make(arena[uint64], 0, n.uints)
+	k.strs = make(map[string]*string, len(k.uniq))
+}
 
-	out := make(map[string]*dto.MetricFamily, len(fams))
+func (k *compactor) strOf(s *string) *string {
+	if s == nil {
+		return nil
+	}
+	if p, ok := k.strs[*s]; ok {
+		return p
+	}
+	p := k.strA.take()
+	if off, ok := k.uniq[*s]; ok {
+		*p = k.text[off : off+len(*s)]
+	} else {
+		*p = *s // not counted: copy was given families count was not
+	}
+	k.strs[*s] = p
+	return p
+}
+
+func (k *compactor) f64(v *float64) *float64 {
+	if v == nil {
+		return nil
+	}
+	p := k.floatA.take()
+	*p = *v
+	return p
+}
+
+func (k *compactor) u64(v *uint64) *uint64 {
+	if v == nil {
+		return nil
+	}
+	p := k.uintA.take()
+	*p = *v
+	return p
+}
+
+func (k *compactor) bound(v *float64) *float64 {
+	if v == nil {
+		return nil
+	}
+	b := math.Float64bits(*v)
+	if p := k.bounds[b]; p != nil {
+		return p
+	}
+	p := k.f64(v)
+	k.bounds[b] = p
+	return p
+}
+
+func (k *compactor) pair(lp *dto.LabelPair) *dto.LabelPair {
+	key := [2]string{lp.GetName(), lp.GetValue()}
+	if p := k.pairs[key]; p != nil {
+		return p
+	}
+	p := k.pairA.take()
+	p.Name, p.Value = k.strOf(lp.Name), k.strOf(lp.Value)
+	k.pairs[key] = p
+	return p
+}
+
+// copy copies fams into the arrays, adding them to out under their names.
+func (k *compactor) copy(fams, out map[string]*dto.MetricFamily) {
 	for name, mf := range fams {
-		cf := famA.take()
-		cf.Name, cf.Help, cf.Unit = strOf(mf.Name), strOf(mf.Help), strOf(mf.Unit)
+		cf := k.famA.take()
+		cf.Name, cf.Help, cf.Unit = k.strOf(mf.Name), k.strOf(mf.Help), k.strOf(mf.Unit)
 		if mf.Type != nil {
-			cf.Type = typeA.take()
+			cf.Type = k.typeA.take()
 			*cf.Type = *mf.Type
 		}
 		if mf.Metric != nil {
-			cf.Metric = metPtrA.slice(len(mf.Metric))
+			cf.Metric = k.metPtrA.slice(len(mf.Metric))
 		}
 		for i, m := range mf.Metric {
-			cm := metA.take()
+			cm := k.metA.take()
 			cf.Metric[i] = cm
 			if m.Label != nil {
-				cm.Label = pairPtrA.slice(len(m.Label))
+				cm.Label = k.pairPtrA.slice(len(m.Label))
 			}
 			for j, lp := range m.Label {
-				k := [2]string{lp.GetName(), lp.GetValue()}
-				p, ok := sharedPairs[k]
-				if !ok {
-					p = pairA.take()
-					p.Name, p.Value = strOf(lp.Name), strOf(lp.Value)
-					sharedPairs[k] = p
-				}
-				cm.Label[j] = p
+				cm.Label[j] = k.pair(lp)
 			}
 			if m.TimestampMs != nil {
 				ts := *m.TimestampMs
 				cm.TimestampMs = &ts
 			}
 			if m.Gauge != nil {
-				cm.Gauge = gaugeA.take()
-				cm.Gauge.Value = f64(m.Gauge.Value)
+				cm.Gauge = k.gaugeA.take()
+				cm.Gauge.Value = k.f64(m.Gauge.Value)
 			}
 			if m.Counter != nil {
-				cm.Counter = counterA.take()
-				cm.Counter.Value = f64(m.Counter.Value)
+				cm.Counter = k.counterA.take()
+				cm.Counter.Value = k.f64(m.Counter.Value)
 			}
 			if m.Untyped != nil {
-				cm.Untyped = untypedA.take()
-				cm.Untyped.Value = f64(m.Untyped.Value)
+				cm.Untyped = k.untypedA.take()
+				cm.Untyped.Value = k.f64(m.Untyped.Value)
 			}
 			if s := m.Summary; s != nil {
-				cs := sumA.take()
+				cs := k.sumA.take()
 				cm.Summary = cs
-				cs.SampleCount, cs.SampleSum = u64(s.SampleCount), f64(s.SampleSum)
+				cs.SampleCount, cs.SampleSum = k.u64(s.SampleCount), k.f64(s.SampleSum)
 				if s.Quantile != nil {
-					cs.Quantile = qPtrA.slice(len(s.Quantile))
+					cs.Quantile = k.qPtrA.slice(len(s.Quantile))
 				}
 				for j, q := range s.Quantile {
-					cq := qA.take()
-					cq.Quantile, cq.Value = f64(q.Quantile), f64(q.Value)
+					cq := k.qA.take()
+					cq.Quantile, cq.Value = k.f64(q.Quantile), k.f64(q.Value)
 					cs.Quantile[j] = cq
 				}
 			}
 			if h := m.Histogram; h != nil {
-				ch := histA.take()
+				ch := k.histA.take()
 				cm.Histogram = ch
-				ch.SampleCount, ch.SampleCountFloat, ch.SampleSum = u64(h.SampleCount), f64(h.SampleCountFloat), f64(h.SampleSum)
+				ch.SampleCount, ch.SampleCountFloat, ch.SampleSum = k.u64(h.SampleCount), k.f64(h.SampleCountFloat), k.f64(h.SampleSum)
 				if h.Bucket != nil {
-					ch.Bucket = bPtrA.slice(len(h.Bucket))
+					ch.Bucket = k.bPtrA.slice(len(h.Bucket))
 				}
 				for j, b := range h.Bucket {
-					cb := bucketA.take()
-					cb.CumulativeCount, cb.CumulativeCountFloat = u64(b.CumulativeCount), f64(b.CumulativeCountFloat)
-					cb.UpperBound = bound(b.UpperBound)
+					cb := k.bucketA.take()
+					cb.CumulativeCount, cb.CumulativeCountFloat = k.u64(b.CumulativeCount), k.f64(b.CumulativeCountFloat)
+					cb.UpperBound = k.bound(b.UpperBound)
 					ch.Bucket[j] = cb
 				}
 			}
 		}
 		out[name] = cf
 	}
-	return out
 }
 
 // arena hands out the elements of a slice allocated once, for objects that
