@@ -332,12 +332,7 @@ func TestFieldsIsBytesFields(t *testing.T) {
 // the parse had touched (6-9 MB in use but empty at 16 models x 8
 // engines). Counted as the heap objects the cache holds after a GC.
 func TestParseCacheHoldsFamiliesInFewObjects(t *testing.T) {
-	sim, err := vllmsim.New(vllmsim.Config{Models: []string{"a", "b", "c", "d"}, DataParallelSize: 4, VirtualClock: true, Seed: 1, LoadGen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim.Advance(time.Minute)
-	kept := keptLines(t, sim.Metrics())
+	kept := largeServerKept(t)
 	samples := 0
 	for _, line := range strings.Split(string(kept), "\n") {
 		if line != "" && line[0] != '#' {
@@ -369,12 +364,7 @@ func TestParseCacheHoldsFamiliesInFewObjects(t *testing.T) {
 // across parts (a sample after another family's TYPE line) are not cached,
 // and parse as the text parser parses them.
 func TestParseCacheBuildsPartByPart(t *testing.T) {
-	sim, err := vllmsim.New(vllmsim.Config{Models: []string{"a", "b", "c", "d"}, DataParallelSize: 4, VirtualClock: true, Seed: 1, LoadGen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim.Advance(time.Minute)
-	kept := keptLines(t, sim.Metrics())
+	kept := largeServerKept(t)
 	var largest, whole int
 	parsedHook = func(n int) {
 		if n == len(kept) {
@@ -414,4 +404,16 @@ func TestParseCacheBuildsPartByPart(t *testing.T) {
 			t.Errorf("%s: the parser read nothing: the body tests nothing", name)
 		}
 	}
+}
+
+// largeServerKept is what the scraper parses of a simulated server of 4
+// models x 4 engines under load (about 300 KB).
+func largeServerKept(t *testing.T) []byte {
+	t.Helper()
+	sim, err := vllmsim.New(vllmsim.Config{Models: []string{"a", "b", "c", "d"}, DataParallelSize: 4, VirtualClock: true, Seed: 1, LoadGen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim.Advance(time.Minute)
+	return keptLines(t, sim.Metrics())
 }
