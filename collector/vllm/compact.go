@@ -7,7 +7,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 )
 
-// compactFamilies copies parsed families into a few arrays, one per kind of
+// compactor copies parsed families into a few arrays, one per kind of
 // object, for the parse cache to keep between scrapes. The text parser
 // allocates every family, metric, label pair, bucket and value on its own,
 // interleaved with its scratch objects; kept as parsed, those few long-lived
@@ -23,20 +23,12 @@ import (
 // slots write values only), so sharing them changes no reading.
 //
 // Fields the text format cannot express (exemplars, created timestamps,
-// native buckets) are not copied: build compares the copy, values patched
+// native buckets) are not copied: the cache compares the copy, values patched
 // in, with the parser's families (proto.Equal), so a family the copy would
 // change is never cached.
-func compactFamilies(fams map[string]*dto.MetricFamily) map[string]*dto.MetricFamily {
-	var k compactor
-	k.count(fams)
-	k.alloc()
-	out := make(map[string]*dto.MetricFamily, len(fams))
-	k.copy(fams, out)
-	return out
-}
-
-// compactor copies families in two passes over them: count, then copy
-// into arrays of the counted sizes. The parse cache passes the families
+//
+// It copies in two passes over the families: count, then copy into
+// arrays of the counted sizes. The parse cache passes the families
 // of a large body part by part (count all parts, then copy all parts), so
 // that only one part's parse is live at a time.
 type compactor struct {
@@ -102,29 +94,35 @@ func (k *compactor) count(fams map[string]*dto.MetricFamily) {
 				k.str(lp.Value)
 				k.pairs[[2]string{lp.GetName(), lp.GetValue()}] = nil
 			}
-			switch {
-			case m.Gauge != nil:
+			if m.Gauge != nil {
 				n.gauges++
-				n.floats++
-			case m.Counter != nil:
+				n.floats += set(m.Gauge.Value)
+			}
+			if m.Counter != nil {
 				n.counters++
-				n.floats++
-			case m.Untyped != nil:
+				n.floats += set(m.Counter.Value)
+			}
+			if m.Untyped != nil {
 				n.untypeds++
-				n.floats++
+				n.floats += set(m.Untyped.Value)
 			}
 			if s := m.Summary; s != nil {
 				n.summaries++
 				n.quantiles += len(s.Quantile)
-				n.floats += 1 + 2*len(s.Quantile)
-				n.uints++
+				n.floats += set(s.SampleSum)
+				n.uints += set(s.SampleCount)
+				for _, q := range s.Quantile {
+					n.floats += set(q.Quantile) + set(q.Value)
+				}
 			}
 			if h := m.Histogram; h != nil {
 				n.hists++
 				n.buckets += len(h.Bucket)
-				n.floats += 2 + len(h.Bucket) // sum, float count, float bucket counts
-				n.uints += 1 + len(h.Bucket)
+				n.floats += set(h.SampleSum) + set(h.SampleCountFloat)
+				n.uints += set(h.SampleCount)
 				for _, b := range h.Bucket {
+					n.floats += set(b.CumulativeCountFloat)
+					n.uints += set(b.CumulativeCount)
 					if b.UpperBound != nil {
 						k.bounds[math.Float64bits(*b.UpperBound)] = nil
 					}
@@ -132,6 +130,14 @@ func (k *compactor) count(fams map[string]*dto.MetricFamily) {
 			}
 		}
 	}
+}
+
+// set is 1 for a field that holds a value, 0 for an absent one.
+func set[T any](p *T) int {
+	if p == nil {
+		return 0
+	}
+	return 1
 }
 
 // alloc makes the arrays for what count counted.

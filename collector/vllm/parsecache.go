@@ -266,7 +266,8 @@ func (c *parseCache) build(body []byte) []part {
 		if !ok || len(key) > math.MaxInt32 {
 			return nil
 		}
-		name, meta := lineName(line, sample)
+		name, meta, _ := lineFamily(line)
+		meta = meta && name != nil // a HELP or TYPE line
 		if len(parts) == 0 || (meta && !bytes.Equal(name, family)) {
 			if meta {
 				family = name
@@ -315,12 +316,7 @@ func (c *parseCache) build(body []byte) []part {
 		if err != nil {
 			return nil
 		}
-		for name := range pf {
-			if _, dup := c.fams[name]; dup {
-				return nil
-			}
-		}
-		k.copy(pf, c.fams)
+		k.copy(pf, c.fams) // parts are independent: no name is copied twice
 	}
 	if !c.claim(c.fams) {
 		return nil
@@ -341,32 +337,11 @@ func (c *parseCache) build(body []byte) []part {
 	return parts
 }
 
-// lineName is the metric name of a sample line, or the name a HELP or TYPE
-// line declares (meta); nil for any other comment.
-func lineName(line []byte, sample bool) (name []byte, meta bool) {
-	if sample {
-		end := 0
-		for end < len(line) && isNameByte(line[end], end == 0) {
-			end++
-		}
-		return line[:end], false
-	}
-	rest, ok := bytes.CutPrefix(line, []byte("#"))
-	if !ok {
-		return nil, false
-	}
-	fields := bytes.Fields(rest)
-	if len(fields) < 2 || (!bytes.Equal(fields[0], []byte("HELP")) && !bytes.Equal(fields[0], []byte("TYPE"))) {
-		return nil, false
-	}
-	return fields[1], true
-}
-
 // familyName is name without the suffix the text parser strips to find a
 // summary's or histogram's family (_bucket, _sum, _count); nil without one.
 func familyName(name []byte) []byte {
-	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-		if base, ok := bytes.CutSuffix(name, []byte(suffix)); ok {
+	for _, suffix := range histogramSuffixes {
+		if base, ok := bytes.CutSuffix(name, suffix); ok {
 			return base
 		}
 	}
@@ -453,20 +428,6 @@ func untypedValue(m *dto.Metric) *float64 {
 		return nil
 	}
 	return m.Untyped.Value
-}
-
-// sameFamilies: a and b hold equal families under the same names.
-func sameFamilies(a, b map[string]*dto.MetricFamily) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for name, fa := range a {
-		fb, ok := b[name]
-		if !ok || !proto.Equal(fa, fb) {
-			return false
-		}
-	}
-	return true
 }
 
 // cacheable: the lines of this size may be parsed into a cache. Building

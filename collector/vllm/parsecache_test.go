@@ -12,6 +12,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
 )
@@ -416,4 +417,18 @@ func largeServerKept(t *testing.T) []byte {
 	}
 	sim.Advance(time.Minute)
 	return keptLines(t, sim.Metrics())
+}
+
+// sameFamilies: a and b hold equal families under the same names.
+func sameFamilies(a, b map[string]*dto.MetricFamily) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, fa := range a {
+		fb, ok := b[name]
+		if !ok || !proto.Equal(fa, fb) {
+			return false
+		}
+	}
+	return true
 }
