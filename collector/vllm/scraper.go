@@ -79,7 +79,8 @@ type Options struct {
 	// Windows are derived at every scrape and exported with a `window` label.
 	Windows []time.Duration
 	// Retention is how far back Window(d) can reach for a d longer than
-	// every configured window (SLO burn-rate windows of hours or days). History
+	// every configured window (a reader's own window: the classifier's, the
+	// probes' TTFT gap). History
 	// beyond the largest window is thinned to at most coarseSnapshots
 	// snapshots, so memory stays bounded; Retain raises it at run time.
 	Retention time.Duration
@@ -297,10 +298,12 @@ const maxLoggedUnexpected = 64
 const coarseSnapshots = 60
 
 // slimmed is snap as the history keeps it once it is no longer the newest:
-// without what only the newest snapshot is read for (per-engine gauges, the
-// cache config labels), since derive reads counters and histograms only.
-// Per-engine gauges are a quarter of a snapshot with 8 engines. A copy, not
-// an edit: readers may still hold snap.
+// without what only the newest snapshot is read for. derive reads counters
+// and histograms only; the per-engine gauges, label sets and by-label
+// gauges below are rendered from the newest snapshot alone. Per-engine
+// gauges are a quarter of a snapshot with 8 engines, and each map dropped
+// is one per model per scrape for the whole history. A copy, not an edit:
+// readers may still hold snap.
 func slimmed(snap *snapshot.VLLM) *snapshot.VLLM {
 	if !snap.Up || len(snap.Models) == 0 {
 		return snap
@@ -308,12 +311,13 @@ func slimmed(snap *snapshot.VLLM) *snapshot.VLLM {
 	cp := *snap
 	cp.Models = make(map[string]*snapshot.Model, len(snap.Models))
 	for name, m := range snap.Models {
-		if m.PerEngine == nil && m.CacheConfig == nil {
-			cp.Models[name] = m
-			continue
-		}
 		mc := *m
-		mc.PerEngine, mc.CacheConfig = nil, nil
+		mc.PerEngine, mc.CacheConfig, mc.ByPriority = nil, nil, nil
+		mc.WaitingByReason, mc.Sleep.Resources = nil, nil
+		mc.LoRA.Running, mc.LoRA.Waiting = nil, nil
+		mc.KVOffloadLoadBytes, mc.KVOffloadStoreBytes = nil, nil
+		mc.KVOffloadLoadSeconds, mc.KVOffloadStoreSeconds = nil, nil
+		mc.MooncakeOps, mc.MooncakeOpErrors, mc.MooncakeKeys, mc.MooncakeBytes, mc.MooncakeFailedKeys = nil, nil, nil, nil, nil
 		cp.Models[name] = &mc
 	}
 	return &cp

@@ -1,8 +1,13 @@
 package vllm
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -388,4 +393,107 @@ func TestWindowV0HasNoPrefixHitRatio(t *testing.T) {
 	wantAbsent(t, "prefix hit ratio", d.PrefixCacheHitRatio)
 	wantValue(t, "requests/s", d.RequestsPerSecond, 0)
 	compareNoHelp(t, s, "", "vllm_prefix_cache_hit_ratio", "vllm_prefix_cache_queries_total", "vllm_prefix_cache_hits_total")
+}
+
+// scaledBody is body with every counter and histogram sample multiplied
+// by k, gauges as they are: counters and cumulative bucket counts grow with
+// k (a smaller k is a restart).
+func scaledBody(t *testing.T, body []byte, k float64) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	scale := false
+	for _, line := range strings.SplitAfter(string(body), "\n") {
+		i := strings.LastIndexByte(line, ' ')
+		if strings.HasPrefix(line, "# TYPE ") {
+			typ := strings.TrimSpace(line[i+1:])
+			scale = typ == "counter" || typ == "histogram"
+		}
+		if strings.HasPrefix(line, "#") || i < 0 || !scale {
+			out.WriteString(line)
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(line[i+1:]), 64)
+		if err != nil {
+			t.Fatalf("value of %q: %v", line, err)
+		}
+		fmt.Fprintf(&out, "%s %v\n", line[:i], v*k)
+	}
+	return out.Bytes()
+}
+
+// slimmedAway reads the fields slimmed drops from the history, by name.
+var slimmedAway = map[string]func(*snapshot.Model) any{
+	"PerEngine":             func(m *snapshot.Model) any { return m.PerEngine },
+	"CacheConfig":           func(m *snapshot.Model) any { return m.CacheConfig },
+	"ByPriority":            func(m *snapshot.Model) any { return m.ByPriority },
+	"WaitingByReason":       func(m *snapshot.Model) any { return m.WaitingByReason },
+	"Sleep.Resources":       func(m *snapshot.Model) any { return m.Sleep.Resources },
+	"LoRA.Running":          func(m *snapshot.Model) any { return m.LoRA.Running },
+	"LoRA.Waiting":          func(m *snapshot.Model) any { return m.LoRA.Waiting },
+	"KVOffloadLoadBytes":    func(m *snapshot.Model) any { return m.KVOffloadLoadBytes },
+	"KVOffloadStoreBytes":   func(m *snapshot.Model) any { return m.KVOffloadStoreBytes },
+	"KVOffloadLoadSeconds":  func(m *snapshot.Model) any { return m.KVOffloadLoadSeconds },
+	"KVOffloadStoreSeconds": func(m *snapshot.Model) any { return m.KVOffloadStoreSeconds },
+	"MooncakeOps":           func(m *snapshot.Model) any { return m.MooncakeOps },
+	"MooncakeOpErrors":      func(m *snapshot.Model) any { return m.MooncakeOpErrors },
+	"MooncakeKeys":          func(m *snapshot.Model) any { return m.MooncakeKeys },
+	"MooncakeBytes":         func(m *snapshot.Model) any { return m.MooncakeBytes },
+	"MooncakeFailedKeys":    func(m *snapshot.Model) any { return m.MooncakeFailedKeys },
+}
+
+// TestSlimmedHistoryDerivesTheSame: the history drops what only the newest
+// snapshot is read for (per-engine gauges, by-label gauges, label sets),
+// and every window derived from it equals the window derived from the
+// snapshots as scraped. The body has every family the scraper reads
+// (late-2026, two engines, priority, spec decode, NIXL, LoRA, admission,
+// KV offload, Mooncake), scaled up at each scrape, with one restart.
+func TestSlimmedHistoryDerivesTheSame(t *testing.T) {
+	base := withFragment(t, lateBaseWithout(t), "vllm-late-2026-decode-lora-fragment.txt",
+		"kv-offload-both-fragment.txt", "mooncake-store-fragment.txt")
+	srv := newFakeVLLM(t, base, "text/plain; version=1.0.0; charset=utf-8")
+	windows := []time.Duration{time.Minute, 5 * time.Minute}
+	s := newTestScraper(t, srv.URL, func(o *Options) { o.Windows, o.PerPriority = windows, true })
+	var scraped []*snapshot.VLLM // each snapshot as the scrape made it
+	const steps = 90
+	for i := range steps {
+		k := 1 + float64(i)/20
+		if i >= 40 {
+			k = float64(i-39) / 20 // vLLM restarted: every counter starts again
+		}
+		srv.set(scaledBody(t, base, k), nil)
+		scrapeAt(s, t0.Add(time.Duration(i)*5*time.Second))
+		scraped = append(scraped, s.Latest())
+	}
+	newest := s.Latest().Models[qwen]
+	if newest == nil {
+		t.Fatalf("no %s in the newest snapshot", qwen)
+	}
+	for field, get := range slimmedAway {
+		if reflect.ValueOf(get(newest)).IsNil() {
+			t.Errorf("the newest snapshot has no %s: the body does not exercise its slimming", field)
+		}
+	}
+	s.histMu.RLock()
+	history := slices.Clone(s.history)
+	s.histMu.RUnlock()
+	if len(history) < steps/2 {
+		t.Fatalf("history holds %d snapshots", len(history))
+	}
+	for j, h := range history[:len(history)-1] {
+		for field, get := range slimmedAway {
+			if !reflect.ValueOf(get(h.Models[qwen])).IsNil() {
+				t.Errorf("history[%d] keeps %s", j, field)
+			}
+		}
+	}
+	for _, d := range windows {
+		got := s.Window(d)
+		want := windowOf(scraped[len(scraped)-len(history):], d, s.tolerance(d))
+		if got == nil || got[qwen] == nil || len(got[qwen].Deltas) == 0 {
+			t.Fatalf("%v window: %+v", d, got)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%v window from the slimmed history differs from the one from the scraped snapshots:\n got %+v\nwant %+v", d, *got[qwen], *want[qwen])
+		}
+	}
 }
