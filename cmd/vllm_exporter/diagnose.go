@@ -265,7 +265,8 @@ func runDiagnose(ctx context.Context, o diagnoseOpts, w io.Writer, logger log.Lo
 	}
 	scraper := vllm.New(vllm.Options{
 		URL: o.url, Interval: o.interval, Timeout: o.timeout, Upstream: o.upstream,
-		Windows: []time.Duration{th.Window}, Retention: th.BaselineWindow,
+		// The classifier reads th.Window only; its baseline is its own.
+		Windows: []time.Duration{th.Window},
 	}, log.With(logger, "component", "vllm"))
 	src := bottleneck.Sources{VLLM: scraper}
 	scrape := scraper.ScrapeOnce

@@ -240,8 +240,8 @@ func optInList(vals []string) []string {
 }
 
 // startScraper builds the vLLM scraper on the shared connection and
-// registers it; the classifier's baseline window sets its history, also
-// after a reload.
+// registers it; the windows its readers ask for (windowReaders) set how far
+// back its history reaches, also after a reload.
 func startScraper(f *flags, x *exporter) (*vllm.Scraper, error) {
 	windows, err := parseWindows(f.windows, f.interval)
 	if err != nil {
@@ -259,16 +259,26 @@ func startScraper(f *flags, x *exporter) (*vllm.Scraper, error) {
 		PerPriority:  f.perPriority,
 		OptIn:        optInList(f.optIn),
 		Role:         f.role,
-		// The classifier compares the prefix-cache hit ratio with a longer
-		// baseline window; keep enough thinned history to answer it.
-		Retention: x.config.Get().Bottleneck.BaselineWindow,
+		Retention:    windowReaders(x.config.Get()),
 	}, log.With(x.logger, "component", "vllm"))
-	x.config.Subscribe(func(cf *config.File) { s.Retain(cf.Bottleneck.BaselineWindow) })
+	x.config.Subscribe(func(cf *config.File) { s.Retain(windowReaders(cf)) })
 	if err := x.registry.Register(s); err != nil {
 		return nil, err
 	}
 	x.goRun(s.Run)
 	return s, nil
+}
+
+// windowReaders is the longest window read from the scraper's history
+// besides --vllm.windows: the classifier's (bottleneck.window) and the
+// probes' TTFT gap (probes.ttft_gap_window, vLLM's median TTFT beside the
+// probes'). At the defaults both lie within --vllm.windows, so nothing is
+// kept beyond them. The classifier's baseline_window is not one: it keeps
+// its own high-water mark of the windowed hit ratio. Holding 15 minutes of
+// snapshots for it (as before) kept 40 thinned snapshots on top of the 63
+// the 5m window needs, for no reader.
+func windowReaders(cf *config.File) time.Duration {
+	return max(cf.Bottleneck.Window, cf.Probes.TTFTGapWindow)
 }
 
 // shortcuts are the --vllm.* flags (and $VLLM_API_KEY) that fill the HTTP

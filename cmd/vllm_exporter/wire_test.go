@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
@@ -104,5 +107,61 @@ func TestRuntimeFilterKeepsWhatPanelsRead(t *testing.T) {
 	mem := names(false, true)
 	if !mem["go_memstats_alloc_bytes"] || !mem["go_memstats_last_gc_time_seconds"] || mem["go_threads"] {
 		t.Errorf("--web.go-memstats alone: %v", slices.Sorted(maps.Keys(mem)))
+	}
+}
+
+// TestScraperHistoryFollowsItsReaders: the scraper's history reaches as far
+// back as the windows read from it (bottleneck.window, the probes'
+// ttft_gap_window), following a reload, and no further: the classifier's
+// baseline_window is a high-water mark of its own, and holding 15 minutes
+// of snapshots for it cost two thirds more history for nothing.
+func TestScraperHistoryFollowsItsReaders(t *testing.T) {
+	sim := startSim(t, "", 1)
+	path := filepath.Join(t.TempDir(), "config.yml")
+	writeConfig := func(body string) {
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeConfig("{}\n")
+	app, f, _ := newApp()
+	if _, err := app.Parse([]string{"--vllm.url=" + sim.URL(), "--config.file=" + path, "--no-collector.gpu"}); err != nil {
+		t.Fatal(err)
+	}
+	x, stop, err := newExporter(context.Background(), f, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if err := x.wire(f); err != nil {
+		t.Fatal(err)
+	}
+	scrapeFor := func(d time.Duration) {
+		for range int(d / f.interval) {
+			sim.Advance(f.interval)
+			x.vllm.ScrapeOnce(context.Background(), sim.Now())
+		}
+	}
+	reaches := func(d time.Duration) bool { return x.vllm.Window(d) != nil }
+	scrapeFor(20 * time.Minute)
+	if !reaches(5*time.Minute) || reaches(10*time.Minute) || reaches(15*time.Minute) {
+		t.Errorf("defaults (windows 1m,5m, ttft_gap_window 5m): history reaches 5m %v, 10m %v, 15m %v; want only 5m",
+			reaches(5*time.Minute), reaches(10*time.Minute), reaches(15*time.Minute))
+	}
+	for _, reader := range []struct {
+		config, what string
+		window       time.Duration
+	}{
+		{"bottleneck:\n  window: 10m\n", "the classifier's bottleneck.window", 10 * time.Minute},
+		{"probes:\n  ttft_gap_window: 12m\n", "vLLM's TTFT over probes.ttft_gap_window", 12 * time.Minute},
+	} {
+		writeConfig(reader.config)
+		if err := x.config.Reload(); err != nil {
+			t.Fatal(err)
+		}
+		scrapeFor(reader.window + time.Minute)
+		if !reaches(reader.window) {
+			t.Errorf("%s after a reload: the %v window is not answered", reader.what, reader.window)
+		}
 	}
 }

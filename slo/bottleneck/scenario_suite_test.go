@@ -159,7 +159,7 @@ func newSimRig(t *testing.T, th config.Bottleneck, spec ModelSpec) *simRig {
 	t.Cleanup(s.Close)
 	r := &simRig{t: t, sim: s, gpu: &mockGPU{}, ctx: context.Background()}
 	r.scraper = vllm.New(vllm.Options{URL: s.URL(), Interval: simScrapeEvery, Timeout: 5 * time.Second,
-		Windows: []time.Duration{th.Window}, Retention: th.BaselineWindow}, log.NewNopLogger())
+		Windows: []time.Duration{th.Window}}, log.NewNopLogger())
 	r.c = New(Options{Model: spec, Thresholds: &th}, nil, Sources{VLLM: r.scraper, GPU: r.gpu}, nil)
 	return r
 }
