@@ -80,9 +80,9 @@ type Options struct {
 	Windows []time.Duration
 	// Retention is how far back Window(d) can reach for a d longer than
 	// every configured window (a reader's own window: the classifier's, the
-	// probes' TTFT gap). History
-	// beyond the largest window is thinned to at most coarseSnapshots
-	// snapshots, so memory stays bounded; Retain raises it at run time.
+	// probes' TTFT gap). History beyond the largest window is thinned to at
+	// most coarseSnapshots snapshots, so memory stays bounded; Retain
+	// raises it at run time.
 	Retention time.Duration
 	// Upstream is the connection to vLLM (TLS, credentials, proxy,
 	// redirects) shared with the probes; nil = the defaults (no
@@ -300,7 +300,8 @@ const coarseSnapshots = 60
 // slimmed is snap as the history keeps it once it is no longer the newest:
 // without what only the newest snapshot is read for. derive reads counters
 // and histograms only; the per-engine gauges, label sets and by-label
-// gauges below are rendered from the newest snapshot alone. Per-engine
+// values dropped below are rendered from the newest snapshot alone
+// (TestSlimmedHistoryDerivesTheSame keeps this list honest). Per-engine
 // gauges are a quarter of a snapshot with 8 engines, and each map dropped
 // is one per model per scrape for the whole history. A copy, not an edit:
 // readers may still hold snap.
