@@ -14,6 +14,14 @@ minimize=${FUZZMINIMIZETIME:-10x}
 min_execs=${FUZZ_MIN_EXECS:-1000}
 summary=()
 failed=0
+
+# deadline_race LOG: the run failed only with the fuzz coordinator's
+# deadline race: "context deadline exceeded", and no failing input, panic,
+# or test error line.
+deadline_race() {
+  grep -q '^    context deadline exceeded$' "$1" &&
+    ! grep -qE 'Failing input written to|^panic:|_test\.go:[0-9]+:' "$1"
+}
 for pkg in $(go list ./...); do
   dir=$(go list -f '{{.Dir}}' "$pkg")
   for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //'); do
@@ -21,6 +29,19 @@ for pkg in $(go list ./...); do
     log=$(mktemp)
     rc=0
     go test -run '^$' -fuzz "^${f}\$" -fuzztime "$t" -fuzzminimizetime "$minimize" "$pkg" 2>&1 | tee "$log" || rc=$?
+    # Go before 1.27 can fail a target at the -fuzztime deadline with a
+    # bare "context deadline exceeded" when a worker is still mid-input on
+    # a loaded machine (go.dev/issue/75804, a race in the fuzz coordinator;
+    # CI hit it once on FuzzLineCache). That failure writes no failing
+    # input and prints no panic or test error; it alone is retried, once.
+    # A real finding writes "Failing input written to" and fails at once.
+    retried=""
+    if [ "$rc" -ne 0 ] && deadline_race "$log"; then
+      echo "fuzz $pkg $f: bare 'context deadline exceeded' with no failing input (go.dev/issue/75804); running it again once"
+      retried=" (retried once: Go fuzz deadline race)"
+      rc=0
+      go test -run '^$' -fuzz "^${f}\$" -fuzztime "$t" -fuzzminimizetime "$minimize" "$pkg" 2>&1 | tee "$log" || rc=$?
+    fi
     # The last progress line carries the total: "fuzz: elapsed: 15s, execs: 14258 (0/sec), ...".
     execs=$(grep -o 'execs: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
     rm -f "$log"
@@ -33,7 +54,7 @@ for pkg in $(go list ./...); do
       rc=1
     fi
     [ "$rc" -eq 0 ] || failed=1
-    summary+=("$(printf '%-18s %-14s %9s execs  %s' "${pkg#github.com/vllm-exporter/vllm_exporter/}" "$f" "$execs" "$status")")
+    summary+=("$(printf '%-18s %-14s %9s execs  %s' "${pkg#github.com/vllm-exporter/vllm_exporter/}" "$f" "$execs" "$status$retried")")
   done
 done
 echo
