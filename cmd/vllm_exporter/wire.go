@@ -259,9 +259,9 @@ func startScraper(f *flags, x *exporter) (*vllm.Scraper, error) {
 		PerPriority:  f.perPriority,
 		OptIn:        optInList(f.optIn),
 		Role:         f.role,
-		Retention:    windowReaders(x.config.Get()),
+		Readers:      windowReaders(x.config.Get()),
 	}, log.With(x.logger, "component", "vllm"))
-	x.config.Subscribe(func(cf *config.File) { s.Retain(windowReaders(cf)) })
+	x.config.Subscribe(func(cf *config.File) { s.SetReaders(windowReaders(cf)...) })
 	if err := x.registry.Register(s); err != nil {
 		return nil, err
 	}
@@ -269,16 +269,17 @@ func startScraper(f *flags, x *exporter) (*vllm.Scraper, error) {
 	return s, nil
 }
 
-// windowReaders is the longest window read from the scraper's history
-// besides --vllm.windows: the classifier's (bottleneck.window) and the
-// probes' TTFT gap (probes.ttft_gap_window, vLLM's median TTFT beside the
-// probes'). At the defaults both lie within --vllm.windows, so nothing is
-// kept beyond them. The classifier's baseline_window is not one: it keeps
-// its own high-water mark of the windowed hit ratio. Holding 15 minutes of
-// snapshots for it (as before) kept 40 thinned snapshots on top of the 63
-// the 5m window needs, for no reader.
-func windowReaders(cf *config.File) time.Duration {
-	return max(cf.Bottleneck.Window, cf.Probes.TTFTGapWindow)
+// windowReaders are the windows read from the scraper's history besides
+// --vllm.windows: the classifier's (bottleneck.window, at each tick) and the
+// probes' TTFT gap (probes.ttft_gap_window, vLLM's median TTFT beside each
+// probe's). The scraper derives them once per scrape and keeps history back
+// to the longest; at the defaults both are among --vllm.windows, so nothing
+// more is derived or kept. The classifier's baseline_window is not one: it
+// keeps its own high-water mark of the windowed hit ratio. Holding 15
+// minutes of snapshots for it (as before) kept 40 thinned snapshots on top
+// of the 63 the 5m window needs, for no reader.
+func windowReaders(cf *config.File) []time.Duration {
+	return []time.Duration{cf.Bottleneck.Window, cf.Probes.TTFTGapWindow}
 }
 
 // shortcuts are the --vllm.* flags (and $VLLM_API_KEY) that fill the HTTP

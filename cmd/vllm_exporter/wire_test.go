@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -162,6 +163,10 @@ func TestScraperHistoryFollowsItsReaders(t *testing.T) {
 		scrapeFor(reader.window + time.Minute)
 		if !reaches(reader.window) {
 			t.Errorf("%s after a reload: the %v window is not answered", reader.what, reader.window)
+		}
+		// Derived by the scrape, not again at each tick or probe.
+		if a, b := x.vllm.Window(reader.window), x.vllm.Window(reader.window); reflect.ValueOf(a).UnsafePointer() != reflect.ValueOf(b).UnsafePointer() {
+			t.Errorf("%s after a reload: the %v window is derived again on each read", reader.what, reader.window)
 		}
 	}
 }

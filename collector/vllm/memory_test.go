@@ -234,7 +234,7 @@ func TestHistoryKeepsWhatWindowsNeed(t *testing.T) {
 	}
 	sim.Advance(time.Minute)
 	body := sim.Metrics()
-	s := New(Options{URL: "http://vllm.test", Interval: 5 * time.Second, Retention: time.Hour,
+	s := New(Options{URL: "http://vllm.test", Interval: 5 * time.Second, Readers: []time.Duration{time.Hour},
 		Client: &http.Client{Transport: streamTransport(func() (io.Reader, http.Header) {
 			return bytes.NewReader(body), http.Header{"Content-Type": {"text/plain"}}
 		})}}, nil)

@@ -78,12 +78,13 @@ type Options struct {
 	MaxBodyBytes int64
 	// Windows are derived at every scrape and exported with a `window` label.
 	Windows []time.Duration
-	// Retention is how far back Window(d) can reach for a d longer than
-	// every configured window (a reader's own window: the classifier's, the
-	// probes' TTFT gap). History beyond the largest window is thinned to at
-	// most coarseSnapshots snapshots, so memory stays bounded; Retain
-	// raises it at run time.
-	Retention time.Duration
+	// Readers are the windows other components read through Window (the
+	// classifier's bottleneck.window, the probes' TTFT gap window): each is
+	// derived once per scrape beside Windows, not exported, and the history
+	// reaches back the longest of them. History beyond the largest of
+	// Windows is thinned to at most coarseSnapshots snapshots, so memory
+	// stays bounded. SetReaders replaces them at run time.
+	Readers []time.Duration
 	// Upstream is the connection to vLLM (TLS, credentials, proxy,
 	// redirects) shared with the probes; nil = the defaults (no
 	// credentials, direct, redirects followed within the server only).
@@ -151,9 +152,11 @@ type Scraper struct {
 
 	histMu    sync.RWMutex
 	history   []*snapshot.VLLM // oldest first, bounded by prune
-	retention time.Duration    // guarded by histMu
+	readers   []time.Duration  // Options.Readers, then SetReaders'; guarded by histMu
+	retention time.Duration    // the longest reader; guarded by histMu
 
-	latest  atomic.Pointer[snapshot.VLLM]
+	latest atomic.Pointer[snapshot.VLLM]
+	// windows: the last scrape's derived values for Windows and readers.
 	windows atomic.Pointer[map[time.Duration]map[string]*snapshot.Derived]
 	// state is what the last scrape left for /metrics; rendered holds the
 	// const metrics of one state, made by the first Collect after it.
@@ -205,7 +208,6 @@ func New(opts Options, logger log.Logger) *Scraper {
 		norm:       newNormalizer(),
 		br:         bufio.NewReaderSize(nil, maxLineBytes),
 		errors:     map[string]float64{},
-		retention:  opts.Retention,
 		models:     opts.Models.NewSet(CollectorName),
 		dropped:    map[string]float64{},
 		dropLog:    ratelog.New(dropLogEvery),
@@ -217,6 +219,7 @@ func New(opts Options, logger log.Logger) *Scraper {
 		level.Info(s.logger).Log("msg", "model absent from successful scrapes for --vllm.model-grace gives its place under --vllm.max-models to a new name; its state is dropped", "model", name, "grace", s.models.Grace())
 	})
 	s.norm.perPriority = opts.PerPriority
+	s.SetReaders(opts.Readers...)
 	s.keepState(nil, nil, nil, 0)
 	return s
 }
@@ -266,7 +269,9 @@ func (s *Scraper) Ready() bool { return s.latest.Load() != nil }
 
 // Window returns derived values per model over the last d. It is nil when
 // the latest scrape failed (values from a lost period are not fresh) or when
-// the history does not reach back d (see Options.Retention and Retain).
+// the history does not reach back d (see Options.Readers and SetReaders).
+// A d among Windows or the readers was derived by the last scrape; any
+// other is derived on each call (a one-off reader: diagnose, tests).
 func (s *Scraper) Window(d time.Duration) map[string]*snapshot.Derived {
 	if w := s.windows.Load(); w != nil {
 		if m, ok := (*w)[d]; ok {
@@ -278,21 +283,32 @@ func (s *Scraper) Window(d time.Duration) map[string]*snapshot.Derived {
 	return windowOf(s.history, d, s.tolerance(d))
 }
 
-// Retain makes the history reach back at least d, for a consumer that reads
-// Window over longer spans than the configured windows (the SLO watchdog).
-// It never lowers the retention.
-func (s *Scraper) Retain(d time.Duration) {
+// SetReaders replaces the windows read through Window besides the
+// configured ones (a reload may lengthen or shorten them): from the next
+// scrape each is derived once per scrape, and the history reaches back the
+// longest.
+func (s *Scraper) SetReaders(ds ...time.Duration) {
+	readers := make([]time.Duration, 0, len(ds))
+	for _, d := range ds {
+		if d > 0 && !slices.Contains(s.opts.Windows, d) && !slices.Contains(readers, d) {
+			readers = append(readers, d)
+		}
+	}
 	s.histMu.Lock()
 	defer s.histMu.Unlock()
-	s.retention = max(s.retention, d)
+	s.readers = readers
+	s.retention = 0
+	for _, d := range ds {
+		s.retention = max(s.retention, d)
+	}
 }
 
 // maxLoggedUnexpected bounds the set of unexpected label values logged at
 // warn level once each.
 const maxLoggedUnexpected = 64
 
-// coarseSnapshots bounds the thinned part of the history: the default 15m
-// baseline window is kept at one snapshot per 15 s (tolerance 20 s), 3 days
+// coarseSnapshots bounds the thinned part of the history: a 15m reader
+// window is kept at one snapshot per 15 s (tolerance 20 s), 3 days
 // at one per 72 minutes. The full-resolution part covers the configured
 // windows; beyond them only a start point is needed, not every scrape.
 const coarseSnapshots = 60
@@ -452,8 +468,8 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct string, pre *stre
 	}
 	s.history = append(s.history, snap)
 	s.prune()
-	windows := make(map[time.Duration]map[string]*snapshot.Derived, len(s.opts.Windows))
-	for _, d := range s.opts.Windows {
+	windows := make(map[time.Duration]map[string]*snapshot.Derived, len(s.opts.Windows)+len(s.readers))
+	for _, d := range slices.Concat(s.opts.Windows, s.readers) {
 		windows[d] = windowOf(s.history, d, s.tolerance(d))
 	}
 	s.histMu.Unlock()

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
 
@@ -283,12 +285,12 @@ func TestHistoryIsBounded(t *testing.T) {
 	}
 }
 
-// An SLO watchdog reads Window over hours: Retain keeps a thinned history
+// A reader of Window over hours gets a thinned history
 // that reaches back that far, and memory stays bounded.
-func TestLongWindowWithRetain(t *testing.T) {
+func TestLongReaderWindow(t *testing.T) {
 	srv := newFakeVLLM(t, nil, "text/plain")
 	s := newTestScraper(t, srv.URL, nil)
-	s.Retain(time.Hour)
+	s.SetReaders(time.Hour)
 	if s.Window(time.Hour) != nil {
 		t.Fatal("window before any scrape")
 	}
@@ -300,7 +302,7 @@ func TestLongWindowWithRetain(t *testing.T) {
 	}
 	d := s.Window(time.Hour)["m"]
 	if d == nil {
-		t.Fatal("no 1h window with Retain(1h)")
+		t.Fatal("no 1h window with a 1h reader")
 	}
 	// The start is within one coarse step (1h/720 = 5s) plus one interval of end-1h.
 	if span := d.End.Sub(d.Start); span < time.Hour-10*time.Second || span > time.Hour+10*time.Second {
@@ -324,7 +326,7 @@ func TestLongWindowWithRetain(t *testing.T) {
 func TestLongRetentionIsThinned(t *testing.T) {
 	srv := newFakeVLLM(t, smallV1(0, 1, 1, 1, [3]float64{1, 1, 1}, 0.05), "text/plain")
 	s := newTestScraper(t, srv.URL, nil)
-	s.Retain(72 * time.Hour)
+	s.SetReaders(72 * time.Hour)
 	for i := range 3000 { // 4h10m at 5s
 		scrapeAt(s, t0.Add(time.Duration(i)*5*time.Second))
 	}
@@ -496,4 +498,58 @@ func TestSlimmedHistoryDerivesTheSame(t *testing.T) {
 			t.Errorf("%v window from the slimmed history differs from the one from the scraped snapshots:\n got %+v\nwant %+v", d, *got[qwen], *want[qwen])
 		}
 	}
+}
+
+// The readers' windows (the classifier's, the probes' TTFT gap) are derived
+// once per scrape, not again on every read, and are not exported; a reload
+// that replaces them derives the new ones and lets the history shrink.
+func TestReaderWindowsAreDerivedOncePerScrape(t *testing.T) {
+	srv := newFakeVLLM(t, nil, "text/plain")
+	s := newTestScraper(t, srv.URL, func(o *Options) { o.Readers = []time.Duration{2 * time.Minute, time.Minute} })
+	i := 0
+	scrapeFor := func(d time.Duration) {
+		for range int(d / (5 * time.Second)) {
+			srv.set(smallV1(0, float64(10*i), float64(5*i), float64(i), [3]float64{float64(i), float64(i), float64(i)}, 0.05*float64(i)), nil)
+			scrapeAt(s, t0.Add(time.Duration(i)*5*time.Second))
+			i++
+		}
+	}
+	same := func(a, b map[string]*snapshot.Derived) bool {
+		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	}
+	derivedOnce := func(d time.Duration) {
+		t.Helper()
+		first := s.Window(d)
+		if first["m"] == nil {
+			t.Fatalf("no %v window", d)
+		}
+		wantValue(t, fmt.Sprintf("prompt tokens/s over %v", d), first["m"].PromptTokensPerSecond, 2)
+		if !same(first, s.Window(d)) {
+			t.Errorf("the %v window is derived again on each read", d)
+		}
+		scrapeFor(5 * time.Second)
+		if next := s.Window(d); same(first, next) || next["m"] == nil || next["m"].End == first["m"].End {
+			t.Errorf("the %v window was not derived by the next scrape", d)
+		}
+	}
+	scrapeFor(3 * time.Minute)
+	derivedOnce(2 * time.Minute)
+	derivedOnce(time.Minute) // also among Windows
+
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(s)
+	if out := string(gatherText(t, reg)); strings.Contains(out, `window="2m"`) {
+		t.Error("a reader's window is exported")
+	}
+
+	s.SetReaders(10 * time.Minute)
+	scrapeFor(11 * time.Minute)
+	derivedOnce(10 * time.Minute)
+	// Shortened again: the history no longer reaches back 10 minutes.
+	s.SetReaders(2 * time.Minute)
+	scrapeFor(5 * time.Second)
+	if s.Window(10*time.Minute) != nil {
+		t.Error("the history still reaches back 10m after the readers were shortened to 2m")
+	}
+	derivedOnce(2 * time.Minute)
 }
