@@ -23,11 +23,9 @@ deadline_race() {
     ! grep -qE 'Failing input written to|^panic:|_test\.go:[0-9]+:' "$1"
 }
 # fuzz_target PKG F LOG: runs one target for $t, its output shown and kept
-# in LOG; returns go test's status.
+# in LOG; returns go test's status (pipefail).
 fuzz_target() {
-  local rc=0
-  go test -run '^$' -fuzz "^${2}\$" -fuzztime "$t" -fuzzminimizetime "$minimize" "$1" 2>&1 | tee "$3" || rc=$?
-  return "$rc"
+  go test -run '^$' -fuzz "^${2}\$" -fuzztime "$t" -fuzzminimizetime "$minimize" "$1" 2>&1 | tee "$3"
 }
 for pkg in $(go list ./...); do
   dir=$(go list -f '{{.Dir}}' "$pkg")

@@ -152,8 +152,7 @@ type Scraper struct {
 
 	histMu    sync.RWMutex
 	history   []*snapshot.VLLM // oldest first, bounded by prune
-	readers   []time.Duration  // Options.Readers, then SetReaders'; guarded by histMu
-	retention time.Duration    // the longest reader; guarded by histMu
+	readers   []time.Duration  // Options.Readers, then SetReaders', less Windows; guarded by histMu
 
 	latest atomic.Pointer[snapshot.VLLM]
 	// windows: the last scrape's derived values for Windows and readers.
@@ -297,10 +296,16 @@ func (s *Scraper) SetReaders(ds ...time.Duration) {
 	s.histMu.Lock()
 	defer s.histMu.Unlock()
 	s.readers = readers
-	s.retention = 0
-	for _, d := range ds {
-		s.retention = max(s.retention, d)
+}
+
+// retention is how far back the history reaches beyond the full-resolution
+// span: the longest reader not among Windows (the others lie within that
+// span). Called with histMu held.
+func (s *Scraper) retention() time.Duration {
+	if len(s.readers) == 0 {
+		return 0
 	}
+	return slices.Max(s.readers)
 }
 
 // maxLoggedUnexpected bounds the set of unexpected label values logged at
@@ -351,7 +356,7 @@ func (s *Scraper) fineSpan() time.Duration {
 }
 
 func (s *Scraper) coarseStep() time.Duration {
-	return max(s.opts.Interval, s.retention/coarseSnapshots)
+	return max(s.opts.Interval, s.retention()/coarseSnapshots)
 }
 
 // tolerance is how far a window's start may sit from end-d: one interval in
@@ -541,7 +546,7 @@ func (s *Scraper) logDrops(now time.Time, res *result) {
 // Called with histMu held.
 func (s *Scraper) prune() {
 	fine := s.fineSpan()
-	keep := max(fine, s.retention+s.opts.Interval)
+	keep := max(fine, s.retention()+s.opts.Interval)
 	step := s.coarseStep()
 	end := s.history[len(s.history)-1].Time
 	out := s.history[:0]
