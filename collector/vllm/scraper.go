@@ -150,9 +150,9 @@ type Scraper struct {
 	dropped          map[string]float64
 	dropLog          *ratelog.Limiter
 
-	histMu    sync.RWMutex
-	history   []*snapshot.VLLM // oldest first, bounded by prune
-	readers   []time.Duration  // Options.Readers, then SetReaders', less Windows; guarded by histMu
+	histMu  sync.RWMutex
+	history []*snapshot.VLLM // oldest first, bounded by prune
+	readers []time.Duration  // Options.Readers, then SetReaders', less Windows; guarded by histMu
 
 	latest atomic.Pointer[snapshot.VLLM]
 	// windows: the last scrape's derived values for Windows and readers.
