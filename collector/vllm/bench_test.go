@@ -148,7 +148,7 @@ func BenchmarkReadNeeded(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			for b.Loop() {
 				dst.Reset()
-				if _, err := readNeeded(br, bytes.NewReader(body), DefaultMaxBodyBytes, &dst, models, lc); err != nil {
+				if _, err := readNeeded(br, bytes.NewReader(body), DefaultMaxBodyBytes, &dst, models, lc, nil); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -61,7 +61,7 @@ func TestTwiceTheLargestBodyScrapes(t *testing.T) {
 		}
 	}
 	var dst bytes.Buffer
-	st, err := readNeeded(bufio.NewReaderSize(nil, maxLineBytes), bytes.NewReader(double), DefaultMaxBodyBytes, &dst, nil, nil)
+	st, err := readNeeded(bufio.NewReaderSize(nil, maxLineBytes), bytes.NewReader(double), DefaultMaxBodyBytes, &dst, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestParseCostBoundsParseMemory(t *testing.T) {
 	for _, sh := range shapes {
 		t.Run(sh.name, func(t *testing.T) {
 			var dst bytes.Buffer
-			st, err := readNeeded(bufio.NewReaderSize(nil, maxLineBytes), bytes.NewReader(sh.body), 1<<30, &dst, nil, nil)
+			st, err := readNeeded(bufio.NewReaderSize(nil, maxLineBytes), bytes.NewReader(sh.body), 1<<30, &dst, nil, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -34,7 +34,8 @@ import (
 // A line the cache cannot describe (malformed, overlong, the last line
 // without a newline) is marked never to match. The first line that does
 // not match ends the matching: the parse cost's state is replayed from the
-// kept lines so far and the rest of the body goes through the filter, its
+// kept lines the sink still holds (keptSink.replayable; the running total
+// is kept) and the rest of the body goes through the filter, its
 // decisions replacing the cached ones. A body that fails is not kept.
 type lineCache struct {
 	seed  maphash.Seed
@@ -290,7 +291,8 @@ func (c *lineCache) entry(line []byte, keep, refused, vllm bool, end int, cost i
 }
 
 // replayCost is the parse cost of kept lines (each ending in "\n"), as
-// readNeeded counted them: its state when matching stops mid-body.
+// readNeeded counted them: its state (not its total) when matching stops
+// mid-body.
 func replayCost(kept []byte) parseCost {
 	var cost parseCost
 	for len(kept) > 0 {

@@ -19,7 +19,7 @@ type filterResult struct {
 func filterBody(body []byte, limit int64, admit func(string) bool, lc *lineCache) filterResult {
 	var dst bytes.Buffer
 	models := &modelFilter{admit: admit, decided: map[string]bool{}}
-	st, err := readNeeded(bufio.NewReaderSize(nil, maxLineBytes), bytes.NewReader(body), limit, &dst, models, lc)
+	st, err := readNeeded(bufio.NewReaderSize(nil, maxLineBytes), bytes.NewReader(body), limit, &dst, models, lc, nil)
 	return filterResult{dst.String(), st, err}
 }
 

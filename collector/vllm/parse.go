@@ -36,9 +36,16 @@ func parseBody(body []byte, contentType string) (exposition, error) {
 // parseFiltered is parseBody for a body that readNeeded already filtered
 // (pre != nil): the filter is not run a second time over it. With a cache
 // (c != nil) a body with the lines of the previous one reads only its
-// values (parseCache); the families then belong to the cache.
+// values (parseCache); the families then belong to the cache. When
+// readNeeded already wrote the values into the cache (keptSink), body is
+// what it held (the tail from pre.held.tailFrom on) and pre.held.before
+// the families of the rest.
 func parseFiltered(body []byte, contentType string, pre *streamed, c *parseCache) (exposition, error) {
-	if strings.Contains(contentType, "openmetrics") || hasEOFLine(body) {
+	if pre != nil && pre.held != nil {
+		return parseTail(body[pre.held.tailFrom:], pre, c)
+	}
+	converted := strings.Contains(contentType, "openmetrics") || hasEOFLine(body)
+	if converted {
 		body = openMetricsToText(body)
 	}
 	var kept []byte
@@ -52,6 +59,7 @@ func parseFiltered(body []byte, contentType string, pre *streamed, c *parseCache
 	var err error
 	if c != nil {
 		fams, err = c.parse(kept, true)
+		c.fromText = !converted
 	} else {
 		fams, err = textParse(kept)
 	}
@@ -59,6 +67,28 @@ func parseFiltered(body []byte, contentType string, pre *streamed, c *parseCache
 		return exposition{}, err
 	}
 	return exposition{fams: fams, anyVLLM: anyVLLM}, nil
+}
+
+// parseTail is parseFiltered for a body keptSink patched into the parse
+// cache: the families of its parts before the tail are pre.held.before, the
+// tail's are the text parser's (keptSink says why the two together are the
+// body's). A tail ends the cache's use: it is built again from the next
+// body, held whole.
+func parseTail(tail []byte, pre *streamed, c *parseCache) (exposition, error) {
+	fams := pre.held.before
+	if !pre.held.patched {
+		if c != nil {
+			c.reset()
+		}
+		tf, err := textParse(tail)
+		if err != nil {
+			return exposition{}, err
+		}
+		for name, mf := range tf {
+			fams[name] = mf
+		}
+	}
+	return exposition{fams: fams, anyVLLM: pre.anyVLLM}, nil
 }
 
 // needed are the families the family table reads.

@@ -46,7 +46,20 @@ type parseCache struct {
 	// slots are the cached body's lines, in order.
 	slots []slot
 	seed  maphash.Seed
+	// owner gives each name the parser looks a line up by (see build) the
+	// index of the part whose lines have it: a family's part.
+	owner map[string]int
+	// largestPart is the size of the cached body's largest part: what a
+	// keptSink holds at most while the lines are the cached ones.
+	largestPart int
+	// fromText: the cached body was text as vLLM sent it, not rewritten
+	// from OpenMetrics, so a body may be patched line by line as it streams
+	// (keptSink).
+	fromText bool
 }
+
+// streams: a body may be patched into the cache as it streams (keptSink).
+func (c *parseCache) streams() bool { return c != nil && c.fams != nil && c.fromText }
 
 // slotKind says how a line's value is written.
 type slotKind uint8
@@ -60,12 +73,14 @@ const (
 )
 
 type slot struct {
-	kind   slotKind
-	sample bool  // a sample line (else its identity is the whole line)
-	keyLen int32 // the identity's length
-	hash   uint64
-	f      *float64
-	u      *uint64
+	kind      slotKind
+	sample    bool  // a sample line (else its identity is the whole line)
+	partStart bool  // the first line of a part (see build)
+	costType  bool  // a TYPE line as parseCost reads one (costTypeLine)
+	keyLen    int32 // the identity's length
+	hash      uint64
+	f         *float64
+	u         *uint64
 }
 
 // parse parses the kept lines of a body (text format, each line ending in
@@ -187,46 +202,85 @@ func nextLine(body []byte) (line, rest []byte, ok bool) {
 func (c *parseCache) patch(body []byte) bool {
 	for i := range c.slots {
 		line, rest, ok := nextLine(body)
-		if !ok {
+		if !ok || !c.patchLine(i, line) {
 			return false
 		}
 		body = rest
-		s := &c.slots[i]
-		k := int(s.keyLen)
-		if !s.sample {
-			if len(line) != k || maphash.Bytes(c.seed, line) != s.hash {
-				return false
-			}
-			continue
-		}
-		if len(line) <= k || maphash.Bytes(c.seed, line[:k]) != s.hash {
-			return false
-		}
-		tok := line[k:]
-		if bytes.IndexByte(tok, ' ') >= 0 || bytes.IndexByte(tok, '\t') >= 0 {
-			return false
-		}
-		v, ok := parseValue(tok)
-		if !ok {
-			return false
-		}
-		switch s.kind {
-		case slotFloat:
-			*s.f = v
-		case slotUint:
-			*s.u = uint64(v)
-		case slotHistCount:
-			// The parser keeps a whole count as uint64 and anything else
-			// as a float (or fails on a negative one): the cached
-			// families hold whole counts only.
-			u := uint64(v)
-			if v != float64(u) {
-				return false
-			}
-			*s.u = u
-		}
 	}
 	return len(body) == 0
+}
+
+// patchLine writes the value of line (without its "\n") into slot i's
+// field; false when line is not the cached line i, values aside, or its
+// value would change the families' shape.
+func (c *parseCache) patchLine(i int, line []byte) bool {
+	s := &c.slots[i]
+	k := int(s.keyLen)
+	if !s.sample {
+		return len(line) == k && maphash.Bytes(c.seed, line) == s.hash
+	}
+	if len(line) <= k || maphash.Bytes(c.seed, line[:k]) != s.hash {
+		return false
+	}
+	tok := line[k:]
+	if bytes.IndexByte(tok, ' ') >= 0 || bytes.IndexByte(tok, '\t') >= 0 {
+		return false
+	}
+	v, ok := parseValue(tok)
+	if !ok {
+		return false
+	}
+	switch s.kind {
+	case slotFloat:
+		*s.f = v
+	case slotUint:
+		*s.u = uint64(v)
+	case slotHistCount:
+		// The parser keeps a whole count as uint64 and anything else as a
+		// float (or fails on a negative one): the cached families hold
+		// whole counts only.
+		u := uint64(v)
+		if v != float64(u) {
+			return false
+		}
+		*s.u = u
+	}
+	return true
+}
+
+// before returns the cached families of the parts before part p when the
+// kept lines tail, which follow those parts in a body, parse as in that
+// whole body: no line of tail has a name (or family name) of those parts,
+// and tail is not OpenMetrics (whose rewrite reads the whole body). nil
+// when they may not.
+func (c *parseCache) before(p int, tail []byte) map[string]*dto.MetricFamily {
+	if hasEOFLine(tail) {
+		return nil
+	}
+	for rest := tail; len(rest) > 0; {
+		line, r, ok := nextLine(rest)
+		if !ok {
+			return nil
+		}
+		rest = r
+		name, _, _ := lineFamily(line)
+		for _, n := range [][]byte{name, familyName(name)} {
+			if q, ok := c.owner[string(n)]; len(n) > 0 && ok && q < p {
+				return nil
+			}
+		}
+	}
+	fams := make(map[string]*dto.MetricFamily, len(c.fams))
+	for name, mf := range c.fams {
+		q, ok := c.owner[name]
+		if !ok {
+			return nil
+		}
+		if q < p {
+			fams[name] = mf
+		}
+	}
+	return fams
 }
 
 // part is one family's run of lines in a body and in its probe body
@@ -268,7 +322,8 @@ func (c *parseCache) build(body []byte) []part {
 		}
 		name, meta, _ := lineFamily(line)
 		meta = meta && name != nil // a HELP or TYPE line
-		if len(parts) == 0 || (meta && !bytes.Equal(name, family)) {
+		starts := len(parts) == 0 || (meta && !bytes.Equal(name, family))
+		if starts {
 			if meta {
 				family = name
 			}
@@ -290,6 +345,10 @@ func (c *parseCache) build(body []byte) []part {
 		off += len(line) + 1
 		probe = append(probe, key...)
 		id := slot{kind: slotNone, sample: sample, keyLen: int32(len(key)), hash: maphash.Bytes(c.seed, key)}
+		id.partStart = starts
+		if !sample {
+			_, id.costType = costTypeLine(line)
+		}
 		if sample {
 			id.kind = slotUnreadable
 			probe = strconv.AppendInt(probe, int64(len(c.slots)+1), 10)
@@ -334,6 +393,10 @@ func (c *parseCache) build(body []byte) []part {
 	// The slots are held until the lines change: not the slack that
 	// appending one per line left.
 	c.slots = slices.Clone(c.slots)
+	c.owner = owner
+	for _, pt := range parts {
+		c.largestPart = max(c.largestPart, pt.body[1]-pt.body[0])
+	}
 	return parts
 }
 

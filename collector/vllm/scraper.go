@@ -403,6 +403,13 @@ func (s *Scraper) ScrapeOnce(ctx context.Context, now time.Time) {
 	began := time.Now()
 	s.scrapeNow = now
 	ct, st, reason, err := s.fetch(ctx)
+	if err == nil && st.held != nil && st.held.whole {
+		// The body's families moved between parts of the cached body: the
+		// lines the sink let go are needed (keptSink). Read it again, whole.
+		level.Debug(s.logger).Log("msg", "vLLM body's families moved; reading it again whole", "url", s.logURL)
+		s.cache.reset()
+		ct, st, reason, err = s.fetch(ctx)
+	}
 	s.ingest(now, began, s.buf.Bytes(), ct, &st, reason, err)
 	// Between scrapes hold no large buffer: the kept lines are read only
 	// while a scrape runs, and at 16 models x 8 engines their 2.6 MB were
@@ -411,7 +418,7 @@ func (s *Scraper) ScrapeOnce(ctx context.Context, now time.Time) {
 	// body (fetch) instead of growing one by doubling. A failed
 	// (oversize) body leaves the size of the last good one.
 	if err == nil {
-		s.keptSize = s.buf.Len()
+		s.keptSize = int(st.kept)
 	}
 	if s.buf.Cap() > keepBufferBytes {
 		s.buf = bytes.Buffer{}
@@ -624,10 +631,20 @@ func (s *Scraper) fetch(ctx context.Context) (contentType string, st streamed, r
 		body = gz
 	}
 	s.buf.Reset()
-	if n := s.keptSize; s.buf.Cap() < n {
+	// A body the parse cache can take as it streams holds only a part of
+	// its kept lines (keptSink); any other holds them all.
+	var pc *parseCache
+	if !strings.Contains(resp.Header.Get("Content-Type"), "openmetrics") {
+		pc = &s.cache
+	}
+	n := s.keptSize
+	if pc.streams() {
+		n = pc.largestPart
+	}
+	if s.buf.Cap() < n {
 		s.buf.Grow(n + n/8 + 64<<10)
 	}
-	st, err = readNeeded(s.br, body, s.opts.MaxBodyBytes, &s.buf, &modelFilter{admit: s.norm.admit, decided: map[string]bool{}}, &s.lines)
+	st, err = readNeeded(s.br, body, s.opts.MaxBodyBytes, &s.buf, &modelFilter{admit: s.norm.admit, decided: map[string]bool{}}, &s.lines, pc)
 	s.br.Reset(nil) // do not keep the response body reachable
 	switch {
 	case errors.Is(err, errBodyTooLarge):

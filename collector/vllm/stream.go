@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"unicode/utf8"
+
+	dto "github.com/prometheus/client_model/go"
 )
 
 // maxLineBytes is the longest line of a body the scraper looks at. A line
@@ -74,18 +76,9 @@ func (c *parseCost) addEnd(line []byte, end int) {
 	c.total += int64(len(line))
 	if line[0] == '#' {
 		c.key = c.key[:0]
-		var f [3][]byte
-		var n int
-		if !hasNonASCII(line) {
-			n = fields(line[1:], f[:])
-		} else {
-			all := bytes.Fields(line[1:]) // Unicode blanks
-			n = len(all)
-			copy(f[:], all)
-		}
-		if n == 3 && string(f[0]) == "TYPE" && (string(f[2]) == "histogram" || string(f[2]) == "summary") {
-			c.family = append(c.family[:0], f[1]...)
-		} else if n >= 2 && string(f[0]) == "TYPE" {
+		if family, ok := costTypeLine(line); ok && family != nil {
+			c.family = append(c.family[:0], family...)
+		} else if ok {
 			c.family = nil
 		}
 		return
@@ -118,6 +111,31 @@ func (c *parseCost) addEnd(line []byte, end int) {
 	}
 	c.total += costPerSeries + costPerLabel*int64(labels) + int64(len(set))
 	c.key, c.scratch = c.scratch, c.key
+}
+
+// costTypeLine: the comment line is a TYPE line as parseCost reads one (it
+// sets or clears the histogram or summary family); family is the name it
+// declares a histogram or summary, nil for any other type.
+func costTypeLine(line []byte) (family []byte, ok bool) {
+	if len(line) == 0 || line[0] != '#' {
+		return nil, false
+	}
+	var f [3][]byte
+	var n int
+	if !hasNonASCII(line) {
+		n = fields(line[1:], f[:])
+	} else {
+		all := bytes.Fields(line[1:]) // Unicode blanks
+		n = len(all)
+		copy(f[:], all)
+	}
+	if n < 2 || string(f[0]) != "TYPE" {
+		return nil, false
+	}
+	if n == 3 && (string(f[2]) == "histogram" || string(f[2]) == "summary") {
+		return f[1], true
+	}
+	return nil, true
 }
 
 // fields is bytes.Fields without allocating: it fills f with the first
@@ -184,6 +202,20 @@ type streamed struct {
 	refused int   // sample lines of model names the model bound refused
 	read    int64 // decompressed bytes read
 	cost    int64 // parseCost of the kept lines
+	kept    int64 // bytes of the kept lines
+
+	// held is what keptSink made of the kept lines when it patched a
+	// parse cache; nil when it held them all.
+	held *heldLines
+}
+
+// heldLines is what keptSink held of a body it patched into the parse
+// cache (see keptSink.finish).
+type heldLines struct {
+	patched  bool                         // the cache's families are the body's
+	before   map[string]*dto.MetricFamily // the cache's families of the parts before the tail (all when patched)
+	tailFrom int                          // where the tail starts in the held text
+	whole    bool                         // the held text is not enough: the body must be read again whole
 }
 
 // modelFilter decides, while the body streams, whether the samples of a
@@ -253,17 +285,20 @@ func modelNameOf(line []byte, end int) ([]byte, bool) {
 	return nil, false
 }
 
-// readNeeded reads a body from r through br (reset onto r) and appends to
-// dst only the lines the parser must see (keepLine). The body is never held
-// whole: memory is dst (the lines the exporter reads, about 60 % of a
-// real vLLM body) plus br's buffer, whatever r delivers. Reading stops with
+// readNeeded reads a body from r through br (reset onto r) and hands only
+// the lines the parser must see (keepLine) to a keptSink over dst: all of
+// them are appended to dst, or, with a parse cache pc the body's lines
+// can be written into (keptSink), their values are and dst holds a part.
+// The body is never held whole: memory is dst (at most the lines the
+// exporter reads, about 60 % of a real vLLM body) plus br's buffer,
+// whatever r delivers. Reading stops with
 // errBodyTooLarge as soon as more than limit bytes were read, so an endless
 // body or a decompression bomb costs the limit in reading time, not memory,
 // and with errParseTooLarge when the kept lines would cost more than
 // parseBudget(limit) to parse.
-func readNeeded(br *bufio.Reader, r io.Reader, limit int64, dst *bytes.Buffer, models *modelFilter, lc *lineCache) (st streamed, err error) {
+func readNeeded(br *bufio.Reader, r io.Reader, limit int64, dst *bytes.Buffer, models *modelFilter, lc *lineCache, pc *parseCache) (st streamed, err error) {
 	br.Reset(r)
-	nr := needReader{br: br, limit: limit, budget: parseBudget(limit), dst: dst, models: models, lc: lc}
+	nr := needReader{br: br, limit: limit, budget: parseBudget(limit), sink: newKeptSink(dst, pc), models: models, lc: lc}
 	matching := lc.start() // the lines so far are the cached body's
 	defer func() {
 		if err != nil {
@@ -290,7 +325,9 @@ func readNeeded(br *bufio.Reader, r io.Reader, limit int64, dst *bytes.Buffer, m
 			if nr.n == 0 {
 				lc.reset()
 			}
-			nr.cost = replayCost(dst.Bytes())
+			total := nr.cost.total
+			nr.cost = replayCost(nr.sink.replayable())
+			nr.cost.total = total
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {
 			if err = nr.skipLong(line); err != nil && !errors.Is(err, io.EOF) {
@@ -304,6 +341,7 @@ func readNeeded(br *bufio.Reader, r io.Reader, limit int64, dst *bytes.Buffer, m
 		switch {
 		case err == io.EOF:
 			nr.st.cost = nr.cost.total
+			nr.sink.finish(&nr.st)
 			return nr.st, nil
 		case err != nil:
 			return nr.st, err
@@ -316,7 +354,7 @@ func readNeeded(br *bufio.Reader, r io.Reader, limit int64, dst *bytes.Buffer, m
 type needReader struct {
 	br            *bufio.Reader
 	limit, budget int64
-	dst           *bytes.Buffer
+	sink          keptSink
 	models        *modelFilter
 	lc            *lineCache
 	st            streamed
@@ -336,7 +374,7 @@ func (nr *needReader) cached(line []byte, e cachedLine) error {
 			nr.st.cost = nr.cost.total
 			return errParseTooLarge
 		}
-		nr.dst.Write(line)
+		nr.keep(line)
 	}
 	return nil
 }
@@ -380,7 +418,7 @@ func (nr *needReader) filter(line []byte) error {
 			nr.st.cost = nr.cost.total
 			return errParseTooLarge
 		}
-		nr.dst.Write(line)
+		nr.keep(line)
 	}
 	if line[len(line)-1] == '\n' {
 		extra := int64(0) // the parse cost beyond the line's length
@@ -390,12 +428,19 @@ func (nr *needReader) filter(line []byte) error {
 		nr.lc.describe(nr.n, line, keep || refused, refused, vllm, end, extra)
 	} else {
 		nr.lc.never(nr.n)
-		if keep {
-			nr.dst.WriteByte('\n')
-		}
 	}
 	nr.n++
 	return nil
+}
+
+// keep hands a kept line (the last one of a body may lack its "\n") to the
+// sink.
+func (nr *needReader) keep(line []byte) {
+	nr.st.kept += int64(len(line))
+	if line[len(line)-1] == '\n' {
+		line = line[:len(line)-1]
+	}
+	nr.sink.add(line)
 }
 
 // ParseBudget is the parse budget for a --vllm.max-body-bytes limit: a
@@ -409,6 +454,6 @@ func ParseBudget(maxBodyBytes int64) int64 { return parseBudget(maxBodyBytes) }
 func EstimateParseCost(body []byte) int64 {
 	var dst bytes.Buffer
 	// A limit whose budget no body reaches: the estimate of the whole body.
-	st, _ := readNeeded(bufio.NewReaderSize(nil, maxLineBytes), bytes.NewReader(body), 1<<40, &dst, nil, nil)
+	st, _ := readNeeded(bufio.NewReaderSize(nil, maxLineBytes), bytes.NewReader(body), 1<<40, &dst, nil, nil, nil)
 	return st.cost
 }
