@@ -14,10 +14,13 @@ import "bytes"
 // The first line that is not the cached one, values aside, ends the
 // patching: from there the sink holds every line, from the start of the
 // part that line is in (the tail). The parts before it are the cache's
-// families, already written; the tail is parsed by the text parser, and
-// the two together are the body's families when no name of the tail
-// belongs to a part before it (parseCache.before; parts are independent,
-// see parseCache.build). When one does, the lines let go are needed after
+// families, already written; the cache is rebuilt from the tail on
+// (parseCache.buildTail, or the text parser reads the tail when it cannot
+// be cached), and the two together are the body's families when no name
+// of the tail belongs to a part before it (parseCache.before; parts are
+// independent, see parseCache.build). A server whose last family changes
+// at every scrape (vllm:lora_requests_info names the adapters running)
+// holds only that family. When one does, the lines let go are needed after
 // all, and the scraper reads the body again whole (heldLines.whole): a body
 // whose families moved, which no vLLM sends between two scrapes.
 //
@@ -30,6 +33,7 @@ type keptSink struct {
 	patching bool        // every line so far was the cache's
 	i        int         // the next line's slot
 	part     int         // the index of the part the sink is in
+	partSlot int         // the slot of its first line
 	partOff  int         // where that part starts in dst
 	typeOff  int         // where the last cost TYPE line starts in dst; -1: none yet
 }
@@ -69,7 +73,7 @@ func (s *keptSink) enterPart() {
 	}
 	s.drop(from)
 	s.part++
-	s.partOff = s.dst.Len()
+	s.partSlot, s.partOff = s.i, s.dst.Len()
 }
 
 // drop lets go of the held text before offset from.
@@ -108,6 +112,6 @@ func (s *keptSink) finish(st *streamed) {
 		return
 	default:
 		before := s.c.before(s.part, s.dst.Bytes()[s.partOff:])
-		st.held = &heldLines{before: before, tailFrom: s.partOff, whole: before == nil}
+		st.held = &heldLines{before: before, part: s.part, slot: s.partSlot, tailFrom: s.partOff, whole: before == nil}
 	}
 }

@@ -109,6 +109,14 @@ func simBodies(t *testing.T, models []string, engines, n int) [][]byte {
 
 const textCT = "text/plain; version=0.0.4; charset=utf-8"
 
+// String describes what a sink held, for test failures.
+func (h *heldLines) String() string {
+	if h == nil {
+		return "held whole"
+	}
+	return fmt.Sprintf("patched %v, %d families before part %d (slot %d), tail from byte %d, read again %v", h.patched, len(h.before), h.part, h.slot, h.tailFrom, h.whole)
+}
+
 // A body with the lines of the cached one is patched as it streams: its
 // families are the parser's, and the sink holds at most one part of its
 // kept lines (a family's), not all of them.
@@ -118,7 +126,7 @@ func TestKeptSinkPatchesAsTheLinesStream(t *testing.T) {
 	var lc lineCache
 	first := checkStreamed(t, &c, &lc, bodies[0], textCT, "first body")
 	if first.first.held != nil || c.fams == nil || !c.fromText {
-		t.Fatalf("the first body was not held whole and cached: %+v", first.first.held)
+		t.Fatalf("the first body was not held whole and cached: %v", first.first.held)
 	}
 	kept := first.held
 	for i, body := range bodies[1:] {
@@ -134,7 +142,7 @@ func TestKeptSinkPatchesAsTheLinesStream(t *testing.T) {
 	// OpenMetrics is rewritten from the whole body: held whole, as before.
 	r := checkStreamed(t, &c, &lc, bodies[0], "application/openmetrics-text; version=1.0.0", "as OpenMetrics")
 	if r.first.held != nil || r.held != kept {
-		t.Fatalf("an OpenMetrics body was not held whole: %d of %d bytes, %+v", r.held, kept, r.first.held)
+		t.Fatalf("an OpenMetrics body was not held whole: %d of %d bytes, %v", r.held, kept, r.first.held)
 	}
 }
 
@@ -151,15 +159,19 @@ func insertAfter(t *testing.T, body []byte, prefix, extra string) []byte {
 }
 
 // A body whose lines changed in a family (a new series) keeps the
-// families of the parts before that family, already patched, and parses
-// the rest; the cache is built again from the next body, held whole, and
-// patched from the one after.
+// families of the parts before that family, already patched, and the
+// cache is rebuilt from that family on: the next body with those lines is
+// patched again. A tail the cache cannot take (a timestamp) is parsed by
+// the text parser, and the next body is held whole and cached.
 func TestKeptSinkParsesTheTailOfAChangedBody(t *testing.T) {
-	bodies := simBodies(t, []string{"a", "b"}, 2, 4)
+	bodies := simBodies(t, []string{"a", "b"}, 2, 5)
 	var c parseCache
 	var lc lineCache
 	checkStreamed(t, &c, &lc, bodies[0], textCT, "first body")
-	changed := insertAfter(t, bodies[1], "vllm:num_requests_waiting{", `vllm:num_requests_waiting{engine="9",model_name="a"} 4`+"\n")
+	withSeries := func(i int, value string) []byte {
+		return insertAfter(t, bodies[i], "vllm:num_requests_waiting{", `vllm:num_requests_waiting{engine="9",model_name="a"} `+value+"\n")
+	}
+	changed := withSeries(1, "4")
 	r := checkStreamed(t, &c, &lc, changed, textCT, "a new series")
 	h := r.first.held
 	if h == nil || h.patched || h.whole || len(r.before) == 0 || r.again {
@@ -172,16 +184,46 @@ func TestKeptSinkParsesTheTailOfAChangedBody(t *testing.T) {
 	if from := bytes.Index(kept, []byte("# HELP vllm:num_requests_waiting ")); r.held != len(kept)-from {
 		t.Fatalf("held %d bytes of %d kept, want those from the changed family's part on (%d)", r.held, len(kept), len(kept)-from)
 	}
-	if c.fams != nil {
-		t.Fatal("the cache survived a changed body")
+	if c.fams == nil {
+		t.Fatal("the cache was not rebuilt from the changed family on")
 	}
-	next := insertAfter(t, bodies[2], "vllm:num_requests_waiting{", `vllm:num_requests_waiting{engine="9",model_name="a"} 5`+"\n")
-	if r := checkStreamed(t, &c, &lc, next, textCT, "the next body, held whole"); r.first.held != nil || c.fams == nil {
-		t.Fatalf("after a changed body the next one was not held whole and cached: %+v", r.first.held)
+	if r := checkStreamed(t, &c, &lc, withSeries(2, "5"), textCT, "the same lines again"); r.first.held == nil || !r.first.held.patched {
+		t.Fatalf("the lines of the rebuilt cache were not patched: %v", r.first.held)
 	}
-	last := insertAfter(t, bodies[3], "vllm:num_requests_waiting{", `vllm:num_requests_waiting{engine="9",model_name="a"} 6`+"\n")
-	if r := checkStreamed(t, &c, &lc, last, textCT, "the one after"); r.first.held == nil || !r.first.held.patched {
-		t.Fatalf("the same lines again were not patched: %+v", r.first.held)
+	stamped := withSeries(3, "6 1700000000000")
+	if r := checkStreamed(t, &c, &lc, stamped, textCT, "a timestamp in the tail"); r.first.held == nil || r.first.held.patched || c.fams != nil {
+		t.Fatalf("a tail the cache cannot read: held %v, cache kept %v", r.first.held, c.fams != nil)
+	}
+	if r := checkStreamed(t, &c, &lc, withSeries(4, "7"), textCT, "the next body, held whole"); r.first.held != nil || c.fams == nil {
+		t.Fatalf("after a tail the cache could not read, the next body was not held whole and cached: %v", r.first.held)
+	}
+}
+
+// After a tail rebuilt from one family, a change in a later family is
+// parsed by the text parser and the cache is built anew from the next
+// body, held whole: tails rebuilt ever later would each keep the last
+// one's arrays.
+func TestKeptSinkRebuildsNoTailPastTheLast(t *testing.T) {
+	bodies := simBodies(t, []string{"a", "b"}, 2, 4)
+	kept := keptLines(t, bodies[0])
+	last := kept[bytes.LastIndex(kept, []byte("\n# HELP "))+len("\n# HELP "):]
+	last = last[:bytes.IndexByte(last, ' ')]
+	var c parseCache
+	var lc lineCache
+	checkStreamed(t, &c, &lc, bodies[0], textCT, "first body")
+	early := insertAfter(t, bodies[1], "vllm:num_requests_waiting{", `vllm:num_requests_waiting{engine="9",model_name="a"} 4`+"\n")
+	if r := checkStreamed(t, &c, &lc, early, textCT, "a change early"); r.first.held == nil || r.first.held.patched || c.fams == nil {
+		t.Fatalf("a change in an early family: held %v, cached %v", r.first.held, c.fams != nil)
+	}
+	later := insertAfter(t, bodies[2], "vllm:num_requests_waiting{", `vllm:num_requests_waiting{engine="9",model_name="a"} 5`+"\n")
+	later = insertAfter(t, later, string(last)+"{", string(last)+`{engine="9",model_name="a"} 1`+"\n")
+	if r := checkStreamed(t, &c, &lc, later, textCT, "a change in "+string(last)); r.first.held == nil || r.first.held.patched || c.fams != nil {
+		t.Fatalf("a change past the last tail (%s): held %v, cached %v", last, r.first.held, c.fams != nil)
+	}
+	again := insertAfter(t, bodies[3], "vllm:num_requests_waiting{", `vllm:num_requests_waiting{engine="9",model_name="a"} 6`+"\n")
+	again = insertAfter(t, again, string(last)+"{", string(last)+`{engine="9",model_name="a"} 2`+"\n")
+	if r := checkStreamed(t, &c, &lc, again, textCT, "the next body"); r.first.held != nil || c.fams == nil {
+		t.Fatalf("the next body was not held whole and cached: %v", r.first.held)
 	}
 }
 
@@ -204,7 +246,7 @@ func TestKeptSinkReadsAMovedFamilyAgainWhole(t *testing.T) {
 	checkStreamed(t, &c, &lc, []byte(movedBodies[0]), textCT, "first body")
 	r := checkStreamed(t, &c, &lc, []byte(movedBodies[1]), textCT, "a moved family")
 	if !r.again {
-		t.Fatalf("a family in two parts was not read again whole: %+v", r.first.held)
+		t.Fatalf("a family in two parts was not read again whole: %v", r.first.held)
 	}
 	if got := len(r.fams["vllm:num_requests_running"].GetMetric()); got != 2 {
 		t.Fatalf("vllm:num_requests_running has %d series, want 2", got)
@@ -268,4 +310,50 @@ func FuzzKeptSink(f *testing.F) {
 			checkStreamed(t, &pc, &lc, body, ct, fmt.Sprintf("body %d", i))
 		}
 	})
+}
+
+// A LoRA server's vllm:lora_requests_info names the adapters running and
+// waiting in its labels, so its one series changes as the load moves: the
+// families before it come from the cache, the cache is rebuilt from it
+// on, only the first body is held whole, and every body parses as the
+// text parser parses it.
+func TestKeptSinkFollowsALoRAServer(t *testing.T) {
+	sim, err := vllmsim.New(vllmsim.Config{Models: []string{"base"}, MetricsVersion: vllmsim.MetricsLatest, VirtualClock: true, Seed: 3, LoadGen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.SetLoRA(vllmsim.LoRAConfig{MaxLoRA: 1, Adapters: []string{"x", "y", "z"}, LoadFraction: 0.5}); err != nil {
+		t.Fatal(err)
+	}
+	var c parseCache
+	var lc lineCache
+	outcomes := map[string]int{}
+	for i := range 40 {
+		sim.Advance(5 * time.Second)
+		body := sim.Metrics()
+		if !bytes.Contains(body, []byte("vllm:lora_requests_info{")) {
+			t.Fatal("the simulator renders no vllm:lora_requests_info: the test tests nothing")
+		}
+		r := checkStreamed(t, &c, &lc, body, textCT, fmt.Sprintf("body %d", i))
+		switch h := r.first.held; {
+		case r.again:
+			outcomes["read again"]++
+		case h == nil:
+			outcomes["held whole"]++
+		case h.patched:
+			outcomes["patched"]++
+		default:
+			outcomes["tail"]++
+			if i < 6 {
+				t.Logf("body %d: tail %d of %d kept bytes", i, r.held, r.first.kept)
+			}
+			if r.held >= int(r.first.kept) {
+				t.Fatalf("body %d: a tail of %d bytes of %d kept", i, r.held, r.first.kept)
+			}
+		}
+	}
+	t.Logf("40 bodies: %v", outcomes)
+	if outcomes["read again"] > 0 || outcomes["held whole"] != 1 || outcomes["tail"] == 0 {
+		t.Fatalf("outcomes %v: want only the first body held whole, tails from the changed family on, none read again", outcomes)
+	}
 }

@@ -70,15 +70,17 @@ func parseFiltered(body []byte, contentType string, pre *streamed, c *parseCache
 }
 
 // parseTail is parseFiltered for a body keptSink patched into the parse
-// cache: the families of its parts before the tail are pre.held.before, the
-// tail's are the text parser's (keptSink says why the two together are the
-// body's). A tail ends the cache's use: it is built again from the next
-// body, held whole.
+// cache: the families of its parts before the tail are pre.held.before;
+// the cache is rebuilt from the tail, or the text parser reads it (keptSink
+// says why the two together are the body's).
 func parseTail(tail []byte, pre *streamed, c *parseCache) (exposition, error) {
 	fams := pre.held.before
 	if !pre.held.patched {
+		if c != nil && c.buildTail(pre.held.part, pre.held.slot, fams, tail) {
+			return exposition{fams: c.fams, anyVLLM: pre.anyVLLM}, nil
+		}
 		if c != nil {
-			c.reset()
+			c.reset() // built again from the next body, held whole
 		}
 		tf, err := textParse(tail)
 		if err != nil {

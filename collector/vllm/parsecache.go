@@ -52,6 +52,12 @@ type parseCache struct {
 	// largestPart is the size of the cached body's largest part: what a
 	// keptSink holds at most while the lines are the cached ones.
 	largestPart int
+	// tailPart is the first part of the last buildTail since build
+	// (math.MaxInt: none). A tail rebuilt from a later part would keep the
+	// families between the two in the last tail's arrays, and those arrays
+	// whole: the cache is then built anew from a whole body instead, so it
+	// holds at most the arrays of one build and one tail.
+	tailPart int
 	// fromText: the cached body was text as vLLM sent it, not rewritten
 	// from OpenMetrics, so a body may be patched line by line as it streams
 	// (keptSink).
@@ -108,20 +114,26 @@ func (c *parseCache) parse(body []byte, mayBuild bool) (map[string]*dto.MetricFa
 // parts' families are disjoint, so the parser's families of body are the
 // union of its families of the parts.
 func (c *parseCache) sameAsParser(body []byte, parts []part) bool {
+	return sameAsParser(c.fams, body, parts)
+}
+
+// sameAsParser: fams are the families the text parser reads from body's
+// parts.
+func sameAsParser(fams map[string]*dto.MetricFamily, body []byte, parts []part) bool {
 	seen := 0
 	for _, pt := range parts {
-		fams, err := textParse(body[pt.body[0]:pt.body[1]])
+		pf, err := textParse(body[pt.body[0]:pt.body[1]])
 		if err != nil {
 			return false
 		}
-		for name, mf := range fams {
-			if cf, ok := c.fams[name]; !ok || !proto.Equal(cf, mf) {
+		for name, mf := range pf {
+			if cf, ok := fams[name]; !ok || !proto.Equal(cf, mf) {
 				return false
 			}
 		}
-		seen += len(fams)
+		seen += len(pf)
 	}
-	return seen == len(c.fams)
+	return seen == len(fams)
 }
 
 // reset forgets the cached body (its families are garbage from here).
@@ -199,8 +211,11 @@ func nextLine(body []byte) (line, rest []byte, ok bool) {
 // patch writes body's values into the cached families when body has the
 // cached body's lines; false (the families possibly half written, to be
 // dropped) when it has not or a value would change the families' shape.
-func (c *parseCache) patch(body []byte) bool {
-	for i := range c.slots {
+func (c *parseCache) patch(body []byte) bool { return c.patchFrom(0, body) }
+
+// patchFrom is patch for the lines of slots first on.
+func (c *parseCache) patchFrom(first int, body []byte) bool {
+	for i := first; i < len(c.slots); i++ {
 		line, rest, ok := nextLine(body)
 		if !ok || !c.patchLine(i, line) {
 			return false
@@ -304,11 +319,61 @@ type part struct {
 // _count) occurs in two parts: the parser keeps no other state from one
 // family to the next. A body whose parts share a name is not cached.
 func (c *parseCache) build(body []byte) []part {
+	*c = parseCache{seed: maphash.MakeSeed(), owner: map[string]int{}, tailPart: math.MaxInt}
+	fams := c.buildFrom(0, body)
+	if fams == nil {
+		return nil
+	}
+	c.fams = fams.fams
+	return fams.parts
+}
+
+// buildTail rebuilds the cache from part p on out of tail, the kept lines
+// of a body from that part on (keptSink held them; the slots and families
+// of the parts before p are the body's, before). False, the cache to be
+// dropped, when build would not cache the tail, or p is past the last
+// tail's first part (see tailPart).
+func (c *parseCache) buildTail(p, firstSlot int, before map[string]*dto.MetricFamily, tail []byte) bool {
+	if p > c.tailPart {
+		return false
+	}
+	c.tailPart = p
+	c.slots = c.slots[:firstSlot:firstSlot]
+	for name, q := range c.owner {
+		if q >= p {
+			delete(c.owner, name)
+		}
+	}
+	built := c.buildFrom(p, tail)
+	if built == nil || !sameAsParser(built.fams, tail, built.parts) {
+		return false
+	}
+	for name, mf := range built.fams {
+		before[name] = mf
+	}
+	c.fams = before
+	return true
+}
+
+// built is what buildFrom made of a body.
+type built struct {
+	fams  map[string]*dto.MetricFamily
+	parts []part
+}
+
+// buildFrom appends body's lines to the cache as parts p, p+1, ... (the
+// cache holds the slots and owners of parts 0..p-1, with its seed) and
+// returns their families, body's values written in, and the parts; nil
+// when body has a line the cache cannot read, a value the families cannot
+// take, or parts that are not independent (of each other and of the parts
+// before p). The caller still compares the families with the text
+// parser's (sameAsParser).
+func (c *parseCache) buildFrom(p int, body []byte) *built {
 	var probe []byte
-	parts := []part{}         // an empty body is cached too: no parts, not nil
-	owner := map[string]int{} // a name the parser looks up -> its part
+	parts := []part{} // an empty body is cached too: no parts, not nil
+	owner := c.owner  // a name the parser looks up -> its part
+	first := len(c.slots)
 	rest := body
-	c.seed = maphash.MakeSeed()
 	var family []byte // the name of the HELP or TYPE lines the part began with
 	for off := 0; len(rest) > 0; {
 		line, r, ok := nextLine(rest)
@@ -336,9 +401,9 @@ func (c *parseCache) build(body []byte) []part {
 			if len(n) == 0 {
 				continue
 			}
-			if p, ok := owner[string(n)]; !ok {
-				owner[string(n)] = len(parts) - 1
-			} else if p != len(parts)-1 {
+			if q, ok := owner[string(n)]; !ok {
+				owner[string(n)] = p + len(parts) - 1
+			} else if q != p+len(parts)-1 {
 				return nil
 			}
 		}
@@ -369,35 +434,34 @@ func (c *parseCache) build(body []byte) []part {
 		k.count(pf)
 	}
 	k.alloc()
-	c.fams = make(map[string]*dto.MetricFamily, k.n.fams)
+	fams := make(map[string]*dto.MetricFamily, k.n.fams)
 	for _, pt := range parts {
 		pf, err := textParse(probe[pt.probe[0]:pt.probe[1]])
 		if err != nil {
 			return nil
 		}
-		k.copy(pf, c.fams) // parts are independent: no name is copied twice
+		k.copy(pf, fams) // parts are independent: no name is copied twice
 	}
-	if !c.claim(c.fams) {
+	if !c.claim(fams) {
 		return nil
 	}
-	for _, s := range c.slots {
+	for _, s := range c.slots[first:] {
 		if s.kind == slotUnreadable {
 			// A value no field keeps (a line a later one overwrites, a
 			// _bucket without le): the parser may still judge it.
 			return nil
 		}
 	}
-	if !c.patch(body) {
+	if !c.patchFrom(first, body) {
 		return nil
 	}
 	// The slots are held until the lines change: not the slack that
 	// appending one per line left.
 	c.slots = slices.Clone(c.slots)
-	c.owner = owner
 	for _, pt := range parts {
 		c.largestPart = max(c.largestPart, pt.body[1]-pt.body[0])
 	}
-	return parts
+	return &built{fams: fams, parts: parts}
 }
 
 // familyName is name without the suffix the text parser strips to find a

@@ -214,6 +214,8 @@ type streamed struct {
 type heldLines struct {
 	patched  bool                         // the cache's families are the body's
 	before   map[string]*dto.MetricFamily // the cache's families of the parts before the tail (all when patched)
+	part     int                          // the tail's first part
+	slot     int                          // the slot of its first line
 	tailFrom int                          // where the tail starts in the held text
 	whole    bool                         // the held text is not enough: the body must be read again whole
 }
