@@ -11,6 +11,8 @@
 #   - the scrape cycle (vllm_exporter_scrape_duration_seconds: fetch,
 #     filter, parse, normalize, derive), median and longest;
 #   - CPU seconds per second and the goroutine count (first and last);
+#   - the trend: RssAnon at the end of each 5 minutes and the largest heap
+#     in use within them, so a level still being reached shows as such;
 #   - the bytes one scrape allocates against the body's size, and the live
 #     heap the scraper retains between scrapes, from collector/vllm's
 #     BenchmarkScrapeBody run on a body of the same simulator (needs the Go
@@ -63,6 +65,7 @@ scrape_values() {
 
 echo "growth: ${MINUTES} min per size, sizes: $SIZES, GOMEMLIMIT=${GOMEMLIMIT:-unset}" >&2
 rows=()
+trends=()
 bench_rows=()
 for size in $SIZES; do
   models=${size%x*}
@@ -88,6 +91,7 @@ for size in $SIZES; do
 
   cpu0=$(cpu_ticks "$exp_pid"); t0=$(now)
   : >"$work/samples-$size.txt"
+  : >"$work/trend-$size.txt"
   anon1=0; anon5=0; g_first=""
   samples=$((DURATION / SAMPLE))
   for ((s = 1; s <= samples; s++)); do
@@ -96,6 +100,7 @@ for size in $SIZES; do
     curl -fsS -o "$work/scrape.txt" "http://$exp_addr/metrics" || continue
     read -r heap dur gr < <(scrape_values "$work/scrape.txt")
     echo "$heap $dur" >>"$work/samples-$size.txt"
+    echo "$((s * SAMPLE)) $a $heap" >>"$work/trend-$size.txt"
     [ -z "$g_first" ] && g_first=$gr
     [ $((s * SAMPLE)) -le 60 ] && anon1=$a
     [ $((s * SAMPLE)) -le 300 ] && anon5=$a
@@ -113,6 +118,11 @@ for size in $SIZES; do
         s, b / 1024, a1 / 1024, a5 / 1024, ae / 1024, (a5 > 0 ? 100 * (ae - a5) / a5 : 0),
         hs / NR / 1048576, hm / 1048576, (lim > 0 ? 100 * hm / lim : 0), med * 1000, d[NR] * 1000,
         (c1 - c0) / clk / (t1 - t0), g0, g1, up }')")
+  # The trend: RssAnon at the end of each 5 minutes, and the largest heap
+  # in use within them (is the level reached, or still climbing?).
+  trends+=("$(awk -v s="$size" '
+    {w = int(($1 - 1) / 300); a[w] = $2; if ($3 > h[w]) h[w] = $3; if (w > n) n = w}
+    END {printf "%-6s", s; for (i = 0; i <= n; i++) printf " %5.1f/%-5.1f", a[i] / 1024, h[i] / 1048576}' "$work/trend-$size.txt")")
   kill "$exp_pid" "$sim_pid" 2>/dev/null || true
   wait "$exp_pid" "$sim_pid" 2>/dev/null || true
   if [ "$SKIP_BENCH" != 1 ]; then
@@ -133,6 +143,8 @@ echo
 echo "anon: RssAnon in MiB at minute 1, minute 5 and the end; heap: Go heap in use (MiB), its peak as a share of"
 echo "GOMEMLIMIT; scrape: vllm_exporter_scrape_duration_seconds in ms (median, longest) over samples every ${SAMPLE}s;"
 echo "gorout: go_goroutines at the first sample and the end."
+printf "\ntrend: RssAnon at the end of each 5 minutes / the largest Go heap in use within them (MiB)\n\n"
+for r in "${trends[@]}"; do echo "$r"; done
 if [ "${#bench_rows[@]}" -gt 0 ]; then
   printf "\nallocations per scrape (collector/vllm BenchmarkScrapeBody on the same body, counters moving),\n"
   printf "and the live heap the scraper retains between scrapes:\n\n"
