@@ -66,12 +66,15 @@ func readStreamed(c *parseCache, lc *lineCache, body []byte, ct string) streamRe
 }
 
 // checkStreamed reads body through the caches and fails unless it gives
-// the families parseBody gives, and the parse cost readNeeded estimates
-// without the caches.
+// what the scraper's path without them gives (readNeeded, then
+// parseFiltered: the families, or a failure) and the same parse-cost
+// estimate.
 func checkStreamed(t *testing.T, c *parseCache, lc *lineCache, body []byte, ct, what string) streamRead {
 	t.Helper()
 	got := readStreamed(c, lc, body, ct)
-	want, wantErr := parseBody(body, ct)
+	var dst bytes.Buffer
+	st, _ := readNeeded(bufio.NewReaderSize(nil, maxLineBytes), bytes.NewReader(body), 1<<30, &dst, nil, nil, nil)
+	want, wantErr := parseFiltered(dst.Bytes(), ct, &st, nil)
 	if (got.err == nil) != (wantErr == nil) {
 		t.Fatalf("%s: error %v, without the caches %v", what, got.err, wantErr)
 	}
@@ -83,8 +86,6 @@ func checkStreamed(t *testing.T, c *parseCache, lc *lineCache, body []byte, ct, 
 		}
 		t.Fatalf("%s: families differ (%d vs %d)", what, len(got.fams), len(want.fams))
 	}
-	var dst bytes.Buffer
-	st, _ := readNeeded(bufio.NewReaderSize(nil, maxLineBytes), bytes.NewReader(body), 1<<30, &dst, nil, nil, nil)
 	if got.first.cost != st.cost {
 		t.Fatalf("%s: parse cost %d through the caches, %d without", what, got.first.cost, st.cost)
 	}
