@@ -18,11 +18,12 @@ import "bytes"
 // (parseCache.buildTail, or the text parser reads the tail when it cannot
 // be cached), and the two together are the body's families when no name
 // of the tail belongs to a part before it (parseCache.before; parts are
-// independent, see parseCache.build). A server whose last family changes
-// at every scrape (vllm:lora_requests_info names the adapters running)
-// holds only that family. When one does, the lines let go are needed after
-// all, and the scraper reads the body again whole (heldLines.whole): a body
-// whose families moved, which no vLLM sends between two scrapes.
+// independent, see parseCache.build). When one does, the lines let go are
+// needed after all, and the scraper reads the body again whole
+// (heldLines.whole): a body whose families moved, which no vLLM sends
+// between two scrapes. A server whose last family changes at every scrape
+// (vllm:lora_requests_info names the adapters running) holds only that
+// family.
 //
 // The line cache, when a line stops matching, replays the parse cost's
 // state from the kept text (replayable): the sink also holds the text from
