@@ -20,7 +20,7 @@ import "bytes"
 // of the tail belongs to a part before it (parseCache.before; parts are
 // independent, see parseCache.build). When one does, the lines let go are
 // needed after all, and the scraper reads the body again whole
-// (heldLines.whole): a body whose families moved, which no vLLM sends
+// (heldLines.rereadWhole): a body whose families moved, which no vLLM sends
 // between two scrapes. A server whose last family changes at every scrape
 // (vllm:lora_requests_info names the adapters running) holds only that
 // family.
@@ -113,6 +113,35 @@ func (s *keptSink) finish(st *streamed) {
 		return
 	default:
 		before := s.c.before(s.part, s.dst.Bytes()[s.partOff:])
-		st.held = &heldLines{before: before, part: s.part, slot: s.partSlot, tailFrom: s.partOff, whole: before == nil}
+		st.held = &heldLines{before: before, part: s.part, slot: s.partSlot, tailFrom: s.partOff}
 	}
 }
+
+// wholeBackoff spaces the bodies keptSink patches after one whose families
+// moved (read twice: heldLines.rereadWhole): the next one is held whole,
+// and each time it happens again twice as many, up to maxWholeBodies. A
+// body patched without moving resets it. A vLLM reorders nothing between
+// scrapes; this bounds what a server that does costs (a second read of
+// its body) to one scrape in maxWholeBodies.
+type wholeBackoff struct {
+	next int // bodies to hold whole after the next move (0: 1)
+	left int // bodies still to hold whole
+}
+
+const maxWholeBodies = 64
+
+// stream says whether this body may be patched as it streams.
+func (b *wholeBackoff) stream() bool {
+	if b.left > 0 {
+		b.left--
+		return false
+	}
+	return true
+}
+
+func (b *wholeBackoff) happened() {
+	b.left = max(b.next, 1)
+	b.next = min(2*b.left, maxWholeBodies)
+}
+
+func (b *wholeBackoff) streamedFine() { b.next = 0 }

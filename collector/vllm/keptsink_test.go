@@ -13,6 +13,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
 )
 
@@ -48,7 +49,7 @@ func readStreamed(c *parseCache, lc *lineCache, body []byte, ct string) streamRe
 			r.before[name] = true
 		}
 	}
-	if err == nil && st.held != nil && st.held.whole {
+	if err == nil && st.held != nil && st.held.rereadWhole() {
 		c.reset()
 		r.again = true
 		st, err = read()
@@ -115,7 +116,7 @@ func (h *heldLines) String() string {
 	if h == nil {
 		return "held whole"
 	}
-	return fmt.Sprintf("patched %v, %d families before part %d (slot %d), tail from byte %d, read again %v", h.patched, len(h.before), h.part, h.slot, h.tailFrom, h.whole)
+	return fmt.Sprintf("patched %v, %d families before part %d (slot %d), tail from byte %d, read again %v", h.patched, len(h.before), h.part, h.slot, h.tailFrom, h.rereadWhole())
 }
 
 // A body with the lines of the cached one is patched as it streams: its
@@ -175,7 +176,7 @@ func TestKeptSinkParsesTheTailOfAChangedBody(t *testing.T) {
 	changed := withSeries(1, "4")
 	r := checkStreamed(t, &c, &lc, changed, textCT, "a new series")
 	h := r.first.held
-	if h == nil || h.patched || h.whole || len(r.before) == 0 || r.again {
+	if h == nil || h.patched || h.rereadWhole() || len(r.before) == 0 || r.again {
 		t.Fatalf("a changed family: want the parts before it kept and the rest parsed, got %+v (read again: %v)", h, r.again)
 	}
 	if r.before["vllm:num_requests_waiting"] || !r.before["vllm:num_requests_running"] {
@@ -276,6 +277,70 @@ func TestScraperReadsAMovedFamilyAgain(t *testing.T) {
 	if !l.Up || l.Models["b"] == nil || l.Models["a"] == nil {
 		t.Fatalf("after the body was read again: up %v, error %q, models %v", l.Up, l.Error, l.Models)
 	}
+}
+
+// A server whose families move at every scrape is read twice only now and
+// then: after a second read the next bodies are held whole, for longer each
+// time, and every scrape still reads what was served.
+func TestScraperHoldsWholeTheBodiesOfAServerThatMovesFamilies(t *testing.T) {
+	var requests atomic.Int32
+	var serve string
+	s := New(Options{URL: "http://vllm.test", MaxBodyBytes: DefaultMaxBodyBytes, Client: &http.Client{Transport: streamTransport(func() (io.Reader, http.Header) {
+		requests.Add(1)
+		return strings.NewReader(serve), http.Header{"Content-Type": {textCT}}
+	})}}, nil)
+	const scrapes = 300
+	for i := range scrapes {
+		serve = movedBodies[i%2]
+		scrapeAt(s, t0.Add(time.Duration(i)*5*time.Second))
+		l := s.Latest()
+		wantB := i%2 == 1
+		if !l.Up || l.Models["a"] == nil || (l.Models["b"] != nil) != wantB {
+			t.Fatalf("scrape %d: up %v, error %q, models %v; want b %v", i, l.Up, l.Error, l.Models, wantB)
+		}
+		if got, want := l.Models["a"].Running, snapshot.Some(float64(1+2*(i%2))); got != want {
+			t.Fatalf("scrape %d: running %v, want %v", i, got, want)
+		}
+	}
+	again := int(requests.Load()) - scrapes
+	// 1, 2, 4, ... 64 bodies held whole after each second read.
+	most := 0
+	for held, left := 1, scrapes; left > 0; held = min(2*held, maxWholeBodies) {
+		most++
+		left -= held + 1
+	}
+	if again < 1 || again > most {
+		t.Fatalf("%d scrapes read the body %d times more; want 1 to %d", scrapes, again, most)
+	}
+}
+
+// Both reads of a body whose family moved share the scrape's one deadline
+// (--vllm.timeout), so the scrape never takes twice as long.
+func TestScraperReadsAgainWithinTheSameDeadline(t *testing.T) {
+	var deadlines []time.Time
+	serve := movedBodies[0]
+	s := New(Options{URL: "http://vllm.test", MaxBodyBytes: DefaultMaxBodyBytes, Timeout: time.Hour, Client: &http.Client{Transport: deadlineTransport(func(d time.Time) (io.Reader, http.Header) {
+		deadlines = append(deadlines, d)
+		return strings.NewReader(serve), http.Header{"Content-Type": {textCT}}
+	})}}, nil)
+	scrapeAt(s, t0)
+	serve = movedBodies[1]
+	scrapeAt(s, t0.Add(5*time.Second))
+	if len(deadlines) != 3 {
+		t.Fatalf("%d requests, want 3 (the second body read again)", len(deadlines))
+	}
+	if !deadlines[1].Equal(deadlines[2]) || deadlines[1].IsZero() {
+		t.Fatalf("the two reads of one scrape had deadlines %v and %v; want the same", deadlines[1], deadlines[2])
+	}
+}
+
+// deadlineTransport is streamTransport that also sees the request's deadline.
+type deadlineTransport func(deadline time.Time) (io.Reader, http.Header)
+
+func (f deadlineTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	d, _ := r.Context().Deadline()
+	b, h := f(d)
+	return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(b), Header: h, Request: r, ContentLength: -1}, nil
 }
 
 // FuzzKeptSink: bodies a, b, a, c read through the caches give what the

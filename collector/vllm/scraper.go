@@ -135,6 +135,7 @@ type Scraper struct {
 	cache      parseCache    // the last body's families, for a body with the same lines
 	buf        bytes.Buffer  // the kept lines of the body being scraped
 	keptSize   int           // the size of the last good body's kept lines
+	moved      wholeBackoff  // bodies read whole after one whose families moved
 	lines      lineCache     // the line filter's decisions on the last body
 	br         *bufio.Reader // reads the body, line by line
 	scrapes    float64
@@ -402,13 +403,22 @@ func (s *Scraper) ScrapeOnce(ctx context.Context, now time.Time) {
 	defer s.mu.Unlock()
 	began := time.Now()
 	s.scrapeNow = now
-	ct, st, reason, err := s.fetch(ctx)
-	if err == nil && st.held != nil && st.held.whole {
+	// One deadline for the scrape, a second read of the body included.
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	ct, st, reason, err := s.fetch(ctx, s.moved.stream())
+	if err == nil && st.held != nil && st.held.rereadWhole() {
 		// The body's families moved between parts of the cached body: the
-		// lines the sink let go are needed (keptSink). Read it again, whole.
-		level.Debug(s.logger).Log("msg", "vLLM body's families moved; reading it again whole", "url", s.logURL)
+		// lines the sink let go are needed (keptSink). Read it again, whole;
+		// the next bodies are held whole too, for longer each time it
+		// happens again, so a server that does this every scrape is not
+		// read twice every scrape.
+		level.Debug(s.logger).Log("msg", "vLLM body's families moved; reading it again whole", "url", s.logURL, "next_bodies_held_whole", s.moved.next)
+		s.moved.happened()
 		s.cache.reset()
-		ct, st, reason, err = s.fetch(ctx)
+		ct, st, reason, err = s.fetch(ctx, false)
+	} else if err == nil && st.held != nil {
+		s.moved.streamedFine()
 	}
 	s.ingest(now, began, s.buf.Bytes(), ct, &st, reason, err)
 	// Between scrapes hold no large buffer: the kept lines are read only
@@ -581,9 +591,9 @@ func (s *Scraper) prune() {
 
 // fetch streams the body's needed lines into s.buf (readNeeded) and returns
 // its Content-Type, or the error reason.
-func (s *Scraper) fetch(ctx context.Context) (contentType string, st streamed, reason string, err error) {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
-	defer cancel()
+// stream false holds the kept lines whole (no keptSink patching).
+// ScrapeOnce sets the deadline.
+func (s *Scraper) fetch(ctx context.Context, stream bool) (contentType string, st streamed, reason string, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.metricsURL, nil)
 	if err != nil {
 		// The parse error quotes the URL, password included.
@@ -634,7 +644,7 @@ func (s *Scraper) fetch(ctx context.Context) (contentType string, st streamed, r
 	// A body the parse cache can take as it streams holds only a part of
 	// its kept lines (keptSink); any other holds them all.
 	var pc *parseCache
-	if !strings.Contains(resp.Header.Get("Content-Type"), "openmetrics") {
+	if stream && !strings.Contains(resp.Header.Get("Content-Type"), "openmetrics") {
 		pc = &s.cache
 	}
 	n := s.keptSize

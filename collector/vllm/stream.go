@@ -217,8 +217,12 @@ type heldLines struct {
 	part     int                          // the tail's first part
 	slot     int                          // the slot of its first line
 	tailFrom int                          // where the tail starts in the held text
-	whole    bool                         // the held text is not enough: the body must be read again whole
 }
+
+// rereadWhole: the held text is not enough (a family of the tail belongs
+// to an earlier part: parseCache.before found none): the body must be read
+// again whole.
+func (h *heldLines) rereadWhole() bool { return !h.patched && h.before == nil }
 
 // modelFilter decides, while the body streams, whether the samples of a
 // model_name may be kept (the scraper's model bound). Lines of a refused
