@@ -635,8 +635,8 @@ func TestTTFTGapFromVLLMSnapshots(t *testing.T) {
 	}
 	t0 := time.Now()
 	snaps := []*snapshot.VLLM{
-		{Time: t0.Add(-time.Minute), Up: true, Models: map[string]*snapshot.Model{"m": {Histograms: map[snapshot.HistogramName]snapshot.Histogram{snapshot.TTFT: hist(5, 5)}}}},
-		{Time: t0, Up: true, Models: map[string]*snapshot.Model{"m": {Histograms: map[snapshot.HistogramName]snapshot.Histogram{snapshot.TTFT: hist(15, 15)}}}},
+		{Time: t0.Add(-time.Minute), Up: true, Models: map[string]*snapshot.Model{"m": {Histograms: snapshot.HistogramsOf(map[snapshot.HistogramName]snapshot.Histogram{snapshot.TTFT: hist(5, 5)})}}},
+		{Time: t0, Up: true, Models: map[string]*snapshot.Model{"m": {Histograms: snapshot.HistogramsOf(map[snapshot.HistogramName]snapshot.Histogram{snapshot.TTFT: hist(15, 15)})}}},
 	}
 	calls := 0
 	s := New(Options{URL: srv.URL, VLLM: func() *snapshot.VLLM {

@@ -892,7 +892,7 @@ func (s *Scheduler) observe() {
 	if m == nil {
 		return
 	}
-	h, ok := m.Histograms[snapshot.TTFT]
+	h, ok := m.Histograms.Lookup(snapshot.TTFT)
 	if !ok || (len(s.history) > 0 && !v.Time.After(s.history[len(s.history)-1].t)) {
 		return
 	}

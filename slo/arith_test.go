@@ -197,7 +197,7 @@ slos:
 		return h
 	}
 	snap := func(now time.Time, hs map[snapshot.HistogramName]snapshot.Histogram) {
-		src.set(&snapshot.VLLM{Time: now, Up: true, Models: map[string]*snapshot.Model{"m": {Name: "m", Histograms: hs}}})
+		src.set(&snapshot.VLLM{Time: now, Up: true, Models: map[string]*snapshot.Model{"m": {Name: "m", Histograms: snapshot.HistogramsOf(hs)}}})
 		w.Tick(now)
 	}
 	// Old vLLM: only ITL.
@@ -230,10 +230,10 @@ func TestMissingBoundaryIsAnError(t *testing.T) {
 `), Sources{VLLM: src}, nil)
 	tr := &traffic{}
 	s := tr.snap(t0)
-	h := s.Models["m"].Histograms[snapshot.TTFT]
+	h := s.Models["m"].Histograms.Get(snapshot.TTFT)
 	h.Bounds = []float64{0.5, 2.5}
 	h.Counts = []float64{0, 0}
-	s.Models["m"].Histograms[snapshot.TTFT] = h
+	s.Models["m"].Histograms.Set(snapshot.TTFT, h)
 	src.set(s)
 	w.Tick(t0)
 	if len(w.Status()) != 1 || w.Status()[0].SLO != "avail" {

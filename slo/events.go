@@ -44,7 +44,7 @@ func serverHistogram(m *snapshot.Model, metric string) (snapshot.HistogramName, 
 	case "itl":
 		name = snapshot.InterTokenLatency
 	case "tpot":
-		if _, ok := m.Histograms[snapshot.RequestTPOT]; ok {
+		if m.Histograms.Has(snapshot.RequestTPOT) {
 			return snapshot.RequestTPOT, true
 		}
 		name = snapshot.InterTokenLatency
@@ -55,7 +55,7 @@ func serverHistogram(m *snapshot.Model, metric string) (snapshot.HistogramName, 
 	default:
 		return "", false
 	}
-	_, ok := m.Histograms[name]
+	ok := m.Histograms.Has(name)
 	return name, ok
 }
 
@@ -153,7 +153,7 @@ func serverEvents(s *config.SLO, v *snapshot.VLLM) (out map[string]cumulative, e
 				errs = append(errs, unmeasurable{UnmeasurableNoSeries, fmt.Errorf("model %q: histogram vllm_%s_seconds not exposed", name, hn)})
 				continue
 			}
-			c, err := latencyEvents(m.Histograms[hn], s.Threshold, "vllm_"+string(hn)+"_seconds")
+			c, err := latencyEvents(m.Histograms.Get(hn), s.Threshold, "vllm_"+string(hn)+"_seconds")
 			if err != nil {
 				errs = append(errs, fmt.Errorf("model %q: %w", name, err))
 				continue

@@ -19,7 +19,7 @@ func TestPrefillPodHasNoDecodeSLOs(t *testing.T) {
 	h := snapshot.Histogram{Bounds: []float64{0.05, 0.1}, Counts: []float64{8, 9}, Count: 10, Sum: 0.6}
 	pod := func(role string) *snapshot.VLLM {
 		return &snapshot.VLLM{Up: true, Models: map[string]*snapshot.Model{"m": {Name: "m", Role: role,
-			Histograms: map[snapshot.HistogramName]snapshot.Histogram{snapshot.TTFT: h, snapshot.InterTokenLatency: h, snapshot.RequestTPOT: h}}}}
+			Histograms: snapshot.HistogramsOf(map[snapshot.HistogramName]snapshot.Histogram{snapshot.TTFT: h, snapshot.InterTokenLatency: h, snapshot.RequestTPOT: h})}}}
 	}
 	for _, metric := range []string{"tpot", "itl", "ttft"} {
 		s := &config.SLO{Name: metric, Kind: config.KindLatency, Metric: metric, Threshold: 0.05}

@@ -80,7 +80,7 @@ func (tr *traffic) snap(now time.Time) *snapshot.VLLM {
 			Name:             "m",
 			Preemptions:      snapshot.Some(tr.preemptions),
 			FinishedByReason: map[string]float64{"stop": tr.good + tr.bad - tr.aborted, "length": 0, "abort": tr.aborted, "error": 0},
-			Histograms:       map[snapshot.HistogramName]snapshot.Histogram{snapshot.TTFT: ttftHist(tr.good, tr.bad)},
+			Histograms:       snapshot.HistogramsOf(map[snapshot.HistogramName]snapshot.Histogram{snapshot.TTFT: ttftHist(tr.good, tr.bad)}),
 		},
 	}}
 }

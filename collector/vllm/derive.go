@@ -73,7 +73,7 @@ func derive(window time.Duration, span []*snapshot.VLLM) map[string]*snapshot.De
 		deriveNewer(dv, chain, rate)
 		dv.PrefixCacheHitRatio = hitRatio(increase(chain, func(m *snapshot.Model) snapshot.Value { return m.PrefixHits }),
 			increase(chain, func(m *snapshot.Model) snapshot.Value { return m.PrefixQueries }))
-		for hn := range newer.Histograms {
+		for hn := range newer.Histograms.All() {
 			delta := histogramIncrease(chain, hn)
 			dv.Deltas[hn] = delta
 			qs := make(map[float64]snapshot.Value, len(Quantiles))
@@ -232,10 +232,10 @@ func increase(chain []*snapshot.Model, get func(*snapshot.Model) snapshot.Value)
 // restarted V0 engine starts without it. Without a reset anywhere along the
 // chain this is the difference of the two ends.
 func histogramIncrease(chain []*snapshot.Model, hn snapshot.HistogramName) snapshot.Histogram {
-	newest := chain[len(chain)-1].Histograms[hn]
+	newest := chain[len(chain)-1].Histograms.Get(hn)
 	var empty *snapshot.Histogram
 	get := func(m *snapshot.Model) snapshot.Histogram {
-		if h, ok := m.Histograms[hn]; ok {
+		if h, ok := m.Histograms.Lookup(hn); ok {
 			return h
 		}
 		if empty == nil {

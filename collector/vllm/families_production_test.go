@@ -115,11 +115,11 @@ func TestKVTransferFamilies(t *testing.T) {
 	wantValue(t, "failed transfers", m.KVTransferFailures, 3)
 	wantValue(t, "failed notifications", m.KVTransferNotificationFailures, 1)
 	wantValue(t, "expired requests", m.KVTransferExpiredRequests, 4)
-	h := m.Histograms["kv_transfer_time"]
+	h := m.Histograms.Get("kv_transfer_time")
 	if h.Count != 8 || !approx(h.Sum, 0.59) || len(h.Bounds) != 12 {
 		t.Errorf("transfer time histogram count %v sum %v bounds %v, want 8, 0.59, 12 bounds (0.005..5)", h.Count, h.Sum, h.Bounds)
 	}
-	if d := m.Histograms["kv_transfer_descriptors"]; d.Count != 8 || d.Sum != 6880 {
+	if d := m.Histograms.Get("kv_transfer_descriptors"); d.Count != 8 || d.Sum != 6880 {
 		t.Errorf("descriptors histogram count %v sum %v, want 8 and 6880", d.Count, d.Sum)
 	}
 	// Throughput: all 8 transfers (541065216 bytes) arrived within the minute.
@@ -156,7 +156,7 @@ func TestKVBlockResidencyQuantiles(t *testing.T) {
 	s := decodeAfterMinute(t)
 	m := s.Latest().Models[qwen]
 	for hn, count := range map[string]float64{"kv_block_lifetime": 8, "kv_block_idle_before_evict": 8, "kv_block_reuse_gap": 6} {
-		h, ok := m.Histograms[snapshot.HistogramName(hn)]
+		h, ok := m.Histograms.Lookup(snapshot.HistogramName(hn))
 		if !ok || h.Count != count || len(h.Bounds) != 21 {
 			t.Errorf("%s: present %v count %v bounds %d, want %v observations over 21 bounds", hn, ok, h.Count, len(h.Bounds), count)
 		}
@@ -349,7 +349,7 @@ vllm_mooncake_store_failed_keys_total{model="Qwen/Qwen3-32B",operation="load_get
 vllm_mooncake_store_failed_keys_total{model="Qwen/Qwen3-32B",operation="save_put"} 80
 `, "vllm_mooncake_store_operations_total", "vllm_mooncake_store_operation_errors_total", "vllm_mooncake_store_keys_total",
 		"vllm_mooncake_store_bytes_total", "vllm_mooncake_store_failed_keys_total")
-	if h := m.Histograms[snapshot.MooncakeStoreOperation]; h.Count != 408 || !approx(h.Sum, 408*0.0075) {
+	if h := m.Histograms.Get(snapshot.MooncakeStoreOperation); h.Count != 408 || !approx(h.Sum, 408*0.0075) {
 		t.Errorf("operation time histogram count %v sum %v, want 408 and 3.06", h.Count, h.Sum)
 	}
 	if c := testutil.CollectAndCount(s, "vllm_mooncake_store_operation_seconds"); c != 1 {

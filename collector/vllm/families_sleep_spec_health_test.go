@@ -80,7 +80,7 @@ func TestNewerFamiliesRead(t *testing.T) {
 	if got := m.FinishedByReason["abort"]; got != 4 {
 		t.Errorf("abort finishes = %v, want 4", got)
 	}
-	ttft := m.Histograms[snapshot.TTFT]
+	ttft := m.Histograms.Get(snapshot.TTFT)
 	if ttft.Count != 944 {
 		t.Errorf("TTFT count = %v, want 944 (every finished request, summed over priority)", ttft.Count)
 	}
@@ -235,7 +235,7 @@ func TestPerPriorityViewIsBounded(t *testing.T) {
 	if len(m.ByPriority) != MaxPriorities {
 		t.Errorf("kept %d priorities, want the bound %d", len(m.ByPriority), MaxPriorities)
 	}
-	if c := m.Histograms[snapshot.TTFT].Count; c != 24 {
+	if c := m.Histograms.Get(snapshot.TTFT).Count; c != 24 {
 		t.Errorf("model TTFT count = %v, want 24 (every priority summed)", c)
 	}
 	compareNoHelp(t, s, fmt.Sprintf(`

@@ -403,10 +403,7 @@ func (rd *reading) histogram(f *family, fam string, mod *snapshot.Model, m *dto.
 		rd.r.drop(DropInvalidHistogram, err.Error())
 		return
 	}
-	if mod.Histograms == nil {
-		mod.Histograms = map[snapshot.HistogramName]snapshot.Histogram{}
-	}
-	if sum, seen := mod.Histograms[f.Hist]; seen {
+	if sum, seen := mod.Histograms.Lookup(f.Hist); seen {
 		// sum's Counts were made by n.histogram for this scrape: the
 		// engines are added into them.
 		if !sum.AddInPlace(h) {
@@ -415,7 +412,7 @@ func (rd *reading) histogram(f *family, fam string, mod *snapshot.Model, m *dto.
 		}
 		h = sum
 	}
-	mod.Histograms[f.Hist] = h
+	mod.Histograms.Set(f.Hist, h)
 	if p, ok := rd.labels["priority"]; ok && rd.n.perPriority && f.ByPriority != "" {
 		rd.n.addPriority(mod, p, f.Hist, fam, m, rd.unexpected)
 	}
@@ -505,7 +502,7 @@ func (f *family) render(d familyDescs, e *emitter, v *snapshot.VLLM, m *snapshot
 	case f.Out != nil:
 		e.value(d.series, t, f.Out(v, m), name)
 	case f.Hist != "":
-		if h, ok := m.Histograms[f.Hist]; ok {
+		if h, ok := m.Histograms.Lookup(f.Hist); ok {
 			e.histogram(d.series, h, name)
 		}
 		if d.priority == nil || m.ByPriority == nil {

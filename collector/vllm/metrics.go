@@ -239,7 +239,7 @@ func (d *descs) renderWindow(e *emitter, snap *snapshot.VLLM, wl string, byModel
 			}
 			hn := families[i].Hist
 			qs, ok := dv.Quantiles[hn]
-			cum, ok2 := snap.Models[name].Histograms[hn]
+			cum, ok2 := snap.Models[name].Histograms.Lookup(hn)
 			if !ok || !ok2 {
 				continue
 			}

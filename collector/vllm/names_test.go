@@ -156,3 +156,25 @@ func docHoldsTable(t *testing.T, path, table, test string) {
 		t.Fatal(err)
 	}
 }
+
+// Every histogram family of the table has a place in a model's
+// HistogramSet (Set panics on a name it does not list).
+func TestEveryHistogramFamilyHasAPlaceInTheSet(t *testing.T) {
+	for _, f := range families {
+		if f.Hist == "" {
+			continue
+		}
+		var s snapshot.HistogramSet
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("family %v: histogram %q: %v", f.Names, f.Hist, r)
+				}
+			}()
+			s.Set(f.Hist, snapshot.Histogram{Count: 1})
+		}()
+		if s.Get(f.Hist).Count != 1 {
+			t.Errorf("family %v: histogram %q not kept", f.Names, f.Hist)
+		}
+	}
+}

@@ -516,7 +516,7 @@ func (rd *reading) finish() {
 }
 
 func newModel(name string) *snapshot.Model {
-	return &snapshot.Model{Name: name, FinishedByReason: map[string]float64{}, Histograms: map[snapshot.HistogramName]snapshot.Histogram{}}
+	return &snapshot.Model{Name: name, FinishedByReason: map[string]float64{}}
 }
 
 // modelFor returns the model a sample is about, nil when the model bound

@@ -29,11 +29,11 @@ const prefillMinFinished = 10
 // decode: it does own the transfer wait.
 func detectRole(m *snapshot.Model) string {
 	if !m.KVTransferFailures.OK && !m.KVTransferExpiredRequests.OK {
-		if _, ok := m.Histograms[snapshot.KVTransferTime]; !ok {
+		if !m.Histograms.Has(snapshot.KVTransferTime) {
 			return "" // no NIXL connector
 		}
 	}
-	if h, ok := m.Histograms[snapshot.KVTransferTime]; ok && h.Count > 0 {
+	if h, ok := m.Histograms.Lookup(snapshot.KVTransferTime); ok && h.Count > 0 {
 		return snapshot.RoleDecode
 	}
 	if m.KVTransferExpiredRequests.OK && m.KVTransferExpiredRequests.V > 0 {

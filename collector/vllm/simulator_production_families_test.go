@@ -59,7 +59,7 @@ func TestSimulatorProductionFamilies(t *testing.T) {
 	}
 	admitted := 6 - rejected
 	wantValue(t, "failed transfers", m.KVTransferFailures, float64(admitted/2))
-	if h := m.Histograms["kv_transfer_time"]; h.Count != float64(admitted-admitted/2) {
+	if h := m.Histograms.Get("kv_transfer_time"); h.Count != float64(admitted-admitted/2) {
 		t.Errorf("%v transfers observed, want %d", h.Count, admitted-admitted/2)
 	}
 	if !m.LoRA.Known || m.LoRA.Max.V != 2 {

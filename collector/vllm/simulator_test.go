@@ -200,15 +200,15 @@ func TestSimLatestFixtures(t *testing.T) {
 			t.Errorf("priority: %s finishes %v, want %v (summed over priority)", reason, got, want)
 		}
 	}
-	if want := sumLines(t, body, "vllm:time_to_first_token_seconds_count", ""); m.Histograms[snapshot.TTFT].Count != want || want == 0 {
-		t.Errorf("priority: TTFT count %v, want %v", m.Histograms[snapshot.TTFT].Count, want)
+	if want := sumLines(t, body, "vllm:time_to_first_token_seconds_count", ""); m.Histograms.Get(snapshot.TTFT).Count != want || want == 0 {
+		t.Errorf("priority: TTFT count %v, want %v", m.Histograms.Get(snapshot.TTFT).Count, want)
 	}
 	if n := len(m.ByPriority); n < 2 || n > MaxPriorities {
 		t.Errorf("priority: per-priority view has %d values", n)
 	}
 
 	m = scrape("sim-latest-custom-buckets.txt", nil)
-	if b := m.Histograms[snapshot.TTFT].Bounds; len(b) == 0 || b[0] != 0.02 {
+	if b := m.Histograms.Get(snapshot.TTFT).Bounds; len(b) == 0 || b[0] != 0.02 {
 		t.Errorf("custom buckets: TTFT bounds %v, want the scrape's (first 0.02)", b)
 	}
 }

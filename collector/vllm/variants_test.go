@@ -45,11 +45,11 @@ func TestRealExcerpts(t *testing.T) {
 			// gpu_prefix_cache_hits_total (same value in 0.10.0) stands in.
 			wantValue(t, "prefix hits (deprecated name)", m.PrefixHits, 0)
 			// Only time_per_output_token is in the excerpt: it feeds ITL.
-			itl := m.Histograms[snapshot.InterTokenLatency]
+			itl := m.Histograms.Get(snapshot.InterTokenLatency)
 			if c, ok := itl.CountAtOrBelow(0.1); !ok || c != 785 {
 				t.Errorf("ITL count <= 0.1 = %v, %v; want 785", c, ok)
 			}
-			if _, ok := m.Histograms[snapshot.TTFT]; ok {
+			if _, ok := m.Histograms.Lookup(snapshot.TTFT); ok {
 				t.Error("TTFT histogram invented from a _created gauge")
 			}
 		}, []string{"vllm:num_requests_running", "vllm:time_to_first_token_seconds"}},
@@ -281,7 +281,7 @@ func TestOpenMetricsBody(t *testing.T) {
 	wantValue(t, "running", m.Running, 3)
 	wantValue(t, "preemptions", m.Preemptions, 5)
 	wantValue(t, "kv", m.KVUsage, 0.25)
-	h := m.Histograms[snapshot.TTFT]
+	h := m.Histograms.Get(snapshot.TTFT)
 	if h.Count != 2 || h.Sum != 0.5 || len(h.Counts) != 1 || h.Counts[0] != 1 {
 		t.Errorf("ttft = %+v", h)
 	}
@@ -326,7 +326,7 @@ func TestInvalidSamples(t *testing.T) {
 	if !l.Up || l.Models["ok"] == nil {
 		t.Fatalf("up %v error %q", l.Up, l.Error)
 	}
-	if _, ok := l.Models["ok"].Histograms[snapshot.E2E]; ok {
+	if _, ok := l.Models["ok"].Histograms.Lookup(snapshot.E2E); ok {
 		t.Error("histogram with an infinite bucket count kept")
 	}
 	compareNoHelp(t, s, `

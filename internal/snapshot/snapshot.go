@@ -123,7 +123,7 @@ type Model struct {
 	FinishedByReason map[string]float64
 
 	// Histograms holds the cumulative latency histograms, summed over engines.
-	Histograms map[HistogramName]Histogram
+	Histograms HistogramSet
 
 	// PerEngine keeps the gauges that matter per data-parallel rank
 	// (running, waiting, KV usage); nil when there is a single engine.

@@ -129,7 +129,7 @@ func histDelta(prev, cur *snapshot.Model, h snapshot.HistogramName) (count, sum 
 	if prev == nil || cur == nil {
 		return 0, 0
 	}
-	p, c := prev.Histograms[h], cur.Histograms[h]
+	p, c := prev.Histograms.Get(h), cur.Histograms.Get(h)
 	return c.Count - p.Count, c.Sum - p.Sum
 }
 
