@@ -413,8 +413,8 @@ func (s *Scraper) ScrapeOnce(ctx context.Context, now time.Time) {
 		// the next bodies are held whole too, for longer each time it
 		// happens again, so a server that does this every scrape is not
 		// read twice every scrape.
-		level.Debug(s.logger).Log("msg", "vLLM body's families moved; reading it again whole", "url", s.logURL, "next_bodies_held_whole", s.moved.next)
 		s.moved.happened()
+		level.Debug(s.logger).Log("msg", "vLLM body's families moved; reading it again whole", "url", s.logURL, "next_bodies_held_whole", s.moved.left)
 		s.cache.reset()
 		ct, st, reason, err = s.fetch(ctx, false)
 	} else if err == nil && st.held != nil {

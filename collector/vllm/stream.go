@@ -219,9 +219,9 @@ type heldLines struct {
 	tailFrom int                          // where the tail starts in the held text
 }
 
-// rereadWhole: the held text is not enough (a family of the tail belongs
-// to an earlier part: parseCache.before found none): the body must be read
-// again whole.
+// rereadWhole says the held text is not enough and the body must be read
+// again whole: a name of the tail belongs to an earlier part, so
+// parseCache.before gave no families.
 func (h *heldLines) rereadWhole() bool { return !h.patched && h.before == nil }
 
 // modelFilter decides, while the body streams, whether the samples of a

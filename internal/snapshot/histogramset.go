@@ -24,7 +24,7 @@ func histogramIndex(n HistogramName) int {
 // HistogramSet is a model's histograms, at most one per HistogramName. It
 // is an array, not a map, because the scraper's history keeps one per model
 // per scrape: at 16 models × 8 engines a map of vLLM's histograms took
-// 3.75 KB (a 32-slot table), this array 1 KB. The zero value is empty; a
+// about 3.75 KB (a 32-slot table), this array 1 KB. The zero value is empty; a
 // HistogramSet is copied by value.
 type HistogramSet struct {
 	h   [len(histogramNames)]Histogram
