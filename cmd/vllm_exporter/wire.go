@@ -262,11 +262,56 @@ func startScraper(f *flags, x *exporter) (*vllm.Scraper, error) {
 		Readers:      windowReaders(x.config.Get()),
 	}, log.With(x.logger, "component", "vllm"))
 	x.config.Subscribe(func(cf *config.File) { s.SetReaders(windowReaders(cf)...) })
-	if err := x.registry.Register(s); err != nil {
+	// The registry gets the scraper's descriptors only, so that it still
+	// refuses a collector whose series would clash with the scraper's; the
+	// series themselves reach /metrics through metricsGatherer.
+	if err := x.registry.Register(describedOnly{s}); err != nil {
 		return nil, err
 	}
 	x.goRun(s.Run)
 	return s, nil
+}
+
+// describedOnly is a collector's descriptors without its metrics.
+type describedOnly struct{ prometheus.Collector }
+
+func (describedOnly) Collect(chan<- prometheus.Metric) {}
+
+// metricsGatherer is what /metrics serves: the registry's families (the
+// exporter's own collectors) and the vLLM scraper's, which the scraper
+// gathers once per scrape of vLLM instead of at every request (see
+// vllm.Scraper.Gather). The two share no family name (the registry holds
+// the scraper's descriptors); one that appeared in both would be served
+// once, from the registry, with an error.
+func (x *exporter) metricsGatherer() prometheus.Gatherer {
+	if x.vllm == nil {
+		return x.registry
+	}
+	return mergedGatherer{x.registry, x.vllm}
+}
+
+// mergedGatherer serves the families of both gatherers, by name.
+type mergedGatherer [2]prometheus.Gatherer
+
+func (g mergedGatherer) Gather() ([]*dto.MetricFamily, error) {
+	mfs, err := g[0].Gather()
+	more, err2 := g[1].Gather()
+	errs := prometheus.MultiError{}
+	errs.Append(err)
+	errs.Append(err2)
+	seen := make(map[string]bool, len(mfs))
+	for _, mf := range mfs {
+		seen[mf.GetName()] = true
+	}
+	for _, mf := range more {
+		if seen[mf.GetName()] {
+			errs.Append(fmt.Errorf("metric family %q is gathered twice; served once", mf.GetName()))
+			continue
+		}
+		mfs = append(mfs, mf)
+	}
+	slices.SortFunc(mfs, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
+	return mfs, errs.MaybeUnwrap()
 }
 
 // windowReaders are the windows read from the scraper's history besides

@@ -7,11 +7,14 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/vllm-exporter/vllm_exporter/collector/gpu"
 	"github.com/vllm-exporter/vllm_exporter/probes"
@@ -125,18 +128,7 @@ func TestScraperHistoryFollowsItsReaders(t *testing.T) {
 		}
 	}
 	writeConfig("{}\n")
-	app, f, _ := newApp()
-	if _, err := app.Parse([]string{"--vllm.url=" + sim.URL(), "--config.file=" + path, "--no-collector.gpu"}); err != nil {
-		t.Fatal(err)
-	}
-	x, stop, err := newExporter(context.Background(), f, log.NewNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
-	if err := x.wire(f); err != nil {
-		t.Fatal(err)
-	}
+	x, f := wiredExporter(t, "--vllm.url="+sim.URL(), "--config.file="+path, "--no-collector.gpu")
 	scrapeFor := func(d time.Duration) {
 		for range int(d / f.interval) {
 			sim.Advance(f.interval)
@@ -169,4 +161,63 @@ func TestScraperHistoryFollowsItsReaders(t *testing.T) {
 			t.Errorf("%s after a reload: the %v window is derived again on each read", reader.what, reader.window)
 		}
 	}
+}
+
+// /metrics serves the registry's families and the scraper's, gathered by
+// the scraper, in name order; the registry still refuses a collector that
+// would clash with the scraper's series, and a name gathered twice is
+// served once with an error.
+func TestMetricsGathererMergesTheScraperByName(t *testing.T) {
+	x, _ := wiredExporter(t, "--vllm.url=http://127.0.0.1:1", "--no-collector.gpu", "--no-probe.enabled")
+	clash := prometheus.NewGauge(prometheus.GaugeOpts{Name: "vllm_up", Help: "not the scraper's"})
+	if err := x.registry.Register(clash); err == nil {
+		t.Error("the registry took a second vllm_up beside the scraper's")
+	}
+	x.vllm.ScrapeOnce(context.Background(), time.Now()) // vLLM is down: vllm_up 0
+	mfs, err := x.metricsGatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, mf := range mfs {
+		names = append(names, mf.GetName())
+	}
+	if !slices.IsSorted(names) {
+		t.Errorf("families not in name order: %v", names)
+	}
+	for _, want := range []string{"vllm_up", "vllm_exporter_scrapes_total", "vllm_exporter_collector_up", "vllm_health_verdict"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("/metrics lacks %s: %v", want, names)
+		}
+	}
+
+	twice := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		return []*dto.MetricFamily{{Name: proto.String("vllm_up")}, {Name: proto.String("a_first")}}, nil
+	})
+	mfs, err = mergedGatherer{x.metricsGatherer(), twice}.Gather()
+	if err == nil || !strings.Contains(err.Error(), `"vllm_up" is gathered twice`) {
+		t.Errorf("a name gathered twice: err %v", err)
+	}
+	if mfs[0].GetName() != "a_first" {
+		t.Errorf("merged families start with %s", mfs[0].GetName())
+	}
+}
+
+// wiredExporter is the exporter that args describe, wired, stopped at the
+// end of the test.
+func wiredExporter(t *testing.T, args ...string) (*exporter, *flags) {
+	t.Helper()
+	app, f, _ := newApp()
+	if _, err := app.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	x, stop, err := newExporter(context.Background(), f, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	if err := x.wire(f); err != nil {
+		t.Fatal(err)
+	}
+	return x, f
 }

@@ -20,8 +20,8 @@ var benchFixtures = []struct{ name, file string }{
 
 // BenchmarkScrapeCycle is one full background cycle: HTTP GET over
 // loopback, parse, normalize, append to the history, derive the 1m and 5m
-// windows, and make the const metrics (which Collect does once per scrape:
-// here every scrape is read, as if Prometheus scraped every 5 s). Virtual
+// windows, and gather the metric families (which Gather does once per
+// scrape: here every scrape is read, as if Prometheus scraped every 5 s). Virtual
 // time advances 5s per iteration so the history is at its steady-state
 // size.
 func BenchmarkScrapeCycle(b *testing.B) {
@@ -38,7 +38,9 @@ func BenchmarkScrapeCycle(b *testing.B) {
 			b.ResetTimer()
 			for b.Loop() {
 				scrapeAt(s, at)
-				s.metrics()
+				if _, err := s.Gather(); err != nil {
+					b.Fatal(err)
+				}
 				at = at.Add(5 * time.Second)
 			}
 			if !s.Latest().Up {
@@ -68,21 +70,46 @@ func BenchmarkParseNormalize(b *testing.B) {
 }
 
 // BenchmarkCollect is what a Prometheus scrape of the exporter costs the
-// scraper: emitting the prepared metrics through a registry.
+// scraper: "gather" is /metrics' path (Scraper.Gather, gathered once per
+// scrape of vLLM and handed out again), "registry" a registry gathering the
+// scraper as a plain collector at every request (Collect makes the const
+// metrics at each call; before Gather they were kept once made).
+// SCRAPE_BODY=file reads that body instead of the V1 fixture (growth.sh
+// saves the simulator's 16 x 8 body).
 func BenchmarkCollect(b *testing.B) {
-	srv := newFakeVLLM(b, fixture(b, "vllm-main-2026-08-v1.txt"), "text/plain")
+	body := fixture(b, "vllm-main-2026-08-v1.txt")
+	if file := os.Getenv("SCRAPE_BODY"); file != "" {
+		var err error
+		if body, err = os.ReadFile(file); err != nil {
+			b.Fatal(err)
+		}
+	}
+	srv := newFakeVLLM(b, body, "text/plain")
 	s := newTestScraper(b, srv.URL, nil)
 	for i := range 70 {
 		scrapeAt(s, t0.Add(time.Duration(i)*5*time.Second))
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(s)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := reg.Gather(); err != nil {
-			b.Fatal(err)
-		}
+	if !s.Latest().Up {
+		b.Fatal(s.Latest().Error)
 	}
+	b.Run("gather", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := s.Gather(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("registry", func(b *testing.B) {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(s)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := reg.Gather(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 // BenchmarkParseKept parses the kept lines of the simulator's body

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/model"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
@@ -114,10 +115,9 @@ func (s *Scraper) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect implements prometheus.Collector. It emits what the last scrape
-// left (renderState), as const metrics made once per scrape: by the first
-// Collect after it, so a scrape of vLLM that no Prometheus scrape reads
-// (two of three at the default 5 s against 15 s) costs no rendering.
+// Collect implements prometheus.Collector: the const metrics of what the
+// last scrape left (renderState), made at each call. /metrics does not
+// come this way: it reads Gather, which keeps them gathered.
 func (s *Scraper) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range s.metrics() {
 		ch <- m
@@ -136,10 +136,12 @@ type renderState struct {
 	lastOK          time.Time
 }
 
-// renderedState is the const metrics made from one renderState.
-type renderedState struct {
+// gatheredState is one renderState's metric families, as a registry
+// gathered them (sorted, checked for consistency), and the error it gave.
+type gatheredState struct {
 	from *renderState
-	out  []prometheus.Metric
+	mfs  []*dto.MetricFamily
+	err  error
 }
 
 // keepState stores the state /metrics shows until the next scrape. Called
@@ -149,17 +151,48 @@ func (s *Scraper) keepState(snap *snapshot.VLLM, res *result, windows map[time.D
 		errors: maps.Clone(s.errors), dropped: maps.Clone(s.dropped), lastOK: s.lastOK})
 }
 
-// metrics returns the const metrics of the latest state, rendering them
-// if no Collect has since it was stored. It never waits for a scrape in
-// progress (s.mu).
+// metrics renders the const metrics of the latest state.
 func (s *Scraper) metrics() []prometheus.Metric {
+	return s.descs.render(s.state.Load(), s.opts.Windows, s.optIn)
+}
+
+// Gather implements prometheus.Gatherer: the metric families of what the
+// last scrape left, gathered by the first call after it and handed out
+// again until the next scrape. At 16 models x 8 engines a registry's
+// Gather of these 5,000 series allocated 0.75 MB and took 2.8 ms on every
+// /metrics request (a dto.Metric, a hash and a map entry per series):
+// garbage that the collector's goal doubled whenever a cycle marked during
+// a request. Gathered once per scrape, a request allocates a slice.
+//
+// The families are shared by every caller: read them, never modify them
+// (the returned slice is the caller's own). It never waits for a scrape in
+// progress (s.mu).
+func (s *Scraper) Gather() ([]*dto.MetricFamily, error) {
 	st := s.state.Load()
 	s.renderMu.Lock()
 	defer s.renderMu.Unlock()
-	if s.rendered.from != st {
-		s.rendered = renderedState{from: st, out: s.descs.render(st, s.opts.Windows, s.optIn)}
+	if s.gathered.from != st {
+		s.gathering.st = st
+		mfs, err := s.gatherer.Gather()
+		s.gathering.st = nil
+		s.gathered = gatheredState{from: st, mfs: mfs, err: err}
 	}
-	return s.rendered.out
+	return slices.Clone(s.gathered.mfs), s.gathered.err
+}
+
+// stateCollector collects one renderState for the scraper's own registry
+// (Gather sets it, with renderMu held, for the length of one Gather).
+type stateCollector struct {
+	s  *Scraper
+	st *renderState
+}
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) { c.s.Describe(ch) }
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range c.s.descs.render(c.st, c.s.opts.Windows, c.s.optIn) {
+		ch <- m
+	}
 }
 
 // WindowLabel formats a window as its `window` label value ("1m", "5m").

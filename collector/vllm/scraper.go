@@ -26,6 +26,7 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vllm-exporter/vllm_exporter/collector"
 	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
@@ -158,11 +159,14 @@ type Scraper struct {
 	latest atomic.Pointer[snapshot.VLLM]
 	// windows: the last scrape's derived values for Windows and readers.
 	windows atomic.Pointer[map[time.Duration]map[string]*snapshot.Derived]
-	// state is what the last scrape left for /metrics; rendered holds the
-	// const metrics of one state, made by the first Collect after it.
-	state    atomic.Pointer[renderState]
-	renderMu sync.Mutex
-	rendered renderedState
+	// state is what the last scrape left for /metrics; gathered holds the
+	// metric families of one state, gathered by the first Gather after it
+	// through gatherer, a registry of gathering alone.
+	state     atomic.Pointer[renderState]
+	renderMu  sync.Mutex
+	gathered  gatheredState
+	gatherer  *prometheus.Registry
+	gathering *stateCollector
 
 	// pub announces each stored snapshot to consumers (the SLO watchdog
 	// and classifier evaluate on it instead of on a timer of their own).
@@ -221,6 +225,9 @@ func New(opts Options, logger log.Logger) *Scraper {
 	s.norm.perPriority = opts.PerPriority
 	s.SetReaders(opts.Readers...)
 	s.keepState(nil, nil, nil, 0)
+	s.gathering = &stateCollector{s: s}
+	s.gatherer = prometheus.NewRegistry()
+	s.gatherer.MustRegister(s.gathering)
 	return s
 }
 

@@ -1,0 +1,139 @@
+package vllm
+
+import (
+	"bytes"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
+)
+
+// collected is what a registry of the scraper as a plain collector gathers:
+// what Gather must serve.
+func collected(t *testing.T, s *Scraper) string {
+	t.Helper()
+	return testutil.Encode(t, testutil.GatherAll(t, s))
+}
+
+func TestScraperGathersEachScrapeOnce(t *testing.T) {
+	body := fixture(t, "vllm-main-2026-08-v1.txt")
+	srv := newFakeVLLM(t, body, "text/plain; version=0.0.4")
+	s := newTestScraper(t, srv.URL, nil)
+
+	before, err := s.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.Encode(t, before); !strings.Contains(got, "vllm_up 0") {
+		t.Fatalf("before any scrape, Gather shows no vllm_up 0:\n%s", got)
+	}
+
+	scrapeAt(s, t0)
+	first, err := s.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := testutil.Encode(t, first), collected(t, s); got != want {
+		t.Fatalf("Gather differs from a registry's gathering of Collect:\n--- Gather\n%s\n--- Collect\n%s", got, want)
+	}
+	if !strings.Contains(testutil.Encode(t, first), "vllm_up 1") {
+		t.Fatal("after a scrape, Gather does not show vllm_up 1")
+	}
+
+	// Until the next scrape every call hands out the same families, in a
+	// slice of the caller's own: changing it changes no later answer.
+	first[0] = nil
+	again, err := s.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again[0] == nil {
+		t.Fatal("a caller's change to its slice reached the next caller")
+	}
+	for i := 1; i < len(first); i++ {
+		if again[i] != first[i] {
+			t.Fatalf("family %s gathered again without a scrape in between", again[i].GetName())
+		}
+	}
+	if n := testing.AllocsPerRun(20, func() { _, _ = s.Gather() }); n > 2 {
+		t.Errorf("Gather without a scrape in between allocates %v times; want the slice alone", n)
+	}
+
+	// A scrape with new values: gathered anew.
+	srv.set(withValues(t, body, map[string]string{
+		`vllm:num_requests_running{engine="0",model_name="` + llama + `"}`: "11.0",
+	}), nil)
+	scrapeAt(s, t0.Add(5*time.Second))
+	next, err := s.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := testutil.Encode(t, next)
+	if got != collected(t, s) {
+		t.Fatal("after a second scrape Gather differs from Collect")
+	}
+	if !strings.Contains(got, "vllm_exporter_scrapes_total 2") {
+		t.Fatalf("Gather after the second scrape does not count two scrapes:\n%s", grepLines(got, "scrapes_total"))
+	}
+	if !strings.Contains(got, `vllm_requests_running{model="`+llama+`"} 11`) {
+		t.Fatalf("Gather after the second scrape does not show its value:\n%s", grepLines(got, "vllm_requests_running"))
+	}
+}
+
+// grepLines is the lines of text that contain s.
+func grepLines(text, s string) string {
+	var out []string
+	for l := range strings.SplitSeq(text, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestScraperGathersWhileItScrapes reads Gather from several goroutines
+// while scrapes store new states (run with -race).
+func TestScraperGathersWhileItScrapes(t *testing.T) {
+	srv := newFakeVLLM(t, fixture(t, "vllm-main-2026-08-v1.txt"), "text/plain; version=0.0.4")
+	s := newTestScraper(t, srv.URL, nil)
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				mfs, err := s.Gather()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				var buf bytes.Buffer
+				enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeProtoDelim))
+				for _, mf := range mfs {
+					if err := enc.Encode(mf); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	for i := range 20 {
+		scrapeAt(s, t0.Add(time.Duration(i)*5*time.Second))
+	}
+	close(done)
+	wg.Wait()
+	if !s.Latest().Up {
+		t.Fatal(s.Latest().Error)
+	}
+}
