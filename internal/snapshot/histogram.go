@@ -107,7 +107,7 @@ func (h Histogram) Quantile(q float64) Value {
 	// concurrently updated buckets can be slightly inconsistent): a bucket
 	// counts as the largest count up to it. Read in place, not copied:
 	// derive asks for every quantile of every histogram of every model in
-	// every window at each scrape, and the copies were a quarter of what a
+	// every window at each scrape, and the copies were a sixth of what a
 	// scrape allocated at 16 models x 8 engines.
 	maxSoFar := math.Inf(-1)
 	for _, c := range h.Counts {
