@@ -2,6 +2,7 @@ package vllm
 
 import (
 	"bytes"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -136,4 +137,41 @@ func TestScraperGathersWhileItScrapes(t *testing.T) {
 	if !s.Latest().Up {
 		t.Fatal(s.Latest().Error)
 	}
+}
+
+// TestScraperLetsGoOfAnEarlierGathering: once a scrape stores a new state,
+// the families gathered from the state before it, and that state's
+// snapshot, are garbage, whether or not a request gathers again.
+func TestScraperLetsGoOfAnEarlierGathering(t *testing.T) {
+	srv := newFakeVLLM(t, fixture(t, "vllm-main-2026-08-v1.txt"), "text/plain; version=0.0.4")
+	s := newTestScraper(t, srv.URL, nil)
+	scrapeAt(s, t0)
+	mfs, err := s.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	freed := make(chan string, 2)
+	runtime.AddCleanup(mfs[0], func(what string) { freed <- what }, "the families gathered")
+	runtime.AddCleanup(s.Latest(), func(what string) { freed <- what }, "the snapshot they were gathered from")
+	mfs = nil
+
+	scrapeAt(s, t0.Add(5*time.Second))
+	if !s.Latest().Up {
+		t.Fatal(s.Latest().Error)
+	}
+	// Collections until both cleanups have run, or a deadline far beyond
+	// what they take (a few collections) on a busy machine.
+	deadline := time.Now().Add(30 * time.Second)
+	for got := 0; got < 2; {
+		runtime.GC()
+		select {
+		case <-freed:
+			got++
+		case <-time.After(10 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatalf("after the next scrape, %d of 2 still reachable: the families gathered from the earlier state, and its snapshot", 2-got)
+			}
+		}
+	}
+	runtime.KeepAlive(s) // the scraper itself stays reachable
 }
