@@ -2,6 +2,7 @@ package vllm
 
 import (
 	"bytes"
+	"net/http"
 	"runtime"
 	"strings"
 	"sync"
@@ -174,4 +175,74 @@ func TestScraperLetsGoOfAnEarlierGathering(t *testing.T) {
 		}
 	}
 	runtime.KeepAlive(s) // the scraper itself stays reachable
+}
+
+// TestScraperLetsGoOfGatheredFamiliesBeforeItFetches: the families a
+// request gathered are garbage as soon as the next scrape begins, before
+// it fetches and parses (what it allocates sets off collections, which
+// would count them as live), while /metrics still serves the state before.
+func TestScraperLetsGoOfGatheredFamiliesBeforeItFetches(t *testing.T) {
+	body := fixture(t, "vllm-main-2026-08-v1.txt")
+	srv := newFakeVLLM(t, body, "text/plain; version=0.0.4")
+	// A scrape timeout beyond the test's deadline: the scrape must not end
+	// (and store a state) before the test has looked.
+	s := newTestScraper(t, srv.URL, func(o *Options) { o.Interval, o.Timeout = 2*time.Minute, time.Minute })
+	scrapeAt(s, t0)
+	mfs, err := s.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := testutil.Encode(t, mfs)
+	freed := make(chan struct{}, 1)
+	runtime.AddCleanup(mfs[0], func(ch chan struct{}) { ch <- struct{}{} }, freed)
+	mfs = nil
+
+	// The next scrape's fetch waits in vLLM until the test lets it answer.
+	fetching, answer := make(chan struct{}), make(chan struct{})
+	srv.set(body, func(w http.ResponseWriter, r *http.Request) {
+		close(fetching)
+		select {
+		case <-answer:
+		case <-r.Context().Done():
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		w.Write(body)
+	})
+	scraped := make(chan struct{})
+	go func() {
+		defer close(scraped)
+		scrapeAt(s, t0.Add(5*time.Second))
+	}()
+	<-fetching
+	// Collections until the cleanup has run, or a deadline far beyond what
+	// it takes (a collection or two) on a busy machine.
+	deadline := time.Now().Add(30 * time.Second)
+	for done := false; !done; {
+		runtime.GC()
+		select {
+		case <-freed:
+			done = true
+		case <-time.After(10 * time.Millisecond):
+			if time.Now().After(deadline) {
+				close(answer)
+				<-scraped
+				t.Fatal("while the next scrape fetched, the families gathered before it were still reachable")
+			}
+		}
+	}
+	// A request meanwhile is served the state before the scrape, gathered anew.
+	again, err := s.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.Encode(t, again); got != want {
+		t.Errorf("during the scrape /metrics served\n%s\nwant the state before it\n%s", got, want)
+	}
+	close(answer)
+	<-scraped
+	if !s.Latest().Up {
+		t.Fatal(s.Latest().Error)
+	}
+	runtime.KeepAlive(s)
 }

@@ -144,22 +144,28 @@ type gatheredState struct {
 	err  error
 }
 
-// keepState stores the state /metrics shows until the next scrape, and
-// lets go of the families gathered from the one before: no request will
-// read them again, and they hold that state (its whole snapshot, per-engine
-// gauges included, and derived windows) besides their own dto objects. At
-// 16 models x 8 engines the families alone are 1.9 MB (a heap profile at
-// minute 4.5), kept to the next request and alive through its Gather beside
-// the new ones: a collection marking then counted both, and the heap goal
-// it sets is twice what it marked. A Gather in progress finishes first
-// (renderMu; Gather never takes s.mu). Called with s.mu held (or from New).
+// keepState stores the state /metrics shows until the next scrape. The
+// scrape let go of the families gathered before it as it began; a request
+// during the scrape gathered the state before it again, and no request will
+// read those families now: they go too, and with them that state (its whole
+// snapshot, per-engine gauges included, and derived windows). Called with
+// s.mu held (or from New).
 func (s *Scraper) keepState(snap *snapshot.VLLM, res *result, windows map[time.Duration]map[string]*snapshot.Derived, took time.Duration) {
 	st := &renderState{snap: snap, res: res, windows: windows, took: took, scrapes: s.scrapes,
 		errors: maps.Clone(s.errors), dropped: maps.Clone(s.dropped), lastOK: s.lastOK}
 	s.state.Store(st)
+	s.forgetGathered(st)
+}
+
+// forgetGathered lets go of the families gathered for /metrics, unless
+// they are keep's. A scrape calls it before it fetches (keep nil), and
+// keepState once the next state is stored (a request may have gathered the
+// old one again meanwhile, or the new one already). A Gather in progress
+// finishes first (renderMu; Gather never takes s.mu).
+func (s *Scraper) forgetGathered(keep *renderState) {
 	s.renderMu.Lock()
 	defer s.renderMu.Unlock()
-	if s.gathered.from != st {
+	if s.gathered.from != keep {
 		s.gathered = gatheredState{}
 	}
 }
