@@ -154,6 +154,7 @@ type Scraper struct {
 
 	histMu  sync.RWMutex
 	history []*snapshot.VLLM // oldest first, bounded by prune
+	past    pastStore        // the storage of history's slimmed snapshots; guarded by histMu
 	readers []time.Duration  // Options.Readers, then SetReaders', less Windows; guarded by histMu
 
 	latest atomic.Pointer[snapshot.VLLM]
@@ -224,6 +225,7 @@ func New(opts Options, logger log.Logger) *Scraper {
 	})
 	s.norm.perPriority = opts.PerPriority
 	s.SetReaders(opts.Readers...)
+	s.past.span = int(s.fineSpan() / opts.Interval)
 	s.keepState(nil, nil, nil, 0)
 	s.gathering = &stateCollector{s: s}
 	s.gatherer = prometheus.NewRegistry()
@@ -325,33 +327,6 @@ const maxLoggedUnexpected = 64
 // at one per 72 minutes. The full-resolution part covers the configured
 // windows; beyond them only a start point is needed, not every scrape.
 const coarseSnapshots = 60
-
-// slimmed is snap as the history keeps it once it is no longer the newest:
-// without what only the newest snapshot is read for. derive reads counters
-// and histograms only; the per-engine gauges, label sets and by-label
-// values dropped below are rendered from the newest snapshot alone
-// (TestSlimmedHistoryDerivesTheSame keeps this list honest). Per-engine
-// gauges are a quarter of a snapshot with 8 engines, and each map dropped
-// is one per model per scrape for the whole history. A copy, not an edit:
-// readers may still hold snap.
-func slimmed(snap *snapshot.VLLM) *snapshot.VLLM {
-	if !snap.Up || len(snap.Models) == 0 {
-		return snap
-	}
-	cp := *snap
-	cp.Models = make(map[string]*snapshot.Model, len(snap.Models))
-	for name, m := range snap.Models {
-		mc := *m
-		mc.PerEngine, mc.CacheConfig, mc.ByPriority = nil, nil, nil
-		mc.WaitingByReason, mc.Sleep.Resources = nil, nil
-		mc.LoRA.Running, mc.LoRA.Waiting = nil, nil
-		mc.KVOffloadLoadBytes, mc.KVOffloadStoreBytes = nil, nil
-		mc.KVOffloadLoadSeconds, mc.KVOffloadStoreSeconds = nil, nil
-		mc.MooncakeOps, mc.MooncakeOpErrors, mc.MooncakeKeys, mc.MooncakeBytes, mc.MooncakeFailedKeys = nil, nil, nil, nil, nil
-		cp.Models[name] = &mc
-	}
-	return &cp
-}
 
 // fineSpan is the recent history kept at full resolution; coarseStep the
 // spacing of the thinned history before it. Called with histMu held.
@@ -501,11 +476,13 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct string, pre *stre
 	s.lastReason = reason
 
 	s.histMu.Lock()
-	if n := len(s.history); n > 0 {
-		s.history[n-1] = slimmed(s.history[n-1])
-	}
 	s.history = append(s.history, snap)
+	// Pruned first, so the room of a snapshot that left is there for the
+	// one slimmed now: the history never holds more than the span.
 	s.prune()
+	if n := len(s.history); n > 1 {
+		s.history[n-2] = s.past.slim(s.history[n-2])
+	}
 	windows := make(map[time.Duration]map[string]*snapshot.Derived, len(s.opts.Windows)+len(s.readers))
 	for _, d := range slices.Concat(s.opts.Windows, s.readers) {
 		windows[d] = windowOf(s.history, d, s.tolerance(d))
@@ -588,10 +565,12 @@ func (s *Scraper) prune() {
 		age := end.Sub(h.Time)
 		switch {
 		case age > keep:
+			s.past.release(h)
 			continue
 		case age > fine:
 			// Failed scrapes carry nothing an old window could start from.
 			if !h.Up || (!lastCoarse.IsZero() && h.Time.Sub(lastCoarse) < step) {
+				s.past.release(h)
 				continue
 			}
 			lastCoarse = h.Time
@@ -599,6 +578,9 @@ func (s *Scraper) prune() {
 		out = append(out, h)
 	}
 	if maxLen := 2*int(fine/s.opts.Interval) + 2*int(keep/step) + 8; len(out) > maxLen {
+		for _, h := range out[:len(out)-maxLen] {
+			s.past.release(h)
+		}
 		out = append(out[:0], out[len(out)-maxLen:]...)
 	}
 	clear(s.history[len(out):])

@@ -423,7 +423,7 @@ func scaledBody(t *testing.T, body []byte, k float64) []byte {
 	return out.Bytes()
 }
 
-// slimmedAway reads the fields slimmed drops from the history, by name.
+// slimmedAway reads the fields pastStore.slim drops from the history, by name.
 var slimmedAway = map[string]func(*snapshot.Model) any{
 	"PerEngine":             func(m *snapshot.Model) any { return m.PerEngine },
 	"CacheConfig":           func(m *snapshot.Model) any { return m.CacheConfig },
