@@ -4,8 +4,9 @@
 # default), printing what "scales without a cliff" means as figures:
 #
 #   - RssAnon (anonymous memory: heap, stacks; /proc/PID/status) at minute
-#     1, minute 5 and at the end, and the change from minute 5 to the end
-#     (flat: within 10 %);
+#     1, minute 5 and at the end, the change from minute 5 to the end, and
+#     the band of every sample after minute 5 around minute 5's (flat: all
+#     within 10 %);
 #   - the Go heap in use (go_memory_classes_heap_{objects,unused}_bytes)
 #     at its peak and on average, against the image's GOMEMLIMIT;
 #   - the scrape cycle (vllm_exporter_scrape_duration_seconds: fetch,
@@ -109,13 +110,19 @@ for size in $SIZES; do
   cpu1=$(cpu_ticks "$exp_pid"); t1=$(now)
   g_last=$(metric go_goroutines "http://$exp_addr/metrics" || echo 0)
   up=$(metric vllm_up "http://$exp_addr/metrics" || echo 0)
-  rows+=("$(sort -k2 -g "$work/samples-$size.txt" | awk -v s="$size" -v b="$body" -v a1="$anon1" -v a5="$anon5" -v ae="$anon_end" \
+  # Flat means every sample from minute 5 on, not just the last: the
+  # band is the lowest and highest RssAnon sampled after minute 5, as a
+  # change from minute 5.
+  band=$(awk -v a5="$anon5" -v ae="$anon_end" '$1 > 300 {if (lo == "" || $2 < lo) lo = $2; if ($2 > hi) hi = $2}
+    END {if (ae < lo || lo == "") lo = ae; if (ae > hi) hi = ae
+      if (a5 > 0) printf "%+.1f/%+.1f%%", 100 * (lo - a5) / a5, 100 * (hi - a5) / a5; else printf "-"}' "$work/trend-$size.txt")
+  rows+=("$(sort -k2 -g "$work/samples-$size.txt" | awk -v s="$size" -v b="$body" -v a1="$anon1" -v a5="$anon5" -v ae="$anon_end" -v band="$band" \
     -v lim="$limit_bytes" -v c0="$cpu0" -v c1="$cpu1" -v t0="$t0" -v t1="$t1" -v clk="$clk" -v g0="$g_first" -v g1="$g_last" -v up="$up" '
     {h[NR] = $1; d[NR] = $2; hs += $1; if ($1 > hm) hm = $1}
     END {
       med = (NR % 2) ? d[(NR + 1) / 2] : (d[NR / 2] + d[NR / 2 + 1]) / 2
-      printf "%-6s %9.0f %8.1f %8.1f %8.1f %+7.1f%% %9.1f %9.1f %7.0f%% %9.0f %9.0f %9.4f %4s-%-4s %3d",
-        s, b / 1024, a1 / 1024, a5 / 1024, ae / 1024, (a5 > 0 ? 100 * (ae - a5) / a5 : 0),
+      printf "%-6s %9.0f %8.1f %8.1f %8.1f %+7.1f%% %13s %9.1f %9.1f %7.0f%% %9.0f %9.0f %9.4f %4s-%-4s %3d",
+        s, b / 1024, a1 / 1024, a5 / 1024, ae / 1024, (a5 > 0 ? 100 * (ae - a5) / a5 : 0), band,
         hs / NR / 1048576, hm / 1048576, (lim > 0 ? 100 * hm / lim : 0), med * 1000, d[NR] * 1000,
         (c1 - c0) / clk / (t1 - t0), g0, g1, up }')")
   # The trend: RssAnon at the end of each 5 minutes, and the largest heap
@@ -136,11 +143,12 @@ for size in $SIZES; do
 done
 
 printf "\nvllm_exporter at defaults against vllm-sim, %s min per size, GOMEMLIMIT=%s\n\n" "$MINUTES" "${GOMEMLIMIT:-unset}"
-printf "%-6s %9s %8s %8s %8s %8s %9s %9s %8s %9s %9s %9s %9s %3s\n" \
-  "size" "body KiB" "anon m1" "anon m5" "anon end" "m5->end" "heap avg" "heap max" "of limit" "scrape md" "scrape mx" "CPU s/s" "gorout" "up"
+printf "%-6s %9s %8s %8s %8s %8s %13s %9s %9s %8s %9s %9s %9s %9s %3s\n" \
+  "size" "body KiB" "anon m1" "anon m5" "anon end" "m5->end" "m5 band" "heap avg" "heap max" "of limit" "scrape md" "scrape mx" "CPU s/s" "gorout" "up"
 for r in "${rows[@]}"; do echo "$r"; done
 echo
-echo "anon: RssAnon in MiB at minute 1, minute 5 and the end; heap: Go heap in use (MiB), its peak as a share of"
+echo "anon: RssAnon in MiB at minute 1, minute 5 and the end; m5 band: the lowest and highest RssAnon sampled"
+echo "after minute 5, as a change from minute 5 (flat: both within 10 %); heap: Go heap in use (MiB), its peak as a share of"
 echo "GOMEMLIMIT; scrape: vllm_exporter_scrape_duration_seconds in ms (median, longest) over samples every ${SAMPLE}s;"
 echo "gorout: go_goroutines at the first sample and the end."
 printf "\ntrend: RssAnon at the end of each 5 minutes / the largest Go heap in use within them (MiB)\n\n"
