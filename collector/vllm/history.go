@@ -42,10 +42,13 @@ type pastEntry struct {
 // by-label values dropped here are rendered from the newest snapshot alone;
 // TestSlimmedHistoryDerivesTheSame keeps this list honest), in storage the
 // store owns. A failed or empty snapshot is kept as it is: it has nothing
-// to slim.
+// to slim; one the store already owns is returned as it is.
 func (p *pastStore) slim(snap *snapshot.VLLM) *snapshot.VLLM {
 	if !snap.Up || len(snap.Models) == 0 {
 		return snap
+	}
+	if _, ok := p.owned[snap]; ok {
+		return snap // already slimmed: a copy would leave this entry owned by nothing in the history
 	}
 	counts := 0
 	for _, m := range snap.Models {

@@ -89,6 +89,9 @@ func TestHistoryTakesItsRoomAtOnce(t *testing.T) {
 	if allocs := testing.AllocsPerRun(20, func() { s.past.release(s.past.slim(latest)) }); allocs != 0 {
 		t.Fatalf("slimming into a reused entry allocated %v times", allocs)
 	}
+	if kept := s.history[len(s.history)-2]; s.past.slim(kept) != kept {
+		t.Fatal("slimming a snapshot the history already slimmed made another copy")
+	}
 }
 
 // TestHistoryRoomFollowsTheServer: an entry reused for a server that has
