@@ -1,0 +1,160 @@
+package vllm
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+)
+
+// libraryHistogram is what client_golang's const histogram writes for h:
+// the reference constHistogram must reproduce.
+func libraryHistogram(t *testing.T, desc *prometheus.Desc, h snapshot.Histogram, labels ...string) *dto.Metric {
+	t.Helper()
+	buckets := make(map[float64]uint64, len(h.Bounds))
+	for i, b := range h.Bounds {
+		buckets[b] = uint64(math.Round(h.Counts[i]))
+	}
+	m, err := prometheus.NewConstHistogram(desc, uint64(math.Round(h.Count)), h.Sum, buckets, labels...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out dto.Metric
+	if err := m.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	return &out
+}
+
+func writeMetric(t *testing.T, m prometheus.Metric) *dto.Metric {
+	t.Helper()
+	var out dto.Metric
+	if err := m.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	return &out
+}
+
+func TestConstHistogramWritesWhatTheLibraryWrites(t *testing.T) {
+	desc := prometheus.NewDesc("vllm_test_seconds", "A test histogram.", []string{"model_name", "engine"}, prometheus.Labels{"role": "decode"})
+	rng := rand.New(rand.NewPCG(1, 2))
+	random := func(n int) snapshot.Histogram {
+		h := snapshot.Histogram{}
+		b, c := 0.0, 0.0
+		for range n {
+			b += 0.001 + rng.Float64()
+			c += math.Floor(rng.Float64() * 1e6)
+			h.Bounds = append(h.Bounds, b)
+			h.Counts = append(h.Counts, c)
+		}
+		h.Count = c + math.Floor(rng.Float64()*10)
+		h.Sum = rng.Float64() * 1e5
+		return h
+	}
+	cases := map[string]snapshot.Histogram{
+		"no buckets":       {Count: 3, Sum: 1.5},
+		"one bucket":       {Bounds: []float64{0.5}, Counts: []float64{2}, Count: 3, Sum: 1.5},
+		"fractional count": {Bounds: []float64{0.1, 1}, Counts: []float64{2.4999, 7.5}, Count: 9.5, Sum: 2},
+		"huge counts":      {Bounds: []float64{1, 2}, Counts: []float64{1 << 52, 1 << 53}, Count: 1 << 53, Sum: 1e12},
+		// Not strictly increasing and finite: the library's map decides.
+		"duplicate bound": {Bounds: []float64{0.1, 0.1, 1}, Counts: []float64{1, 2, 3}, Count: 3, Sum: 1},
+		"NaN bound":       {Bounds: []float64{0.1, math.NaN()}, Counts: []float64{1, 2}, Count: 2, Sum: 1},
+		"-Inf bound":      {Bounds: []float64{math.Inf(-1), 1}, Counts: []float64{0, 2}, Count: 2, Sum: 1},
+		"unsorted":        {Bounds: []float64{1, 0.1}, Counts: []float64{2, 1}, Count: 2, Sum: 1},
+	}
+	for i := range 50 {
+		cases["random "+string(rune('a'+i%26))+string(rune('a'+i/26))] = random(1 + rng.IntN(40))
+	}
+	for name, h := range cases {
+		t.Run(name, func(t *testing.T) {
+			m, err := constHistogram(desc, h, "model-a", "0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, want := writeMetric(t, m), libraryHistogram(t, desc, h, "model-a", "0")
+			// NaN != NaN, and the library's order of a NaN bound varies
+			// with its map: compare the NaN case by the buckets' text.
+			if !proto.Equal(got, want) && bucketText(got) != bucketText(want) {
+				t.Fatalf("constHistogram wrote\n%v\nthe library writes\n%v", got, want)
+			}
+			if m.Desc() != desc {
+				t.Fatal("Desc is not the desc given")
+			}
+		})
+	}
+	// A wrong label count is refused as the library refuses it.
+	if _, err := constHistogram(desc, cases["one bucket"], "model-a"); err == nil {
+		t.Fatal("a missing label value was accepted")
+	}
+}
+
+// bucketText is m as text with its buckets in the order of their text.
+func bucketText(m *dto.Metric) string {
+	m = proto.Clone(m).(*dto.Metric)
+	b := m.GetHistogram().GetBucket()
+	slices.SortFunc(b, func(x, y *dto.Bucket) int { return strings.Compare(x.String(), y.String()) })
+	return m.String()
+}
+
+// The written buckets are the metric's own: a later change to the
+// snapshot's bounds or counts does not reach families already written
+// (gathered families are handed out until the next scrape).
+func TestConstHistogramOwnsWhatItWrote(t *testing.T) {
+	desc := prometheus.NewDesc("vllm_test_seconds", "A test histogram.", []string{"model_name"}, nil)
+	h := snapshot.Histogram{Bounds: []float64{0.1, 1}, Counts: []float64{1, 2}, Count: 3, Sum: 1}
+	m, err := constHistogram(desc, h, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := writeMetric(t, m)
+	h.Bounds[0], h.Counts[0] = 0.2, 9
+	if b := out.GetHistogram().GetBucket()[0]; b.GetUpperBound() != 0.1 || b.GetCumulativeCount() != 1 {
+		t.Fatalf("written bucket changed with the snapshot: %v", b)
+	}
+}
+
+// One written histogram allocates a fixed handful of blocks, not a few per
+// bucket (the library's map, sort and per-bucket values).
+func TestConstHistogramAllocations(t *testing.T) {
+	desc := prometheus.NewDesc("vllm_test_seconds", "A test histogram.", []string{"model_name", "engine"}, nil)
+	h := snapshot.Histogram{Count: 100, Sum: 5}
+	for i := range 22 {
+		h.Bounds = append(h.Bounds, float64(i+1)/10)
+		h.Counts = append(h.Counts, float64(i*4))
+	}
+	write := func(make func() (prometheus.Metric, error)) float64 {
+		return testing.AllocsPerRun(50, func() {
+			m, err := make()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out dto.Metric
+			_ = m.Write(&out)
+		})
+	}
+	ours := write(func() (prometheus.Metric, error) { return constHistogram(desc, h, "m", "0") })
+	lib := write(func() (prometheus.Metric, error) {
+		buckets := make(map[float64]uint64, len(h.Bounds))
+		for i, b := range h.Bounds {
+			buckets[b] = uint64(h.Counts[i])
+		}
+		return prometheus.NewConstHistogram(desc, 100, 5, buckets, "m", "0")
+	})
+	// Label pairs (7 for two labels), the library's metric and this
+	// wrapper, its histogram and count/sum values, and four bucket blocks:
+	// independent of the number of buckets.
+	if ours > 18 {
+		t.Fatalf("constHistogram: %.0f allocations for 22 buckets (library: %.0f)", ours, lib)
+	}
+	if ours >= lib/3 {
+		t.Fatalf("constHistogram: %.0f allocations, the library's map %.0f: no saving", ours, lib)
+	}
+	t.Logf("allocations for one 22-bucket histogram: %.0f (library's map: %.0f)", ours, lib)
+}
