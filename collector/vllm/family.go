@@ -544,14 +544,26 @@ func (f *family) render(d familyDescs, e *emitter, v *snapshot.VLLM, m *snapshot
 	}
 }
 
-// emitter collects the const metrics of one render.
-type emitter struct{ out []prometheus.Metric }
+// emitter takes the const metrics of one render: sends them to ch, or
+// without one collects them in out.
+type emitter struct {
+	ch  chan<- prometheus.Metric
+	out []prometheus.Metric
+}
+
+func (e *emitter) add(m prometheus.Metric) {
+	if e.ch != nil {
+		e.ch <- m
+		return
+	}
+	e.out = append(e.out, m)
+}
 
 func (e *emitter) emit(desc *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
 	// Label values were validated when parsed; an error here is a bug,
 	// and a bug must cost one series, not the process.
 	if m, err := prometheus.NewConstMetric(desc, t, v, labels...); err == nil {
-		e.out = append(e.out, m)
+		e.add(m)
 	}
 }
 
@@ -563,7 +575,7 @@ func (e *emitter) value(desc *prometheus.Desc, t prometheus.ValueType, v snapsho
 
 func (e *emitter) histogram(desc *prometheus.Desc, h snapshot.Histogram, labels ...string) {
 	if m, err := constHistogram(desc, h, labels...); err == nil {
-		e.out = append(e.out, m)
+		e.add(m)
 	}
 }
 
