@@ -70,10 +70,11 @@ func BenchmarkParseNormalize(b *testing.B) {
 }
 
 // BenchmarkCollect is what a Prometheus scrape of the exporter costs the
-// scraper: "gather" is /metrics' path (Scraper.Gather, gathered once per
-// scrape of vLLM and handed out again), "registry" a registry gathering the
-// scraper as a plain collector at every request (Collect makes the const
-// metrics at each call; before Gather they were kept once made).
+// scraper: "gather" is /metrics' path after the first request of a state
+// (Scraper.Gather hands the families out again), "write" the first request
+// (familyWriter writes them), "registry" a registry gathering the scraper
+// as a plain collector (Collect makes const metrics; the first request's
+// path before familyWriter).
 // SCRAPE_BODY=file reads that body instead of the V1 fixture (growth.sh
 // saves the simulator's 16 x 8 body).
 func BenchmarkCollect(b *testing.B) {
@@ -98,6 +99,16 @@ func BenchmarkCollect(b *testing.B) {
 		}
 		b.ReportAllocs()
 		for b.Loop() {
+			if _, err := s.Gather(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("write", func(b *testing.B) {
+		// What the first /metrics request after each scrape pays.
+		b.ReportAllocs()
+		for b.Loop() {
+			s.forgetGathered(nil)
 			if _, err := s.Gather(); err != nil {
 				b.Fatal(err)
 			}

@@ -470,19 +470,26 @@ type familyDescs struct {
 	series, engine, window, priority *prometheus.Desc
 }
 
-func (f *family) descs() familyDescs {
+// descs makes the row's Descs, recording them in ms (nil: not recorded).
+func (f *family) descs(ms metas) familyDescs {
+	desc := func(name, help string, labels ...string) *prometheus.Desc {
+		if ms == nil {
+			return prometheus.NewDesc(name, help, labels, nil)
+		}
+		return ms.desc(name, help, labels...)
+	}
 	var d familyDescs
 	if !f.WindowOnly {
-		d.series = prometheus.NewDesc(f.Exported, f.help(), f.labels(), nil)
+		d.series = desc(f.Exported, f.help(), f.labels()...)
 	}
 	if f.Engine != nil {
-		d.engine = prometheus.NewDesc(engineSeries(f.Exported), f.EngineHelp, []string{"model", "engine"}, nil)
+		d.engine = desc(engineSeries(f.Exported), f.EngineHelp, "model", "engine")
 	}
 	if f.Hist != "" {
-		d.window = prometheus.NewDesc(f.windowSeries(), f.windowHelp(), []string{"model", "window"}, nil)
+		d.window = desc(f.windowSeries(), f.windowHelp(), "model", "window")
 	}
 	if f.ByPriority != "" {
-		d.priority = prometheus.NewDesc(f.ByPriority, f.ByPriorityHelp, []string{"model", "priority"}, nil)
+		d.priority = desc(f.ByPriority, f.ByPriorityHelp, "model", "priority")
 	}
 	return d
 }
@@ -544,9 +551,10 @@ func (f *family) render(d familyDescs, e *emitter, v *snapshot.VLLM, m *snapshot
 	}
 }
 
-// emitter takes the const metrics of one render: sends them to ch, or
-// without one collects them in out.
+// emitter takes the series of one render: writes them into w's families,
+// or makes const metrics and sends them to ch, or collects them in out.
 type emitter struct {
+	w   *familyWriter
 	ch  chan<- prometheus.Metric
 	out []prometheus.Metric
 }
@@ -560,9 +568,23 @@ func (e *emitter) add(m prometheus.Metric) {
 }
 
 func (e *emitter) emit(desc *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
+	if e.w != nil {
+		e.w.value(desc, t, v, labels)
+		return
+	}
 	// Label values were validated when parsed; an error here is a bug,
 	// and a bug must cost one series, not the process.
 	if m, err := prometheus.NewConstMetric(desc, t, v, labels...); err == nil {
+		e.add(m)
+	}
+}
+
+func (e *emitter) summary(desc *prometheus.Desc, qs map[float64]snapshot.Value, cum snapshot.Histogram, labels ...string) {
+	if e.w != nil {
+		e.w.summary(desc, qs, cum, labels)
+		return
+	}
+	if m, err := windowSummary(desc, qs, cum, labels...); err == nil {
 		e.add(m)
 	}
 }
@@ -574,6 +596,10 @@ func (e *emitter) value(desc *prometheus.Desc, t prometheus.ValueType, v snapsho
 }
 
 func (e *emitter) histogram(desc *prometheus.Desc, h snapshot.Histogram, labels ...string) {
+	if e.w != nil {
+		e.w.histogram(desc, h, labels)
+		return
+	}
 	if m, err := constHistogram(desc, h, labels...); err == nil {
 		e.add(m)
 	}
@@ -593,7 +619,7 @@ func MarkdownTable() string {
 		if l := f.labels()[1:]; len(l) > 0 {
 			kept = append(kept, "`"+strings.Join(l, "`, `")+"`")
 		}
-		if d := f.descs(); d.engine != nil {
+		if d := f.descs(nil); d.engine != nil {
 			kept = append(kept, "`engine` in `"+engineSeries(f.Exported)+"`")
 		}
 		if f.ByPriority != "" {

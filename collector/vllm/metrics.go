@@ -26,6 +26,11 @@ type descs struct {
 	scrapes, scrapeErrors, scrapeDuration, lastSuccess, schema, missing *prometheus.Desc
 	samplesDropped                                                      *prometheus.Desc
 	role                                                                *prometheus.Desc
+	finishedRate                                                        *prometheus.Desc
+
+	// metas has every Desc above's name, help and labels, for
+	// familyWriter.
+	metas metas
 }
 
 // windowSeries are the series derived over each window from one or more
@@ -64,15 +69,14 @@ var windowSeries = []struct {
 		func(d *snapshot.Derived) snapshot.Value { return d.EstimatedBytesPerSecond }},
 }
 
-// finishedRate is the one window series with a label of its own.
-var finishedRate = prometheus.NewDesc("vllm_requests_finished_per_second",
-	"Finished requests per second over the window by finish reason; derived from vllm:request_success_total.", []string{"model", "window", "finished_reason"}, nil)
-
 func newDescs() *descs {
-	g := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, labels, nil)
-	}
+	ms := metas{}
+	g := ms.desc
 	d := &descs{
+		metas: ms,
+		// the one window series with a label of its own
+		finishedRate: g("vllm_requests_finished_per_second",
+			"Finished requests per second over the window by finish reason; derived from vllm:request_success_total.", "model", "window", "finished_reason"),
 		up:             g("vllm_up", "1 if the last scrape of vLLM's /metrics was fetched and parsed, else 0."),
 		unexpected:     g("vllm_exporter_vllm_unexpected_label_values", "Distinct label values in the last vLLM scrape that the exporter did not understand or had to drop past a bound (an unknown sleep state, more priorities than allowed); their samples are ignored.", "metric", "label"),
 		scrapes:        g("vllm_exporter_scrapes_total", "Scrapes of vLLM's /metrics attempted."),
@@ -85,7 +89,7 @@ func newDescs() *descs {
 		missing:        g("vllm_exporter_expected_metric_missing", "1 for each vLLM metric expected for the detected schema that is absent (its derived series are not exported); a present one exports nothing unless --vllm.opt-in=expected-metric-present (then 0).", "metric"),
 	}
 	for i := range families {
-		d.families = append(d.families, families[i].descs())
+		d.families = append(d.families, families[i].descs(ms))
 		if families[i].Hist != "" {
 			d.histograms = append(d.histograms, i)
 		}
@@ -97,7 +101,7 @@ func newDescs() *descs {
 }
 
 func (d *descs) all() []*prometheus.Desc {
-	out := []*prometheus.Desc{d.up, d.unexpected, d.scrapes, d.scrapeErrors, d.scrapeDuration, d.lastSuccess, d.schema, d.missing, d.samplesDropped, d.role, finishedRate}
+	out := []*prometheus.Desc{d.up, d.unexpected, d.scrapes, d.scrapeErrors, d.scrapeDuration, d.lastSuccess, d.schema, d.missing, d.samplesDropped, d.role, d.finishedRate}
 	for _, fd := range d.families {
 		for _, x := range []*prometheus.Desc{fd.series, fd.engine, fd.window, fd.priority} {
 			if x != nil {
@@ -176,14 +180,11 @@ func (s *Scraper) metrics() []prometheus.Metric {
 }
 
 // Gather implements prometheus.Gatherer: the metric families of what the
-// last scrape left, gathered by the first call after it and handed out
-// again until the next scrape. At 16 models x 8 engines a registry's
-// Gather of these 5,000 series, rendering included, allocates 1.4 MB in
-// 24,000 allocations and takes 3 ms (BenchmarkCollect/registry on the
-// simulator's body; 0.75 MB and 2.8 ms without the rendering when
-// measured first). The first request after a scrape still pays that; a
-// second Prometheus replica, a federating or debugging client scraping the
-// same state gets a slice.
+// last scrape left, written by the first call after it (familyWriter: what
+// a registry gathering Collect would give, without the const metrics, the
+// hashing and most allocations) and handed out again until the next
+// scrape; a second Prometheus replica, a federating or debugging client
+// scraping the same state gets a slice.
 //
 // The families are shared by every caller: read them, never modify them
 // (the returned slice is the caller's own). It never waits for a scrape in
@@ -193,28 +194,13 @@ func (s *Scraper) Gather() ([]*dto.MetricFamily, error) {
 	s.renderMu.Lock()
 	defer s.renderMu.Unlock()
 	if s.gathered.from != st {
-		s.gathering.st = st
-		mfs, err := s.gatherer.Gather()
-		s.gathering.st = nil
+		w := newFamilyWriter(s.descs.metas, s.written)
+		s.descs.render(&emitter{w: w}, st, s.opts.Windows, s.optIn)
+		mfs, err := w.done()
+		s.written = w.sizes()
 		s.gathered = gatheredState{from: st, mfs: mfs, err: err}
 	}
 	return slices.Clone(s.gathered.mfs), s.gathered.err
-}
-
-// stateCollector collects one renderState for the scraper's own registry
-// (Gather sets it, with renderMu held, for the length of one Gather).
-type stateCollector struct {
-	s  *Scraper
-	st *renderState
-}
-
-func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) { c.s.Describe(ch) }
-
-// Collect sends each metric as it is made: a slice of the 5,000 metrics
-// of a 16 x 8 server, grown by doubling, was 7 % of what a gather
-// allocated.
-func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	c.s.descs.render(&emitter{ch: ch}, c.st, c.s.opts.Windows, c.s.optIn)
 }
 
 // WindowLabel formats a window as its `window` label value ("1m", "5m").
@@ -284,7 +270,7 @@ func (d *descs) renderWindow(e *emitter, snap *snapshot.VLLM, wl string, byModel
 			e.value(d.window[i], prometheus.GaugeValue, w.get(dv), name, wl)
 		}
 		for _, r := range sortedKeys(dv.FinishedPerSecondByReason) {
-			e.emit(finishedRate, prometheus.GaugeValue, dv.FinishedPerSecondByReason[r], name, wl, r)
+			e.emit(d.finishedRate, prometheus.GaugeValue, dv.FinishedPerSecondByReason[r], name, wl, r)
 		}
 		for _, i := range d.histograms {
 			if !families[i].exported(optIn) {
@@ -296,9 +282,7 @@ func (d *descs) renderWindow(e *emitter, snap *snapshot.VLLM, wl string, byModel
 			if !ok || !ok2 {
 				continue
 			}
-			if m, err := windowSummary(d.families[i].window, qs, cum, name, wl); err == nil {
-				e.add(m)
-			}
+			e.summary(d.families[i].window, qs, cum, name, wl)
 		}
 	}
 }

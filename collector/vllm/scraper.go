@@ -161,13 +161,13 @@ type Scraper struct {
 	// windows: the last scrape's derived values for Windows and readers.
 	windows atomic.Pointer[map[time.Duration]map[string]*snapshot.Derived]
 	// state is what the last scrape left for /metrics; gathered holds the
-	// metric families of one state, gathered by the first Gather after it
-	// through gatherer, a registry of gathering alone.
-	state     atomic.Pointer[renderState]
-	renderMu  sync.Mutex
-	gathered  gatheredState
-	gatherer  *prometheus.Registry
-	gathering *stateCollector
+	// metric families of one state, written by the first Gather after it
+	// (familyWriter), and written the sizes of its blocks. Both under
+	// renderMu.
+	state    atomic.Pointer[renderState]
+	renderMu sync.Mutex
+	gathered gatheredState
+	written  familyWriterSizes
 
 	// pub announces each stored snapshot to consumers (the SLO watchdog
 	// and classifier evaluate on it instead of on a timer of their own).
@@ -227,9 +227,9 @@ func New(opts Options, logger log.Logger) *Scraper {
 	s.SetReaders(opts.Readers...)
 	s.past.span = int(s.fineSpan() / opts.Interval)
 	s.keepState(nil, nil, nil, 0)
-	s.gathering = &stateCollector{s: s}
-	s.gatherer = prometheus.NewRegistry()
-	s.gatherer.MustRegister(s.gathering)
+	// A registry checks the Descs once (names unique, labels valid);
+	// Gather writes the families without one.
+	prometheus.NewRegistry().MustRegister(s)
 	return s
 }
 
