@@ -120,8 +120,9 @@ func (s *Scraper) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector: the const metrics of what the
-// last scrape left (renderState), made at each call. /metrics does not
-// come this way: it reads Gather, which keeps them gathered.
+// last scrape left (renderState), made at each call and sent as made.
+// /metrics does not come this way: it reads Gather, which writes the same
+// families once per state (familyWriter); tests hold the two equal.
 func (s *Scraper) Collect(ch chan<- prometheus.Metric) {
 	s.descs.render(&emitter{ch: ch}, s.state.Load(), s.opts.Windows, s.optIn)
 }
