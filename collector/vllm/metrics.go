@@ -303,63 +303,14 @@ func windowSummary(desc *prometheus.Desc, qs map[float64]snapshot.Value, cum sna
 
 // constHistogram re-exports a cumulative histogram. vLLM's counts are whole
 // numbers carried as floats; client_golang's classic const histogram wants
-// integers.
-//
-// client_golang takes a const histogram's buckets as a map, and its Write
-// sorts them and allocates each bucket and its two values one by one. At 16
-// models x 8 engines the 112 histograms of 20-odd buckets made a third of
-// the allocations of one gather of the vLLM families, which every /metrics
-// request after a scrape pays. A snapshot's bounds are already sorted, so
-// the library makes the metric (label checks, label pairs, count and sum)
-// and sortedHistogram writes the buckets in four blocks. Bounds that are
-// not strictly increasing and finite (a hostile body's duplicates or NaN)
-// take the library's map, whose result this reproduces otherwise
-// (TestConstHistogramWritesWhatTheLibraryWrites).
+// integers. (/metrics writes histograms through familyWriter, which takes
+// this path only for bounds that are not strictly increasing and finite.)
 func constHistogram(desc *prometheus.Desc, h snapshot.Histogram, labels ...string) (prometheus.Metric, error) {
-	count := uint64(math.Round(h.Count))
-	if !increasingFinite(h.Bounds) || len(h.Counts) != len(h.Bounds) {
-		buckets := make(map[float64]uint64, len(h.Bounds))
-		for i, b := range h.Bounds {
-			buckets[b] = uint64(math.Round(h.Counts[i]))
-		}
-		return prometheus.NewConstHistogram(desc, count, h.Sum, buckets, labels...)
+	buckets := make(map[float64]uint64, len(h.Bounds))
+	for i, b := range h.Bounds {
+		buckets[b] = uint64(math.Round(h.Counts[i]))
 	}
-	m, err := prometheus.NewConstHistogram(desc, count, h.Sum, nil, labels...)
-	if err != nil {
-		return nil, err
-	}
-	return &sortedHistogram{Metric: m, bounds: h.Bounds, counts: h.Counts}, nil
-}
-
-// sortedHistogram is a const histogram whose buckets are written from
-// strictly increasing finite bounds and their cumulative counts; the
-// embedded library metric, made without buckets, writes the rest.
-type sortedHistogram struct {
-	prometheus.Metric
-	bounds, counts []float64
-}
-
-// Write fills out as the library's const histogram would, the buckets in
-// one block of structs, one of pointers to them and one each of bounds and
-// counts. The bounds are copied: the families written may be handed out
-// until the next scrape, and the snapshot's slice is not theirs.
-func (m *sortedHistogram) Write(out *dto.Metric) error {
-	if err := m.Metric.Write(out); err != nil {
-		return err
-	}
-	n := len(m.bounds)
-	buckets := make([]dto.Bucket, n)
-	ptrs := make([]*dto.Bucket, n)
-	bounds := slices.Clone(m.bounds)
-	counts := make([]uint64, n)
-	for i := range n {
-		counts[i] = uint64(math.Round(m.counts[i]))
-		buckets[i].CumulativeCount = &counts[i]
-		buckets[i].UpperBound = &bounds[i]
-		ptrs[i] = &buckets[i]
-	}
-	out.Histogram.Bucket = ptrs
-	return nil
+	return prometheus.NewConstHistogram(desc, uint64(math.Round(h.Count)), h.Sum, buckets, labels...)
 }
 
 // increasingFinite reports whether bounds are strictly increasing finite
