@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 )
 
@@ -54,5 +56,28 @@ func BenchmarkCheckpoint(b *testing.B) {
 	b.StopTimer()
 	if fi, err := os.Stat(path); err == nil {
 		b.ReportMetric(float64(fi.Size()), "file-bytes")
+	}
+}
+
+// BenchmarkCollect is one /metrics render of the watchdog's series for the
+// five shipped SLOs: "gather" as /metrics takes them (Gather, written
+// straight into metric families), "registry" a registry gathering the
+// watchdog as a plain collector (const metrics).
+func BenchmarkCollect(b *testing.B) {
+	w, _, _, _ := fullRings(b, Options{})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(w)
+	for _, g := range []struct {
+		name string
+		prometheus.Gatherer
+	}{{"gather", w}, {"registry", reg}} {
+		b.Run(g.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := g.Gather(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

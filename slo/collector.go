@@ -7,42 +7,48 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/exposition"
 )
+
+// descs are the Descs of the watchdog's series, for its Writer.
+var descs = exposition.Descs{}
 
 var (
 	sloLabels = []string{"slo", "model"}
 
-	descObjective = prometheus.NewDesc("vllm_slo_objective_ratio",
-		"SLO objective: the fraction of events that must be good over the period, from the SLO config.", sloLabels, nil)
-	descErrorRatio = prometheus.NewDesc("vllm_slo_error_ratio",
+	descObjective = descs.New("vllm_slo_objective_ratio",
+		"SLO objective: the fraction of events that must be good over the period, from the SLO config.", sloLabels...)
+	descErrorRatio = descs.New("vllm_slo_error_ratio",
 		"Fraction of the SLO's events in the window that were bad, computed by the exporter's SLO watchdog; absent for windows without events. Opt-in (--slo.error-ratio-series): vllm_slo_burn_rate x (1 - vllm_slo_objective_ratio) is the same number.",
-		append(sloLabels, "window"), nil)
-	descBurnRate = prometheus.NewDesc("vllm_slo_burn_rate",
+		append(sloLabels, "window")...)
+	descBurnRate = descs.New("vllm_slo_burn_rate",
 		"Error-budget burn rate over the window (error ratio divided by 1 - objective), computed by the exporter's SLO watchdog.",
-		append(sloLabels, "window"), nil)
-	descBudget = prometheus.NewDesc("vllm_slo_error_budget_remaining_ratio",
-		"Fraction of the SLO period's error budget left (1 = untouched, 0 = spent, negative = overspent), computed by the exporter's SLO watchdog.", sloLabels, nil)
-	descAlert = prometheus.NewDesc("vllm_slo_alert_state",
+		append(sloLabels, "window")...)
+	descBudget = descs.New("vllm_slo_error_budget_remaining_ratio",
+		"Fraction of the SLO period's error budget left (1 = untouched, 0 = spent, negative = overspent), computed by the exporter's SLO watchdog.", sloLabels...)
+	descAlert = descs.New("vllm_slo_alert_state",
 		"1 while the SLO watchdog's multi-window multi-burn-rate condition holds (severity critical = page, warning = ticket), else 0.",
-		append(sloLabels, "severity"), nil)
-	descCovered = prometheus.NewDesc("vllm_slo_period_covered_ratio",
-		"Share of the SLO period the exporter's SLO watchdog has observed (0..1, checkpointed with --slo.state-file): below 1 the error budget rests on less than a full period of traffic.", sloLabels, nil)
-	descLastEval = prometheus.NewDesc("vllm_slo_last_evaluation_timestamp_seconds",
-		"Unix time of the SLO watchdog's last evaluation of this SLO.", sloLabels, nil)
-	descEvents = prometheus.NewDesc("vllm_slo_events",
+		append(sloLabels, "severity")...)
+	descCovered = descs.New("vllm_slo_period_covered_ratio",
+		"Share of the SLO period the exporter's SLO watchdog has observed (0..1, checkpointed with --slo.state-file): below 1 the error budget rests on less than a full period of traffic.", sloLabels...)
+	descLastEval = descs.New("vllm_slo_last_evaluation_timestamp_seconds",
+		"Unix time of the SLO watchdog's last evaluation of this SLO.", sloLabels...)
+	descEvents = descs.New("vllm_slo_events",
 		"Events (good and bad) in the window, counted by the exporter's SLO watchdog; a window with fewer than min_events never burns.",
-		append(sloLabels, "window"), nil)
+		append(sloLabels, "window")...)
 
-	descStateErrors = prometheus.NewDesc("vllm_exporter_slo_state_errors_total",
-		"SLO state checkpoint problems by reason (corrupt, foreign, version, read, write); a bad file is set aside, not trusted.", []string{"reason"}, nil)
-	descStateSaved = prometheus.NewDesc("vllm_exporter_slo_state_last_save_timestamp_seconds",
-		"Unix time of the last successful SLO state checkpoint write.", nil, nil)
-	descStateRestored = prometheus.NewDesc("vllm_exporter_slo_state_restored",
-		"1 if the SLO window state was restored from the state file at start, else 0.", nil, nil)
-	descUnmeasurable = prometheus.NewDesc("vllm_slo_unmeasurable",
-		"1 while the SLO's last evaluation could not measure it for some model, by reason: no_bucket_bound (the scrape's histogram has no bucket bound at the threshold, e.g. vLLM --custom-histogram-buckets without it) or series_missing; the SLO counts no events for that model until it is measurable.", []string{"slo", "reason"}, nil)
-	descEvalErrors = prometheus.NewDesc("vllm_exporter_slo_evaluation_errors_total",
-		"SLO watchdog ticks on which an SLO could not be measured for some model (its histogram or bucket boundary missing from the vLLM scrape).", []string{"slo"}, nil)
+	descStateErrors = descs.New("vllm_exporter_slo_state_errors_total",
+		"SLO state checkpoint problems by reason (corrupt, foreign, version, read, write); a bad file is set aside, not trusted.", "reason")
+	descStateSaved = descs.New("vllm_exporter_slo_state_last_save_timestamp_seconds",
+		"Unix time of the last successful SLO state checkpoint write.")
+	descStateRestored = descs.New("vllm_exporter_slo_state_restored",
+		"1 if the SLO window state was restored from the state file at start, else 0.")
+	descUnmeasurable = descs.New("vllm_slo_unmeasurable",
+		"1 while the SLO's last evaluation could not measure it for some model, by reason: no_bucket_bound (the scrape's histogram has no bucket bound at the threshold, e.g. vLLM --custom-histogram-buckets without it) or series_missing; the SLO counts no events for that model until it is measurable.", "slo", "reason")
+	descEvalErrors = descs.New("vllm_exporter_slo_evaluation_errors_total",
+		"SLO watchdog ticks on which an SLO could not be measured for some model (its histogram or bucket boundary missing from the vLLM scrape).", "slo")
 )
 
 // counterVec is a tiny label->count map read by Collect.
@@ -82,18 +88,25 @@ func newSelfMetrics() selfMetrics { return selfMetrics{} }
 
 // Describe implements prometheus.Collector.
 func (w *Watchdog) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descObjective, descErrorRatio, descBurnRate, descBudget, descCovered, descAlert,
-		descLastEval, descEvents, descStateErrors, descStateSaved, descStateRestored, descEvalErrors, descUnmeasurable} {
+	for _, d := range descs.All() {
 		ch <- d
 	}
 }
 
-// Collect implements prometheus.Collector. It renders the latest tick's
-// results and does no work.
-func (w *Watchdog) Collect(ch chan<- prometheus.Metric) {
-	gauge := func(d *prometheus.Desc, v float64, lv ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
-	}
+// Collect implements prometheus.Collector: the const metrics of the latest
+// tick's results, made at each call. /metrics does not come this way: it
+// reads Gather, which writes the same series (TestWatchdogGatherIsTheRegistrys).
+func (w *Watchdog) Collect(ch chan<- prometheus.Metric) { w.render(exposition.ToChannel(ch)) }
+
+// Gather implements prometheus.Gatherer: the latest tick's results written
+// straight into metric families (exposition.Writer), without a registry's
+// const metrics and hashing. It does no work besides.
+func (w *Watchdog) Gather() ([]*dto.MetricFamily, error) { return w.gatherer.Gather() }
+
+// render takes the series of the latest tick's results and the watchdog's
+// own counters into e.
+func (w *Watchdog) render(e exposition.Sink) {
+	gauge := e.Gauge
 	for _, r := range w.Status() {
 		gauge(descObjective, r.Objective, r.SLO, r.Model)
 		// The windows the alerts read (the workbook's pairs and the fast
@@ -129,7 +142,7 @@ func (w *Watchdog) Collect(ch chan<- prometheus.Metric) {
 	}
 	errs := w.self.stateErrors.snapshot()
 	for _, reason := range stateErrorReasons {
-		ch <- prometheus.MustNewConstMetric(descStateErrors, prometheus.CounterValue, errs[reason], reason)
+		e.Emit(descStateErrors, prometheus.CounterValue, errs[reason], reason)
 	}
 	if ns := w.self.lastSave.Load(); ns != 0 {
 		gauge(descStateSaved, float64(ns)/1e9)
@@ -143,7 +156,7 @@ func (w *Watchdog) Collect(ch chan<- prometheus.Metric) {
 	}
 	ev := w.self.evalErrors.snapshot()
 	for _, k := range slices.Sorted(maps.Keys(ev)) {
-		ch <- prometheus.MustNewConstMetric(descEvalErrors, prometheus.CounterValue, ev[k], k)
+		e.Emit(descEvalErrors, prometheus.CounterValue, ev[k], k)
 	}
 }
 

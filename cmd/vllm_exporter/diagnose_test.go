@@ -254,7 +254,7 @@ func TestStartBottleneck(t *testing.T) {
 		x.vllm.ScrapeOnce(context.Background(), s.Now())
 	}
 	classifier.Tick(s.Now())
-	mfs, err := x.registry.Gather()
+	mfs, err := x.metricsGatherer().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vllm-exporter/vllm_exporter/alerts"
 	"github.com/vllm-exporter/vllm_exporter/deploy"
@@ -28,9 +27,12 @@ import (
 
 // startSLO is the SLO watchdog over src, registered and scheduled.
 func startSLO(f *sloFlags, x *exporter, src slo.Sources) (*slo.Watchdog, error) {
-	w, err := setupSLO(f, x.config, src, x.models, x.registry, x.logger)
+	w, err := setupSLO(f, x.config, src, x.models, x.logger)
 	if err != nil {
 		return nil, err
+	}
+	if err := x.registerWritten(w, w); err != nil {
+		return nil, fmt.Errorf("registering the SLO watchdog: %w", err)
 	}
 	x.goRun(w.Run)
 	return w, nil
@@ -80,18 +82,15 @@ func addSLOFlags(app *kingpin.Application) *sloFlags {
 	}
 }
 
-// setupSLO creates the watchdog (restoring its state file), registers it
-// with reg and returns it; the caller runs w.Run(ctx).
-func setupSLO(f *sloFlags, holder *config.Holder, src slo.Sources, models modelset.Limits, reg prometheus.Registerer, logger log.Logger) (*slo.Watchdog, error) {
+// setupSLO creates the watchdog (restoring its state file) and returns it;
+// the caller registers it and runs w.Run(ctx).
+func setupSLO(f *sloFlags, holder *config.Holder, src slo.Sources, models modelset.Limits, logger log.Logger) (*slo.Watchdog, error) {
 	if *f.interval <= 0 {
 		return nil, fmt.Errorf("--slo.interval must be positive, got %s", *f.interval)
 	}
 	w := slo.New(slo.Options{Interval: *f.interval, StateFile: *f.stateFile, CheckpointInterval: *f.checkpointInterval, Models: models,
 		WindowEvents: *f.windowEvents, PeriodWindowSeries: *f.periodWindowSeries, ErrorRatioSeries: *f.errorRatioSeries}, holder, src,
 		log.With(logger, "component", "slo"))
-	if err := reg.Register(w); err != nil {
-		return nil, fmt.Errorf("registering the SLO watchdog: %w", err)
-	}
 	level.Info(logger).Log("msg", "SLO watchdog ready", "slos", len(holder.Get().SLOs), "interval", *f.interval, "state_file", *f.stateFile)
 	return w, nil
 }

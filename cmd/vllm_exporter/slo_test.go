@@ -70,11 +70,12 @@ func TestSetupSLO(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := prometheus.NewPedanticRegistry()
-	w, err := setupSLO(f, h, slo.Sources{}, modelset.Limits{}, reg, log.NewNopLogger())
+	w, err := setupSLO(f, h, slo.Sources{}, modelset.Limits{}, log.NewNopLogger())
 	if err != nil || w == nil {
 		t.Fatal(err)
 	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(w)
 	if _, err := reg.Gather(); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestSetupSLO(t *testing.T) {
 	if _, err := app.Parse([]string{"--slo.interval=0s"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := setupSLO(f, h, slo.Sources{}, modelset.Limits{}, prometheus.NewRegistry(), log.NewNopLogger()); err == nil {
+	if _, err := setupSLO(f, h, slo.Sources{}, modelset.Limits{}, log.NewNopLogger()); err == nil {
 		t.Fatal("zero interval accepted")
 	}
 }

@@ -64,6 +64,9 @@ type exporter struct {
 	verdict    *vllmhealth.Tracker
 
 	loops []func(ctx context.Context)
+	// written are the gatherers of the components that write their own
+	// families for /metrics (registerWritten), served beside the registry.
+	written []prometheus.Gatherer
 
 	// handlers are HTTP routes (ServeMux pattern -> handler) beside the
 	// core's, e.g. /debug/pprof/ behind --web.enable-pprof.
@@ -262,10 +265,8 @@ func startScraper(f *flags, x *exporter) (*vllm.Scraper, error) {
 		Readers:      windowReaders(x.config.Get()),
 	}, log.With(x.logger, "component", "vllm"))
 	x.config.Subscribe(func(cf *config.File) { s.SetReaders(windowReaders(cf)...) })
-	// The registry gets the scraper's descriptors only, so that it still
-	// refuses a collector whose series would clash with the scraper's; the
-	// series themselves reach /metrics through metricsGatherer.
-	if err := x.registry.Register(describedOnly{s}); err != nil {
+	// The scraper writes its families once per scrape (vllm.Scraper.Gather).
+	if err := x.registerWritten(s, s); err != nil {
 		return nil, err
 	}
 	x.goRun(s.Run)
@@ -277,38 +278,51 @@ type describedOnly struct{ prometheus.Collector }
 
 func (describedOnly) Collect(chan<- prometheus.Metric) {}
 
-// metricsGatherer is what /metrics serves: the registry's families (the
-// exporter's own collectors) and the vLLM scraper's, which the scraper
-// gathers once per scrape of vLLM instead of at every request (see
-// vllm.Scraper.Gather). The two share no family name (the registry holds
-// the scraper's descriptors); one that appeared in both would be served
-// once, from the registry, with an error.
-func (x *exporter) metricsGatherer() prometheus.Gatherer {
-	if x.vllm == nil {
-		return x.registry
+// registerWritten registers c's descriptors (so the registry still refuses
+// a collector whose series would clash with c's) and serves c's series on
+// /metrics from g, which writes them itself (internal/exposition) instead
+// of as const metrics the registry would gather, hash and copy at every
+// request: the vLLM scraper, the SLO watchdog and the classifier, 5,000
+// series at 16 models x 8 engines.
+func (x *exporter) registerWritten(c prometheus.Collector, g prometheus.Gatherer) error {
+	if err := x.registry.Register(describedOnly{c}); err != nil {
+		return err
 	}
-	return mergedGatherer{x.registry, x.vllm}
+	x.written = append(x.written, g)
+	return nil
 }
 
-// mergedGatherer serves the families of both gatherers, by name.
-type mergedGatherer [2]prometheus.Gatherer
+// metricsGatherer is what /metrics serves: the registry's families (the
+// exporter's own collectors) and those of the components that write their
+// own (registerWritten). They share no family name (the registry holds
+// every component's descriptors); one that appeared twice would be served
+// once, from the first, with an error.
+func (x *exporter) metricsGatherer() prometheus.Gatherer {
+	if len(x.written) == 0 {
+		return x.registry
+	}
+	return append(mergedGatherer{x.registry}, x.written...)
+}
+
+// mergedGatherer serves the families of its gatherers, by name; a name
+// that two of them gather is served from the first, with an error.
+type mergedGatherer []prometheus.Gatherer
 
 func (g mergedGatherer) Gather() ([]*dto.MetricFamily, error) {
-	mfs, err := g[0].Gather()
-	more, err2 := g[1].Gather()
 	errs := prometheus.MultiError{}
-	errs.Append(err)
-	errs.Append(err2)
-	seen := make(map[string]bool, len(mfs))
-	for _, mf := range mfs {
-		seen[mf.GetName()] = true
-	}
-	for _, mf := range more {
-		if seen[mf.GetName()] {
-			errs.Append(fmt.Errorf("metric family %q is gathered twice; served once", mf.GetName()))
-			continue
+	var mfs []*dto.MetricFamily
+	seen := map[string]bool{}
+	for _, each := range g {
+		more, err := each.Gather()
+		errs.Append(err)
+		for _, mf := range more {
+			if seen[mf.GetName()] {
+				errs.Append(fmt.Errorf("metric family %q is gathered twice; served once", mf.GetName()))
+				continue
+			}
+			seen[mf.GetName()] = true
+			mfs = append(mfs, mf)
 		}
-		mfs = append(mfs, mf)
 	}
 	slices.SortFunc(mfs, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
 	return mfs, errs.MaybeUnwrap()

@@ -17,8 +17,12 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/vllm-exporter/vllm_exporter/collector/gpu"
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim/vllmsimtest"
 	"github.com/vllm-exporter/vllm_exporter/probes"
 	"github.com/vllm-exporter/vllm_exporter/slo"
+	"github.com/vllm-exporter/vllm_exporter/slo/bottleneck"
 )
 
 // TestPresentIsNilForAbsentComponents: a component that does not run
@@ -220,4 +224,78 @@ func wiredExporter(t *testing.T, args ...string) (*exporter, *flags) {
 		t.Fatal(err)
 	}
 	return x, f
+}
+
+// The components that write their own families for /metrics (the scraper,
+// the SLO watchdog, the classifier) serve exactly the series a pedantic
+// registry gathers from them as plain collectors: on a simulator with
+// several models and engines, with every optional SLO series on, before the
+// first scrape, while the SLOs burn and the classifier's verdicts move, and
+// after vLLM goes down (every verdict unavailable).
+func TestWrittenFamiliesAreTheRegistrys(t *testing.T) {
+	sim := vllmsimtest.Start(t, vllmsim.Config{VirtualClock: true, LoadGen: true, Seed: 11, Scenario: "kv_exhausted",
+		Models: []string{"model-a", "model-b", "model-c"}, DataParallelSize: 2})
+	x, _ := wiredExporter(t, "--vllm.url="+sim.URL(), "--no-collector.gpu", "--no-probe.enabled",
+		"--slo.window-events", "--slo.period-window-series", "--slo.error-ratio-series", "--vllm.opt-in=window-series")
+	if x.slo == nil || x.classifier == nil || len(x.written) != 3 {
+		t.Fatalf("want the scraper, the watchdog and the classifier writing their families; %d gatherers", len(x.written))
+	}
+	compare := func(what string, wantSeries int, wantFamilies ...string) {
+		t.Helper()
+		got, err := mergedGatherer(x.written).Gather()
+		if err != nil {
+			t.Fatalf("%s: written: %v", what, err)
+		}
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(x.vllm, x.slo, x.classifier)
+		want, err := reg.Gather()
+		if err != nil {
+			t.Fatalf("%s: registry: %v", what, err)
+		}
+		if g, w := testutil.Encode(t, got), testutil.Encode(t, want); g != w {
+			t.Fatalf("%s: written families differ from the registry's:\n--- written\n%s\n--- registry\n%s", what, g, w)
+		}
+		series := 0
+		for _, mf := range got {
+			series += len(mf.Metric)
+		}
+		t.Logf("%s: %d series", what, series)
+		for _, name := range wantFamilies {
+			if !slices.ContainsFunc(got, func(mf *dto.MetricFamily) bool { return mf.GetName() == name }) {
+				t.Errorf("%s: no %s written", what, name)
+			}
+		}
+		if series < wantSeries {
+			t.Fatalf("%s: %d series, want at least %d (a state with nothing in it proves little)", what, series, wantSeries)
+		}
+	}
+	compare("before the first scrape", 10)
+	for i := range 30 {
+		sim.Advance(15 * time.Second)
+		x.vllm.ScrapeOnce(context.Background(), sim.Now())
+		x.slo.Tick(sim.Now())
+		switch i {
+		case 0:
+			compare("after the first scrape", 400, "vllm_slo_objective_ratio", "vllm_bottleneck", "vllm_time_to_first_token_seconds")
+		case 29:
+			st, _ := x.classifier.State("model-a")
+			t.Logf("model-a after 30 scrapes: %s", st.Class)
+			compare("after 30 scrapes", 800, "vllm_slo_burn_rate", "vllm_slo_events", "vllm_slo_error_ratio",
+				"vllm_slo_alert_state", "vllm_bottleneck", "vllm_bottleneck_evidence", "vllm_time_to_first_token_seconds",
+				"vllm_time_to_first_token_window_seconds", "vllm_engine_requests_waiting")
+		}
+	}
+	if err := sim.InjectFault(vllmsim.FaultSpec{Kind: vllmsim.Fault5xx}); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 { // past the classifier's hold ticks
+		sim.Advance(15 * time.Second)
+		x.vllm.ScrapeOnce(context.Background(), sim.Now())
+		x.slo.Tick(sim.Now())
+	}
+	st, ok := x.classifier.State("model-a")
+	if !ok || st.Class != bottleneck.ServerUnavailable {
+		t.Fatalf("after vLLM answered 500: class %q, want %s", st.Class, bottleneck.ServerUnavailable)
+	}
+	compare("after vLLM answered 500", 100, "vllm_bottleneck", "vllm_up", "vllm_slo_burn_rate")
 }

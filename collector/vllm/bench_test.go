@@ -72,9 +72,9 @@ func BenchmarkParseNormalize(b *testing.B) {
 // BenchmarkCollect is what a Prometheus scrape of the exporter costs the
 // scraper: "gather" is /metrics' path after the first request of a state
 // (Scraper.Gather hands the families out again), "write" the first request
-// (familyWriter writes them), "registry" a registry gathering the scraper
+// (an exposition.Writer writes them), "registry" a registry gathering the scraper
 // as a plain collector (Collect makes const metrics; the first request's
-// path before familyWriter).
+// path before the Writer).
 // SCRAPE_BODY=file reads that body instead of the V1 fixture (growth.sh
 // saves the simulator's 16 x 8 body).
 func BenchmarkCollect(b *testing.B) {

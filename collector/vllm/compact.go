@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/arena"
 )
 
 // compactor copies parsed families into a few arrays, one per kind of
@@ -43,24 +45,24 @@ type compactor struct {
 	bounds map[uint64]*float64
 	strs   map[string]*string
 
-	famA     arena[dto.MetricFamily]
-	typeA    arena[dto.MetricType]
-	metA     arena[dto.Metric]
-	metPtrA  arena[*dto.Metric]
-	pairA    arena[dto.LabelPair]
-	pairPtrA arena[*dto.LabelPair]
-	strA     arena[string]
-	gaugeA   arena[dto.Gauge]
-	counterA arena[dto.Counter]
-	untypedA arena[dto.Untyped]
-	sumA     arena[dto.Summary]
-	qA       arena[dto.Quantile]
-	qPtrA    arena[*dto.Quantile]
-	histA    arena[dto.Histogram]
-	bucketA  arena[dto.Bucket]
-	bPtrA    arena[*dto.Bucket]
-	floatA   arena[float64]
-	uintA    arena[uint64]
+	famA     arena.Arena[dto.MetricFamily]
+	typeA    arena.Arena[dto.MetricType]
+	metA     arena.Arena[dto.Metric]
+	metPtrA  arena.Arena[*dto.Metric]
+	pairA    arena.Arena[dto.LabelPair]
+	pairPtrA arena.Arena[*dto.LabelPair]
+	strA     arena.Arena[string]
+	gaugeA   arena.Arena[dto.Gauge]
+	counterA arena.Arena[dto.Counter]
+	untypedA arena.Arena[dto.Untyped]
+	sumA     arena.Arena[dto.Summary]
+	qA       arena.Arena[dto.Quantile]
+	qPtrA    arena.Arena[*dto.Quantile]
+	histA    arena.Arena[dto.Histogram]
+	bucketA  arena.Arena[dto.Bucket]
+	bPtrA    arena.Arena[*dto.Bucket]
+	floatA   arena.Arena[float64]
+	uintA    arena.Arena[uint64]
 }
 
 func (k *compactor) str(s *string) {
@@ -145,24 +147,24 @@ func (k *compactor) alloc() {
 	n := &k.n
 	k.text = k.all.String()
 	k.all = strings.Builder{}
-	k.famA = make(arena[dto.MetricFamily], 0, n.fams)
-	k.typeA = make(arena[dto.MetricType], 0, n.fams)
-	k.metA = make(arena[dto.Metric], 0, n.metrics)
-	k.metPtrA = make(arena[*dto.Metric], 0, n.metrics)
-	k.pairA = make(arena[dto.LabelPair], 0, len(k.pairs))
-	k.pairPtrA = make(arena[*dto.LabelPair], 0, n.labels)
-	k.strA = make(arena[string], 0, len(k.uniq))
-	k.gaugeA = make(arena[dto.Gauge], 0, n.gauges)
-	k.counterA = make(arena[dto.Counter], 0, n.counters)
-	k.untypedA = make(arena[dto.Untyped], 0, n.untypeds)
-	k.sumA = make(arena[dto.Summary], 0, n.summaries)
-	k.qA = make(arena[dto.Quantile], 0, n.quantiles)
-	k.qPtrA = make(arena[*dto.Quantile], 0, n.quantiles)
-	k.histA = make(arena[dto.Histogram], 0, n.hists)
-	k.bucketA = make(arena[dto.Bucket], 0, n.buckets)
-	k.bPtrA = make(arena[*dto.Bucket], 0, n.buckets)
-	k.floatA = make(arena[float64], 0, n.floats+len(k.bounds))
-	k.uintA = make(arena[uint64], 0, n.uints)
+	k.famA = make(arena.Arena[dto.MetricFamily], 0, n.fams)
+	k.typeA = make(arena.Arena[dto.MetricType], 0, n.fams)
+	k.metA = make(arena.Arena[dto.Metric], 0, n.metrics)
+	k.metPtrA = make(arena.Arena[*dto.Metric], 0, n.metrics)
+	k.pairA = make(arena.Arena[dto.LabelPair], 0, len(k.pairs))
+	k.pairPtrA = make(arena.Arena[*dto.LabelPair], 0, n.labels)
+	k.strA = make(arena.Arena[string], 0, len(k.uniq))
+	k.gaugeA = make(arena.Arena[dto.Gauge], 0, n.gauges)
+	k.counterA = make(arena.Arena[dto.Counter], 0, n.counters)
+	k.untypedA = make(arena.Arena[dto.Untyped], 0, n.untypeds)
+	k.sumA = make(arena.Arena[dto.Summary], 0, n.summaries)
+	k.qA = make(arena.Arena[dto.Quantile], 0, n.quantiles)
+	k.qPtrA = make(arena.Arena[*dto.Quantile], 0, n.quantiles)
+	k.histA = make(arena.Arena[dto.Histogram], 0, n.hists)
+	k.bucketA = make(arena.Arena[dto.Bucket], 0, n.buckets)
+	k.bPtrA = make(arena.Arena[*dto.Bucket], 0, n.buckets)
+	k.floatA = make(arena.Arena[float64], 0, n.floats+len(k.bounds))
+	k.uintA = make(arena.Arena[uint64], 0, n.uints)
 	k.strs = make(map[string]*string, len(k.uniq))
 }
 
@@ -173,7 +175,7 @@ func (k *compactor) strOf(s *string) *string {
 	if p, ok := k.strs[*s]; ok {
 		return p
 	}
-	p := k.strA.take()
+	p := k.strA.Take()
 	if off, ok := k.uniq[*s]; ok {
 		*p = k.text[off : off+len(*s)]
 	} else {
@@ -187,7 +189,7 @@ func (k *compactor) f64(v *float64) *float64 {
 	if v == nil {
 		return nil
 	}
-	p := k.floatA.take()
+	p := k.floatA.Take()
 	*p = *v
 	return p
 }
@@ -196,7 +198,7 @@ func (k *compactor) u64(v *uint64) *uint64 {
 	if v == nil {
 		return nil
 	}
-	p := k.uintA.take()
+	p := k.uintA.Take()
 	*p = *v
 	return p
 }
@@ -219,7 +221,7 @@ func (k *compactor) pair(lp *dto.LabelPair) *dto.LabelPair {
 	if p := k.pairs[key]; p != nil {
 		return p
 	}
-	p := k.pairA.take()
+	p := k.pairA.Take()
 	p.Name, p.Value = k.strOf(lp.Name), k.strOf(lp.Value)
 	k.pairs[key] = p
 	return p
@@ -228,20 +230,20 @@ func (k *compactor) pair(lp *dto.LabelPair) *dto.LabelPair {
 // copy copies fams into the arrays, adding them to out under their names.
 func (k *compactor) copy(fams, out map[string]*dto.MetricFamily) {
 	for name, mf := range fams {
-		cf := k.famA.take()
+		cf := k.famA.Take()
 		cf.Name, cf.Help, cf.Unit = k.strOf(mf.Name), k.strOf(mf.Help), k.strOf(mf.Unit)
 		if mf.Type != nil {
-			cf.Type = k.typeA.take()
+			cf.Type = k.typeA.Take()
 			*cf.Type = *mf.Type
 		}
 		if mf.Metric != nil {
-			cf.Metric = k.metPtrA.slice(len(mf.Metric))
+			cf.Metric = k.metPtrA.Slice(len(mf.Metric))
 		}
 		for i, m := range mf.Metric {
-			cm := k.metA.take()
+			cm := k.metA.Take()
 			cf.Metric[i] = cm
 			if m.Label != nil {
-				cm.Label = k.pairPtrA.slice(len(m.Label))
+				cm.Label = k.pairPtrA.Slice(len(m.Label))
 			}
 			for j, lp := range m.Label {
 				cm.Label[j] = k.pair(lp)
@@ -251,39 +253,39 @@ func (k *compactor) copy(fams, out map[string]*dto.MetricFamily) {
 				cm.TimestampMs = &ts
 			}
 			if m.Gauge != nil {
-				cm.Gauge = k.gaugeA.take()
+				cm.Gauge = k.gaugeA.Take()
 				cm.Gauge.Value = k.f64(m.Gauge.Value)
 			}
 			if m.Counter != nil {
-				cm.Counter = k.counterA.take()
+				cm.Counter = k.counterA.Take()
 				cm.Counter.Value = k.f64(m.Counter.Value)
 			}
 			if m.Untyped != nil {
-				cm.Untyped = k.untypedA.take()
+				cm.Untyped = k.untypedA.Take()
 				cm.Untyped.Value = k.f64(m.Untyped.Value)
 			}
 			if s := m.Summary; s != nil {
-				cs := k.sumA.take()
+				cs := k.sumA.Take()
 				cm.Summary = cs
 				cs.SampleCount, cs.SampleSum = k.u64(s.SampleCount), k.f64(s.SampleSum)
 				if s.Quantile != nil {
-					cs.Quantile = k.qPtrA.slice(len(s.Quantile))
+					cs.Quantile = k.qPtrA.Slice(len(s.Quantile))
 				}
 				for j, q := range s.Quantile {
-					cq := k.qA.take()
+					cq := k.qA.Take()
 					cq.Quantile, cq.Value = k.f64(q.Quantile), k.f64(q.Value)
 					cs.Quantile[j] = cq
 				}
 			}
 			if h := m.Histogram; h != nil {
-				ch := k.histA.take()
+				ch := k.histA.Take()
 				cm.Histogram = ch
 				ch.SampleCount, ch.SampleCountFloat, ch.SampleSum = k.u64(h.SampleCount), k.f64(h.SampleCountFloat), k.f64(h.SampleSum)
 				if h.Bucket != nil {
-					ch.Bucket = k.bPtrA.slice(len(h.Bucket))
+					ch.Bucket = k.bPtrA.Slice(len(h.Bucket))
 				}
 				for j, b := range h.Bucket {
-					cb := k.bucketA.take()
+					cb := k.bucketA.Take()
 					cb.CumulativeCount, cb.CumulativeCountFloat = k.u64(b.CumulativeCount), k.f64(b.CumulativeCountFloat)
 					cb.UpperBound = k.bound(b.UpperBound)
 					ch.Bucket[j] = cb
@@ -292,28 +294,4 @@ func (k *compactor) copy(fams, out map[string]*dto.MetricFamily) {
 		}
 		out[name] = cf
 	}
-}
-
-// arena hands out the elements of a slice allocated once, for objects that
-// live and die together. Past its capacity it falls back to the heap, so a
-// miscount costs compactness, never correctness.
-type arena[T any] []T
-
-func (a *arena[T]) take() *T {
-	if len(*a) == cap(*a) {
-		return new(T)
-	}
-	*a = (*a)[:len(*a)+1]
-	return &(*a)[len(*a)-1]
-}
-
-// slice returns the next n elements, capped so that appending to them
-// cannot overwrite the elements after.
-func (a *arena[T]) slice(n int) []T {
-	if len(*a)+n > cap(*a) {
-		return make([]T, n)
-	}
-	s := (*a)[len(*a) : len(*a)+n : len(*a)+n]
-	*a = (*a)[:len(*a)+n]
-	return s
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/vllm-exporter/vllm_exporter/internal/exposition"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
 
@@ -470,13 +471,13 @@ type familyDescs struct {
 	series, engine, window, priority *prometheus.Desc
 }
 
-// descs makes the row's Descs, recording them in ms (nil: not recorded).
-func (f *family) descs(ms metas) familyDescs {
+// descs makes the row's Descs, recording them in ds (nil: not recorded).
+func (f *family) descs(ds exposition.Descs) familyDescs {
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
-		if ms == nil {
+		if ds == nil {
 			return prometheus.NewDesc(name, help, labels, nil)
 		}
-		return ms.desc(name, help, labels...)
+		return ds.New(name, help, labels...)
 	}
 	var d familyDescs
 	if !f.WindowOnly {
@@ -500,30 +501,30 @@ func engineSeries(exported string) string {
 }
 
 // render appends the row's series for model m of snapshot v.
-func (f *family) render(d familyDescs, e *emitter, v *snapshot.VLLM, m *snapshot.Model) {
+func (f *family) render(d familyDescs, e exposition.Sink, v *snapshot.VLLM, m *snapshot.Model) {
 	if d.series == nil {
 		return
 	}
 	name, t := m.Name, f.Type.prom()
 	switch {
 	case f.Out != nil:
-		e.value(d.series, t, f.Out(v, m), name)
+		e.Value(d.series, t, f.Out(v, m), name)
 	case f.Hist != "":
 		if h, ok := m.Histograms.Lookup(f.Hist); ok {
-			e.histogram(d.series, h, name)
+			e.Histogram(d.series, h, name)
 		}
 		if d.priority == nil || m.ByPriority == nil {
 			return
 		}
 		for _, p := range sortedKeys(m.ByPriority) {
 			if h, ok := m.ByPriority[p][f.Hist]; ok {
-				e.histogram(d.priority, h, name, p)
+				e.Histogram(d.priority, h, name, p)
 			}
 		}
 	case f.Map != nil:
 		mp := *f.Map(m)
 		for _, k := range sortedKeys(mp) {
-			e.emit(d.series, t, mp[k], name, k)
+			e.Emit(d.series, t, mp[k], name, k)
 		}
 	case f.Info != nil:
 		info := *f.Info(m)
@@ -535,73 +536,19 @@ func (f *family) render(d familyDescs, e *emitter, v *snapshot.VLLM, m *snapshot
 		for _, l := range f.InfoLabels {
 			lv = append(lv, info[l])
 		}
-		e.emit(d.series, t, 1, lv...)
+		e.Emit(d.series, t, 1, lv...)
 	case f.StateMap != nil:
 		st := *f.StateMap(m)
 		for _, k := range sortedKeys(st) {
-			e.emit(d.series, t, 1, name, k, st[k])
+			e.Emit(d.series, t, 1, name, k, st[k])
 		}
 	case f.Value != nil:
-		e.value(d.series, t, *f.Value(m), name)
+		e.Value(d.series, t, *f.Value(m), name)
 		if d.engine != nil && m.PerEngine != nil {
 			for _, en := range sortedKeys(m.PerEngine) {
-				e.value(d.engine, t, *f.Engine(m.PerEngine[en]), name, en)
+				e.Value(d.engine, t, *f.Engine(m.PerEngine[en]), name, en)
 			}
 		}
-	}
-}
-
-// emitter takes the series of one render: writes them into w's families,
-// or makes const metrics and sends them to ch, or collects them in out.
-type emitter struct {
-	w   *familyWriter
-	ch  chan<- prometheus.Metric
-	out []prometheus.Metric
-}
-
-func (e *emitter) add(m prometheus.Metric) {
-	if e.ch != nil {
-		e.ch <- m
-		return
-	}
-	e.out = append(e.out, m)
-}
-
-func (e *emitter) emit(desc *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
-	if e.w != nil {
-		e.w.value(desc, t, v, labels)
-		return
-	}
-	// Label values were validated when parsed; an error here is a bug,
-	// and a bug must cost one series, not the process.
-	if m, err := prometheus.NewConstMetric(desc, t, v, labels...); err == nil {
-		e.add(m)
-	}
-}
-
-func (e *emitter) summary(desc *prometheus.Desc, qs map[float64]snapshot.Value, cum snapshot.Histogram, labels ...string) {
-	if e.w != nil {
-		e.w.summary(desc, qs, cum, labels)
-		return
-	}
-	if m, err := windowSummary(desc, qs, cum, labels...); err == nil {
-		e.add(m)
-	}
-}
-
-func (e *emitter) value(desc *prometheus.Desc, t prometheus.ValueType, v snapshot.Value, labels ...string) {
-	if v.OK {
-		e.emit(desc, t, v.V, labels...)
-	}
-}
-
-func (e *emitter) histogram(desc *prometheus.Desc, h snapshot.Histogram, labels ...string) {
-	if e.w != nil {
-		e.w.histogram(desc, h, labels)
-		return
-	}
-	if m, err := constHistogram(desc, h, labels...); err == nil {
-		e.add(m)
 	}
 }
 

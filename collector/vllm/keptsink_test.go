@@ -55,7 +55,7 @@ func readStreamed(c *parseCache, lc *lineCache, body []byte, ct string) streamRe
 		st, err = read()
 	}
 	if err == nil {
-		var e exposition
+		var e parsedBody
 		e, err = parseFiltered(dst.Bytes(), ct, &st, c)
 		r.fams = e.fams
 	}

@@ -2,7 +2,6 @@ package vllm
 
 import (
 	"maps"
-	"math"
 	"slices"
 	"sort"
 	"time"
@@ -11,6 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/model"
 
+	"github.com/vllm-exporter/vllm_exporter/internal/exposition"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
 
@@ -28,9 +28,9 @@ type descs struct {
 	role                                                                *prometheus.Desc
 	finishedRate                                                        *prometheus.Desc
 
-	// metas has every Desc above's name, help and labels, for
-	// familyWriter.
-	metas metas
+	// exposition has every Desc above's name, help and labels, for the
+	// Writer that Gather writes with.
+	exposition exposition.Descs
 }
 
 // windowSeries are the series derived over each window from one or more
@@ -70,10 +70,10 @@ var windowSeries = []struct {
 }
 
 func newDescs() *descs {
-	ms := metas{}
-	g := ms.desc
+	ds := exposition.Descs{}
+	g := ds.New
 	d := &descs{
-		metas: ms,
+		exposition: ds,
 		// the one window series with a label of its own
 		finishedRate: g("vllm_requests_finished_per_second",
 			"Finished requests per second over the window by finish reason; derived from vllm:request_success_total.", "model", "window", "finished_reason"),
@@ -89,7 +89,7 @@ func newDescs() *descs {
 		missing:        g("vllm_exporter_expected_metric_missing", "1 for each vLLM metric expected for the detected schema that is absent (its derived series are not exported); a present one exports nothing unless --vllm.opt-in=expected-metric-present (then 0).", "metric"),
 	}
 	for i := range families {
-		d.families = append(d.families, families[i].descs(ms))
+		d.families = append(d.families, families[i].descs(ds))
 		if families[i].Hist != "" {
 			d.histograms = append(d.histograms, i)
 		}
@@ -122,9 +122,9 @@ func (s *Scraper) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector: the const metrics of what the
 // last scrape left (renderState), made at each call and sent as made.
 // /metrics does not come this way: it reads Gather, which writes the same
-// families once per state (familyWriter); tests hold the two equal.
+// families once per state (exposition.Writer); tests hold the two equal.
 func (s *Scraper) Collect(ch chan<- prometheus.Metric) {
-	s.descs.render(&emitter{ch: ch}, s.state.Load(), s.opts.Windows, s.optIn)
+	s.descs.render(exposition.ToChannel(ch), s.state.Load(), s.opts.Windows, s.optIn)
 }
 
 // renderState is what render reads: the last scrape's snapshot, result and
@@ -175,13 +175,13 @@ func (s *Scraper) forgetGathered(keep *renderState) {
 
 // metrics renders the const metrics of the latest state.
 func (s *Scraper) metrics() []prometheus.Metric {
-	e := &emitter{}
-	s.descs.render(e, s.state.Load(), s.opts.Windows, s.optIn)
-	return e.out
+	var out []prometheus.Metric
+	s.descs.render(exposition.ToSlice(&out), s.state.Load(), s.opts.Windows, s.optIn)
+	return out
 }
 
 // Gather implements prometheus.Gatherer: the metric families of what the
-// last scrape left, written by the first call after it (familyWriter: what
+// last scrape left, written by the first call after it (exposition.Writer: what
 // a registry gathering Collect would give, without the const metrics, the
 // hashing and most allocations) and handed out again until the next
 // scrape; a second Prometheus replica, a federating or debugging client
@@ -195,10 +195,10 @@ func (s *Scraper) Gather() ([]*dto.MetricFamily, error) {
 	s.renderMu.Lock()
 	defer s.renderMu.Unlock()
 	if s.gathered.from != st {
-		w := newFamilyWriter(s.descs.metas, s.written)
-		s.descs.render(&emitter{w: w}, st, s.opts.Windows, s.optIn)
-		mfs, err := w.done()
-		s.written = w.sizes()
+		w := exposition.NewWriter(s.descs.exposition, s.written)
+		s.descs.render(exposition.ToWriter(w), st, s.opts.Windows, s.optIn)
+		mfs, err := w.Done()
+		s.written = w.Sizes()
 		s.gathered = gatheredState{from: st, mfs: mfs, err: err}
 	}
 	return slices.Clone(s.gathered.mfs), s.gathered.err
@@ -210,22 +210,22 @@ func WindowLabel(d time.Duration) string { return model.Duration(d).String() }
 // render makes the const metrics of a state into e. A failed scrape
 // renders only the self-metrics and vllm_up 0: nothing from vLLM is shown
 // as if it were fresh.
-func (d *descs) render(e *emitter, st *renderState, windows []time.Duration, optIn map[string]bool) {
+func (d *descs) render(e exposition.Sink, st *renderState, windows []time.Duration, optIn map[string]bool) {
 	snap := st.snap
 	up := snap != nil && snap.Up
-	e.emit(d.up, prometheus.GaugeValue, b2f(up))
-	e.emit(d.scrapes, prometheus.CounterValue, st.scrapes)
+	e.Emit(d.up, prometheus.GaugeValue, b2f(up))
+	e.Emit(d.scrapes, prometheus.CounterValue, st.scrapes)
 	for _, r := range reasons {
-		e.emit(d.scrapeErrors, prometheus.CounterValue, st.errors[r], r)
+		e.Emit(d.scrapeErrors, prometheus.CounterValue, st.errors[r], r)
 	}
 	for _, r := range dropReasons {
-		e.emit(d.samplesDropped, prometheus.CounterValue, st.dropped[r], r)
+		e.Emit(d.samplesDropped, prometheus.CounterValue, st.dropped[r], r)
 	}
 	if snap != nil {
-		e.emit(d.scrapeDuration, prometheus.GaugeValue, st.took.Seconds())
+		e.Emit(d.scrapeDuration, prometheus.GaugeValue, st.took.Seconds())
 	}
 	if !st.lastOK.IsZero() {
-		e.emit(d.lastSuccess, prometheus.GaugeValue, float64(st.lastOK.UnixNano())/1e9)
+		e.Emit(d.lastSuccess, prometheus.GaugeValue, float64(st.lastOK.UnixNano())/1e9)
 	}
 	if up {
 		d.renderScrape(e, snap, st.res, optIn)
@@ -239,21 +239,21 @@ func (d *descs) render(e *emitter, st *renderState, windows []time.Duration, opt
 
 // renderScrape appends what one successful scrape read: schema, missing
 // and unexpected families, and every row's series for every model.
-func (d *descs) renderScrape(e *emitter, snap *snapshot.VLLM, res *result, optIn map[string]bool) {
-	e.emit(d.schema, prometheus.GaugeValue, 1, snap.Schema)
+func (d *descs) renderScrape(e exposition.Sink, snap *snapshot.VLLM, res *result, optIn map[string]bool) {
+	e.Emit(d.schema, prometheus.GaugeValue, 1, snap.Schema)
 	for _, x := range res.expected {
 		missing := slices.Contains(snap.Missing, x)
 		if missing || optIn[OptInExpectedPresent] {
-			e.emit(d.missing, prometheus.GaugeValue, b2f(missing), x)
+			e.Emit(d.missing, prometheus.GaugeValue, b2f(missing), x)
 		}
 	}
 	for k, n := range res.unexpected {
-		e.emit(d.unexpected, prometheus.GaugeValue, float64(n), k.Metric, k.Label)
+		e.Emit(d.unexpected, prometheus.GaugeValue, float64(n), k.Metric, k.Label)
 	}
 	for _, name := range sortedKeys(snap.Models) {
 		m := snap.Models[name]
 		if m.Role != "" {
-			e.emit(d.role, prometheus.GaugeValue, 1, name, m.Role, m.RoleSource)
+			e.Emit(d.role, prometheus.GaugeValue, 1, name, m.Role, m.RoleSource)
 		}
 		for i := range families {
 			if families[i].exported(optIn) {
@@ -264,14 +264,14 @@ func (d *descs) renderScrape(e *emitter, snap *snapshot.VLLM, res *result, optIn
 }
 
 // renderWindow appends the series derived over one window.
-func (d *descs) renderWindow(e *emitter, snap *snapshot.VLLM, wl string, byModel map[string]*snapshot.Derived, optIn map[string]bool) {
+func (d *descs) renderWindow(e exposition.Sink, snap *snapshot.VLLM, wl string, byModel map[string]*snapshot.Derived, optIn map[string]bool) {
 	for _, name := range sortedKeys(byModel) {
 		dv := byModel[name]
 		for i, w := range windowSeries {
-			e.value(d.window[i], prometheus.GaugeValue, w.get(dv), name, wl)
+			e.Value(d.window[i], prometheus.GaugeValue, w.get(dv), name, wl)
 		}
 		for _, r := range sortedKeys(dv.FinishedPerSecondByReason) {
-			e.emit(d.finishedRate, prometheus.GaugeValue, dv.FinishedPerSecondByReason[r], name, wl, r)
+			e.Emit(d.finishedRate, prometheus.GaugeValue, dv.FinishedPerSecondByReason[r], name, wl, r)
 		}
 		for _, i := range d.histograms {
 			if !families[i].exported(optIn) {
@@ -283,45 +283,9 @@ func (d *descs) renderWindow(e *emitter, snap *snapshot.VLLM, wl string, byModel
 			if !ok || !ok2 {
 				continue
 			}
-			e.summary(d.families[i].window, qs, cum, name, wl)
+			e.Summary(d.families[i].window, qs, cum, name, wl)
 		}
 	}
-}
-
-// windowSummary exports windowed quantiles as a summary: the quantile label
-// is reserved for summaries (promtool rejects it elsewhere), and a summary is
-// exactly "quantiles over a recent window plus cumulative count and sum".
-func windowSummary(desc *prometheus.Desc, qs map[float64]snapshot.Value, cum snapshot.Histogram, labels ...string) (prometheus.Metric, error) {
-	present := make(map[float64]float64, len(qs))
-	for q, v := range qs {
-		if v.OK {
-			present[q] = v.V
-		}
-	}
-	return prometheus.NewConstSummary(desc, uint64(math.Round(cum.Count)), cum.Sum, present, labels...)
-}
-
-// constHistogram re-exports a cumulative histogram. vLLM's counts are whole
-// numbers carried as floats; client_golang's classic const histogram wants
-// integers. (/metrics writes histograms through familyWriter, which takes
-// this path only for bounds that are not strictly increasing and finite.)
-func constHistogram(desc *prometheus.Desc, h snapshot.Histogram, labels ...string) (prometheus.Metric, error) {
-	buckets := make(map[float64]uint64, len(h.Bounds))
-	for i, b := range h.Bounds {
-		buckets[b] = uint64(math.Round(h.Counts[i]))
-	}
-	return prometheus.NewConstHistogram(desc, uint64(math.Round(h.Count)), h.Sum, buckets, labels...)
-}
-
-// increasingFinite reports whether bounds are strictly increasing finite
-// numbers (+Inf is never among a snapshot's bounds: its count is Count).
-func increasingFinite(bounds []float64) bool {
-	for i, b := range bounds {
-		if math.IsNaN(b) || math.IsInf(b, 0) || (i > 0 && b <= bounds[i-1]) {
-			return false
-		}
-	}
-	return true
 }
 
 func b2f(b bool) float64 {

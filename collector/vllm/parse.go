@@ -15,9 +15,9 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
 
-// exposition is a parsed body: the families the exporter reads, and whether
+// parsedBody is a parsed body: the families the exporter reads, and whether
 // the body had any vllm:* family at all (the others are skipped unparsed).
-type exposition struct {
+type parsedBody struct {
 	fams    map[string]*dto.MetricFamily
 	anyVLLM bool
 }
@@ -29,7 +29,7 @@ type exposition struct {
 // of families the exporter never reads (python_*, process_*, http_*,
 // *_created, many vllm:*) are dropped before parsing: 375 of the 614 lines
 // of a V1 body, and half of the parser's allocations.
-func parseBody(body []byte, contentType string) (exposition, error) {
+func parseBody(body []byte, contentType string) (parsedBody, error) {
 	return parseFiltered(body, contentType, nil, nil)
 }
 
@@ -40,7 +40,7 @@ func parseBody(body []byte, contentType string) (exposition, error) {
 // readNeeded already wrote the values into the cache (keptSink), body is
 // what it held (the tail from pre.held.tailFrom on) and pre.held.before
 // the families of the rest.
-func parseFiltered(body []byte, contentType string, pre *streamed, c *parseCache) (exposition, error) {
+func parseFiltered(body []byte, contentType string, pre *streamed, c *parseCache) (parsedBody, error) {
 	if pre != nil && pre.held != nil {
 		return parseTail(body[pre.held.tailFrom:], pre, c)
 	}
@@ -64,33 +64,33 @@ func parseFiltered(body []byte, contentType string, pre *streamed, c *parseCache
 		fams, err = textParse(kept)
 	}
 	if err != nil {
-		return exposition{}, err
+		return parsedBody{}, err
 	}
-	return exposition{fams: fams, anyVLLM: anyVLLM}, nil
+	return parsedBody{fams: fams, anyVLLM: anyVLLM}, nil
 }
 
 // parseTail is parseFiltered for a body keptSink patched into the parse
 // cache: the families of its parts before the tail are pre.held.before;
 // the cache is rebuilt from the tail, or the text parser reads it (keptSink
 // says why the two together are the body's).
-func parseTail(tail []byte, pre *streamed, c *parseCache) (exposition, error) {
+func parseTail(tail []byte, pre *streamed, c *parseCache) (parsedBody, error) {
 	fams := pre.held.before
 	if !pre.held.patched {
 		if c != nil && c.buildTail(pre.held.part, pre.held.slot, fams, tail) {
-			return exposition{fams: c.fams, anyVLLM: pre.anyVLLM}, nil
+			return parsedBody{fams: c.fams, anyVLLM: pre.anyVLLM}, nil
 		}
 		if c != nil {
 			c.reset() // built again from the next body, held whole
 		}
 		tf, err := textParse(tail)
 		if err != nil {
-			return exposition{}, err
+			return parsedBody{}, err
 		}
 		for name, mf := range tf {
 			fams[name] = mf
 		}
 	}
-	return exposition{fams: fams, anyVLLM: pre.anyVLLM}, nil
+	return parsedBody{fams: fams, anyVLLM: pre.anyVLLM}, nil
 }
 
 // needed are the families the family table reads.
@@ -434,7 +434,7 @@ type meanKey struct {
 }
 
 // normalize reads every family of the table from a parsed body.
-func (n *normalizer) normalize(e exposition) *result {
+func (n *normalizer) normalize(e parsedBody) *result {
 	v := &snapshot.VLLM{Schema: detectSchema(e), Models: map[string]*snapshot.Model{}}
 	r := &result{vllm: v, unexpected: map[unexpectedKey]int{}}
 	rd := n.reset(r)
@@ -625,7 +625,7 @@ func (n *normalizer) admitModel(name string, have int) bool {
 // detectSchema tells the engine generation from the body: the first of
 // schemaMarks (names.go) that matches it wins; a body with vllm:* families
 // and no mark is V0, one without any is "none".
-func detectSchema(e exposition) string {
+func detectSchema(e parsedBody) string {
 	if !e.anyVLLM {
 		return SchemaNone
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vllm-exporter/vllm_exporter/collector"
+	"github.com/vllm-exporter/vllm_exporter/internal/exposition"
 	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
 	"github.com/vllm-exporter/vllm_exporter/internal/ratelog"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
@@ -162,12 +163,12 @@ type Scraper struct {
 	windows atomic.Pointer[map[time.Duration]map[string]*snapshot.Derived]
 	// state is what the last scrape left for /metrics; gathered holds the
 	// metric families of one state, written by the first Gather after it
-	// (familyWriter), and written the sizes of its blocks. Both under
+	// (exposition.Writer), and written the sizes of its blocks. Both under
 	// renderMu.
 	state    atomic.Pointer[renderState]
 	renderMu sync.Mutex
 	gathered gatheredState
-	written  familyWriterSizes
+	written  exposition.Sizes
 
 	// pub announces each stored snapshot to consumers (the SLO watchdog
 	// and classifier evaluate on it instead of on a timer of their own).

@@ -2,67 +2,78 @@ package bottleneck
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
-	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+	"github.com/vllm-exporter/vllm_exporter/internal/exposition"
 )
 
 var _ prometheus.Collector = (*Classifier)(nil)
 
+// descs are the Descs of the classifier's series, for its Writer.
+var descs = exposition.Descs{}
+
 var (
-	descClass = prometheus.NewDesc("vllm_bottleneck",
+	descClass = descs.New("vllm_bottleneck",
 		"Bottleneck class state set (exactly one class is 1 per model), from the classifier on the watchdog tick.",
-		[]string{"model", "class"}, nil)
-	descEvidence = prometheus.NewDesc("vllm_bottleneck_evidence",
+		"model", "class")
+	descEvidence = descs.New("vllm_bottleneck_evidence",
 		"Signals behind the current bottleneck class: the measured value (signal) and the threshold it was compared to (signal_threshold), in the signal's base unit.",
-		[]string{"model", "class", "signal"}, nil)
-	descUnavailable = prometheus.NewDesc("vllm_bottleneck_class_unavailable",
+		"model", "class", "signal")
+	descUnavailable = descs.New("vllm_bottleneck_class_unavailable",
 		"1 for each bottleneck class the classifier cannot reach with the inputs present (reason no_gpu or no_roofline_or_dram).",
-		[]string{"model", "class", "reason"}, nil)
-	descRoofline = prometheus.NewDesc("vllm_decode_roofline_tokens_per_second",
+		"model", "class", "reason")
+	descRoofline = descs.New("vllm_decode_roofline_tokens_per_second",
 		"Predicted per-stream decode tokens per second: effective memory bandwidth / (weight bytes + KV bytes in use).",
-		[]string{"model"}, nil)
-	descMeasured = prometheus.NewDesc("vllm_decode_measured_tokens_per_second",
+		"model")
+	descMeasured = descs.New("vllm_decode_measured_tokens_per_second",
 		"Measured per-stream decode tokens per second: 1 / mean time per output token over the classifier window (sum/count increase of vLLM's inter-token latency histogram, else its request TPOT histogram).",
-		[]string{"model"}, nil)
-	descEfficiency = prometheus.NewDesc("vllm_decode_efficiency_ratio",
+		"model")
+	descEfficiency = descs.New("vllm_decode_efficiency_ratio",
 		"Measured / predicted per-stream decode tokens per second (decode roofline efficiency; above 1 when the weight, KV or bandwidth inputs overstate the bytes or understate the bandwidth).",
-		[]string{"model"}, nil)
-	descMFU = prometheus.NewDesc("vllm_model_flops_utilization_ratio",
+		"model")
+	descMFU = descs.New("vllm_model_flops_utilization_ratio",
 		"vLLM's estimated FLOP/s per GPU over the classifier window / one GPU's peak FLOP/s (--gpu.peak-flops); from vllm:estimated_flops_per_gpu_total (non-zero with vLLM --enable-mfu-metrics).",
-		[]string{"model"}, nil)
-	descMBU = prometheus.NewDesc("vllm_model_bandwidth_utilization_ratio",
+		"model")
+	descMBU = descs.New("vllm_model_bandwidth_utilization_ratio",
 		"vLLM's estimated GPU-memory bytes read and written per second per GPU over the classifier window / one GPU's peak memory bandwidth (--gpu.peak-memory-bandwidth, else NVML); from vllm:estimated_read_bytes_per_gpu_total and vllm:estimated_write_bytes_per_gpu_total.",
-		[]string{"model"}, nil)
-	descAcceptLen = prometheus.NewDesc("vllm_decode_spec_acceptance_length",
+		"model")
+	descAcceptLen = descs.New("vllm_decode_spec_acceptance_length",
 		"Speculative-decoding mean acceptance length the decode roofline and measured rate were scaled by (tokens per stream per decode step), absent without spec decode; from vllm:spec_decode_num_accepted_tokens_total and vllm:spec_decode_num_drafts_total.",
-		[]string{"model"}, nil)
-	descCapTokens = prometheus.NewDesc("vllm_capacity_output_tokens_per_second",
+		"model")
+	descCapTokens = descs.New("vllm_capacity_output_tokens_per_second",
 		"Highest windowed output-token throughput observed while the latency SLOs held, over the capacity horizon.",
-		[]string{"model"}, nil)
-	descCapRequests = prometheus.NewDesc("vllm_capacity_requests_per_second",
+		"model")
+	descCapRequests = descs.New("vllm_capacity_requests_per_second",
 		"Highest windowed finished-request throughput observed while the latency SLOs held, over the capacity horizon.",
-		[]string{"model"}, nil)
-	descCost = prometheus.NewDesc("vllm_cost_per_million_output_tokens",
+		"model")
+	descCost = descs.New("vllm_cost_per_million_output_tokens",
 		"Cost of one million output tokens at the sustained capacity: --cost.gpu-hour x GPUs / output tokens per hour x 1e6.",
-		[]string{"model"}, nil)
-	descGPUsNeeded = prometheus.NewDesc("vllm_capacity_gpus_needed",
+		"model")
+	descGPUsNeeded = descs.New("vllm_capacity_gpus_needed",
 		"GPUs needed for bottleneck.daily_requests at the per-GPU request capacity measured while saturated (requests waiting, KV full or preemptions) with the SLOs held, with bottleneck.headroom applied; absent until such a measurement exists.",
-		[]string{"model"}, nil)
+		"model")
 )
 
 // Describe implements prometheus.Collector.
 func (c *Classifier) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descClass, descEvidence, descUnavailable, descRoofline,
-		descMeasured, descEfficiency, descMFU, descMBU, descAcceptLen, descCapTokens, descCapRequests, descCost, descGPUsNeeded} {
+	for _, d := range descs.All() {
 		ch <- d
 	}
 }
 
-// Collect implements prometheus.Collector from the last Tick's state.
-func (c *Classifier) Collect(ch chan<- prometheus.Metric) {
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
+// Collect implements prometheus.Collector: the const metrics of the last
+// Tick's state, made at each call. /metrics reads Gather, which writes the
+// same series (TestClassifierGatherIsTheRegistrys).
+func (c *Classifier) Collect(ch chan<- prometheus.Metric) { c.render(exposition.ToChannel(ch)) }
+
+// Gather implements prometheus.Gatherer: the last Tick's state written
+// straight into metric families (exposition.Writer), without a registry's
+// const metrics and hashing.
+func (c *Classifier) Gather() ([]*dto.MetricFamily, error) { return c.gatherer.Gather() }
+
+// render takes the series of the last Tick's state into e.
+func (c *Classifier) render(e exposition.Sink) {
+	gauge := e.Gauge
 	for _, st := range c.States() {
 		m := st.Model
 		for _, cl := range Classes {
@@ -98,11 +109,9 @@ func (c *Classifier) Collect(ch chan<- prometheus.Metric) {
 		if r.Efficiency.OK {
 			gauge(descEfficiency, r.Efficiency.V, m)
 		}
-		for d, v := range map[*prometheus.Desc]snapshot.Value{descMFU: r.MFU, descMBU: r.MBU, descAcceptLen: r.AcceptanceLength} {
-			if v.OK {
-				gauge(d, v.V, m)
-			}
-		}
+		e.Value(descMFU, prometheus.GaugeValue, r.MFU, m)
+		e.Value(descMBU, prometheus.GaugeValue, r.MBU, m)
+		e.Value(descAcceptLen, prometheus.GaugeValue, r.AcceptanceLength, m)
 		capy := st.Capacity
 		if capy.OutputTokensPerSecond.OK {
 			gauge(descCapTokens, capy.OutputTokensPerSecond.V, m)

@@ -1,4 +1,4 @@
-package vllm
+package exposition
 
 import (
 	"fmt"
@@ -10,27 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/vllm-exporter/vllm_exporter/internal/arena"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
-
-// The vLLM families for /metrics are written straight into the exposition's
-// data model (dto) instead of as const metrics gathered by a registry.
-//
-// Why: at 16 models x 8 engines one gather of these 3,500 samples through a
-// registry allocated 1.4 MB in 24,000 allocations (a const metric, its label
-// pairs and their strings, then a dto.Metric, its value and a hash per
-// series), and the first /metrics request after every scrape pays it. The
-// collector's marks often fall in that request (its allocations start
-// them), and what it allocates during a mark counts as live for the next
-// heap goal: RssAnon moved by a few MiB with whether a mark caught a
-// gather. Written straight, the same families take a handful of blocks per
-// type, sized from the last gather, and no hashing.
-//
-// The output is the registry's, family for family and series for series
-// (TestFamilyWriterIsTheRegistrys compares them on every fixture and state):
-// families sorted by name, series by label values, label pairs by name,
-// and a series repeated within a family dropped with an error, as the
-// registry drops it.
 
 // descMeta is what the exposition needs of a Desc: its name, help and
 // label names, which prometheus.Desc keeps to itself.
@@ -56,66 +38,81 @@ func newDescMeta(name, help string, labels []string) *descMeta {
 	return m
 }
 
-// metas records the meta of each Desc the scraper renders.
-type metas map[*prometheus.Desc]*descMeta
+// Descs are the Descs one collector renders, with what a Writer needs of
+// each. Fill it before the first gather; it is only read after that.
+type Descs map[*prometheus.Desc]*descMeta
 
-// desc makes a Desc without const labels and records its meta.
-func (ms metas) desc(name, help string, labels ...string) *prometheus.Desc {
+// New makes a Desc without const labels and records its meta.
+func (ds Descs) New(name, help string, labels ...string) *prometheus.Desc {
 	d := prometheus.NewDesc(name, help, labels, nil)
-	ms[d] = newDescMeta(name, help, slices.Clone(labels))
+	ds[d] = newDescMeta(name, help, slices.Clone(labels))
 	return d
 }
 
-// familyWriter writes one gather's families. Its structs and values come
+// All returns the Descs, for a collector's Describe.
+func (ds Descs) All() []*prometheus.Desc {
+	out := make([]*prometheus.Desc, 0, len(ds))
+	for d := range ds {
+		out = append(out, d)
+	}
+	return out
+}
+
+// Writer writes one gather's families. Its structs and values come
 // from arenas (compact.go) sized from the last gather: one allocation per
 // type, instead of one per struct and value; past an arena's room (a
 // first gather, a server that grew) they are allocated one by one. What
 // the arenas hand out lives as long as the families written from them.
-type familyWriter struct {
-	metas    metas
+type Writer struct {
+	descs    Descs
 	families map[*prometheus.Desc]*dto.MetricFamily
 	errs     []error
-	n        familyWriterSizes // what this gather took: the next one's room
+	n        Sizes // what this gather took: the next one's room
 
-	metA     arena[dto.Metric]
-	pairA    arena[dto.LabelPair]
-	pairPtrA arena[*dto.LabelPair]
-	strA     arena[string]
-	floatA   arena[float64]
-	uintA    arena[uint64]
-	gaugeA   arena[dto.Gauge]
-	counterA arena[dto.Counter]
-	bucketA  arena[dto.Bucket]
-	bPtrA    arena[*dto.Bucket]
-	qA       arena[dto.Quantile]
-	qPtrA    arena[*dto.Quantile]
+	metA     arena.Arena[dto.Metric]
+	pairA    arena.Arena[dto.LabelPair]
+	pairPtrA arena.Arena[*dto.LabelPair]
+	strA     arena.Arena[string]
+	floatA   arena.Arena[float64]
+	uintA    arena.Arena[uint64]
+	gaugeA   arena.Arena[dto.Gauge]
+	counterA arena.Arena[dto.Counter]
+	bucketA  arena.Arena[dto.Bucket]
+	bPtrA    arena.Arena[*dto.Bucket]
+	qA       arena.Arena[dto.Quantile]
+	qPtrA    arena.Arena[*dto.Quantile]
+	histA    arena.Arena[dto.Histogram]
+	sumA     arena.Arena[dto.Summary]
 }
 
-// familyWriterSizes are the elements of each type one gather took.
-type familyWriterSizes struct {
+// Sizes are the elements of each type one gather took.
+type Sizes struct {
 	metrics, pairs, floats, uints, gauges, counters, buckets, quantiles, families int
+	histograms, summaries                                                         int
 }
 
-func newFamilyWriter(ms metas, last familyWriterSizes) *familyWriter {
-	return &familyWriter{
-		metas:    ms,
+func NewWriter(ds Descs, last Sizes) *Writer {
+	return &Writer{
+		descs:    ds,
 		families: make(map[*prometheus.Desc]*dto.MetricFamily, last.families),
-		metA:     make(arena[dto.Metric], 0, last.metrics),
-		pairA:    make(arena[dto.LabelPair], 0, last.pairs),
-		pairPtrA: make(arena[*dto.LabelPair], 0, last.pairs),
-		strA:     make(arena[string], 0, last.pairs),
-		floatA:   make(arena[float64], 0, last.floats),
-		uintA:    make(arena[uint64], 0, last.uints),
-		gaugeA:   make(arena[dto.Gauge], 0, last.gauges),
-		counterA: make(arena[dto.Counter], 0, last.counters),
-		bucketA:  make(arena[dto.Bucket], 0, last.buckets),
-		bPtrA:    make(arena[*dto.Bucket], 0, last.buckets),
-		qA:       make(arena[dto.Quantile], 0, last.quantiles),
-		qPtrA:    make(arena[*dto.Quantile], 0, last.quantiles),
+		metA:     make(arena.Arena[dto.Metric], 0, last.metrics),
+		pairA:    make(arena.Arena[dto.LabelPair], 0, last.pairs),
+		pairPtrA: make(arena.Arena[*dto.LabelPair], 0, last.pairs),
+		strA:     make(arena.Arena[string], 0, last.pairs),
+		floatA:   make(arena.Arena[float64], 0, last.floats),
+		uintA:    make(arena.Arena[uint64], 0, last.uints),
+		gaugeA:   make(arena.Arena[dto.Gauge], 0, last.gauges),
+		counterA: make(arena.Arena[dto.Counter], 0, last.counters),
+		bucketA:  make(arena.Arena[dto.Bucket], 0, last.buckets),
+		bPtrA:    make(arena.Arena[*dto.Bucket], 0, last.buckets),
+		qA:       make(arena.Arena[dto.Quantile], 0, last.quantiles),
+		qPtrA:    make(arena.Arena[*dto.Quantile], 0, last.quantiles),
+		histA:    make(arena.Arena[dto.Histogram], 0, last.histograms),
+		sumA:     make(arena.Arena[dto.Summary], 0, last.summaries),
 	}
 }
 
-func (x *familyWriter) sizes() familyWriterSizes {
+func (x *Writer) Sizes() Sizes {
 	n := x.n
 	n.families = len(x.families)
 	return n
@@ -123,19 +120,19 @@ func (x *familyWriter) sizes() familyWriterSizes {
 
 // metric starts a series of desc's family with the given label values, or
 // returns nil (and records why) when they do not fit the Desc.
-func (x *familyWriter) metric(desc *prometheus.Desc, t dto.MetricType, labels []string) *dto.Metric {
-	meta := x.metas[desc]
+func (x *Writer) metric(desc *prometheus.Desc, t dto.MetricType, labels []string) *dto.Metric {
+	meta := x.descs[desc]
 	if meta == nil {
-		x.errs = append(x.errs, fmt.Errorf("vllm: no metadata for %s", desc))
+		x.errs = append(x.errs, fmt.Errorf("exposition: no metadata for %s", desc))
 		return nil
 	}
 	if len(labels) != len(meta.labels) {
-		x.errs = append(x.errs, fmt.Errorf("vllm: %s: %d label values for %d labels", *meta.name, len(labels), len(meta.labels)))
+		x.errs = append(x.errs, fmt.Errorf("exposition: %s: %d label values for %d labels", *meta.name, len(labels), len(meta.labels)))
 		return nil
 	}
 	for _, v := range labels {
 		if !utf8.ValidString(v) {
-			x.errs = append(x.errs, fmt.Errorf("vllm: %s: label value %q is not valid UTF-8", *meta.name, v))
+			x.errs = append(x.errs, fmt.Errorf("exposition: %s: label value %q is not valid UTF-8", *meta.name, v))
 			return nil
 		}
 	}
@@ -144,14 +141,14 @@ func (x *familyWriter) metric(desc *prometheus.Desc, t dto.MetricType, labels []
 		f = &dto.MetricFamily{Name: meta.name, Help: meta.help, Type: t.Enum()}
 		x.families[desc] = f
 	} else if f.GetType() != t {
-		x.errs = append(x.errs, fmt.Errorf("vllm: %s: a %s series in a %s family", *meta.name, t, f.GetType()))
+		x.errs = append(x.errs, fmt.Errorf("exposition: %s: a %s series in a %s family", *meta.name, t, f.GetType()))
 		return nil
 	}
 	n := len(labels)
 	x.n.metrics++
 	x.n.pairs += n
-	m := x.metA.take()
-	pairs, ptrs, values := x.pairA.slice(n), x.pairPtrA.slice(n), x.strA.slice(n)
+	m := x.metA.Take()
+	pairs, ptrs, values := x.pairA.Slice(n), x.pairPtrA.Slice(n), x.strA.Slice(n)
 	for k, i := range meta.byName {
 		values[k] = labels[i]
 		pairs[k].Name, pairs[k].Value = meta.names[k], &values[k]
@@ -162,7 +159,7 @@ func (x *familyWriter) metric(desc *prometheus.Desc, t dto.MetricType, labels []
 	return m
 }
 
-func (x *familyWriter) value(desc *prometheus.Desc, t prometheus.ValueType, v float64, labels []string) {
+func (x *Writer) Value(desc *prometheus.Desc, t prometheus.ValueType, v float64, labels []string) {
 	mt := dto.MetricType_GAUGE
 	if t == prometheus.CounterValue {
 		mt = dto.MetricType_COUNTER
@@ -172,17 +169,17 @@ func (x *familyWriter) value(desc *prometheus.Desc, t prometheus.ValueType, v fl
 		return
 	}
 	x.n.floats++
-	p := x.floatA.take()
+	p := x.floatA.Take()
 	*p = v
 	if mt == dto.MetricType_COUNTER {
 		x.n.counters++
-		c := x.counterA.take()
+		c := x.counterA.Take()
 		c.Value = p
 		m.Counter = c
 		return
 	}
 	x.n.gauges++
-	g := x.gaugeA.take()
+	g := x.gaugeA.Take()
 	g.Value = p
 	m.Gauge = g
 }
@@ -190,10 +187,10 @@ func (x *familyWriter) value(desc *prometheus.Desc, t prometheus.ValueType, v fl
 // histogram writes h as client_golang's const histogram would; bounds that
 // are not strictly increasing and finite take the library's map (see
 // constHistogram).
-func (x *familyWriter) histogram(desc *prometheus.Desc, h snapshot.Histogram, labels []string) {
+func (x *Writer) Histogram(desc *prometheus.Desc, h snapshot.Histogram, labels []string) {
 	if !increasingFinite(h.Bounds) || len(h.Counts) != len(h.Bounds) {
-		x.libraryMetric(desc, dto.MetricType_HISTOGRAM, labels, func() (prometheus.Metric, error) {
-			return constHistogram(desc, h, labels...)
+		x.library(desc, dto.MetricType_HISTOGRAM, labels, func() (prometheus.Metric, error) {
+			return ConstHistogram(desc, h, labels...)
 		})
 		return
 	}
@@ -205,8 +202,8 @@ func (x *familyWriter) histogram(desc *prometheus.Desc, h snapshot.Histogram, la
 	x.n.uints += n + 1
 	x.n.floats += n + 1
 	x.n.buckets += n
-	vals, floats := x.uintA.slice(n+1), x.floatA.slice(n+1)
-	buckets, ptrs := x.bucketA.slice(n), x.bPtrA.slice(n)
+	vals, floats := x.uintA.Slice(n+1), x.floatA.Slice(n+1)
+	buckets, ptrs := x.bucketA.Slice(n), x.bPtrA.Slice(n)
 	for i := range n {
 		vals[i] = uint64(math.Round(h.Counts[i]))
 		floats[i] = h.Bounds[i]
@@ -214,12 +211,14 @@ func (x *familyWriter) histogram(desc *prometheus.Desc, h snapshot.Histogram, la
 		ptrs[i] = &buckets[i]
 	}
 	vals[n], floats[n] = uint64(math.Round(h.Count)), h.Sum
-	m.Histogram = &dto.Histogram{SampleCount: &vals[n], SampleSum: &floats[n], Bucket: ptrs}
+	x.n.histograms++
+	m.Histogram = x.histA.Take()
+	m.Histogram.SampleCount, m.Histogram.SampleSum, m.Histogram.Bucket = &vals[n], &floats[n], ptrs
 }
 
 // summary writes a windowed summary as client_golang's const summary would
 // (windowSummary): the quantiles present, by rank.
-func (x *familyWriter) summary(desc *prometheus.Desc, qs map[float64]snapshot.Value, cum snapshot.Histogram, labels []string) {
+func (x *Writer) Summary(desc *prometheus.Desc, qs map[float64]snapshot.Value, cum snapshot.Histogram, labels []string) {
 	m := x.metric(desc, dto.MetricType_SUMMARY, labels)
 	if m == nil {
 		return
@@ -233,7 +232,7 @@ func (x *familyWriter) summary(desc *prometheus.Desc, qs map[float64]snapshot.Va
 	x.n.quantiles += n
 	x.n.floats += 2*n + 1
 	x.n.uints++
-	quantiles, ptrs, floats := x.qA.slice(n), x.qPtrA.slice(n), x.floatA.slice(2*n+1)
+	quantiles, ptrs, floats := x.qA.Slice(n), x.qPtrA.Slice(n), x.floatA.Slice(2*n+1)
 	i := 0
 	for rank, v := range qs {
 		if v.OK {
@@ -252,15 +251,17 @@ func (x *familyWriter) summary(desc *prometheus.Desc, qs map[float64]snapshot.Va
 		}
 		return 0
 	})
-	count := x.uintA.take()
+	count := x.uintA.Take()
 	*count = uint64(math.Round(cum.Count))
 	floats[2*n] = cum.Sum
-	m.Summary = &dto.Summary{SampleCount: count, SampleSum: &floats[2*n], Quantile: ptrs}
+	x.n.summaries++
+	m.Summary = x.sumA.Take()
+	m.Summary.SampleCount, m.Summary.SampleSum, m.Summary.Quantile = count, &floats[2*n], ptrs
 }
 
 // libraryMetric writes a metric client_golang makes (a case the straight
 // writers leave to it) into desc's family.
-func (x *familyWriter) libraryMetric(desc *prometheus.Desc, t dto.MetricType, labels []string, build func() (prometheus.Metric, error)) {
+func (x *Writer) library(desc *prometheus.Desc, t dto.MetricType, labels []string, build func() (prometheus.Metric, error)) {
 	pm, err := build()
 	if err != nil {
 		x.errs = append(x.errs, err)
@@ -280,14 +281,14 @@ func (x *familyWriter) libraryMetric(desc *prometheus.Desc, t dto.MetricType, la
 // done returns the written families as a registry's Gather would:
 // sorted by name, their series by label values; a series whose labels
 // repeat the one before it is dropped with an error.
-func (x *familyWriter) done() ([]*dto.MetricFamily, error) {
+func (x *Writer) Done() ([]*dto.MetricFamily, error) {
 	out := make([]*dto.MetricFamily, 0, len(x.families))
 	for _, f := range x.families {
 		slices.SortStableFunc(f.Metric, compareLabelValues)
 		kept := f.Metric[:1]
 		for _, m := range f.Metric[1:] {
 			if compareLabelValues(kept[len(kept)-1], m) == 0 {
-				x.errs = append(x.errs, fmt.Errorf("vllm: series %s%v collected twice", f.GetName(), m.GetLabel()))
+				x.errs = append(x.errs, fmt.Errorf("exposition: series %s%v collected twice", f.GetName(), m.GetLabel()))
 				continue
 			}
 			kept = append(kept, m)

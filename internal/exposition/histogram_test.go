@@ -1,4 +1,4 @@
-package vllm
+package exposition
 
 import (
 	"math"
@@ -15,7 +15,7 @@ import (
 )
 
 // libraryHistogram is what client_golang's const histogram writes for h:
-// the reference constHistogram must reproduce.
+// the reference a Writer must reproduce.
 func libraryHistogram(t *testing.T, desc *prometheus.Desc, h snapshot.Histogram, labels ...string) *dto.Metric {
 	t.Helper()
 	buckets := make(map[float64]uint64, len(h.Bounds))
@@ -33,13 +33,13 @@ func libraryHistogram(t *testing.T, desc *prometheus.Desc, h snapshot.Histogram,
 	return &out
 }
 
-// writtenHistogram is what familyWriter writes for h as the one series of
-// desc's family (desc recorded in ms).
-func writtenHistogram(t *testing.T, ms metas, desc *prometheus.Desc, h snapshot.Histogram, labels ...string) *dto.Metric {
+// writtenHistogram is what a Writer writes for h as the one series of
+// desc's family (desc recorded in ds).
+func writtenHistogram(t *testing.T, ds Descs, desc *prometheus.Desc, h snapshot.Histogram, labels ...string) *dto.Metric {
 	t.Helper()
-	w := newFamilyWriter(ms, familyWriterSizes{})
-	w.histogram(desc, h, labels)
-	mfs, err := w.done()
+	w := NewWriter(ds, Sizes{})
+	w.Histogram(desc, h, labels)
+	mfs, err := w.Done()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,8 +50,8 @@ func writtenHistogram(t *testing.T, ms metas, desc *prometheus.Desc, h snapshot.
 }
 
 func TestHistogramWriterWritesWhatTheLibraryWrites(t *testing.T) {
-	ms := metas{}
-	desc := ms.desc("vllm_test_seconds", "A test histogram.", "model_name", "engine")
+	ds := Descs{}
+	desc := ds.New("vllm_test_seconds", "A test histogram.", "model_name", "engine")
 	rng := rand.New(rand.NewPCG(1, 2))
 	random := func(n int) snapshot.Histogram {
 		h := snapshot.Histogram{}
@@ -82,11 +82,11 @@ func TestHistogramWriterWritesWhatTheLibraryWrites(t *testing.T) {
 	}
 	for name, h := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, want := writtenHistogram(t, ms, desc, h, "model-a", "0"), libraryHistogram(t, desc, h, "model-a", "0")
+			got, want := writtenHistogram(t, ds, desc, h, "model-a", "0"), libraryHistogram(t, desc, h, "model-a", "0")
 			// NaN != NaN, and the library's order of a NaN bound varies
 			// with its map: compare the NaN case by the buckets' text.
 			if !proto.Equal(got, want) && bucketText(got) != bucketText(want) {
-				t.Fatalf("familyWriter wrote\n%v\nthe library writes\n%v", got, want)
+				t.Fatalf("the Writer wrote\n%v\nthe library writes\n%v", got, want)
 			}
 		})
 	}
@@ -102,12 +102,12 @@ func bucketText(m *dto.Metric) string {
 
 // The written buckets are the families' own: a later change to the
 // snapshot's bounds or counts does not reach families already written
-// (gathered families are handed out until the next scrape).
+// (gathered families may be handed out until the next scrape).
 func TestHistogramWriterOwnsWhatItWrote(t *testing.T) {
-	ms := metas{}
-	desc := ms.desc("vllm_test_seconds", "A test histogram.", "model_name")
+	ds := Descs{}
+	desc := ds.New("vllm_test_seconds", "A test histogram.", "model_name")
 	h := snapshot.Histogram{Bounds: []float64{0.1, 1}, Counts: []float64{1, 2}, Count: 3, Sum: 1}
-	out := writtenHistogram(t, ms, desc, h, "m")
+	out := writtenHistogram(t, ds, desc, h, "m")
 	h.Bounds[0], h.Counts[0] = 0.2, 9
 	if b := out.GetHistogram().GetBucket()[0]; b.GetUpperBound() != 0.1 || b.GetCumulativeCount() != 1 {
 		t.Fatalf("written bucket changed with the snapshot: %v", b)
@@ -118,8 +118,8 @@ func TestHistogramWriterOwnsWhatItWrote(t *testing.T) {
 // of allocations, not a few per bucket as the library's map, sort and
 // per-bucket values do.
 func TestHistogramWriterAllocations(t *testing.T) {
-	ms := metas{}
-	desc := ms.desc("vllm_test_seconds", "A test histogram.", "model_name", "engine")
+	ds := Descs{}
+	desc := ds.New("vllm_test_seconds", "A test histogram.", "model_name", "engine")
 	hist := func(n int) snapshot.Histogram {
 		h := snapshot.Histogram{Count: 1000, Sum: 5}
 		for i := range n {
@@ -129,20 +129,20 @@ func TestHistogramWriterAllocations(t *testing.T) {
 		return h
 	}
 	allocs := func(h snapshot.Histogram) float64 {
-		first := newFamilyWriter(ms, familyWriterSizes{})
-		first.histogram(desc, h, []string{"m", "0"})
-		last := first.sizes()
+		first := NewWriter(ds, Sizes{})
+		first.Histogram(desc, h, []string{"m", "0"})
+		last := first.Sizes()
 		return testing.AllocsPerRun(50, func() {
-			w := newFamilyWriter(ms, last)
-			w.histogram(desc, h, []string{"m", "0"})
-			if _, err := w.done(); err != nil {
+			w := NewWriter(ds, last)
+			w.Histogram(desc, h, []string{"m", "0"})
+			if _, err := w.Done(); err != nil {
 				t.Fatal(err)
 			}
 		})
 	}
 	short, long := allocs(hist(22)), allocs(hist(44))
 	lib := testing.AllocsPerRun(50, func() {
-		m, err := constHistogram(desc, hist(22), "m", "0")
+		m, err := ConstHistogram(desc, hist(22), "m", "0")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,10 +150,10 @@ func TestHistogramWriterAllocations(t *testing.T) {
 		_ = m.Write(&out)
 	})
 	if short != long {
-		t.Fatalf("familyWriter: %.0f allocations for 22 buckets, %.0f for 44: not independent of the buckets", short, long)
+		t.Fatalf("Writer: %.0f allocations for 22 buckets, %.0f for 44: not independent of the buckets", short, long)
 	}
 	if short >= lib/2 {
-		t.Fatalf("familyWriter: %.0f allocations, the library %.0f for 22 buckets: no saving", short, lib)
+		t.Fatalf("Writer: %.0f allocations, the library %.0f for 22 buckets: no saving", short, lib)
 	}
 	t.Logf("allocations for one 22-bucket histogram: %.0f, whole writer included (library's const histogram: %.0f)", short, lib)
 }
