@@ -58,14 +58,15 @@ func (ds Descs) All() []*prometheus.Desc {
 	return out
 }
 
-// Writer writes one gather's families. Its structs and values come
-// from arenas (compact.go) sized from the last gather: one allocation per
+// Writer writes one gather's families (NewWriter, then a call per series,
+// then Done). Its structs and values come from arenas (internal/arena)
+// sized from the last gather (Sizes): one allocation per
 // type, instead of one per struct and value; past an arena's room (a
 // first gather, a server that grew) they are allocated one by one. What
 // the arenas hand out lives as long as the families written from them.
 type Writer struct {
 	descs    Descs
-	families map[*prometheus.Desc]*dto.MetricFamily
+	families map[*prometheus.Desc]*written
 	errs     []error
 	n        Sizes // what this gather took: the next one's room
 
@@ -87,17 +88,19 @@ type Writer struct {
 
 // Sizes are the elements of each type one gather took.
 type Sizes struct {
-	metrics, pairs, floats, uints, gauges, counters, buckets, quantiles, families int
+	metrics, labels, pairs, floats, uints, gauges, counters, buckets, quantiles, families int
 	histograms, summaries                                                         int
 }
 
+// NewWriter returns a Writer of the Descs in ds, its arenas sized from the
+// Sizes of the last gather (zero Sizes: the first).
 func NewWriter(ds Descs, last Sizes) *Writer {
 	return &Writer{
 		descs:    ds,
-		families: make(map[*prometheus.Desc]*dto.MetricFamily, last.families),
+		families: make(map[*prometheus.Desc]*written, last.families),
 		metA:     make(arena.Arena[dto.Metric], 0, last.metrics),
 		pairA:    make(arena.Arena[dto.LabelPair], 0, last.pairs),
-		pairPtrA: make(arena.Arena[*dto.LabelPair], 0, last.pairs),
+		pairPtrA: make(arena.Arena[*dto.LabelPair], 0, last.labels),
 		strA:     make(arena.Arena[string], 0, last.pairs),
 		floatA:   make(arena.Arena[float64], 0, last.floats),
 		uintA:    make(arena.Arena[uint64], 0, last.uints),
@@ -112,6 +115,7 @@ func NewWriter(ds Descs, last Sizes) *Writer {
 	}
 }
 
+// Sizes is what this gather took of each arena: the next one's room.
 func (x *Writer) Sizes() Sizes {
 	n := x.n
 	n.families = len(x.families)
@@ -136,29 +140,47 @@ func (x *Writer) metric(desc *prometheus.Desc, t dto.MetricType, labels []string
 			return nil
 		}
 	}
-	f := x.families[desc]
-	if f == nil {
-		f = &dto.MetricFamily{Name: meta.name, Help: meta.help, Type: t.Enum()}
-		x.families[desc] = f
-	} else if f.GetType() != t {
-		x.errs = append(x.errs, fmt.Errorf("exposition: %s: a %s series in a %s family", *meta.name, t, f.GetType()))
+	w := x.families[desc]
+	if w == nil {
+		w = &written{family: &dto.MetricFamily{Name: meta.name, Help: meta.help, Type: t.Enum()}}
+		x.families[desc] = w
+	} else if w.family.GetType() != t {
+		x.errs = append(x.errs, fmt.Errorf("exposition: %s: a %s series in a %s family", *meta.name, t, w.family.GetType()))
 		return nil
 	}
 	n := len(labels)
 	x.n.metrics++
-	x.n.pairs += n
+	x.n.labels += n
 	m := x.metA.Take()
-	pairs, ptrs, values := x.pairA.Slice(n), x.pairPtrA.Slice(n), x.strA.Slice(n)
+	ptrs := x.pairPtrA.Slice(n)
 	for k, i := range meta.byName {
-		values[k] = labels[i]
-		pairs[k].Name, pairs[k].Value = meta.names[k], &values[k]
-		ptrs[k] = &pairs[k]
+		// A pair with the value of the family's last series is that
+		// series' pair: series come grouped (a model's engines, an SLO's
+		// windows), and the pairs were most of what a gauge took.
+		if w.last != nil && w.last[k].GetValue() == labels[i] {
+			ptrs[k] = w.last[k]
+			continue
+		}
+		x.n.pairs++
+		p, v := x.pairA.Take(), x.strA.Take()
+		*v = labels[i]
+		p.Name, p.Value = meta.names[k], v
+		ptrs[k] = p
 	}
+	w.last = ptrs
 	m.Label = ptrs
-	f.Metric = append(f.Metric, m)
+	w.family.Metric = append(w.family.Metric, m)
 	return m
 }
 
+// written is one family being written, and the label pairs of its last
+// series.
+type written struct {
+	family *dto.MetricFamily
+	last   []*dto.LabelPair
+}
+
+// Value writes one gauge or counter sample.
 func (x *Writer) Value(desc *prometheus.Desc, t prometheus.ValueType, v float64, labels []string) {
 	mt := dto.MetricType_GAUGE
 	if t == prometheus.CounterValue {
@@ -184,7 +206,7 @@ func (x *Writer) Value(desc *prometheus.Desc, t prometheus.ValueType, v float64,
 	m.Gauge = g
 }
 
-// histogram writes h as client_golang's const histogram would; bounds that
+// Histogram writes h as client_golang's const histogram would; bounds that
 // are not strictly increasing and finite take the library's map (see
 // constHistogram).
 func (x *Writer) Histogram(desc *prometheus.Desc, h snapshot.Histogram, labels []string) {
@@ -216,7 +238,7 @@ func (x *Writer) Histogram(desc *prometheus.Desc, h snapshot.Histogram, labels [
 	m.Histogram.SampleCount, m.Histogram.SampleSum, m.Histogram.Bucket = &vals[n], &floats[n], ptrs
 }
 
-// summary writes a windowed summary as client_golang's const summary would
+// Summary writes a windowed summary as client_golang's const summary would
 // (windowSummary): the quantiles present, by rank.
 func (x *Writer) Summary(desc *prometheus.Desc, qs map[float64]snapshot.Value, cum snapshot.Histogram, labels []string) {
 	m := x.metric(desc, dto.MetricType_SUMMARY, labels)
@@ -259,7 +281,7 @@ func (x *Writer) Summary(desc *prometheus.Desc, qs map[float64]snapshot.Value, c
 	m.Summary.SampleCount, m.Summary.SampleSum, m.Summary.Quantile = count, &floats[2*n], ptrs
 }
 
-// libraryMetric writes a metric client_golang makes (a case the straight
+// library writes a metric client_golang makes (a case the straight
 // writers leave to it) into desc's family.
 func (x *Writer) library(desc *prometheus.Desc, t dto.MetricType, labels []string, build func() (prometheus.Metric, error)) {
 	pm, err := build()
@@ -278,12 +300,13 @@ func (x *Writer) library(desc *prometheus.Desc, t dto.MetricType, labels []strin
 	m.Label = pairs
 }
 
-// done returns the written families as a registry's Gather would:
+// Done returns the written families as a registry's Gather would:
 // sorted by name, their series by label values; a series whose labels
 // repeat the one before it is dropped with an error.
 func (x *Writer) Done() ([]*dto.MetricFamily, error) {
 	out := make([]*dto.MetricFamily, 0, len(x.families))
-	for _, f := range x.families {
+	for _, w := range x.families {
+		f := w.family
 		slices.SortStableFunc(f.Metric, compareLabelValues)
 		kept := f.Metric[:1]
 		for _, m := range f.Metric[1:] {
@@ -299,7 +322,7 @@ func (x *Writer) Done() ([]*dto.MetricFamily, error) {
 	slices.SortFunc(out, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
 	var err error
 	if len(x.errs) > 0 {
-		err = fmt.Errorf("%d errors while writing the vLLM families: %w", len(x.errs), x.errs[0])
+		err = fmt.Errorf("%d errors while writing metric families: %w", len(x.errs), x.errs[0])
 	}
 	return out, err
 }

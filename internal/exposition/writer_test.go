@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
@@ -57,3 +58,46 @@ type collectorFunc func(chan<- prometheus.Metric)
 
 func (f collectorFunc) Collect(ch chan<- prometheus.Metric) { f(ch) }
 func (f collectorFunc) Describe(ch chan<- *prometheus.Desc) {}
+
+// A series whose label value is its family's previous series' value shares
+// that pair; every other value gets its own, and what each series reads is
+// its own label values.
+func TestWriterSharesRepeatedLabelPairs(t *testing.T) {
+	ds := Descs{}
+	burn := ds.New("test_burn_rate", "A gauge.", "slo", "model", "window")
+	w := NewWriter(ds, Sizes{})
+	type series struct{ slo, model, window string }
+	var all []series
+	for _, slo := range []string{"ttft", "itl"} {
+		for _, model := range []string{"b", "a"} {
+			for _, window := range []string{"5m", "1h", "6h"} {
+				all = append(all, series{slo, model, window})
+				w.Value(burn, prometheus.GaugeValue, 1, []string{slo, model, window})
+			}
+		}
+	}
+	mfs, err := w.Done()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := map[*dto.LabelPair]bool{}
+	got := map[series]bool{}
+	for _, m := range mfs[0].Metric {
+		lv := map[string]string{}
+		for _, p := range m.Label {
+			pairs[p] = true
+			lv[p.GetName()] = p.GetValue()
+		}
+		got[series{lv["slo"], lv["model"], lv["window"]}] = true
+	}
+	for _, s := range all {
+		if !got[s] {
+			t.Errorf("series %v not written as itself; written: %v", s, got)
+		}
+	}
+	// 12 series x 3 labels; new pairs: each window (12), a model when it
+	// changes (4), an SLO when it changes (2).
+	if len(pairs) != 18 || w.Sizes().pairs != 18 || w.Sizes().labels != 36 {
+		t.Errorf("%d distinct pairs (sizes %+v), want 18 of 36", len(pairs), w.Sizes())
+	}
+}
