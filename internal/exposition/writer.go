@@ -89,7 +89,7 @@ type Writer struct {
 // Sizes are the elements of each type one gather took.
 type Sizes struct {
 	metrics, labels, pairs, floats, uints, gauges, counters, buckets, quantiles, families int
-	histograms, summaries                                                         int
+	histograms, summaries                                                                 int
 }
 
 // NewWriter returns a Writer of the Descs in ds, its arenas sized from the
