@@ -306,6 +306,11 @@ func (x *exporter) metricsGatherer() prometheus.Gatherer {
 
 // mergedGatherer serves the families of its gatherers, by name; a name
 // that two of them gather is served from the first, with an error.
+// client_golang's prometheus.Gatherers merges too, but it checks and hashes
+// every series again (the per-series work the written families avoid) and
+// copies each family: the writers already give a registry's order and
+// consistency (TestWrittenFamiliesAreTheRegistrys), so names are all that
+// can clash here.
 type mergedGatherer []prometheus.Gatherer
 
 func (g mergedGatherer) Gather() ([]*dto.MetricFamily, error) {
