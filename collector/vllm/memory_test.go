@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"testing"
 	"time"
 
@@ -84,17 +85,25 @@ func neededLinesCosting(budget int64) []byte {
 	}
 }
 
-// TestScrapeBufferBetweenScrapes: between scrapes the scraper holds no
-// large kept-lines buffer (the kept lines are read only during a scrape),
-// and the next scrape of a body that size allocates one buffer for it, not
-// the doublings of growing one; a small body's buffer is reused.
+// TestScrapeBufferBetweenScrapes: between scrapes of bodies read whole
+// (OpenMetrics, here) the scraper holds no large kept-lines buffer (the
+// kept lines are read only during a scrape), and the next scrape of a body
+// that size allocates one buffer for it, not the doublings of growing one;
+// a small body's buffer is reused. A body that streams into the parse
+// cache needs a buffer of its largest part at every scrape: that one is
+// held, and a scrape allocates none.
 func TestScrapeBufferBetweenScrapes(t *testing.T) {
 	body := neededLines(1100 << 10) // growing by doubling would allocate about 4 MiB
 	small := neededLines(keepBufferBytes / 4)
 	serve := body
-	plain := http.Header{"Content-Type": {"text/plain; version=0.0.4"}}
+	whole := http.Header{"Content-Type": {"application/openmetrics-text; version=1.0.0; charset=utf-8"}}
+	header := whole
 	s := New(Options{URL: "http://vllm.test", MaxBodyBytes: DefaultMaxBodyBytes, Client: &http.Client{Transport: streamTransport(func() (io.Reader, http.Header) {
-		return bytes.NewReader(serve), plain
+		b := serve
+		if header.Get("Content-Type") != "text/plain; version=0.0.4" {
+			b = append(slices.Clip(b), "# EOF\n"...)
+		}
+		return bytes.NewReader(b), header
 	})}}, nil)
 	at := t0
 	scrape := func() uint64 {
@@ -106,9 +115,9 @@ func TestScrapeBufferBetweenScrapes(t *testing.T) {
 		return n
 	}
 	scrape()
-	scrape() // the parse cache is built at the first scrape
+	scrape()
 	if c := s.buf.Cap(); c != 0 {
-		t.Fatalf("after a %d-byte body the scraper holds a %d-byte buffer between scrapes", len(body), c)
+		t.Fatalf("after a %d-byte body read whole the scraper holds a %d-byte buffer between scrapes", len(body), c)
 	}
 	// What a scrape spends on the buffer: a scrape against the same
 	// scrape with a buffer handed to it beforehand, the least of a few
@@ -130,14 +139,42 @@ func TestScrapeBufferBetweenScrapes(t *testing.T) {
 	if raceEnabled {
 		least, most = 2*least, 2*most+most/10 // the buffer twice, and -race's own allocations
 	}
-	t.Logf("scrape of a %d-byte body: %d KiB allocated, %d KiB with a buffer given", n, alloc>>10, given>>10)
+	t.Logf("scrape of a %d-byte body read whole: %d KiB allocated, %d KiB with a buffer given", n, alloc>>10, given>>10)
 	if spent < int64(least) || spent > int64(most) {
 		t.Fatalf("the buffer cost a scrape %d bytes, want %d to %d", spent, least, most)
 	}
+
+	// The same body as text streams into the parse cache from its second
+	// scrape on: one part (the whole body here: one family) at a time.
+	header = http.Header{"Content-Type": {"text/plain; version=0.0.4"}}
+	scrape() // builds the cache from the text
+	scrape()
+	held := s.buf.Cap()
+	if held < n || held > 2*bufferFor(n) {
+		t.Fatalf("after a %d-byte body that streams the scraper holds a %d-byte buffer, want its part's (%d)", n, held, bufferFor(n))
+	}
+	alloc, given = math.MaxUint64, math.MaxUint64
+	for range 4 {
+		alloc = min(alloc, scrape())
+		if s.buf.Cap() != held {
+			t.Fatalf("the buffer changed from %d to %d bytes between scrapes of one body", held, s.buf.Cap())
+		}
+		s.buf = bytes.Buffer{}
+		s.buf.Grow(2 * n)
+		given = min(given, scrape())
+		s.buf = bytes.Buffer{}
+		s.buf.Grow(held)
+	}
+	t.Logf("scrape of a %d-byte body streamed: %d KiB allocated, %d KiB with a buffer given", n, alloc>>10, given>>10)
+	if spent := int64(alloc) - int64(given); spent > 16<<10 {
+		t.Fatalf("a streamed scrape with its buffer held allocated %d bytes more than with one given, want no buffer allocated", spent)
+	}
+
+	header = whole
 	serve = small
 	scrape() // sized for the last body
 	scrape()
-	held := s.buf.Cap()
+	held = s.buf.Cap()
 	if held == 0 || held > keepBufferBytes {
 		t.Fatalf("after a %d-byte body the scraper holds a %d-byte buffer, want it kept for reuse", len(small), held)
 	}

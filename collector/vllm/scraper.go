@@ -413,23 +413,46 @@ func (s *Scraper) ScrapeOnce(ctx context.Context, now time.Time) {
 		s.moved.streamedFine()
 	}
 	s.ingest(now, began, s.buf.Bytes(), ct, &st, reason, err)
-	// Between scrapes hold no large buffer: the kept lines are read only
-	// while a scrape runs, and at 16 models x 8 engines their 2.6 MB were
-	// a fifth of the live heap, which the GC doubles into its goal. The
-	// next scrape allocates one buffer an eighth larger than this good
-	// body (fetch) instead of growing one by doubling. A failed
+	// Between scrapes hold no buffer of a whole body's kept lines: they are
+	// read only while a scrape runs, and at 16 models x 8 engines their
+	// 2.6 MB were a fifth of the live heap, which the GC doubles into its
+	// goal. The next scrape allocates one buffer an eighth larger than
+	// this good body (fetch) instead of growing one by doubling. A failed
 	// (oversize) body leaves the size of the last good one.
+	//
+	// A scrape that streams into the parse cache needs a buffer of one
+	// part (keptSink; 0.4 MB at 16 x 8), and every scrape does: that one is
+	// held. Dropped, it was allocated anew at every scrape (a quarter of
+	// what the exporter allocated) and counted as live or not depending on
+	// whether a collection began during a scrape; held, it is the same
+	// memory at every collection.
 	if err == nil {
 		s.keptSize = int(st.kept)
 	}
-	if s.buf.Cap() > keepBufferBytes {
+	if c := s.buf.Cap(); c > keepBufferBytes && c > 2*s.partBufferSize() {
 		s.buf = bytes.Buffer{}
 	}
 }
 
 // keepBufferBytes is the largest kept-lines buffer held from one scrape to
-// the next: one model's (about 50 KB) is reused, a large server's is not.
+// the next when the next does not stream into the parse cache: one model's
+// (about 50 KB) is reused, a large server's is not.
 const keepBufferBytes = 256 << 10
+
+// partBufferSize is the buffer the next scrape takes when it streams into
+// the parse cache (the cached body's largest part, an eighth more and 64
+// KiB for a part that grew); 0 when it cannot stream. One up to twice that
+// (the allocator rounds up) is held between scrapes; a whole body's at
+// 16 x 8 is eight times that.
+func (s *Scraper) partBufferSize() int {
+	if !s.cache.streams() || s.moved.left > 0 {
+		return 0
+	}
+	return bufferFor(s.cache.largestPart)
+}
+
+// bufferFor is the buffer taken for n bytes of kept lines.
+func bufferFor(n int) int { return n + n/8 + 64<<10 }
 
 // ingest parses a fetched body (or records the fetch error), appends the
 // snapshot to the history, derives the windows and prepares /metrics. pre
@@ -651,7 +674,7 @@ func (s *Scraper) fetch(ctx context.Context, stream bool) (contentType string, s
 		n = pc.largestPart
 	}
 	if s.buf.Cap() < n {
-		s.buf.Grow(n + n/8 + 64<<10)
+		s.buf.Grow(bufferFor(n))
 	}
 	st, err = readNeeded(s.br, body, s.opts.MaxBodyBytes, &s.buf, &modelFilter{admit: s.norm.admit, decided: map[string]bool{}}, &s.lines, pc)
 	s.br.Reset(nil) // do not keep the response body reachable
