@@ -103,6 +103,13 @@ func (w *Watchdog) Collect(ch chan<- prometheus.Metric) { w.render(exposition.To
 // const metrics and hashing. It does no work besides.
 func (w *Watchdog) Gather() ([]*dto.MetricFamily, error) { return w.gatherer.Gather() }
 
+// Transactional is Gather for /metrics (promhttp.HandlerForTransactional):
+// the families are written into memory lent for the request and written
+// into again by a later one (exposition.Writers).
+func (w *Watchdog) Transactional() prometheus.TransactionalGatherer {
+	return w.gatherer.Transactional()
+}
+
 // render takes the series of the latest tick's results and the watchdog's
 // own counters into e.
 func (w *Watchdog) render(e exposition.Sink) {

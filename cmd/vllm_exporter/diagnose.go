@@ -92,7 +92,7 @@ func startBottleneck(b *bottleneckFlags, interval time.Duration, x *exporter, sr
 		opts.SLOHolds = sloHolds(w)
 	}
 	c := bottleneck.New(opts, x.config, src, log.With(x.logger, "component", "bottleneck"))
-	if err := x.registerWritten(c, c); err != nil {
+	if err := x.registerWritten(c); err != nil {
 		return nil, err
 	}
 	if w != nil {

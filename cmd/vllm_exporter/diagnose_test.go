@@ -254,7 +254,8 @@ func TestStartBottleneck(t *testing.T) {
 		x.vllm.ScrapeOnce(context.Background(), s.Now())
 	}
 	classifier.Tick(s.Now())
-	mfs, err := x.metricsGatherer().Gather()
+	mfs, done, err := x.metricsGatherer().Gather()
+	defer done()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,7 +88,8 @@ func TestRuntimeFilterKeepsWhatPanelsRead(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		own := prometheus.NewGauge(prometheus.GaugeOpts{Name: "vllm_exporter_own", Help: "h"})
 		reg.MustRegister(goCollector(memStats), processCollector(all, log.NewNopLogger()), own)
-		mfs, err := runtimeFilter(reg, all, memStats).Gather()
+		mfs, done, err := runtimeFilter(prometheus.ToTransactionalGatherer(reg), all, memStats).Gather()
+		defer done()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +179,8 @@ func TestMetricsGathererMergesTheScraperByName(t *testing.T) {
 		t.Error("the registry took a second vllm_up beside the scraper's")
 	}
 	x.vllm.ScrapeOnce(context.Background(), time.Now()) // vLLM is down: vllm_up 0
-	mfs, err := x.metricsGatherer().Gather()
+	mfs, done, err := x.metricsGatherer().Gather()
+	done()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +200,8 @@ func TestMetricsGathererMergesTheScraperByName(t *testing.T) {
 	twice := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
 		return []*dto.MetricFamily{{Name: proto.String("vllm_up")}, {Name: proto.String("a_first")}}, nil
 	})
-	mfs, err = mergedGatherer{x.metricsGatherer(), twice}.Gather()
+	mfs, done, err = mergedGatherer{x.metricsGatherer(), prometheus.ToTransactionalGatherer(twice)}.Gather()
+	done()
 	if err == nil || !strings.Contains(err.Error(), `"vllm_up" is gathered twice`) {
 		t.Errorf("a name gathered twice: err %v", err)
 	}
@@ -231,7 +234,11 @@ func wiredExporter(t *testing.T, args ...string) (*exporter, *flags) {
 // registry gathers from them as plain collectors: on a simulator with
 // several models and engines, with every optional SLO series on, before the
 // first scrape, while the SLOs burn and the classifier's verdicts move, and
-// after vLLM goes down (every verdict unavailable).
+// after vLLM goes down (every verdict unavailable). /metrics gathers them
+// into memory lent for the request and written into again by a later one:
+// each state is gathered twice (the second from what the first gave back),
+// and families a request still encodes are not touched by the requests and
+// scrapes meanwhile.
 func TestWrittenFamiliesAreTheRegistrys(t *testing.T) {
 	sim := vllmsimtest.Start(t, vllmsim.Config{VirtualClock: true, LoadGen: true, Seed: 11, Scenario: "kv_exhausted",
 		Models: []string{"model-a", "model-b", "model-c"}, DataParallelSize: 2})
@@ -242,9 +249,19 @@ func TestWrittenFamiliesAreTheRegistrys(t *testing.T) {
 	}
 	compare := func(what string, wantSeries int, wantFamilies ...string) {
 		t.Helper()
-		got, err := mergedGatherer(x.written).Gather()
+		first, done, err := mergedGatherer(x.written).Gather()
 		if err != nil {
 			t.Fatalf("%s: written: %v", what, err)
+		}
+		once := testutil.Encode(t, first)
+		done()
+		got, done, err := mergedGatherer(x.written).Gather()
+		if err != nil {
+			t.Fatalf("%s: written again: %v", what, err)
+		}
+		defer done()
+		if again := testutil.Encode(t, got); again != once {
+			t.Fatalf("%s: gathered again into the memory given back, the families differ:\n--- first\n%s\n--- again\n%s", what, once, again)
 		}
 		reg := prometheus.NewPedanticRegistry()
 		reg.MustRegister(x.vllm, x.slo, x.classifier)
@@ -270,10 +287,27 @@ func TestWrittenFamiliesAreTheRegistrys(t *testing.T) {
 		}
 	}
 	compare("before the first scrape", 10)
+	var held []*dto.MetricFamily
+	var heldDone func()
+	var heldText string
 	for i := range 30 {
+		if i == 10 { // a slow request encodes across a scrape and two more requests
+			held, heldDone, _ = mergedGatherer(x.written).Gather()
+			heldText = testutil.Encode(t, held)
+		}
 		sim.Advance(15 * time.Second)
 		x.vllm.ScrapeOnce(context.Background(), sim.Now())
 		x.slo.Tick(sim.Now())
+		if i == 10 {
+			for range 2 {
+				_, done, _ := mergedGatherer(x.written).Gather()
+				done()
+			}
+			if now := testutil.Encode(t, held); now != heldText {
+				t.Fatalf("families a request still encodes changed under it:\n--- then\n%s\n--- now\n%s", heldText, now)
+			}
+			heldDone()
+		}
 		switch i {
 		case 0:
 			compare("after the first scrape", 400, "vllm_slo_objective_ratio", "vllm_bottleneck", "vllm_time_to_first_token_seconds")

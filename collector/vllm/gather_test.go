@@ -246,3 +246,59 @@ func TestScraperLetsGoOfGatheredFamiliesBeforeItFetches(t *testing.T) {
 	}
 	runtime.KeepAlive(s)
 }
+
+// TestScraperWritesIntoTheFamiliesGivenBack: /metrics gathers the
+// scraper's families transactionally; requests of one state share them,
+// and once the last has given them back after the next scrape, the next
+// state is written into the same families (no new memory per request),
+// while the state they were written from is let go.
+func TestScraperWritesIntoTheFamiliesGivenBack(t *testing.T) {
+	srv := newFakeVLLM(t, fixture(t, "vllm-main-2026-08-v1.txt"), "text/plain; version=0.0.4")
+	s := newTestScraper(t, srv.URL, nil)
+	tg := s.Transactional()
+	scrapeAt(s, t0)
+	mfs, done, err := tg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := mfs[0]
+	again, doneAgain, _ := tg.Gather()
+	if again[0] != first {
+		t.Fatal("two requests of one state were written two families")
+	}
+	doneAgain()
+	done()
+	mfs, again, done, doneAgain = nil, nil, nil, nil
+	freed := make(chan struct{}, 1)
+	runtime.AddCleanup(s.Latest(), func(ch chan struct{}) { ch <- struct{}{} }, freed)
+
+	scrapeAt(s, t0.Add(5*time.Second))
+	if !s.Latest().Up {
+		t.Fatal(s.Latest().Error)
+	}
+	next, done, err := tg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	if next[0] != first {
+		t.Error("the next state was written into new families, not the ones given back")
+	}
+	if got, want := testutil.Encode(t, next), testutil.Encode(t, testutil.GatherAll(t, s)); got != want {
+		t.Fatalf("written into the families given back:\n%s\nthe registry gathers\n%s", got, want)
+	}
+	// Collections until the cleanup has run, or a deadline far beyond what
+	// it takes (a collection or two) on a busy machine.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		runtime.GC()
+		select {
+		case <-freed:
+			return
+		case <-time.After(10 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("the families given back still hold the snapshot they were written from")
+			}
+		}
+	}
+}

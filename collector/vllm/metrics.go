@@ -139,12 +139,18 @@ type renderState struct {
 	lastOK          time.Time
 }
 
-// gatheredState is one renderState's metric families, as a registry
-// gathered them (sorted, checked for consistency), and the error it gave.
-type gatheredState struct {
-	from *renderState
-	mfs  []*dto.MetricFamily
-	err  error
+// gathering is one renderState's metric families, as a registry would
+// gather them (sorted, checked for consistency), the error it gave, and
+// the Writer they are in, lent for as long as anything reads them: the
+// scraper until the next scrape, and each request encoding them (refs).
+// A plain Gather pins it: its caller may keep the families.
+type gathering struct {
+	from   *renderState
+	mfs    []*dto.MetricFamily
+	err    error
+	w      *exposition.Writer
+	refs   int
+	pinned bool
 }
 
 // keepState stores the state /metrics shows until the next scrape. The
@@ -168,9 +174,40 @@ func (s *Scraper) keepState(snap *snapshot.VLLM, res *result, windows map[time.D
 func (s *Scraper) forgetGathered(keep *renderState) {
 	s.renderMu.Lock()
 	defer s.renderMu.Unlock()
-	if s.gathered.from != keep {
-		s.gathered = gatheredState{}
+	if g := s.gathered; g != nil && g.from != keep {
+		s.gathered = nil
+		s.release(g)
 	}
+}
+
+// release drops one reader of g; the last gives its Writer back (unless a
+// plain Gather pinned it). Called with renderMu held.
+func (s *Scraper) release(g *gathering) {
+	if g.refs--; g.refs == 0 && !g.pinned {
+		s.writers.Put(g.w)
+		// A done func kept past its call holds nothing of the state.
+		*g = gathering{}
+	}
+}
+
+// gather returns the families of the latest state, written by the first
+// call after it, and counts the caller as a reader (release). Called with
+// renderMu held.
+func (s *Scraper) gather() *gathering {
+	st := s.state.Load()
+	if g := s.gathered; g != nil && g.from == st {
+		g.refs++
+		return g
+	}
+	if g := s.gathered; g != nil {
+		s.gathered = nil
+		s.release(g)
+	}
+	g := &gathering{from: st, w: s.writers.Get(), refs: 2} // the scraper's and the caller's
+	s.descs.render(exposition.ToWriter(g.w), st, s.opts.Windows, s.optIn)
+	g.mfs, g.err = g.w.Done()
+	s.gathered = g
+	return g
 }
 
 // metrics renders the const metrics of the latest state.
@@ -191,17 +228,37 @@ func (s *Scraper) metrics() []prometheus.Metric {
 // (the returned slice is the caller's own). It never waits for a scrape in
 // progress (s.mu).
 func (s *Scraper) Gather() ([]*dto.MetricFamily, error) {
-	st := s.state.Load()
 	s.renderMu.Lock()
 	defer s.renderMu.Unlock()
-	if s.gathered.from != st {
-		w := exposition.NewWriter(s.descs.exposition, s.written)
-		s.descs.render(exposition.ToWriter(w), st, s.opts.Windows, s.optIn)
-		mfs, err := w.Done()
-		s.written = w.Sizes()
-		s.gathered = gatheredState{from: st, mfs: mfs, err: err}
+	g := s.gather()
+	g.pinned = true
+	s.release(g)
+	return slices.Clone(g.mfs), g.err
+}
+
+// Transactional is s as a prometheus.TransactionalGatherer
+// (promhttp.HandlerForTransactional), what /metrics serves: Gather's
+// families, given back when the request has encoded them. The Writer they
+// were written into is then written into again after the next scrape
+// (exposition.Writers) rather than made anew: the families take the same
+// memory at every collection of the heap (0.8 MB at 16 models x 8
+// engines), not new memory a collection that begins in a request counts
+// as live and one that begins elsewhere does not.
+func (s *Scraper) Transactional() prometheus.TransactionalGatherer { return scraperLending{s} }
+
+type scraperLending struct{ s *Scraper }
+
+func (l scraperLending) Gather() ([]*dto.MetricFamily, func(), error) {
+	s := l.s
+	s.renderMu.Lock()
+	defer s.renderMu.Unlock()
+	g := s.gather()
+	done := func() {
+		s.renderMu.Lock()
+		defer s.renderMu.Unlock()
+		s.release(g)
 	}
-	return slices.Clone(s.gathered.mfs), s.gathered.err
+	return slices.Clone(g.mfs), done, g.err
 }
 
 // WindowLabel formats a window as its `window` label value ("1m", "5m").

@@ -163,12 +163,11 @@ type Scraper struct {
 	windows atomic.Pointer[map[time.Duration]map[string]*snapshot.Derived]
 	// state is what the last scrape left for /metrics; gathered holds the
 	// metric families of one state, written by the first Gather after it
-	// (exposition.Writer), and written the sizes of its blocks. Both under
-	// renderMu.
+	// into a Writer lent by writers. gathered under renderMu.
 	state    atomic.Pointer[renderState]
 	renderMu sync.Mutex
-	gathered gatheredState
-	written  exposition.Sizes
+	gathered *gathering
+	writers  *exposition.Writers
 
 	// pub announces each stored snapshot to consumers (the SLO watchdog
 	// and classifier evaluate on it instead of on a timer of their own).
@@ -220,6 +219,7 @@ func New(opts Options, logger log.Logger) *Scraper {
 
 		loggedUnexpected: map[string]bool{},
 	}
+	s.writers = exposition.NewWriters(s.descs.exposition)
 	s.norm.admit = func(name string) bool { return s.models.Admit(name, s.scrapeNow) }
 	s.models.OnEvict(func(name string) {
 		level.Info(s.logger).Log("msg", "model absent from successful scrapes for --vllm.model-grace gives its place under --vllm.max-models to a new name; its state is dropped", "model", name, "grace", s.models.Grace())

@@ -118,30 +118,103 @@ func increasingFinite(bounds []float64) bool {
 }
 
 // Gatherer is a prometheus.Gatherer of the series render takes, written at
-// each call into a Writer sized from the call before.
+// each call into a Writer sized from the call before. Transactional gathers
+// (a /metrics request) write into Writers lent and given back.
 type Gatherer struct {
-	descs  Descs
-	render func(Sink)
-	mu     sync.Mutex
-	last   Sizes
+	render  func(Sink)
+	writers *Writers
 }
 
 // NewGatherer returns a Gatherer of render's series; ds must hold every
 // Desc render uses.
 func NewGatherer(ds Descs, render func(Sink)) *Gatherer {
-	return &Gatherer{descs: ds, render: render}
+	return &Gatherer{render: render, writers: NewWriters(ds)}
 }
 
-// Gather implements prometheus.Gatherer.
+// Gather implements prometheus.Gatherer: the families are the caller's to
+// keep.
 func (g *Gatherer) Gather() ([]*dto.MetricFamily, error) {
-	g.mu.Lock()
-	last := g.last
-	g.mu.Unlock()
-	w := NewWriter(g.descs, last)
+	w := g.writers.New()
 	g.render(ToWriter(w))
 	mfs, err := w.Done()
-	g.mu.Lock()
-	g.last = w.Sizes()
-	g.mu.Unlock()
+	g.writers.Sized(w.Sizes())
 	return mfs, err
+}
+
+// Transactional is g as a prometheus.TransactionalGatherer
+// (promhttp.HandlerForTransactional): the families are written into a
+// Writer lent for the request and given back when it has encoded them.
+func (g *Gatherer) Transactional() prometheus.TransactionalGatherer {
+	return lending{g}
+}
+
+type lending struct{ g *Gatherer }
+
+func (l lending) Gather() ([]*dto.MetricFamily, func(), error) {
+	w := l.g.writers.Get()
+	l.g.render(ToWriter(w))
+	mfs, err := w.Done()
+	return mfs, func() { l.g.writers.Put(w) }, err
+}
+
+// Writers lends Writers to gathers whose families are read once and then
+// let go (a /metrics request, through promhttp's transactional gathering):
+// a Writer given back is emptied and written into again, so such a gather
+// allocates next to nothing, and the memory of the families it writes is
+// the same memory at every collection of the heap, rather than new memory
+// a collection that begins during a request counts as live and one that
+// begins elsewhere does not. It keeps two: the one a request encodes from
+// while the next is written; more gathers at once take new ones.
+type Writers struct {
+	descs Descs
+	mu    sync.Mutex
+	free  []*Writer
+	last  Sizes
+}
+
+// keptWriters is how many emptied Writers a Writers keeps.
+const keptWriters = 2
+
+// NewWriters returns Writers of the Descs in ds.
+func NewWriters(ds Descs) *Writers { return &Writers{descs: ds} }
+
+// New returns a Writer of its own for a gather whose families the caller
+// keeps, sized from the last gather (give its Sizes to Sized).
+func (p *Writers) New() *Writer {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return NewWriter(p.descs, p.last)
+}
+
+// Sized records the Sizes of a gather written into a Writer from New.
+func (p *Writers) Sized(n Sizes) {
+	p.mu.Lock()
+	p.last = n
+	p.mu.Unlock()
+}
+
+// Get lends an empty Writer: one given back, or a new one sized from the
+// last gather.
+func (p *Writers) Get() *Writer {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.free); n > 0 {
+		w := p.free[n-1]
+		p.free[n-1] = nil
+		p.free = p.free[:n-1]
+		return w
+	}
+	return NewWriter(p.descs, p.last)
+}
+
+// Put gives back a Writer from Get once nothing reads its families.
+func (p *Writers) Put(w *Writer) {
+	n := w.Sizes()
+	w.empty()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.last = n
+	if len(p.free) < keptWriters {
+		p.free = append(p.free, w)
+	}
 }

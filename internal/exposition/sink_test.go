@@ -1,6 +1,8 @@
 package exposition
 
 import (
+	"runtime"
+	"slices"
 	"sync"
 	"testing"
 
@@ -119,5 +121,96 @@ func TestGathererAllocations(t *testing.T) {
 		if got[i][0] == got[0][0] {
 			t.Fatal("two gathers share a family")
 		}
+	}
+}
+
+// A transactional gather writes into a Writer lent for the request: given
+// back, it is emptied and written into again, so a request in a steady
+// state allocates next to nothing; what it gives is still exactly the
+// registry's as the series come and go (models added and removed, a family
+// absent); families a request still encodes are not written into by
+// another; and an emptied Writer holds nothing of what it wrote.
+func TestTransactionalGathersReuseTheirWriters(t *testing.T) {
+	c := newTestCollector(5)
+	g := NewGatherer(c.descs, c.render)
+	tg := g.Transactional()
+	for i, models := range []int{5, 5, 12, 3, 0, 7, 7} {
+		c.models = models
+		want := testutil.Encode(t, testutil.GatherAll(t, c))
+		got, done, err := tg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text := testutil.Encode(t, got); text != want {
+			t.Fatalf("gather %d (%d models):\n%s\nthe registry gathers\n%s", i, models, text, want)
+		}
+		done()
+	}
+
+	// Held across other gathers: untouched; they take another Writer.
+	held, heldDone, _ := tg.Gather()
+	heldText := testutil.Encode(t, held)
+	c.models = 9
+	for range 3 {
+		_, done, _ := tg.Gather()
+		done()
+	}
+	if now := testutil.Encode(t, held); now != heldText {
+		t.Fatalf("held families changed under their reader:\n%s\nwere\n%s", now, heldText)
+	}
+	heldDone()
+
+	// Emptied: no pair, string or family points at what was written (the
+	// second time, into arenas already the gather's size).
+	var w *Writer
+	for range 2 {
+		w = g.writers.Get()
+		g.render(ToWriter(w))
+		w.Done()
+		g.writers.Put(w)
+	}
+	if len(w.pairA) != 0 || cap(w.pairA) == 0 {
+		t.Fatalf("an emptied Writer's pairs: %d of %d, want an empty arena kept", len(w.pairA), cap(w.pairA))
+	}
+	for i := range cap(w.pairA) {
+		if p := &w.pairA[:cap(w.pairA)][i]; p.Name != nil || p.Value != nil {
+			t.Fatalf("an emptied Writer keeps a label pair %v", p.String())
+		}
+	}
+	for _, s := range w.strA[:cap(w.strA)] {
+		if s != "" {
+			t.Fatalf("an emptied Writer keeps the string %q", s)
+		}
+	}
+	for _, f := range w.spare {
+		if m := f.family.Metric[:cap(f.family.Metric)]; slices.ContainsFunc(m, func(m *dto.Metric) bool { return m != nil }) {
+			t.Fatalf("an emptied family %s keeps its series", f.family.GetName())
+		}
+	}
+	if len(w.families) != 0 || len(w.out) != 0 {
+		t.Fatalf("an emptied Writer keeps %d families, %d in Done's slice", len(w.families), len(w.out))
+	}
+
+	// Bytes per request: a plain gather writes into new memory every
+	// time; a transactional one into the memory given back.
+	c.models = 40
+	bytesPer := func(f func()) uint64 {
+		f()
+		var a, b runtime.MemStats
+		runtime.ReadMemStats(&a)
+		for range 20 {
+			f()
+		}
+		runtime.ReadMemStats(&b)
+		return (b.TotalAlloc - a.TotalAlloc) / 20
+	}
+	plain := bytesPer(func() { g.Gather() })
+	lent := bytesPer(func() {
+		_, done, _ := tg.Gather()
+		done()
+	})
+	t.Logf("bytes per gather, 40 models: plain %d, transactional %d", plain, lent)
+	if lent > plain/5 {
+		t.Fatalf("a transactional gather allocated %d bytes, a plain one %d: the Writer given back was not written into", lent, plain)
 	}
 }

@@ -70,6 +70,11 @@ type Writer struct {
 	errs     []error
 	n        Sizes // what this gather took: the next one's room
 
+	// spare are the families of the gather before, emptied, for this one
+	// (a Writer given back to Writers); out is Done's slice.
+	spare map[*prometheus.Desc]*written
+	out   []*dto.MetricFamily
+
 	metA     arena.Arena[dto.Metric]
 	pairA    arena.Arena[dto.LabelPair]
 	pairPtrA arena.Arena[*dto.LabelPair]
@@ -142,7 +147,14 @@ func (x *Writer) metric(desc *prometheus.Desc, t dto.MetricType, labels []string
 	}
 	w := x.families[desc]
 	if w == nil {
-		w = &written{family: &dto.MetricFamily{Name: meta.name, Help: meta.help, Type: t.Enum()}}
+		if w = x.spare[desc]; w != nil {
+			delete(x.spare, desc)
+			if w.family.GetType() != t {
+				w.family.Type = t.Enum()
+			}
+		} else {
+			w = &written{family: &dto.MetricFamily{Name: meta.name, Help: meta.help, Type: t.Enum()}}
+		}
 		x.families[desc] = w
 	} else if w.family.GetType() != t {
 		x.errs = append(x.errs, fmt.Errorf("exposition: %s: a %s series in a %s family", *meta.name, t, w.family.GetType()))
@@ -304,7 +316,10 @@ func (x *Writer) library(desc *prometheus.Desc, t dto.MetricType, labels []strin
 // sorted by name, their series by label values; a series whose labels
 // repeat the one before it is dropped with an error.
 func (x *Writer) Done() ([]*dto.MetricFamily, error) {
-	out := make([]*dto.MetricFamily, 0, len(x.families))
+	out := x.out[:0]
+	if out == nil {
+		out = make([]*dto.MetricFamily, 0, len(x.families))
+	}
 	for _, w := range x.families {
 		f := w.family
 		slices.SortStableFunc(f.Metric, compareLabelValues)
@@ -320,6 +335,7 @@ func (x *Writer) Done() ([]*dto.MetricFamily, error) {
 		out = append(out, f)
 	}
 	slices.SortFunc(out, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
+	x.out = out
 	var err error
 	if len(x.errs) > 0 {
 		err = fmt.Errorf("%d errors while writing metric families: %w", len(x.errs), x.errs[0])
@@ -339,4 +355,52 @@ func compareLabelValues(a, b *dto.Metric) int {
 		}
 	}
 	return 0
+}
+
+// empty readies x for another gather once nothing reads what it wrote:
+// that is cleared (so x holds nothing of the state it was written from),
+// and its arenas, families and Done's slice are kept for the next gather.
+// An arena this gather outgrew, or took less than half of, is made anew
+// at this gather's size.
+func (x *Writer) empty() {
+	n := x.Sizes()
+	refill(&x.metA, n.metrics)
+	refill(&x.pairA, n.pairs)
+	refill(&x.pairPtrA, n.labels)
+	refill(&x.strA, n.pairs)
+	refill(&x.floatA, n.floats)
+	refill(&x.uintA, n.uints)
+	refill(&x.gaugeA, n.gauges)
+	refill(&x.counterA, n.counters)
+	refill(&x.bucketA, n.buckets)
+	refill(&x.bPtrA, n.buckets)
+	refill(&x.qA, n.quantiles)
+	refill(&x.qPtrA, n.quantiles)
+	refill(&x.histA, n.histograms)
+	refill(&x.sumA, n.summaries)
+	if x.spare == nil {
+		x.spare = make(map[*prometheus.Desc]*written, len(x.families))
+	}
+	for d, w := range x.families {
+		// Done may have dropped duplicates past the kept length: clear
+		// them too (one made by the library is not in an arena).
+		clear(w.family.Metric[:cap(w.family.Metric)])
+		w.family.Metric, w.last = w.family.Metric[:0], nil
+		x.spare[d] = w
+	}
+	clear(x.families)
+	clear(x.out)
+	x.out = x.out[:0]
+	x.errs, x.n = nil, Sizes{}
+}
+
+// refill empties a for a gather of n elements: cleared and rewound, or
+// made anew when it is smaller than n or more than twice n.
+func refill[T any](a *arena.Arena[T], n int) {
+	if cap(*a) < n || cap(*a) > 2*n+64 {
+		*a = make(arena.Arena[T], 0, n)
+		return
+	}
+	clear(*a)
+	*a = (*a)[:0]
 }

@@ -71,6 +71,13 @@ func (c *Classifier) Collect(ch chan<- prometheus.Metric) { c.render(exposition.
 // const metrics and hashing.
 func (c *Classifier) Gather() ([]*dto.MetricFamily, error) { return c.gatherer.Gather() }
 
+// Transactional is Gather for /metrics (promhttp.HandlerForTransactional):
+// the families are written into memory lent for the request and written
+// into again by a later one (exposition.Writers).
+func (c *Classifier) Transactional() prometheus.TransactionalGatherer {
+	return c.gatherer.Transactional()
+}
+
 // render takes the series of the last Tick's state into e.
 func (c *Classifier) render(e exposition.Sink) {
 	gauge := e.Gauge
