@@ -163,8 +163,10 @@ func (l lending) Gather() ([]*dto.MetricFamily, func(), error) {
 // allocates next to nothing, and the memory of the families it writes is
 // the same memory at every collection of the heap, rather than new memory
 // a collection that begins during a request counts as live and one that
-// begins elsewhere does not. It keeps two: the one a request encodes from
-// while the next is written; more gathers at once take new ones.
+// begins elsewhere does not. It keeps one: requests come one after the
+// other (one Prometheus, or two replicas a few milliseconds apart), and a
+// gather while another's families are still read takes a new Writer,
+// which is dropped when given back rather than kept for a rare overlap.
 type Writers struct {
 	descs Descs
 	mu    sync.Mutex
@@ -173,7 +175,7 @@ type Writers struct {
 }
 
 // keptWriters is how many emptied Writers a Writers keeps.
-const keptWriters = 2
+const keptWriters = 1
 
 // NewWriters returns Writers of the Descs in ds.
 func NewWriters(ds Descs) *Writers { return &Writers{descs: ds} }

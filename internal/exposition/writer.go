@@ -395,10 +395,12 @@ func (x *Writer) empty() {
 }
 
 // refill empties a for a gather of n elements: cleared and rewound, or
-// made anew when it is smaller than n or more than twice n.
+// made anew when it is smaller than n (an eighth larger: series come and
+// go by a few, and each time an arena is outgrown the surplus is
+// allocated one by one) or more than twice n.
 func refill[T any](a *arena.Arena[T], n int) {
 	if cap(*a) < n || cap(*a) > 2*n+64 {
-		*a = make(arena.Arena[T], 0, n)
+		*a = make(arena.Arena[T], 0, n+n/8)
 		return
 	}
 	clear(*a)
