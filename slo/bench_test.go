@@ -5,9 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 // fullRings is a watchdog over the five shipped SLOs whose rings hold 3
@@ -60,24 +59,11 @@ func BenchmarkCheckpoint(b *testing.B) {
 }
 
 // BenchmarkCollect is one /metrics render of the watchdog's series for the
-// five shipped SLOs: "gather" as /metrics takes them (Gather, written
-// straight into metric families), "registry" a registry gathering the
-// watchdog as a plain collector (const metrics).
+// five shipped SLOs: "lent" as /metrics takes them (Transactional, written
+// into the families the request before gave back), "gather" written into
+// new ones (Gather), "registry" a registry gathering the watchdog as a
+// plain collector (const metrics).
 func BenchmarkCollect(b *testing.B) {
 	w, _, _, _ := fullRings(b, Options{})
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(w)
-	for _, g := range []struct {
-		name string
-		prometheus.Gatherer
-	}{{"gather", w}, {"registry", reg}} {
-		b.Run(g.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := g.Gather(); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	testutil.BenchmarkGatherers(b, w)
 }

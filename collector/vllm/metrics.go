@@ -206,6 +206,7 @@ func (s *Scraper) gather() *gathering {
 	g := &gathering{from: st, w: s.writers.Get(), refs: 2} // the scraper's and the caller's
 	s.descs.render(exposition.ToWriter(g.w), st, s.opts.Windows, s.optIn)
 	g.mfs, g.err = g.w.Done()
+	s.writers.Sized(g.w.Sizes()) // for a Writer made anew (a pinned one is never given back)
 	s.gathered = g
 	return g
 }

@@ -62,3 +62,33 @@ func GatherText(t testing.TB, g prometheus.Gatherer) string {
 	}
 	return Encode(t, fams)
 }
+
+// BenchmarkGatherers runs one sub-benchmark per way /metrics could gather a
+// collector's series, allocations reported, side by side in one run:
+// "gather" (its own Gather, the families the caller's), "registry" (a
+// registry gathering its Collect) and "lent" (Transactional, what
+// /metrics pays: written into the families the request before gave back).
+func BenchmarkGatherers(b *testing.B, c interface {
+	prometheus.Collector
+	prometheus.Gatherer
+	Transactional() prometheus.TransactionalGatherer
+}) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	lent := c.Transactional()
+	for _, g := range []struct {
+		name string
+		prometheus.TransactionalGatherer
+	}{{"gather", prometheus.ToTransactionalGatherer(c)}, {"registry", prometheus.ToTransactionalGatherer(reg)}, {"lent", lent}} {
+		b.Run(g.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_, done, err := g.Gather()
+				if err != nil {
+					b.Fatal(err)
+				}
+				done()
+			}
+		})
+	}
+}

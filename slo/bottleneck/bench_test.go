@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
 // BenchmarkTick is one classifier tick for one model with every input
@@ -22,28 +22,15 @@ func BenchmarkTick(b *testing.B) {
 }
 
 // BenchmarkCollect is one /metrics render of the classifier's series:
-// "gather" as /metrics takes them (Gather, written straight into metric
-// families), "registry" a registry gathering the classifier as a plain
-// collector (const metrics).
+// "lent" as /metrics takes them (Transactional, written into the families
+// the request before gave back), "gather" written into new ones (Gather),
+// "registry" a registry gathering the classifier as a plain collector
+// (const metrics).
 func BenchmarkCollect(b *testing.B) {
 	f := &fakeSources{}
 	c := newTestClassifier(f, testSpec)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	healthy().apply(f, now, newRand(1), defaultTh())
 	c.Tick(now)
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(c)
-	for _, g := range []struct {
-		name string
-		prometheus.Gatherer
-	}{{"gather", c}, {"registry", reg}} {
-		b.Run(g.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := g.Gather(); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	testutil.BenchmarkGatherers(b, c)
 }
