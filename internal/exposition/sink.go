@@ -188,7 +188,9 @@ func (p *Writers) New() *Writer {
 	return NewWriter(p.descs, p.last)
 }
 
-// Sized records the Sizes of a gather written into a Writer from New.
+// Sized records the Sizes of a gather written into a Writer that will not
+// be given back (from New, or one whose families a caller keeps): the size
+// of the next new Writer.
 func (p *Writers) Sized(n Sizes) {
 	p.mu.Lock()
 	p.last = n
