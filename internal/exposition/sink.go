@@ -167,6 +167,8 @@ func (l lending) Gather() ([]*dto.MetricFamily, func(), error) {
 // other (one Prometheus, or two replicas a few milliseconds apart), and a
 // gather while another's families are still read takes a new Writer,
 // which is dropped when given back rather than kept for a rare overlap.
+// Not a sync.Pool: a pool lets go of what it holds at every collection,
+// which is the churn this is here to end.
 type Writers struct {
 	descs Descs
 	mu    sync.Mutex
