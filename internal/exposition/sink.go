@@ -213,14 +213,16 @@ func (p *Writers) Get() *Writer {
 	return NewWriter(p.descs, p.last)
 }
 
-// Put gives back a Writer from Get once nothing reads its families.
+// Put gives back a Writer from Get once nothing reads its families. One
+// that finds no room is dropped as it is: emptying it would be work for
+// the collector's sake only.
 func (p *Writers) Put(w *Writer) {
 	n := w.Sizes()
-	w.empty()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.last = n
 	if len(p.free) < keptWriters {
+		w.empty()
 		p.free = append(p.free, w)
 	}
 }
