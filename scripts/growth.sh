@@ -29,7 +29,9 @@
 # Go collector's cycles fall moves RssAnon by a few MiB from sample to
 # sample, so two builds are compared in one run, on one input, and by
 # their spread as much as by one sample. Without, bin/vllm_exporter runs
-# alone.
+# alone. A build may carry flags or an environment (words split at blanks):
+#   scripts/growth.sh 30 defaults=bin/vllm_exporter \
+#     "windows1m=bin/vllm_exporter --vllm.windows=1m" "gogc50=env GOGC=50 bin/vllm_exporter"
 #
 # A short local run: GROWTH_MINUTES=6 scripts/growth.sh (minute 5 and the
 # end are then one minute apart: it shows the level, not the trend).
@@ -102,8 +104,9 @@ for size in $SIZES; do
   for v in "${variants[@]}"; do
     name=${v%%=*}; binary=${v#*=}
     exp_addr=127.0.0.1:$port; port=$((port + 1))
+    # $binary is split into words: a build may carry flags or an env prefix.
     # shellcheck disable=SC2086
-    GOMEMLIMIT="$GOMEMLIMIT" "$binary" --web.listen-address="$exp_addr" --vllm.url="http://$sim_addr" ${EXPORTER_ARGS:-} \
+    GOMEMLIMIT="$GOMEMLIMIT" $binary --web.listen-address="$exp_addr" --vllm.url="http://$sim_addr" ${EXPORTER_ARGS:-} \
       >"$work/exporter-$size-$name.log" 2>&1 &
     pids+=($!)
     vnames+=("$name"); vpids+=($!); vaddrs+=("$exp_addr")
@@ -149,13 +152,25 @@ for size in $SIZES; do
     spread=$(awk '$1 > 300 {print $2}' "$trend" | sort -n | awk '{v[NR] = $1}
       END {if (NR == 0) {printf "-"; exit}
         printf "%.1f/%.1f/%.1f", v[int(0.05 * (NR - 1)) + 1] / 1024, v[int(0.5 * (NR - 1)) + 1] / 1024, v[int(0.95 * (NR - 1)) + 1] / 1024}')
-    rows+=("$(sort -k2 -g "$work/samples-$size-$name.txt" | awk -v s="$size" -v n="$name" -v b="$body" -v a1="$anon1" -v a5="$anon5" -v ae="$anon_end" -v band="$band" -v spread="$spread" \
+    # When the level was reached: the first sample from which every later
+    # one lies within 5 % of the level (the median of the last third of the
+    # run), in minutes. The runtime's collector reaches its steady cycle
+    # some GC cycles after start (docs/hardening.md, "Why RssAnon still
+    # climbs after minute 5"): this says when, where minute 5 alone does not.
+    settled=$(awk '{t[NR] = $1; a[NR] = $2} END {
+        if (NR == 0) {printf "-"; exit}
+        n = 0; for (i = int(2 * NR / 3) + 1; i <= NR; i++) v[++n] = a[i]
+        asort_n(v, n); L = v[int((n + 1) / 2)]
+        s = NR; while (s > 1 && a[s - 1] >= 0.95 * L && a[s - 1] <= 1.05 * L) s--
+        printf "%.1f", t[s] / 60 }
+      function asort_n(x, m,   i, j, k) {for (i = 2; i <= m; i++) {k = x[i]; for (j = i - 1; j >= 1 && x[j] > k; j--) x[j + 1] = x[j]; x[j + 1] = k}}' "$trend")
+    rows+=("$(sort -k2 -g "$work/samples-$size-$name.txt" | awk -v s="$size" -v n="$name" -v b="$body" -v a1="$anon1" -v a5="$anon5" -v ae="$anon_end" -v band="$band" -v spread="$spread" -v settled="$settled" \
       -v lim="$limit_bytes" -v c0="${cpu0[$k]}" -v c1="$cpu1" -v t0="$t0" -v t1="$t1" -v clk="$clk" -v g0="${g_first[$k]:-0}" -v g1="$g_last" -v up="$up" '
       {h[NR] = $1; d[NR] = $2; hs += $1; if ($1 > hm) hm = $1}
       END {
         med = (NR % 2) ? d[(NR + 1) / 2] : (d[NR / 2] + d[NR / 2 + 1]) / 2
-        printf "%-6s %-10s %9.0f %8.1f %8.1f %8.1f %+7.1f%% %13s %15s %9.1f %9.1f %7.0f%% %9.0f %9.0f %9.4f %4s-%-4s %3d",
-          s, n, b / 1024, a1 / 1024, a5 / 1024, ae / 1024, (a5 > 0 ? 100 * (ae - a5) / a5 : 0), band, spread,
+        printf "%-6s %-10s %9.0f %8.1f %8.1f %8.1f %+7.1f%% %13s %15s %7s %9.1f %9.1f %7.0f%% %9.0f %9.0f %9.4f %4s-%-4s %3d",
+          s, n, b / 1024, a1 / 1024, a5 / 1024, ae / 1024, (a5 > 0 ? 100 * (ae - a5) / a5 : 0), band, spread, settled,
           hs / NR / 1048576, hm / 1048576, (lim > 0 ? 100 * hm / lim : 0), med * 1000, d[NR] * 1000,
           (c1 - c0) / clk / (t1 - t0), g0, g1, up }')")
     # The trend: RssAnon at the end of each 5 minutes, and the largest heap
@@ -179,13 +194,14 @@ for size in $SIZES; do
 done
 
 printf "\nvllm_exporter at defaults against vllm-sim, %s min per size, GOMEMLIMIT=%s\n\n" "$MINUTES" "${GOMEMLIMIT:-unset}"
-printf "%-6s %-10s %9s %8s %8s %8s %8s %13s %15s %9s %9s %8s %9s %9s %9s %9s %3s\n" \
-  "size" "build" "body KiB" "anon m1" "anon m5" "anon end" "m5->end" "m5 band" "after m5 p5/md/p95" "heap avg" "heap max" "of limit" "scrape md" "scrape mx" "CPU s/s" "gorout" "up"
+printf "%-6s %-10s %9s %8s %8s %8s %8s %13s %15s %7s %9s %9s %8s %9s %9s %9s %9s %3s\n" \
+  "size" "build" "body KiB" "anon m1" "anon m5" "anon end" "m5->end" "m5 band" "after m5 p5/md/p95" "level@" "heap avg" "heap max" "of limit" "scrape md" "scrape mx" "CPU s/s" "gorout" "up"
 for r in "${rows[@]}"; do echo "$r"; done
 echo
 echo "anon: RssAnon in MiB at minute 1, minute 5 and the end; m5 band: the lowest and highest RssAnon sampled"
 echo "after minute 5, as a change from minute 5 (flat: both within 10 %); after m5: those samples' 5th percentile, median"
-echo "and 95th percentile (MiB); heap: Go heap in use (MiB), its peak as a share of GOMEMLIMIT; scrape:"
+echo "and 95th percentile (MiB); level@: the minute from which every sample lies within 5 % of the level (the median"
+echo "of the last third of the run); heap: Go heap in use (MiB), its peak as a share of GOMEMLIMIT; scrape:"
 echo "vllm_exporter_scrape_duration_seconds in ms (median, longest) over samples every ${SAMPLE}s; gorout: go_goroutines"
 echo "at the first sample and the end. Builds named on the command line ran side by side against one simulator per size."
 printf "\ntrend: RssAnon at the end of each 5 minutes / the largest Go heap in use within them (MiB)\n\n"
