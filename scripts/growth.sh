@@ -157,20 +157,19 @@ for size in $SIZES; do
     # run), in minutes. The runtime's collector reaches its steady cycle
     # some GC cycles after start (docs/hardening.md, "Why RssAnon still
     # climbs after minute 5"): this says when, where minute 5 alone does not.
-    settled=$(awk '{t[NR] = $1; a[NR] = $2} END {
-        if (NR == 0) {printf "-"; exit}
-        n = 0; for (i = int(2 * NR / 3) + 1; i <= NR; i++) v[++n] = a[i]
-        asort_n(v, n); L = v[int((n + 1) / 2)]
+    n=$(wc -l <"$trend")
+    level=$(tail -n "$(((n + 2) / 3))" "$trend" | awk '{print $2}' | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)] + 0}')
+    level_at=$(awk -v L="$level" '{t[NR] = $1; a[NR] = $2} END {
+        if (NR == 0 || L == 0) {printf "-"; exit}
         s = NR; while (s > 1 && a[s - 1] >= 0.95 * L && a[s - 1] <= 1.05 * L) s--
-        printf "%.1f", t[s] / 60 }
-      function asort_n(x, m,   i, j, k) {for (i = 2; i <= m; i++) {k = x[i]; for (j = i - 1; j >= 1 && x[j] > k; j--) x[j + 1] = x[j]; x[j + 1] = k}}' "$trend")
-    rows+=("$(sort -k2 -g "$work/samples-$size-$name.txt" | awk -v s="$size" -v n="$name" -v b="$body" -v a1="$anon1" -v a5="$anon5" -v ae="$anon_end" -v band="$band" -v spread="$spread" -v settled="$settled" \
+        printf "%.1f", t[s] / 60 }' "$trend")
+    rows+=("$(sort -k2 -g "$work/samples-$size-$name.txt" | awk -v s="$size" -v n="$name" -v b="$body" -v a1="$anon1" -v a5="$anon5" -v ae="$anon_end" -v band="$band" -v spread="$spread" -v level_at="$level_at" \
       -v lim="$limit_bytes" -v c0="${cpu0[$k]}" -v c1="$cpu1" -v t0="$t0" -v t1="$t1" -v clk="$clk" -v g0="${g_first[$k]:-0}" -v g1="$g_last" -v up="$up" '
       {h[NR] = $1; d[NR] = $2; hs += $1; if ($1 > hm) hm = $1}
       END {
         med = (NR % 2) ? d[(NR + 1) / 2] : (d[NR / 2] + d[NR / 2 + 1]) / 2
         printf "%-6s %-10s %9.0f %8.1f %8.1f %8.1f %+7.1f%% %13s %15s %7s %9.1f %9.1f %7.0f%% %9.0f %9.0f %9.4f %4s-%-4s %3d",
-          s, n, b / 1024, a1 / 1024, a5 / 1024, ae / 1024, (a5 > 0 ? 100 * (ae - a5) / a5 : 0), band, spread, settled,
+          s, n, b / 1024, a1 / 1024, a5 / 1024, ae / 1024, (a5 > 0 ? 100 * (ae - a5) / a5 : 0), band, spread, level_at,
           hs / NR / 1048576, hm / 1048576, (lim > 0 ? 100 * hm / lim : 0), med * 1000, d[NR] * 1000,
           (c1 - c0) / clk / (t1 - t0), g0, g1, up }')")
     # The trend: RssAnon at the end of each 5 minutes, and the largest heap
