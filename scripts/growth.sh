@@ -73,6 +73,14 @@ to_bytes() {
 }
 limit_bytes=$(to_bytes "${GOMEMLIMIT:-0}")
 
+# percentiles P...: the P-quantiles (0 <= P <= 1; the sample at rank
+# int(P * (n - 1)) + 1 of n sorted) of the numbers on stdin, on one line;
+# nothing for no input. The spread and the level's median read it alike.
+percentiles() {
+  sort -n | awk -v ps="$*" 'BEGIN {n = split(ps, p, " ")} {v[NR] = $1}
+    END {if (NR) for (i = 1; i <= n; i++) printf "%s%s", v[int(p[i] * (NR - 1)) + 1], (i < n ? " " : "\n")}'
+}
+
 # scrape_values FILE: "heap_bytes scrape_seconds goroutines" from one /metrics body.
 scrape_values() {
   awk '$1 ~ /^go_memory_classes_heap_(objects|unused)_bytes$/ {h += $2}
@@ -149,16 +157,17 @@ for size in $SIZES; do
     band=$(awk -v a5="$anon5" -v ae="$anon_end" '$1 > 300 {if (lo == "" || $2 < lo) lo = $2; if ($2 > hi) hi = $2}
       END {if (ae < lo || lo == "") lo = ae; if (ae > hi) hi = ae
         if (a5 > 0) printf "%+.1f/%+.1f%%", 100 * (lo - a5) / a5, 100 * (hi - a5) / a5; else printf "-"}' "$trend")
-    spread=$(awk '$1 > 300 {print $2}' "$trend" | sort -n | awk '{v[NR] = $1}
-      END {if (NR == 0) {printf "-"; exit}
-        printf "%.1f/%.1f/%.1f", v[int(0.05 * (NR - 1)) + 1] / 1024, v[int(0.5 * (NR - 1)) + 1] / 1024, v[int(0.95 * (NR - 1)) + 1] / 1024}')
+    spread=$(awk '$1 > 300 {print $2}' "$trend" | percentiles 0.05 0.5 0.95 |
+      awk '{printf "%.1f/%.1f/%.1f", $1 / 1024, $2 / 1024, $3 / 1024}')
+    spread=${spread:--}
     # When the level was reached: the first sample from which every later
     # one lies within 5 % of the level (the median of the last third of the
     # run), in minutes. The runtime's collector reaches its steady cycle
     # some GC cycles after start (docs/hardening.md, "Why RssAnon still
     # climbs after minute 5"): this says when, where minute 5 alone does not.
     n=$(wc -l <"$trend")
-    level=$(tail -n "$(((n + 2) / 3))" "$trend" | awk '{print $2}' | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)] + 0}')
+    level=$(tail -n "$(((n + 2) / 3))" "$trend" | awk '{print $2}' | percentiles 0.5)
+    level=${level:-0}
     level_at=$(awk -v L="$level" '{t[NR] = $1; a[NR] = $2} END {
         if (NR == 0 || L == 0) {printf "-"; exit}
         s = NR; while (s > 1 && a[s - 1] >= 0.95 * L && a[s - 1] <= 1.05 * L) s--
