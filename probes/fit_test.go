@@ -221,7 +221,7 @@ func TestErrorDetail(t *testing.T) {
 		{`{"detail":"Not Found"}`, "Not Found"},
 		{`{"error":"plain string"}`, "plain string"},
 		{"<html>\n<b>gateway</b></html>", "<html> <b>gateway</b></html>"},
-		{`{"error":{"message":"key sk-abcdefghijklmnop and api_key=hunter2 and Bearer tok123"}}`, "key xxxxx and api_key=xxxxx and Bearer xxxxx"},
+		{`{"error":{"message":"key sk-abcdefghijklmnop and api_key=hunter2 and Bearer tok123"}}`, "key sk-xxxxx and api_key=xxxxx and Bearer xxxxx"},
 	}
 	for _, c := range cases {
 		if got := errorDetail([]byte(c.body), accessFor("")); got != c.want {
