@@ -66,7 +66,7 @@ type Result struct {
 	// max_model_len even shrunk (Detail says so).
 	Refused    bool
 	StatusCode int
-	// RetryAfter is the server's Retry-After on 503, if any.
+	// RetryAfter is the server's Retry-After on 503 or 429, if any.
 	RetryAfter time.Duration
 
 	// Chunks counts the stream chunks that carry generated text (a
@@ -216,8 +216,8 @@ func (t *target) do(ctx context.Context, pr *config.ProbeProfile, body []byte, p
 	res.StatusCode = resp.StatusCode
 	if resp.StatusCode != http.StatusOK {
 		res.Reason = statusReason(resp.StatusCode)
-		if resp.StatusCode == http.StatusServiceUnavailable {
-			res.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+		if overloaded(resp.StatusCode) {
+			res.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), t.now())
 		}
 		// Read a little (the connection can then be reused) for the
 		// server's error text, kept scrubbed and truncated.
@@ -376,17 +376,28 @@ func statusReason(code int) string {
 	return ReasonHTTP4xx
 }
 
+// overloaded: the server asks for less load (503 Service Unavailable, 429
+// Too Many Requests); the probes back off from the first one and honour
+// its Retry-After.
+func overloaded(code int) bool {
+	return code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests
+}
+
+// maxRetryAfter bounds what a Retry-After can ask for (the scheduler caps
+// it at backoff_max too): a day, so a hostile value cannot overflow.
+const maxRetryAfter = 24 * time.Hour
+
 // parseRetryAfter reads delta-seconds or an HTTP date; 0 when absent/bad.
 func parseRetryAfter(v string, now time.Time) time.Duration {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0
 	}
-	if n, err := strconv.Atoi(v); err == nil && n > 0 {
-		return time.Duration(n) * time.Second
+	if n, err := strconv.ParseUint(v, 10, 64); err == nil && n > 0 {
+		return time.Duration(min(n, uint64(maxRetryAfter/time.Second))) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
+		return min(t.Sub(now), maxRetryAfter)
 	}
 	return 0
 }

@@ -835,12 +835,12 @@ func (s *Scheduler) observeLatencies(st *profileState, res *Result) {
 
 // backoffLocked pushes the next slot out after failures: the first failure
 // keeps the normal interval, each further consecutive one doubles the wait,
-// a 503 doubles from the start and honours Retry-After; all capped at
-// backoff_max (never below the interval).
+// a 503 or 429 doubles from the start and honours Retry-After; all capped
+// at backoff_max (never below the interval).
 func (s *Scheduler) backoffLocked(st *profileState, res *Result, end time.Time) {
 	st.consecutive++
 	k := st.consecutive - 1
-	if res.StatusCode == http.StatusServiceUnavailable {
+	if overloaded(res.StatusCode) {
 		k = st.consecutive
 	}
 	if k <= 0 {
