@@ -62,10 +62,10 @@ func TestSLOValidationErrorsNameTheField(t *testing.T) {
 		{"- {name: a, kind: availability, objective: 0.99, threshold: 1}", "threshold: not used by kind availability"},
 		{"- {name: a, kind: availability, objective: 0.99, metric: ttft}", "metric: only valid with kind latency"},
 		{"- {name: a, kind: availability, objective: 0.99, period: 10m}", "period: 10m is shorter than 1h"},
-		{"- {name: a, kind: availability, objective: 0.99, period: 30x}", "30x"},
+		{"- {name: a, kind: availability, objective: 0.99, period: 30x}", `slos[0].period: unknown unit "x" in duration "30x"`},
 		{"- {name: a, kind: availability, objective: 0.99, min_events: -1}", "min_events: -1"},
 		{"- {name: a, kind: availability, objective: 0.99, profiles: [x]}", "profiles: only valid with source: probe"},
-		{"- {name: a, kind: availability, objective: 0.99, windows: [5m]}", "field windows not found"},
+		{"- {name: a, kind: availability, objective: 0.99, windows: [5m]}", "slos[0].windows: unknown field"},
 		{"- {name: a, kind: availability, objective: 0.99}\n- {name: a, kind: availability, objective: 0.9}", `duplicate name "a"`},
 	} {
 		_, err := Parse([]byte("slos:\n"+tc.yaml+"\n"), "f.yml")

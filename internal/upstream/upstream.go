@@ -133,6 +133,12 @@ func Resolve(cfg commoncfg.HTTPClientConfig, vllmURL string, s Shortcuts) (commo
 	if cfg.BasicAuth != nil && HasUserInfo(vllmURL) {
 		return cfg, errors.New("--vllm.url carries credentials and basic auth is configured (--vllm.basic-auth-username or vllm.basic_auth): use one")
 	}
+	if err := checkFiles(cfg); err != nil {
+		return cfg, err
+	}
+	if p := cfg.ProxyURL.URL; p != nil && (p.Hostname() == "" || (p.Scheme != "http" && p.Scheme != "https" && p.Scheme != "socks5")) {
+		return cfg, fmt.Errorf("vllm.proxy_url: %s is not an http://, https:// or socks5:// URL with a host", Redact(p.String()))
+	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("vllm HTTP client: %w", err)
 	}
@@ -263,6 +269,33 @@ func newRoundTripper(cfg commoncfg.HTTPClientConfig, name string, opts ...common
 		return nil, fmt.Errorf("vllm HTTP client: %w", err)
 	}
 	return rt, nil
+}
+
+// checkFiles: every file the configuration names can be opened, so a typo
+// fails at start (naming its key) rather than at every request.
+func checkFiles(cfg commoncfg.HTTPClientConfig) error {
+	files := [][2]string{{"tls_config.ca_file", cfg.TLSConfig.CAFile}, {"tls_config.cert_file", cfg.TLSConfig.CertFile},
+		{"tls_config.key_file", cfg.TLSConfig.KeyFile}}
+	if a := cfg.Authorization; a != nil { // common/config moves bearer_token_file here
+		files = append(files, [2]string{"authorization.credentials_file (or bearer_token_file)", a.CredentialsFile})
+	}
+	if b := cfg.BasicAuth; b != nil {
+		files = append(files, [2]string{"basic_auth.username_file", b.UsernameFile}, [2]string{"basic_auth.password_file", b.PasswordFile})
+	}
+	if o := cfg.OAuth2; o != nil {
+		files = append(files, [2]string{"oauth2.client_secret_file", o.ClientSecretFile})
+	}
+	for _, f := range files {
+		if f[1] == "" {
+			continue
+		}
+		fh, err := os.Open(f[1])
+		if err != nil {
+			return fmt.Errorf("vllm.%s: %w", f[0], err)
+		}
+		fh.Close()
+	}
+	return nil
 }
 
 // CheckSecretFile checks that the credential file a flag names can be read
