@@ -18,7 +18,7 @@ const maxDetail = 240
 // flat {"object":"error","message":...}, of FastAPI's {"detail":...}, or the
 // body itself; credentials scrubbed, white space collapsed, control
 // characters dropped, truncated to maxDetail runes.
-func errorDetail(body []byte, u *upstream.Upstream) string {
+func errorDetail(body []byte, sc *upstream.Scrubber) string {
 	text := strings.TrimSpace(string(body))
 	var e struct {
 		Error   json.RawMessage `json:"error"`
@@ -43,12 +43,12 @@ func errorDetail(body []byte, u *upstream.Upstream) string {
 			text = string(e.Detail)
 		}
 	}
-	return cleanDetail(text, u)
+	return cleanDetail(text, sc)
 }
 
 // cleanDetail scrubs, flattens and truncates an error text.
-func cleanDetail(text string, u *upstream.Upstream) string {
-	text = upstream.Scrub(text, u.Secrets()...)
+func cleanDetail(text string, sc *upstream.Scrubber) string {
+	text = sc.Scrub(text)
 	if !utf8.ValidString(text) {
 		text = strings.ToValidUTF8(text, "?")
 	}

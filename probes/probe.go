@@ -180,7 +180,7 @@ func buildRequest(pr *config.ProbeProfile, model string, prompt []int, text stri
 type target struct {
 	baseURL   string
 	client    *http.Client
-	upstream  *upstream.Upstream // whose credentials error texts are scrubbed of
+	scrub     *upstream.Scrubber // what error texts are scrubbed with
 	now       func() time.Time
 	maxEvent  int
 	requestID string
@@ -223,7 +223,7 @@ func (t *target) do(ctx context.Context, pr *config.ProbeProfile, body []byte, p
 		// server's error text, kept scrubbed and truncated.
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		res.Detail = fmt.Sprintf("HTTP %d", resp.StatusCode)
-		if d := errorDetail(b, t.upstream); d != "" {
+		if d := errorDetail(b, t.scrub); d != "" {
 			res.Detail += ": " + d
 		}
 		if resp.StatusCode < 500 && contextLengthError(res.Detail) {
@@ -279,7 +279,7 @@ func (t *target) readStream(ctx context.Context, body io.Reader, now func() time
 			// An error sent as SSE data once the stream had started
 			// (vLLM answers 200 and reports some errors in-stream).
 			res.Reason, res.Detail = ReasonStreamError, "in-stream error"
-			if d := errorDetail(data, t.upstream); d != "" {
+			if d := errorDetail(data, t.scrub); d != "" {
 				res.Detail += ": " + d
 			}
 			if contextLengthError(res.Detail) {
@@ -353,7 +353,7 @@ func (t *target) transportDetail(reason string, pr *config.ProbeProfile, err err
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		return "the stream ended before [DONE]"
 	}
-	return cleanDetail(err.Error(), t.upstream)
+	return cleanDetail(err.Error(), t.scrub)
 }
 
 // classifyErr maps a transport or body-read error: the probe's own deadline
@@ -450,12 +450,12 @@ func (t *target) discoverModel(ctx context.Context, timeout time.Duration, want 
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return "", 0, reason, "GET /v1/models: " + cleanDetail(err.Error(), t.upstream)
+		return "", 0, reason, "GET /v1/models: " + cleanDetail(err.Error(), t.scrub)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return "", 0, statusReason(resp.StatusCode), fmt.Sprintf("GET /v1/models: HTTP %d: %s", resp.StatusCode, errorDetail(b, t.upstream))
+		return "", 0, statusReason(resp.StatusCode), fmt.Sprintf("GET /v1/models: HTTP %d: %s", resp.StatusCode, errorDetail(b, t.scrub))
 	}
 	var m modelsResponse
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&m); err != nil {
@@ -476,7 +476,7 @@ func (t *target) discoverModel(ctx context.Context, timeout time.Duration, want 
 			listed = append(listed[:maxListedModels], fmt.Sprintf("… %d more", len(listed)-maxListedModels))
 		}
 		return "", 0, ReasonUnknownModel, cleanDetail(fmt.Sprintf("model %q is not served (neither a model nor a LoRA adapter): GET /v1/models lists %s",
-			want, strings.Join(listed, ", ")), t.upstream)
+			want, strings.Join(listed, ", ")), t.scrub)
 	case want != "":
 		return want, 0, "", "" // nothing listed: the probe itself will tell
 	}

@@ -258,7 +258,7 @@ func checkOnce(t *testing.T, s *Scheduler, profile, want string) {
 func TestBackoffOnFailuresAndOverload(t *testing.T) {
 	for _, c := range []struct {
 		code       int
-		retryAfter string // "date+N": an HTTP date N seconds after the request
+		retryAfter string          // "date+N": an HTTP date N seconds after the request
 		want       []time.Duration // gaps between successive probes
 	}{
 		// 500: first failure keeps the interval, then doubles, capped at 40s.

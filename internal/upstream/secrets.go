@@ -33,6 +33,9 @@ var credentialShapes = []struct {
 	// URL user info, up to the word's last '@': a password that is not
 	// percent-encoded may hold '/', '#' or '?', and Go's parse errors quote it.
 	{regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://)[^\s"'<>` + "`" + `]*@`), "${1}xxxxx@"},
+	// url.Parse's error for a password with a '/': the authority ends at
+	// the '/', and what follows the user name's ':' is quoted as a port.
+	{regexp.MustCompile(`(invalid port ")[^"]*(" after host)`), "${1}:xxxxx${2}"},
 	// An echoed Authorization header of any scheme, and bearer tokens alone.
 	{regexp.MustCompile(`(?i)(\bauthorization["']?\s*[:=]\s*["']?[a-z][a-z0-9_-]*\s+)[^\s"',;]+`), "${1}xxxxx"},
 	// A bearer token has a digit or eight characters ("bearer token" stays).

@@ -31,7 +31,7 @@ func TestScrubShapes(t *testing.T) {
 		{`{"token": "tok-123456", "model": "m"}`, "tok-123456", `"model": "m"`},
 		{"password=hunter22 user=bob", "hunter22", "user=bob"},
 		{"X-Api-Key: abcd1234efgh", "abcd1234efgh", "X-Api-Key: xxxxx"},
-		{`parse "http://u:p/w@proxy:3128": invalid port`, "p/w", `"http://xxxxx@proxy:3128"`},
+		{`parse "http://u:p/w@proxy:3128": invalid port ":p" after host`, "p/w", `"http://xxxxx@proxy:3128": invalid port ":xxxxx" after host`},
 		{"dial http://u:p@ss/w#rd@127.0.0.1:18104 failed", "ss/w#rd", "http://xxxxx@127.0.0.1:18104 failed"},
 		{"scraping https://user:pw@vllm:8443/", "pw@", "https://xxxxx@vllm:8443/"},
 	} {
