@@ -69,23 +69,26 @@ func TestMetricsAbortsLoggedOnce(t *testing.T) {
 	}
 }
 
-// TestPromhttpLoggerCountsHeldLines: after the interval the next line of a
-// kind is logged with the number held back since the last; another kind is
-// logged at once.
-func TestPromhttpLoggerCountsHeldLines(t *testing.T) {
+// TestErrorLogCountsHeldLines: after the interval the next line of a kind
+// is logged with the number held back since the last; another kind is
+// logged at once; net/http's server writes its lines through it.
+func TestErrorLogCountsHeldLines(t *testing.T) {
 	var logs strings.Builder
-	l := newPromhttpLogger(log.NewLogfmtLogger(&logs))
+	l := newErrorLog(log.NewLogfmtLogger(&logs))
 	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	l.now = func() time.Time { return now }
 	for i := range 513 {
 		l.Println("error encoding and sending metric family:", fmt.Sprintf("write tcp 127.0.0.1:9470->127.0.0.1:%d: write: broken pipe", 40000+i))
 	}
-	l.Println("error gathering metrics:", "collected metric x was collected before")
-	now = now.Add(promhttpLogEvery)
+	srv := newHTTPServer(http.NotFoundHandler(), log.NewLogfmtLogger(&logs))
+	for i := range 5 {
+		srv.ErrorLog.Printf("http: TLS handshake error from 127.0.0.1:%d: client sent an HTTP request to an HTTPS server", 50000+i)
+	}
+	now = now.Add(errorLogEvery)
 	l.Println("error encoding and sending metric family:", "write tcp 127.0.0.1:9470->127.0.0.1:1: write: broken pipe")
 	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
 	if len(lines) != 3 || !strings.Contains(lines[0], `family: write tcp`) || !strings.Contains(lines[0], "suppressed=0") ||
-		!strings.Contains(lines[1], "error gathering") || !strings.Contains(lines[2], "suppressed=512") {
-		t.Fatalf("want the first line, the other kind, then one with 512 held back:\n%s", logs.String())
+		!strings.Contains(lines[1], "TLS handshake error") || !strings.Contains(lines[2], "suppressed=512") {
+		t.Fatalf("want the first line, one TLS line, then one with 512 held back:\n%s", logs.String())
 	}
 }

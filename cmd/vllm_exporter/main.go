@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	stdlog "log"
 	"log/slog"
 	"net/http"
 	"os"
@@ -317,10 +318,12 @@ func parseWindows(s string, interval time.Duration) ([]time.Duration, error) {
 }
 
 // newHTTPServer bounds every phase of a connection, so slow or stuck
-// clients cannot pin goroutines and file descriptors.
-func newHTTPServer(h http.Handler) *http.Server {
+// clients cannot pin goroutines and file descriptors. Its error lines (TLS
+// handshakes that fail) go to logger, rate-limited, not to stderr.
+func newHTTPServer(h http.Handler, logger log.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
+		ErrorLog:          stdlog.New(newErrorLog(logger), "", 0),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -387,7 +390,7 @@ func reload(h *config.Holder, logger log.Logger) error {
 func (x *exporter) routes(f *flags) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+f.telemetryPath, promhttp.HandlerForTransactional(runtimeFilter(x.metricsGatherer(), f.allRuntime, f.goMemStats), promhttp.HandlerOpts{
-		ErrorLog:            newPromhttpLogger(x.logger),
+		ErrorLog:            newErrorLog(x.logger),
 		ErrorHandling:       promhttp.ContinueOnError,
 		MaxRequestsInFlight: 10,
 		// No promhttp Timeout: it wraps the handler in http.TimeoutHandler,
@@ -459,27 +462,36 @@ func (x *exporter) routes(f *flags) (http.Handler, error) {
 	return mux, nil
 }
 
-// promhttpLogEvery: how often promhttp's error of one kind is logged.
-const promhttpLogEvery = time.Minute
+// errorLogEvery: how often a library's error of one kind is logged.
+const errorLogEvery = time.Minute
 
-// promhttpLogger adapts go-kit to promhttp's Println logger, rate-limited:
+// errorLog writes the error lines of promhttp (its Println) and of
+// net/http's server (a log.Logger's output) at error level, rate-limited:
 // a client that drops its connection makes promhttp log an error for every
-// family it could not write, the same text but for the connection's
-// address. Lines are limited per text without its digits: the first is
-// logged, the next after promhttpLogEvery with the number held back.
-type promhttpLogger struct {
+// family it could not write, and every port scan or plain-HTTP health check
+// of a TLS listener one handshake error, the same text but for the
+// connection's address. Lines are limited per text without its digits: the
+// first is logged, the next after errorLogEvery with the number held back.
+type errorLog struct {
 	logger log.Logger
 	now    func() time.Time
 	mu     sync.Mutex
 	limit  *ratelog.Limiter
 }
 
-func newPromhttpLogger(logger log.Logger) *promhttpLogger {
-	return &promhttpLogger{logger: logger, now: time.Now, limit: ratelog.New(promhttpLogEvery)}
+func newErrorLog(logger log.Logger) *errorLog {
+	return &errorLog{logger: logger, now: time.Now, limit: ratelog.New(errorLogEvery)}
 }
 
-func (l *promhttpLogger) Println(v ...any) {
-	msg := strings.TrimSuffix(fmt.Sprintln(v...), "\n")
+func (l *errorLog) Println(v ...any) { l.log(fmt.Sprintln(v...)) }
+
+func (l *errorLog) Write(p []byte) (int, error) {
+	l.log(string(p))
+	return len(p), nil
+}
+
+func (l *errorLog) log(msg string) {
+	msg = strings.TrimSuffix(msg, "\n")
 	key := strings.Map(func(r rune) rune {
 		if unicode.IsDigit(r) {
 			return -1

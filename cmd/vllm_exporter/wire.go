@@ -421,7 +421,7 @@ func (x *exporter) serve(ctx context.Context, f *flags, slogger *slog.Logger) er
 	if err != nil {
 		return err
 	}
-	srv := newHTTPServer(handler)
+	srv := newHTTPServer(handler, x.logger)
 	errc := make(chan error, 1)
 	go func() { errc <- web.ListenAndServe(srv, f.web, slogger) }()
 	select {
