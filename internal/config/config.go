@@ -167,17 +167,6 @@ func DefaultSLOs() []SLO {
 	return d.SLOs
 }
 
-// Check loads and validates path (empty = the shipped default) and returns a
-// one-line summary of what it holds; --config.check prints it and exits 0,
-// or prints the error and exits 1.
-func Check(path string) (string, error) {
-	f, err := Load(path)
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("%s: OK (%d SLOs)", f.Source, len(f.SLOs)), nil
-}
-
 // Default returns the parsed shipped default configuration.
 func Default() *File {
 	f, err := Parse(DefaultYAML, "default")

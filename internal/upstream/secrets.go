@@ -100,21 +100,18 @@ func NewScrubber(vllmURL, apiKey string) *Scrubber {
 		rest = vllmURL
 	}
 	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		info := rest[:at] // as typed, encoded or not
-		user, pass, ok := strings.Cut(info, ":")
-		if !ok {
-			return s // a user name alone is no secret
+		info := rest[:at] // as typed, encoded or not; a user name alone is no secret
+		if user, pass, ok := strings.Cut(info, ":"); ok {
+			// Go sends the user info as basic auth.
+			s.fixed = withVariants(s.fixed, info, pass, unescaped(pass), basicToken(unescaped(user), unescaped(pass)))
 		}
-		s.fixed = withVariants(s.fixed, info)
-		s.fixed = withVariants(s.fixed, pass)
-		if u, err := url.PathUnescape(user); err == nil {
-			user = u
-		}
-		if p, err := url.PathUnescape(pass); err == nil {
-			pass = p
-		}
-		s.fixed = withVariants(s.fixed, pass)
-		s.fixed = withVariants(s.fixed, basicToken(user, pass)) // Go sends URL user info as basic auth
+	}
+	return s
+}
+
+func unescaped(s string) string {
+	if u, err := url.PathUnescape(s); err == nil {
+		return u
 	}
 	return s
 }
@@ -178,15 +175,16 @@ func logText(v any) (text string, ok bool) {
 	return "", false
 }
 
-// withVariants appends sec and the forms a request or an echo may carry it
-// in (percent-encoded).
-func withVariants(out []string, sec string) []string {
-	if sec = strings.TrimSpace(sec); sec == "" {
-		return out
-	}
-	out = append(out, sec)
-	if q := url.QueryEscape(sec); q != sec {
-		out = append(out, q)
+// withVariants appends each secret and the form a request or an echo may
+// carry it in (percent-encoded).
+func withVariants(out []string, secrets ...string) []string {
+	for _, sec := range secrets {
+		if sec = strings.TrimSpace(sec); sec != "" {
+			out = append(out, sec)
+			if q := url.QueryEscape(sec); q != sec {
+				out = append(out, q)
+			}
+		}
 	}
 	return out
 }
@@ -206,7 +204,6 @@ func basicToken(user, pass string) string {
 // logged or shown.
 func (u *Upstream) Secrets() []string {
 	cfg := u.Config()
-	var out []string
 	read := func(path string) string {
 		if path == "" {
 			return ""
@@ -214,11 +211,9 @@ func (u *Upstream) Secrets() []string {
 		b, _ := os.ReadFile(path)
 		return strings.TrimSpace(string(b))
 	}
-	out = withVariants(out, string(cfg.BearerToken))
-	out = withVariants(out, read(cfg.BearerTokenFile))
+	out := withVariants(nil, string(cfg.BearerToken), read(cfg.BearerTokenFile))
 	if a := cfg.Authorization; a != nil {
-		out = withVariants(out, string(a.Credentials))
-		out = withVariants(out, read(a.CredentialsFile))
+		out = withVariants(out, string(a.Credentials), read(a.CredentialsFile))
 	}
 	if b := cfg.BasicAuth; b != nil {
 		user, pass := b.Username, string(b.Password)
@@ -228,17 +223,14 @@ func (u *Upstream) Secrets() []string {
 		if b.PasswordFile != "" {
 			pass = read(b.PasswordFile)
 		}
-		out = withVariants(out, pass)
-		out = withVariants(out, basicToken(user, pass))
+		out = withVariants(out, pass, basicToken(user, pass))
 	}
 	if o := cfg.OAuth2; o != nil {
-		out = withVariants(out, string(o.ClientSecret))
-		out = withVariants(out, read(o.ClientSecretFile))
+		out = withVariants(out, string(o.ClientSecret), read(o.ClientSecretFile))
 	}
 	if p := cfg.ProxyURL.URL; p != nil && p.User != nil {
 		pass, _ := p.User.Password()
-		out = withVariants(out, pass)
-		out = withVariants(out, basicToken(p.User.Username(), pass))
+		out = withVariants(out, pass, basicToken(p.User.Username(), pass))
 	}
 	return out
 }
