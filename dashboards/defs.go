@@ -14,7 +14,7 @@ var (
 const rooflineNoValue = "No roofline: start the exporter with --model.weight-bytes (and --model.memory-bandwidth on a host without an NVIDIA GPU); vllm_bottleneck_class_unavailable says which input is missing"
 
 // budgetDesc explains the budget panels' young-period view.
-const budgetDesc = "Fraction of each SLO's error budget left over its period (exporter watchdog). While the watchdog has observed less than a tenth of the period, the panel shows how much of the period it has covered instead: a budget computed over 45 minutes of a 30-day period reads -2000% after one bad burst. Probe SLOs (model=\"\") stay visible whatever the Model variable selects."
+const budgetDesc = "Fraction of each SLO's error budget left (exporter watchdog). Until the watchdog has observed a whole period (30 days by default; vllm_slo_period_covered_ratio) the budget covers only the part seen so far, so one bad burst early on overspends it many times over and it reads negative: a budget computed over 45 minutes of a 30-day period reads -2000% after one. While less than a tenth of the period is covered, the panel shows the share covered instead. Probe SLOs (model=\"\") stay visible whatever the Model variable selects."
 
 // budgetTargets: the budget where at least a tenth of the period is
 // covered, the coverage where less is (one query, so the panel always has

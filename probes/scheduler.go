@@ -89,6 +89,7 @@ type Scheduler struct {
 	opts    Options
 	baseURL string
 	urlErr  error
+	scrub   *upstream.Scrubber // error texts go out without the URL's and the connection's secrets
 	clock   Clock
 	logger  log.Logger
 	m       *metrics
@@ -199,6 +200,8 @@ func New(opts Options, holder *config.Holder, logger log.Logger) *Scheduler {
 		failLog:  ratelog.New(failLogEvery),
 	}
 	s.baseURL, s.urlErr = BaseURL(opts.URL)
+	s.scrub = upstream.NewScrubber(opts.URL, opts.APIKey)
+	s.scrub.Follow(opts.Upstream)
 	if s.urlErr != nil {
 		level.Error(logger).Log("msg", "probes cannot run: bad vLLM URL", "err", s.urlErr)
 	} else if clientErr != nil {
@@ -531,7 +534,7 @@ func (s *Scheduler) ProbeOnce(ctx context.Context, profile string) (Result, erro
 
 // execute sends an admitted probe and records its result.
 func (s *Scheduler) execute(ctx context.Context, j *job) Result {
-	t := &target{baseURL: s.baseURL, client: s.opts.Client, upstream: s.opts.Upstream,
+	t := &target{baseURL: s.baseURL, client: s.opts.Client, scrub: s.scrub,
 		now: s.clock.Now, maxEvent: s.opts.MaxEventBytes, requestID: j.reqID}
 	if s.opts.VLLM != nil {
 		// Look at vLLM once more just before the deadline: a request the
@@ -835,12 +838,12 @@ func (s *Scheduler) observeLatencies(st *profileState, res *Result) {
 
 // backoffLocked pushes the next slot out after failures: the first failure
 // keeps the normal interval, each further consecutive one doubles the wait,
-// a 503 doubles from the start and honours Retry-After; all capped at
-// backoff_max (never below the interval).
+// a 503 or 429 doubles from the start and honours Retry-After; all capped
+// at backoff_max (never below the interval).
 func (s *Scheduler) backoffLocked(st *profileState, res *Result, end time.Time) {
 	st.consecutive++
 	k := st.consecutive - 1
-	if res.StatusCode == http.StatusServiceUnavailable {
+	if overloaded(res.StatusCode) {
 		k = st.consecutive
 	}
 	if k <= 0 {

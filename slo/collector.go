@@ -27,7 +27,7 @@ var (
 		"Error-budget burn rate over the window (error ratio divided by 1 - objective), computed by the exporter's SLO watchdog.",
 		append(sloLabels, "window")...)
 	descBudget = descs.New("vllm_slo_error_budget_remaining_ratio",
-		"Fraction of the SLO period's error budget left (1 = untouched, 0 = spent, negative = overspent), computed by the exporter's SLO watchdog.", sloLabels...)
+		"Fraction of the SLO period's error budget left (1 = untouched, 0 = spent, negative = overspent) over the part of the period the exporter's SLO watchdog has observed so far (vllm_slo_period_covered_ratio).", sloLabels...)
 	descAlert = descs.New("vllm_slo_alert_state",
 		"1 while the SLO watchdog's multi-window multi-burn-rate condition holds (severity critical = page, warning = ticket), else 0.",
 		append(sloLabels, "severity")...)

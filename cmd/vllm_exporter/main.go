@@ -16,13 +16,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	stdlog "log"
 	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
@@ -38,6 +41,8 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
+	"github.com/vllm-exporter/vllm_exporter/internal/ratelog"
+	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 )
 
 const program = "vllm_exporter"
@@ -85,6 +90,18 @@ type flags struct {
 	slo        *sloFlags
 	bottleneck *bottleneckFlags
 	pprof      *bool
+
+	scrub *upstream.Scrubber // see scrubber
+}
+
+// scrubber is what every output of the process (logs, errors, pages, the
+// pprof command line) is scrubbed of secrets with; made once the command
+// line is parsed.
+func (f *flags) scrubber() *upstream.Scrubber {
+	if f.scrub == nil {
+		f.scrub = upstream.NewScrubber(f.vllmURL, os.Getenv("VLLM_API_KEY"))
+	}
+	return f.scrub
 }
 
 func newApp() (*kingpin.Application, *flags, *kingpin.CmdClause) {
@@ -156,24 +173,13 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	c := newCLI()
-	c.app.UsageWriter(stdout)
-	c.app.ErrorWriter(stderr)
-	c.app.Terminate(func(code int) { os.Exit(code) })
-
-	name, err := c.app.Parse(args)
-	if err == nil {
-		err = checkCommandFlags(c.app, c.commands, name, args)
-	}
-	if err == nil && name == c.serve.FullCommand() {
-		err = validateFlags(c.flags)
-	}
+	c, name, err := parseArgs(args, stdout, stderr)
+	f := c.flags
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", program, err)
+		fmt.Fprintf(stderr, "%s: %s\n", program, f.scrubber().Scrub(err.Error()))
 		return 2
 	}
-	f := c.flags
-	logger, slogger := newLogger(f.logLevel, f.logFormat, stderr)
+	logger, slogger := newLogger(f.logLevel, f.logFormat, stderr, f.scrubber())
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -189,6 +195,44 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// parseArgs parses the command line and, for serving, checks every flag's
+// value (validate.go); an error names the flag.
+func parseArgs(args []string, stdout, stderr io.Writer) (*cli, string, error) {
+	c := newCLI()
+	c.app.UsageWriter(stdout)
+	c.app.ErrorWriter(stderr)
+	c.app.Terminate(func(code int) { os.Exit(code) })
+	name, err := c.app.Parse(args)
+	if err != nil {
+		err = namedFlagError(c.app, args, err)
+	}
+	if err == nil {
+		err = checkCommandFlags(c.app, c.commands, name, args)
+	}
+	if err == nil && name == c.serve.FullCommand() {
+		err = validateFlags(c.flags)
+	}
+	return c, name, err
+}
+
+// namedFlagError names the flag whose value kingpin refused: its errors say
+// what is wrong with a value (an enum's choices, a duration's syntax), not
+// whose. Setting each given value again finds the one that fails.
+func namedFlagError(app *kingpin.Application, args []string, err error) error {
+	ctx, cerr := app.ParseContext(args)
+	if cerr != nil {
+		return err // unknown flags and the like: kingpin names them
+	}
+	for _, el := range ctx.Elements {
+		if fc, ok := el.Clause.(*kingpin.FlagClause); ok && el.Value != nil {
+			if m := fc.Model(); m.Value.Set(*el.Value) != nil {
+				return fmt.Errorf("--%s: %w", m.Name, err)
+			}
+		}
+	}
+	return err
 }
 
 // runCommand runs a subcommand and maps its error to the exit status.
@@ -208,14 +252,16 @@ func runCommand(ctx context.Context, cmd *command, logger log.Logger) int {
 }
 
 // newLogger builds the go-kit logger used everywhere, and the *slog.Logger
-// view of it that exporter-toolkit wants.
-func newLogger(lvl, format string, w io.Writer) (log.Logger, *slog.Logger) {
+// view of it that exporter-toolkit wants. Every value of every line passes
+// through scrub, under the level filter (filtered lines cost nothing).
+func newLogger(lvl, format string, w io.Writer, scrub *upstream.Scrubber) (log.Logger, *slog.Logger) {
 	var logger log.Logger
 	if format == "json" {
 		logger = log.NewJSONLogger(log.NewSyncWriter(w))
 	} else {
 		logger = log.NewLogfmtLogger(log.NewSyncWriter(w))
 	}
+	logger = scrub.Logger(logger)
 	allow := map[string]level.Option{"debug": level.AllowDebug(), "info": level.AllowInfo(), "warn": level.AllowWarn(), "error": level.AllowError()}[lvl]
 	logger = level.NewFilter(logger, allow)
 	slevel := map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}[lvl]
@@ -225,21 +271,22 @@ func newLogger(lvl, format string, w io.Writer) (log.Logger, *slog.Logger) {
 }
 
 func checkConfig(f *flags, stdout, stderr io.Writer) int {
+	failed := func(format string, args ...any) int {
+		fmt.Fprintln(stderr, f.scrubber().Scrub(fmt.Sprintf(format, args...)))
+		return 1
+	}
 	cfg, err := config.Load(f.configFile)
 	if err != nil {
-		fmt.Fprintf(stderr, "config: %v\n", err)
-		return 1
+		return failed("--config.file: %v", err)
 	}
 	if wc := *f.web.WebConfigFile; wc != "" {
 		if err := web.Validate(wc); err != nil {
-			fmt.Fprintf(stderr, "web config %s: %v\n", wc, err)
-			return 1
+			return failed("--web.config.file: %s: %v", wc, err)
 		}
 		fmt.Fprintf(stdout, "web config %s is valid\n", wc)
 	}
 	if _, err := connectVLLM(cfg, f); err != nil {
-		fmt.Fprintf(stderr, "config: %v\n", err)
-		return 1
+		return failed("%v", err) // names its flag or vllm: key
 	}
 	fmt.Fprintf(stdout, "config %s is valid (%d SLOs)\n", cfg.Source, len(cfg.SLOs))
 	return 0
@@ -271,10 +318,12 @@ func parseWindows(s string, interval time.Duration) ([]time.Duration, error) {
 }
 
 // newHTTPServer bounds every phase of a connection, so slow or stuck
-// clients cannot pin goroutines and file descriptors.
-func newHTTPServer(h http.Handler) *http.Server {
+// clients cannot pin goroutines and file descriptors. Its error lines (TLS
+// handshakes that fail) go to logger, rate-limited, not to stderr.
+func newHTTPServer(h http.Handler, logger log.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
+		ErrorLog:          stdlog.New(newErrorLog(logger), "", 0),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -341,7 +390,7 @@ func reload(h *config.Holder, logger log.Logger) error {
 func (x *exporter) routes(f *flags) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+f.telemetryPath, promhttp.HandlerForTransactional(runtimeFilter(x.metricsGatherer(), f.allRuntime, f.goMemStats), promhttp.HandlerOpts{
-		ErrorLog:            promhttpLogger{x.logger},
+		ErrorLog:            newErrorLog(x.logger),
 		ErrorHandling:       promhttp.ContinueOnError,
 		MaxRequestsInFlight: 10,
 		// No promhttp Timeout: it wraps the handler in http.TimeoutHandler,
@@ -375,7 +424,7 @@ func (x *exporter) routes(f *flags) (http.Handler, error) {
 			return
 		}
 		if err := reload(x.config, x.logger); err != nil {
-			http.Error(w, "reload failed: "+err.Error(), http.StatusInternalServerError)
+			http.Error(w, "reload failed: "+f.scrubber().Scrub(err.Error()), http.StatusInternalServerError)
 			return
 		}
 		fmt.Fprintln(w, "Reloaded")
@@ -413,7 +462,46 @@ func (x *exporter) routes(f *flags) (http.Handler, error) {
 	return mux, nil
 }
 
-// promhttpLogger adapts go-kit to promhttp's Println logger.
-type promhttpLogger struct{ logger log.Logger }
+// errorLogEvery: how often a library's error of one kind is logged.
+const errorLogEvery = time.Minute
 
-func (l promhttpLogger) Println(v ...any) { level.Error(l.logger).Log("msg", fmt.Sprint(v...)) }
+// errorLog writes the error lines of promhttp (its Println) and of
+// net/http's server (a log.Logger's output) at error level, rate-limited:
+// a client that drops its connection makes promhttp log an error for every
+// family it could not write, and every port scan or plain-HTTP health check
+// of a TLS listener one handshake error, the same text but for the
+// connection's address. Lines are limited per text without its digits: the
+// first is logged, the next after errorLogEvery with the number held back.
+type errorLog struct {
+	logger log.Logger
+	now    func() time.Time
+	mu     sync.Mutex
+	limit  *ratelog.Limiter
+}
+
+func newErrorLog(logger log.Logger) *errorLog {
+	return &errorLog{logger: logger, now: time.Now, limit: ratelog.New(errorLogEvery)}
+}
+
+func (l *errorLog) Println(v ...any) { l.log(fmt.Sprintln(v...)) }
+
+func (l *errorLog) Write(p []byte) (int, error) {
+	l.log(string(p))
+	return len(p), nil
+}
+
+func (l *errorLog) log(msg string) {
+	msg = strings.TrimSuffix(msg, "\n")
+	key := strings.Map(func(r rune) rune {
+		if unicode.IsDigit(r) {
+			return -1
+		}
+		return r
+	}, msg)
+	l.mu.Lock()
+	ok, suppressed := l.limit.Allow(key[:min(len(key), 120)], l.now())
+	l.mu.Unlock()
+	if ok {
+		level.Error(l.logger).Log("msg", msg, "suppressed", suppressed)
+	}
+}

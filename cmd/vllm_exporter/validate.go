@@ -9,10 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
 	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
@@ -74,6 +78,9 @@ func validateFlags(f *flags) error {
 }
 
 func validateCoreFlags(f *flags) error {
+	if err := validateWebFlags(f.web); err != nil {
+		return err
+	}
 	if !f.demo {
 		if err := upstream.ValidateURL(f.vllmURL); err != nil {
 			return fmt.Errorf("--vllm.url: %w", err)
@@ -114,6 +121,33 @@ func validateCoreFlags(f *flags) error {
 	}
 	if p := f.telemetryPath; !strings.HasPrefix(p, "/") || strings.ContainsAny(p, " \t{}") {
 		return fmt.Errorf("--web.telemetry-path: must be a path starting with /, got %q", p)
+	}
+	return nil
+}
+
+// validateWebFlags refuses a listen address that cannot be listened on and
+// a web configuration file that does not load, before anything starts.
+func validateWebFlags(w *web.FlagConfig) error {
+	if w == nil {
+		return nil
+	}
+	for _, addr := range *w.WebListenAddresses {
+		_, port, err := net.SplitHostPort(addr)
+		if err == nil {
+			if n, nerr := strconv.Atoi(port); nerr == nil && (n < 0 || n > 65535) {
+				err = fmt.Errorf("port %d is not in [0, 65535]", n)
+			} else if nerr != nil {
+				_, err = net.LookupPort("tcp", port) // a service name, from /etc/services
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("--web.listen-address: %q: %v", addr, err)
+		}
+	}
+	if wc := *w.WebConfigFile; wc != "" {
+		if err := web.Validate(wc); err != nil {
+			return fmt.Errorf("--web.config.file: %s: %v", wc, err)
+		}
 	}
 	return nil
 }

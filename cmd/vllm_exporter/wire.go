@@ -121,12 +121,13 @@ func newExporter(ctx context.Context, f *flags, logger log.Logger) (*exporter, f
 	}
 	holder, err := config.NewHolder(f.configFile)
 	if err != nil {
-		return nil, nil, fmt.Errorf("loading config: %w", err)
+		return nil, nil, fmt.Errorf("--config.file: %w", err)
 	}
 	up, err := connectVLLM(holder.Get(), f)
 	if err != nil {
 		return nil, nil, err
 	}
+	f.scrubber().Follow(up)
 	x := &exporter{
 		logger:   logger,
 		registry: prometheus.NewRegistry(),
@@ -190,7 +191,7 @@ func (x *exporter) wire(f *flags) error {
 	if x.verdict, err = startVLLMHealth(x, verdictSources(x.vllm, x.probes, x.classifier), x.slo); err != nil {
 		return fmt.Errorf("vllmhealth: %w", err)
 	}
-	startPprof(*f.pprof, x)
+	startPprof(f, x)
 	return nil
 }
 
@@ -420,7 +421,7 @@ func (x *exporter) serve(ctx context.Context, f *flags, slogger *slog.Logger) er
 	if err != nil {
 		return err
 	}
-	srv := newHTTPServer(handler)
+	srv := newHTTPServer(handler, x.logger)
 	errc := make(chan error, 1)
 	go func() { errc <- web.ListenAndServe(srv, f.web, slogger) }()
 	select {

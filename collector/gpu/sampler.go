@@ -100,7 +100,7 @@ func New(lib nvml.Interface, opts Options, logger log.Logger) *Sampler {
 	}
 	if ret := lib.Init(); ret != nvml.SUCCESS {
 		s.initErr = "nvml init: " + retName(ret)
-		level.Warn(s.logger).Log("msg", "NVML is unavailable, the GPU collector is disabled", "err", s.initErr)
+		s.absence().Log("msg", "NVML is unavailable, the GPU collector is disabled", "err", s.initErr)
 		s.publish(&snapshot.GPU{Time: s.clock(), Error: s.initErr})
 		return s
 	}
@@ -217,7 +217,10 @@ func (s *Sampler) SampleOnce(now time.Time) *snapshot.GPU {
 		}
 		if len(s.devs) == 0 {
 			snap.Error = "no GPU visible to NVML"
-			s.warnOnce("no-gpu", "msg", "NVML initialised but no GPU is visible; GPU collector reports down")
+			if !s.warned["no-gpu"] {
+				s.warned["no-gpu"] = true
+				s.absence().Log("msg", "NVML initialised but no GPU is visible; GPU collector reports down")
+			}
 			break
 		}
 		snap.Up = true
@@ -572,6 +575,14 @@ func (s *Sampler) sampleNVLinkCounters(r *reader, out *snapshot.GPUDevice, now t
 		out.NVLinkRxBytesPerSecond = snapshot.Some((rx - d.nvlPrevRx) * 1024 / dt)
 	}
 	d.nvlPrevTx, d.nvlPrevRx, d.nvlPrevTime, d.nvlPrevOK = tx, rx, now, true
+}
+
+// absence is where a missing NVML or GPU is logged (Options.AbsenceExpected).
+func (s *Sampler) absence() log.Logger {
+	if s.opts.AbsenceExpected {
+		return level.Debug(s.logger)
+	}
+	return level.Warn(s.logger)
 }
 
 // warnOnce logs a warning the first time key is seen.

@@ -37,24 +37,6 @@ func TestRedact(t *testing.T) {
 	}
 }
 
-// TestValidateURLNeverQuotesPassword: the error for an unparsable URL says
-// what to do and shows the redacted URL only.
-func TestValidateURLNeverQuotesPassword(t *testing.T) {
-	err := ValidateURL("http://user:Pa/ss#w0rd@vllm:8000")
-	if err == nil || strings.Contains(err.Error(), "w0rd") || strings.Contains(err.Error(), "Pa/ss") ||
-		!strings.Contains(err.Error(), "xxxxx@vllm:8000") {
-		t.Fatalf("ValidateURL: %v", err)
-	}
-	for _, bad := range []string{"ftp://vllm:21", "vllm:8000", "http://"} {
-		if ValidateURL(bad) == nil {
-			t.Errorf("ValidateURL(%q) accepted", bad)
-		}
-	}
-	if err := ValidateURL("https://user:pw@vllm.example:8443/base"); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestResolveShortcuts: each flag fills its part of the HTTP client
 // configuration; $VLLM_API_KEY only when nothing else authenticates; a
 // setting given twice (two flags, a flag and the file) is an error that
