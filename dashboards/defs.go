@@ -52,8 +52,8 @@ func capacityPlanPanel() panel {
 
 func all() []dashboard { return []dashboard{overview(), slos(), gpu(), probes()} }
 
-// windowDesc says what the probe window quantiles are.
-const windowDesc = "Probe lines: exact quantiles of each pod's probes over the last 5 minutes (vllm_probe_*_window_seconds, interpolated between the probes themselves as vllm bench serve does), the same whatever histogram storage Prometheus uses."
+// windowQuantiles says what the probe window quantiles are.
+const windowQuantiles = "Exact quantiles of each pod's probes over the last 5 minutes (vllm_probe_*_window_seconds, interpolated between the probes themselves as vllm bench serve does), the same whatever histogram storage Prometheus uses."
 
 // probeWindow is the slowest selected pod's window quantile per profile
 // (by adds labels: instance for one line per pod).
@@ -73,7 +73,7 @@ func serverVsProbe(title, desc, probe string, servers ...string) panel {
 		return strings.Join(alts, " or ")
 	}
 	return panel{Title: title, Type: "timeseries", Unit: "s",
-		Desc: "Server-side quantiles from vLLM's histograms vs. the exporter's synthetic streaming probes (client view, includes network and API overhead). " + windowDesc + desc,
+		Desc: "Server-side quantiles from vLLM's histograms vs. the exporter's synthetic streaming probes (client view, includes network and API overhead). Probe lines: " + windowQuantiles + desc,
 		Targets: []target{
 			q(server("0.99"), "server p99 {{model}}"),
 			q(server("0.5"), "server p50 {{model}}"),
@@ -384,10 +384,12 @@ func probes() dashboard {
 		return q(probeWindow(quantile, metric, p, "instance"), map[string]string{"0.99": "p99", "0.5": "p50"}[quantile]+" {{profile}} {{instance}}")
 	}
 	pair := func(title, metric string) panel {
-		return panel{Title: title, Type: "timeseries", Unit: "s", W: 6, Desc: windowDesc[len("Probe lines: "):],
+		return panel{Title: title, Type: "timeseries", Unit: "s", W: 6, Desc: windowQuantiles,
 			Targets: []target{pw("0.99", metric), pw("0.5", metric)}}
 	}
-	pooled := func(metric, legend string) target { return q(hq("0.99", metric, p, "profile"), legend+" p99 {{profile}}") }
+	pooled := func(metric, legend string) target {
+		return q(hq("0.99", metric, p, "profile"), legend+" p99 {{profile}}")
+	}
 	return dashboard{
 		File: "vllm-probes.json", UID: "vllm-exporter-probes", Title: "vLLM / Probes",
 		Desc: "Synthetic streaming probes: what a client sees (TTFT, TPOT, ITL, e2e), failures, and the gap to the server's own view.",
