@@ -260,7 +260,16 @@ var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap
 	"pct":    func(v float64) string { return fmt.Sprintf("%.4g%%", 100*v) },
 	"num":    func(v float64) string { return fmt.Sprintf("%.4g", v) },
 	"period": func(d time.Duration) string { return model.Duration(d).String() },
-	"young":  func(covered float64) bool { return covered < 1 },
+	"seen": func(covered float64, d time.Duration) string {
+		return model.Duration(time.Duration(covered * float64(d)).Round(time.Second)).String()
+	},
+	"budget": func(v snapshot.Value) string {
+		if !v.OK || math.IsNaN(v.V) {
+			return "–"
+		}
+		return fmt.Sprintf("%.1f%%", 100*v.V)
+	},
+	"young": func(covered float64) bool { return covered < 1 },
 }).Parse(statusHTML))
 
 const statusHTML = `<!DOCTYPE html>
@@ -274,7 +283,7 @@ th,td{border:1px solid #d0d7de;padding:.25em .6em;text-align:left;vertical-align
 th{background:#f6f8fa;font-weight:600}
 td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .ok{color:#1a7f37;font-weight:600}.bad{color:#cf222e;font-weight:600}.warn{color:#9a6700;font-weight:600}
-.note{color:#656d76;font-size:.92em}nav a{margin-right:1.2em}code{font-size:.95em}
+.note{color:#656d76;font-size:.92em}nav a{margin-right:1.2em}code{font-size:.9em}td code{white-space:nowrap}
 </style></head><body>
 <h1>vLLM Exporter</h1>
 <p>Prometheus exporter for vLLM, scraping <code>{{.Target}}</code>; version {{.Version}}.<br>
@@ -296,9 +305,9 @@ td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 {{range .SLOs}}<tr><td>{{.SLO}}</td><td>{{.Model}}</td><td>{{.Source}} / {{.Kind}}</td><td class="n">{{pct .Objective}}</td>
 <td class="{{if eq .State "ok"}}ok{{else}}bad{{end}}">{{.State}}</td>
 <td>{{range .Burn}}<span class="burn">{{.Window}}&nbsp;{{val .Rate "%.2f×"}}</span> {{end}}</td>
-<td><span class="budget">{{val .Budget "%.3g"}}</span>{{if young .Covered}}<br><span class="note">of the {{pct .Covered}} of the {{period .Period}} period seen so far: until a whole period is seen, the budget covers only the part seen</span>{{end}}</td></tr>
+<td><span class="budget">{{budget .Budget}}</span>{{if young .Covered}}<br><span class="note">over the {{seen .Covered .Period}} seen of the {{period .Period}} period: until a whole period is seen, the budget covers only the part seen</span>{{end}}</td></tr>
 {{end}}</table>
-<p class="note">Error budget left: 1 is untouched, 0 spent, below 0 overspent. Alert: page (critical) or ticket (warning) from the multi-window burn rates.</p>
+<p class="note">Error budget left: 100% untouched, 0% spent, below 0 overspent. Alert: page (critical) or ticket (warning) from the multi-window burn rates (1× spends the budget exactly over the period).</p>
 {{else if .HasSLOs}}<p class="note">No SLO evaluated yet.</p>{{else}}<p class="note">The SLO watchdog is off.</p>{{end}}
 
 <h2>Last scrapes of vLLM</h2>
