@@ -68,13 +68,13 @@ var windowHelp = [numLatencies]string{"time to first token", "time per output to
 func newMetrics(b Bounds) *metrics {
 	p := []string{"profile"}
 	m := &metrics{
-		ttft: newHistogram(latencySeries[LatencyTTFT],
+		ttft: newHistogram(latencySeries[latencyTTFT],
 			"Probe time to first token in seconds: request sent to the first stream chunk that carries generated text, measured by the exporter.", b.TTFT),
-		tpot: newHistogram(latencySeries[LatencyTPOT],
+		tpot: newHistogram(latencySeries[latencyTPOT],
 			"Probe time per output token in seconds: (e2e - ttft) / (usage.completion_tokens - 1), measured by the exporter.", b.TPOT),
-		itl: newHistogram(latencySeries[LatencyITL],
+		itl: newHistogram(latencySeries[latencyITL],
 			"Probe inter-chunk latency in seconds: each gap between successive stream chunks that carry generated text, measured by the exporter.", b.ITL),
-		e2e: newHistogram(latencySeries[LatencyE2E],
+		e2e: newHistogram(latencySeries[latencyE2E],
 			"Probe end-to-end latency in seconds: request sent to the last content chunk, measured by the exporter.", b.E2E),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm_probe_requests_total",
 			Help: "Synthetic probe requests sent to vLLM."}, p),

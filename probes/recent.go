@@ -18,17 +18,14 @@ const RecentProbes = 50
 // streaming thousands of chunks a minute).
 const maxWindowSamples = 8192
 
-// The probe latencies, in the order of LatencyWindow arrays.
+// The probe latencies, in the order of Recent.Windows' arrays.
 const (
-	LatencyTTFT = iota
-	LatencyTPOT
-	LatencyITL
-	LatencyE2E
+	latencyTTFT = iota
+	latencyTPOT
+	latencyITL
+	latencyE2E
 	numLatencies
 )
-
-// LatencyNames are the latencies' names (the SLO metrics'), by index.
-var LatencyNames = [numLatencies]string{"ttft", "tpot", "itl", "e2e"}
 
 // ProbeRecord is one finished probe, as blackbox_exporter lists its
 // recent probes.
@@ -109,12 +106,12 @@ func (st *profileState) slideWindows(now time.Time, res *Result) {
 	var at time.Time
 	if res != nil {
 		at = res.Start
-		add[LatencyTTFT], add[LatencyE2E] = []float64{res.TTFT.Seconds()}, []float64{res.E2E.Seconds()}
+		add[latencyTTFT], add[latencyE2E] = []float64{res.TTFT.Seconds()}, []float64{res.E2E.Seconds()}
 		if res.HasTPOT {
-			add[LatencyTPOT] = []float64{res.TPOT.Seconds()}
+			add[latencyTPOT] = []float64{res.TPOT.Seconds()}
 		}
 		for _, g := range res.ITL {
-			add[LatencyITL] = append(add[LatencyITL], g.Seconds())
+			add[latencyITL] = append(add[latencyITL], g.Seconds())
 		}
 	}
 	for i := range st.windows {
