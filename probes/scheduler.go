@@ -816,8 +816,6 @@ func (s *Scheduler) record(j *job, res *Result) {
 	} else {
 		st.consecutive = 0
 		s.observeLatencies(st, res)
-	}
-	if res.Reason == "" {
 		st.slideWindows(end, res)
 	}
 	s.remember(j, res, end)

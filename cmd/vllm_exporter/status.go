@@ -32,8 +32,9 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/slo/bottleneck"
 )
 
-// recentScrapes is how many scrapes of vLLM the status page lists.
-const recentScrapes = 20
+// recentScrapes is how many scrapes of vLLM the status page lists, and
+// maxErrorText how much of each one's error (runes).
+const recentScrapes, maxErrorText = 20, 300
 
 // scrapeLog keeps the last scrapes of vLLM for the status page: it sits
 // between the scraper and the health collector it reports to, and takes
@@ -66,6 +67,9 @@ func (l *scrapeLog) Report(name string, took time.Duration, err error) {
 	}
 	if err != nil {
 		e.Text = l.scrub(err.Error())
+		if r := []rune(e.Text); len(r) > maxErrorText {
+			e.Text = string(r[:maxErrorText]) + "…"
+		}
 		if e.Reason == "" {
 			e.Reason = "error"
 		}
