@@ -274,6 +274,9 @@ func TestProbeQuantilesMatchRawClient(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs Prometheus for about a minute and a half")
 	}
+	// After TestEndToEnd and TestTimeToPage in file order, so on two
+	// cores it runs once TestEndToEnd is done, beside TestTimeToPage's
+	// waits, and adds nothing to the package's time.
 	t.Parallel()
 	RequireTool(t, "prometheus")
 	exporterBin, _ := binaries(t)
