@@ -1,6 +1,9 @@
 package dashboards
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 var (
 	modelVar    = variable{Name: "model", Label: "Model", Metric: "vllm_requests_running", LabelName: "model"}
@@ -49,16 +52,33 @@ func capacityPlanPanel() panel {
 
 func all() []dashboard { return []dashboard{overview(), slos(), gpu(), probes()} }
 
-// serverVsProbe plots p50 and p99 of a server histogram (vLLM's, re-exported
-// per model) and of the matching probe histogram (per profile).
-func serverVsProbe(title, server, probe string) panel {
+// windowQuantiles says what the probe window quantiles are.
+const windowQuantiles = "Exact quantiles of each pod's probes over the last 5 minutes (vllm_probe_*_window_seconds, interpolated between the probes themselves as vllm bench serve does), the same whatever histogram storage Prometheus uses."
+
+// probeWindow is the slowest selected pod's window quantile per profile
+// (by adds labels: instance for one line per pod).
+func probeWindow(quantile, metric, filter string, by ...string) string {
+	return fmt.Sprintf(`max by (%s) (%s{quantile="%s",%s})`, strings.Join(append(by, "profile"), ", "), metric, quantile, filter)
+}
+
+// serverVsProbe plots p50 and p99 of vLLM's histogram per model (the first
+// of servers a model has: a fallback for older layouts) beside the probes'
+// window quantiles (probe, per profile, the slowest selected pod's).
+func serverVsProbe(title, desc, probe string, servers ...string) panel {
+	server := func(quantile string) string {
+		var alts []string
+		for _, s := range servers {
+			alts = append(alts, hq(quantile, s, mi, "model"))
+		}
+		return strings.Join(alts, " or ")
+	}
 	return panel{Title: title, Type: "timeseries", Unit: "s",
-		Desc: "Server-side quantiles from vLLM's histograms vs. the exporter's synthetic streaming probes (client view, includes network and API overhead).",
+		Desc: "Server-side quantiles from vLLM's histograms vs. the exporter's synthetic streaming probes (client view, includes network and API overhead). Probe lines: " + windowQuantiles + desc,
 		Targets: []target{
-			q(hq("0.99", server, mi, "model"), "server p99 {{model}}"),
-			q(hq("0.5", server, mi, "model"), "server p50 {{model}}"),
-			q(hq("0.99", probe, inst, "profile"), "probe p99 {{profile}}"),
-			q(hq("0.5", probe, inst, "profile"), "probe p50 {{profile}}"),
+			q(server("0.99"), "server p99 {{model}}"),
+			q(server("0.5"), "server p50 {{model}}"),
+			q(probeWindow("0.99", probe, inst), "probe p99 {{profile}}"),
+			q(probeWindow("0.5", probe, inst), "probe p50 {{profile}}"),
 		}}
 }
 
@@ -87,14 +107,17 @@ func overview() dashboard {
 					Targets: []target{q(`sum by (alertname, severity) (ALERTS{alertstate="firing"})`, "{{alertname}}")}},
 			}},
 			{Title: "Latency: server vs probe", Panels: []panel{
-				serverVsProbe("TTFT p50 / p99", "vllm_time_to_first_token_seconds", "vllm_probe_time_to_first_token_seconds"),
-				serverVsProbe("TPOT p50 / p99", "vllm_request_time_per_output_token_seconds", "vllm_probe_time_per_output_token_seconds"),
-				{Title: "E2E request latency p50 / p99", Type: "timeseries", Unit: "s", W: 12,
+				serverVsProbe("TTFT p50 / p99", "", "vllm_probe_time_to_first_token_window_seconds", "vllm_time_to_first_token_seconds"),
+				serverVsProbe("TPOT p50 / p99", " Server lines: vLLM's per-request TPOT (vllm:request_time_per_output_token_seconds, vLLM 0.11+); where a server has none (older vLLM, simulators) its inter-token latency, as the TPOT SLO measures it then.",
+					"vllm_probe_time_per_output_token_window_seconds", "vllm_request_time_per_output_token_seconds", "vllm_inter_token_latency_seconds"),
+				withWidth(serverVsProbe("Inter-token latency p50 / p99", " vLLM observes one gap per engine step (a step that emits several tokens, with speculative decoding, is one), the probes one per streamed chunk.",
+					"vllm_probe_inter_token_latency_window_seconds", "vllm_inter_token_latency_seconds"), 8),
+				{Title: "E2E request latency p50 / p99", Type: "timeseries", Unit: "s", W: 8,
 					Targets: []target{
 						q(hq("0.99", "vllm_e2e_request_latency_seconds", mi, "model"), "p99 {{model}}"),
 						q(hq("0.5", "vllm_e2e_request_latency_seconds", mi, "model"), "p50 {{model}}"),
 					}},
-				{Title: "Queue time p50 / p99", Type: "timeseries", Unit: "s", W: 12,
+				{Title: "Queue time p50 / p99", Type: "timeseries", Unit: "s", W: 8,
 					Targets: []target{
 						q(hq("0.99", "vllm_request_queue_time_seconds", mi, "model"), "p99 {{model}}"),
 						q(hq("0.5", "vllm_request_queue_time_seconds", mi, "model"), "p50 {{model}}"),
@@ -356,21 +379,35 @@ func gpu() dashboard {
 
 func probes() dashboard {
 	p := `profile=~"$profile",` + inst
-	pq := func(quantile, metric string) string { return hq(quantile, metric, p, "profile") }
+	// one line per pod and profile: a window quantile does not aggregate
+	pw := func(quantile, metric string) target {
+		return q(probeWindow(quantile, metric, p, "instance"), map[string]string{"0.99": "p99", "0.5": "p50"}[quantile]+" {{profile}} {{instance}}")
+	}
+	pair := func(title, metric string) panel {
+		return panel{Title: title, Type: "timeseries", Unit: "s", W: 6, Desc: windowQuantiles,
+			Targets: []target{pw("0.99", metric), pw("0.5", metric)}}
+	}
+	pooled := func(metric, legend string) target {
+		return q(hq("0.99", metric, p, "profile"), legend+" p99 {{profile}}")
+	}
 	return dashboard{
 		File: "vllm-probes.json", UID: "vllm-exporter-probes", Title: "vLLM / Probes",
 		Desc: "Synthetic streaming probes: what a client sees (TTFT, TPOT, ITL, e2e), failures, and the gap to the server's own view.",
 		Vars: []variable{instanceVar, profileVar},
 		Rows: []row{
 			{Title: "Probe latency", Panels: []panel{
-				{Title: "Probe TTFT p50 / p99", Type: "timeseries", Unit: "s",
-					Targets: []target{q(pq("0.99", "vllm_probe_time_to_first_token_seconds"), "p99 {{profile}}"), q(pq("0.5", "vllm_probe_time_to_first_token_seconds"), "p50 {{profile}}")}},
-				{Title: "Probe TPOT p50 / p99", Type: "timeseries", Unit: "s",
-					Targets: []target{q(pq("0.99", "vllm_probe_time_per_output_token_seconds"), "p99 {{profile}}"), q(pq("0.5", "vllm_probe_time_per_output_token_seconds"), "p50 {{profile}}")}},
-				{Title: "Probe inter-token latency p99", Type: "timeseries", Unit: "s",
-					Targets: []target{q(pq("0.99", "vllm_probe_inter_token_latency_seconds"), "p99 {{profile}}")}},
-				{Title: "Probe e2e latency p50 / p99", Type: "timeseries", Unit: "s",
-					Targets: []target{q(pq("0.99", "vllm_probe_e2e_latency_seconds"), "p99 {{profile}}"), q(pq("0.5", "vllm_probe_e2e_latency_seconds"), "p50 {{profile}}")}},
+				pair("Probe TTFT p50 / p99", "vllm_probe_time_to_first_token_window_seconds"),
+				pair("Probe TPOT p50 / p99", "vllm_probe_time_per_output_token_window_seconds"),
+				pair("Probe inter-token latency p50 / p99", "vllm_probe_inter_token_latency_window_seconds"),
+				pair("Probe e2e latency p50 / p99", "vllm_probe_e2e_latency_window_seconds"),
+				{Title: "Probe p99 across the selected pods (histograms)", Type: "timeseries", Unit: "s", W: 24,
+					Desc: "p99 of the probe histograms summed over the selected pods: exact to about 1% where Prometheus stores native histograms (scrape_native_histograms); from the classic buckets alone (Prometheus 3's default, and NHCB) up to a bucket off, so read one pod's quantiles in the panels above.",
+					Targets: []target{
+						pooled("vllm_probe_time_to_first_token_seconds", "TTFT"),
+						pooled("vllm_probe_time_per_output_token_seconds", "TPOT"),
+						pooled("vllm_probe_inter_token_latency_seconds", "ITL"),
+						pooled("vllm_probe_e2e_latency_seconds", "e2e"),
+					}},
 			}},
 			{Title: "Probe results", Panels: []panel{
 				{Title: "Probes per second", Type: "timeseries", Unit: "reqps", W: 8,
@@ -494,3 +531,5 @@ func newerVLLMRow() row {
 			}},
 	}}
 }
+
+func withWidth(p panel, w int) panel { p.W = w; return p }

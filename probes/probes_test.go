@@ -568,13 +568,7 @@ func TestRunAndReload(t *testing.T) {
 		t.Fatalf("changed request shape kept vllm_probe_requests_total %v", v)
 	}
 
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(s)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
+	for _, mf := range gatherPedantic(t, s) {
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "profile" && l.GetValue() == "first" {

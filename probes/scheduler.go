@@ -113,6 +113,9 @@ type Scheduler struct {
 	limits   map[string]int
 	fitNotes map[string]string // profile -> its fit decision, when not as is
 	failLog  *ratelog.Limiter  // failure lines, per profile and reason
+
+	recent     []ProbeRecord // the last RecentProbes finished probes, oldest first
+	recentView atomic.Pointer[Recent]
 }
 
 type profileState struct {
@@ -132,6 +135,7 @@ type profileState struct {
 	samples                              []timedValue // successful TTFTs, for the gap
 	gap                                  snapshot.Value
 	target                               string // the model vllm_probe_target_info names
+	windows                              [numLatencies]window
 }
 
 type timedValue struct {
@@ -376,6 +380,8 @@ func (s *Scheduler) dueJobs(now time.Time) []*job {
 	}
 	if skipped {
 		s.publishLocked(now)
+	} else {
+		s.publishRecentLocked(now) // the windows slide while nothing is probed
 	}
 	return jobs
 }
@@ -813,7 +819,9 @@ func (s *Scheduler) record(j *job, res *Result) {
 	} else {
 		st.consecutive = 0
 		s.observeLatencies(st, res)
+		st.slideWindows(end, res)
 	}
+	s.remember(j, res, end)
 	s.updateGapLocked(st, end)
 	s.publishLocked(end)
 }
@@ -972,11 +980,7 @@ func deltaMedian(newer, older snapshot.Histogram) snapshot.Value {
 
 func median(v []float64) float64 {
 	sort.Float64s(v)
-	n := len(v)
-	if n%2 == 1 {
-		return v[n/2]
-	}
-	return (v[n/2-1] + v[n/2]) / 2
+	return quantile(v, 0.5)
 }
 
 // publishLocked stores a fresh immutable snapshot.
@@ -998,6 +1002,7 @@ func (s *Scheduler) publishLocked(now time.Time) {
 		}
 	}
 	s.latest.Store(p)
+	s.publishRecentLocked(now)
 }
 
 // Model is the served model name probes use: the configured one, else the
@@ -1025,6 +1030,9 @@ func (s *Scheduler) Describe(ch chan<- *prometheus.Desc) {
 	for _, c := range s.m.collectors() {
 		c.Describe(ch)
 	}
+	for _, d := range s.m.window {
+		ch <- d
+	}
 }
 
 // Collect implements prometheus.Collector. It renders the state the probes
@@ -1033,6 +1041,7 @@ func (s *Scheduler) Collect(ch chan<- prometheus.Metric) {
 	for _, c := range s.m.collectors() {
 		c.Collect(ch)
 	}
+	s.m.collectWindows(ch, s.Recent())
 }
 
 func b2f(b bool) float64 {

@@ -435,29 +435,14 @@ func (x *exporter) routes(f *flags) (http.Handler, error) {
 	if f.telemetryPath != "/" && f.telemetryPath != "" {
 		// Link only what is served: the profiling links only with
 		// --web.enable-pprof (startPprof adds the route).
-		profiling := "false"
-		if _, ok := x.handlers["GET /debug/pprof/"]; ok {
-			profiling = "true"
-		}
-		links := []web.LandingLinks{
-			{Address: f.telemetryPath, Text: "Metrics"},
-			{Address: "/-/healthy", Text: "Health"},
-			{Address: "/-/ready", Text: "Readiness"},
-		}
+		links := []pageLink{{f.telemetryPath, "Metrics"}, {"/-/healthy", "Health"}, {"/-/ready", "Readiness"}}
 		if _, ok := x.handlers["GET /-/vllm/healthy"]; ok {
-			links = append(links, web.LandingLinks{Address: "/-/vllm/healthy", Text: "vLLM health verdict"})
+			links = append(links, pageLink{"/-/vllm/healthy", "vLLM health verdict"}, pageLink{"/-/vllm/ready", "vLLM readiness"})
 		}
-		landing, err := web.NewLandingPage(web.LandingConfig{
-			Profiling:   profiling,
-			Name:        "vLLM Exporter",
-			Description: "Prometheus exporter for vLLM (scraping " + vllm.RedactedURL(x.vllmURL) + ")",
-			Version:     version.Info(),
-			Links:       links,
-		})
-		if err != nil {
-			return nil, err
+		if _, ok := x.handlers["GET /debug/pprof/"]; ok {
+			links = append(links, pageLink{"/debug/pprof/", "Profiling"})
 		}
-		mux.Handle("/", landing)
+		mux.Handle("GET /{$}", x.statusHandler(links))
 	}
 	return mux, nil
 }

@@ -62,6 +62,7 @@ type exporter struct {
 	slo        *slo.Watchdog
 	classifier *bottleneck.Classifier
 	verdict    *vllmhealth.Tracker
+	scrapes    *scrapeLog // the last scrapes of vLLM, for the status page
 
 	loops []func(ctx context.Context)
 	// written are the gatherers of the components that write their own
@@ -251,6 +252,7 @@ func startScraper(f *flags, x *exporter) (*vllm.Scraper, error) {
 	if err != nil {
 		return nil, err
 	}
+	x.scrapes = &scrapeLog{next: x.health, scrub: scrubber(x.upstream, x.vllmURL)}
 	s := vllm.New(vllm.Options{
 		URL:          x.vllmURL,
 		Interval:     f.interval,
@@ -259,12 +261,13 @@ func startScraper(f *flags, x *exporter) (*vllm.Scraper, error) {
 		Windows:      windows,
 		Upstream:     x.upstream,
 		Models:       x.models,
-		Health:       x.health,
+		Health:       x.scrapes,
 		PerPriority:  f.perPriority,
 		OptIn:        optInList(f.optIn),
 		Role:         f.role,
 		Readers:      windowReaders(x.config.Get()),
 	}, log.With(x.logger, "component", "vllm"))
+	x.scrapes.latest = s.Latest
 	x.config.Subscribe(func(cf *config.File) { s.SetReaders(windowReaders(cf)...) })
 	// The scraper writes its families once per scrape (vllm.Scraper.Gather).
 	if err := x.registerWritten(s); err != nil {
