@@ -14,7 +14,6 @@ import (
 	"html/template"
 	"math"
 	"net/http"
-	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -25,7 +24,6 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/collector"
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
-	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmhealth"
 	"github.com/vllm-exporter/vllm_exporter/probes"
 	"github.com/vllm-exporter/vllm_exporter/slo"
@@ -94,23 +92,6 @@ func (l *scrapeLog) entries() []scrapeEntry {
 	return out
 }
 
-// scrubber replaces the connection's credentials (inline, from files, and
-// the password of the URL) in text about to be shown.
-func scrubber(up *upstream.Upstream, vllmURL string) func(string) string {
-	return func(s string) string {
-		var secrets []string
-		if up != nil {
-			secrets = up.Secrets()
-		}
-		if u, err := url.Parse(vllmURL); err == nil && u.User != nil {
-			if pw, ok := u.User.Password(); ok {
-				secrets = append(secrets, pw, url.PathEscape(pw), url.QueryEscape(pw))
-			}
-		}
-		return upstream.Scrub(s, secrets...)
-	}
-}
-
 type pageLink struct{ Path, Text string }
 
 // statusData is what the page shows: the components' own snapshots.
@@ -150,7 +131,7 @@ func (x *exporter) status(links []pageLink, scrub func(string) string) statusDat
 
 // statusHandler serves the status page.
 func (x *exporter) statusHandler(links []pageLink) http.Handler {
-	scrub := scrubber(x.upstream, x.vllmURL)
+	scrub := x.scrub.Scrub
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		if err := statusTemplate.Execute(w, x.status(links, scrub)); err != nil {

@@ -49,7 +49,9 @@ type exporter struct {
 	// --config.file and the --vllm.* shortcuts) the scraper and the probes
 	// share.
 	upstream *upstream.Upstream
-	vllmURL  string // base URL, also what probes talk to
+	// scrub is the process's one scrubber (flags.scrubber), following upstream.
+	scrub   *upstream.Scrubber
+	vllmURL string // base URL, also what probes talk to
 	// models is the bound on model names shared by every per-model
 	// structure (scraper, windows, SLO watchdog and its state file).
 	models modelset.Limits
@@ -131,6 +133,7 @@ func newExporter(ctx context.Context, f *flags, logger log.Logger) (*exporter, f
 	f.scrubber().Follow(up)
 	x := &exporter{
 		logger:   logger,
+		scrub:    f.scrubber(),
 		registry: prometheus.NewRegistry(),
 		config:   holder,
 		health:   collector.NewHealth(),
@@ -252,7 +255,7 @@ func startScraper(f *flags, x *exporter) (*vllm.Scraper, error) {
 	if err != nil {
 		return nil, err
 	}
-	x.scrapes = &scrapeLog{next: x.health, scrub: scrubber(x.upstream, x.vllmURL)}
+	x.scrapes = &scrapeLog{next: x.health, scrub: x.scrub.Scrub}
 	s := vllm.New(vllm.Options{
 		URL:          x.vllmURL,
 		Interval:     f.interval,
