@@ -2,6 +2,8 @@
 // (vLLM scraper, GPU sampler, probe scheduler, SLO watchdog) the way
 // node_exporter reports its collectors: one `up` and one duration series per
 // named loop. Loops report after each run; /metrics only reads the results.
+// Descs and Metrics are what a component needs to render its latest state as
+// const metrics in its Collect.
 package collector
 
 import (
@@ -108,4 +110,41 @@ func (h *Health) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(h.up, prometheus.GaugeValue, up, n)
 		ch <- prometheus.MustNewConstMetric(h.duration, prometheus.GaugeValue, results[i].took.Seconds(), n)
 	}
+}
+
+// Descs is a collector's Descs, gathered as they are made, for its Describe.
+type Descs []*prometheus.Desc
+
+// New makes a Desc with variable labels and keeps it in ds.
+func (ds *Descs) New(name, help string, labels ...string) *prometheus.Desc {
+	d := prometheus.NewDesc(name, help, labels, nil)
+	*ds = append(*ds, d)
+	return d
+}
+
+// Describe sends every Desc of ds.
+func (ds Descs) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range ds {
+		ch <- d
+	}
+}
+
+// Metrics is a Collect's channel, sending const metrics made from the
+// latest state. A series that cannot be made (a label value that is not
+// UTF-8) goes as an invalid metric: the gather reports it and the rest of
+// /metrics is still served.
+type Metrics chan<- prometheus.Metric
+
+// Send sends one gauge or counter sample.
+func (ch Metrics) Send(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
+	m, err := prometheus.NewConstMetric(d, t, v, labels...)
+	if err != nil {
+		m = prometheus.NewInvalidMetric(d, err)
+	}
+	ch <- m
+}
+
+// Gauge sends one gauge sample.
+func (ch Metrics) Gauge(d *prometheus.Desc, v float64, labels ...string) {
+	ch.Send(d, prometheus.GaugeValue, v, labels...)
 }

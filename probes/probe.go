@@ -9,11 +9,9 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
@@ -192,11 +190,6 @@ func (t *target) do(ctx context.Context, pr *config.ProbeProfile, body []byte, p
 	res := Result{Profile: pr.Name, Start: t.now()}
 	ctx, cancel := context.WithTimeout(ctx, pr.Timeout)
 	defer cancel()
-	// The connection the request goes out on: its reads stamp the chunks.
-	var conn atomic.Pointer[stampConn]
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
-		conn.Store(stamperOf(info.Conn))
-	}})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.baseURL+path, bytes.NewReader(body))
 	if err != nil {
 		res.Reason = ReasonConnect
@@ -231,18 +224,7 @@ func (t *target) do(ctx context.Context, pr *config.ProbeProfile, body []byte, p
 		}
 		return res
 	}
-	now := t.now
-	if sc := conn.Load(); sc != nil {
-		// Called only after the body's Read returned bytes, which a socket
-		// read of this response delivered: lastRead is that read.
-		now = func() time.Time {
-			if at := sc.lastRead(); !at.IsZero() {
-				return at
-			}
-			return t.now()
-		}
-	}
-	t.readStream(ctx, resp.Body, now, pr, &res)
+	t.readStream(ctx, resp.Body, t.now, pr, &res)
 	return res
 }
 

@@ -67,10 +67,8 @@ type Options struct {
 	// into the Scheduler.
 	ServerTTFT func(model string, window time.Duration) snapshot.Value
 	// Client sends the probes; nil means the probes' own client from
-	// Upstream: HTTP/1.1, the configured TLS, credentials and proxy, and
-	// every socket read timestamped so chunk times are socket-read times.
-	// With a caller's client chunk times are taken when the response body's
-	// Read returns instead.
+	// Upstream: HTTP/1.1, the configured TLS, credentials and proxy. Chunk
+	// times are taken when the response body's Read returns their bytes.
 	Client *http.Client
 	// Clock defaults to the real monotonic clock.
 	Clock Clock
@@ -179,7 +177,7 @@ func New(opts Options, holder *config.Holder, logger log.Logger) *Scheduler {
 	// are scrubbed of its credentials.
 	opts.Upstream = opts.upstream()
 	if opts.Client == nil {
-		opts.Client, clientErr = newClient(opts.Clock.Now, nil, opts.Upstream)
+		opts.Client, clientErr = newClient(nil, opts.Upstream)
 	}
 	seed := opts.Seed
 	if seed == 0 {

@@ -92,7 +92,7 @@ func startBottleneck(b *bottleneckFlags, interval time.Duration, x *exporter, sr
 		opts.SLOHolds = sloHolds(w)
 	}
 	c := bottleneck.New(opts, x.config, src, log.With(x.logger, "component", "bottleneck"))
-	if err := x.registerWritten(c); err != nil {
+	if err := x.registry.Register(c); err != nil {
 		return nil, err
 	}
 	if w != nil {

@@ -254,8 +254,7 @@ func TestStartBottleneck(t *testing.T) {
 		x.vllm.ScrapeOnce(context.Background(), s.Now())
 	}
 	classifier.Tick(s.Now())
-	mfs, done, err := x.metricsGatherer().Gather()
-	defer done()
+	mfs, err := x.registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

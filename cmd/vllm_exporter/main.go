@@ -389,7 +389,7 @@ func reload(h *config.Holder, logger log.Logger) error {
 // and reload.
 func (x *exporter) routes(f *flags) (http.Handler, error) {
 	mux := http.NewServeMux()
-	mux.Handle("GET "+f.telemetryPath, promhttp.HandlerForTransactional(runtimeFilter(x.metricsGatherer(), f.allRuntime, f.goMemStats), promhttp.HandlerOpts{
+	mux.Handle("GET "+f.telemetryPath, promhttp.HandlerFor(runtimeFilter(x.registry, f.allRuntime, f.goMemStats), promhttp.HandlerOpts{
 		ErrorLog:            newErrorLog(x.logger),
 		ErrorHandling:       promhttp.ContinueOnError,
 		MaxRequestsInFlight: 10,

@@ -217,12 +217,11 @@ func TestReadmeTourSeriesExist(t *testing.T) {
 			checked[st.minute] = true
 			pages := map[string]string{}
 			for optIn, x := range exporters {
-				mfs, done, err := x.metricsGatherer().Gather()
+				mfs, err := x.registry.Gather()
 				if err != nil {
 					t.Fatal(err)
 				}
 				pages[optIn] = testutil.Encode(t, mfs)
-				done()
 			}
 			for _, s := range st.series {
 				if !tourSeriesIn(pages[s.optIn], s) {

@@ -199,7 +199,7 @@ func New(opts Options, logger log.Logger) *Scraper {
 		// common/config's transport never decompresses transparently: we
 		// ask for gzip ourselves so that the size limit applies to the
 		// decompressed body too.
-		client, clientErr = opts.Upstream.Client("vllm_scrape", upstream.RawDial())
+		client, clientErr = opts.Upstream.Client("vllm_scrape")
 	}
 	s := &Scraper{
 		opts:       opts,

@@ -15,61 +15,16 @@
 package upstream
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	commoncfg "github.com/prometheus/common/config"
-
-	"github.com/vllm-exporter/vllm_exporter/internal/rawconn"
 )
-
-// RawDial is the client option that dials with DialRaw, so a scrape does
-// not wake the runtime's sysmon thread for the milliseconds of parsing
-// after its reply. TLS, proxies and credentials stay the transport's: they
-// sit above the dialled connection.
-func RawDial() commoncfg.HTTPClientOption { return commoncfg.WithDialContextFunc(DialRaw) }
-
-// rawDialer has the transport's own dial timeout and keep-alive.
-var rawDialer = &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
-
-// DialRaw dials as net.Dialer does and reads and writes the connection
-// through internal/rawconn (the vLLM scrape's and the probes' dialler).
-func DialRaw(ctx context.Context, network, addr string) (net.Conn, error) {
-	c, err := rawDialer.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	return rawconn.Wrap(c), nil
-}
-
-// InnerConn is the connection c wraps, or nil: what its NetConn method
-// returns (crypto/tls), else its exported embedded Conn field (the
-// connection tracker prometheus/common's transport puts around every
-// dialled connection has no method for it).
-func InnerConn(c net.Conn) net.Conn {
-	if x, ok := c.(interface{ NetConn() net.Conn }); ok {
-		return x.NetConn()
-	}
-	v := reflect.Indirect(reflect.ValueOf(c))
-	if v.Kind() != reflect.Struct {
-		return nil
-	}
-	f := v.FieldByName("Conn")
-	if !f.IsValid() || !f.CanInterface() {
-		return nil
-	}
-	inner, _ := f.Interface().(net.Conn)
-	return inner
-}
 
 // DefaultHTTPClientConfig is the connection to vLLM when nothing is
 // configured: no credentials, no TLS settings (the system roots), a direct

@@ -10,7 +10,6 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
-	"github.com/vllm-exporter/vllm_exporter/internal/exposition"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
 
@@ -66,8 +65,6 @@ type Classifier struct {
 	mu        sync.Mutex
 	models    map[string]*modelState
 	probeHist []probeTTFTs // probe TTFT histograms per tick, oldest first
-
-	gatherer *exposition.Gatherer // of render, for /metrics
 }
 
 // probeTTFTs is one tick's cumulative probe TTFT histograms, by profile.
@@ -320,9 +317,7 @@ func New(opts Options, holder *config.Holder, src Sources, logger log.Logger) *C
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
-	c := &Classifier{opts: opts, cfg: holder, src: src, logger: logger, models: map[string]*modelState{}}
-	c.gatherer = exposition.NewGatherer(descs, c.render)
-	return c
+	return &Classifier{opts: opts, cfg: holder, src: src, logger: logger, models: map[string]*modelState{}}
 }
 
 func (c *Classifier) thresholds() config.Bottleneck {
