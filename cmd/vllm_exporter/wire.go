@@ -255,6 +255,7 @@ func startScraper(f *flags, x *exporter) (*vllm.Scraper, error) {
 		Interval:     f.interval,
 		Timeout:      f.timeout,
 		MaxBodyBytes: f.maxBodyBytes,
+		MaxSeries:    f.maxSeries,
 		Windows:      windows,
 		Upstream:     x.upstream,
 		Models:       x.models,
@@ -265,8 +266,7 @@ func startScraper(f *flags, x *exporter) (*vllm.Scraper, error) {
 		Readers:      windowReaders(x.config.Get()),
 	}, log.With(x.logger, "component", "vllm"))
 	x.config.Subscribe(func(cf *config.File) { s.SetReaders(windowReaders(cf)...) })
-	// The scraper writes its families once per scrape (vllm.Scraper.Gather).
-	if err := x.registerWritten(s); err != nil {
+	if err := x.registry.Register(s); err != nil {
 		return nil, err
 	}
 	x.goRun(s.Run)
