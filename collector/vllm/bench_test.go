@@ -2,6 +2,7 @@ package vllm
 
 import (
 	"bytes"
+	"os"
 	"testing"
 	"time"
 
@@ -11,16 +12,23 @@ import (
 )
 
 // benchBodies are the bodies the scrape benchmarks read (scripts/bench-scrape.sh
-// prints their ratios): the V1 fixture of one model, and the simulator's 16
-// models x 8 engines.
-func benchBodies(b *testing.B) []struct {
+// prints their ratios): the V1 fixture of one model, the simulator's 16
+// models x 8 engines, and SCRAPE_BODY's file as "file" (scripts/growth.sh).
+func benchBodies(b *testing.B) []benchBody {
+	bodies := []benchBody{{"one-model", fixture(b, "vllm-main-2026-08-v1.txt")}, {"16x8", simBody(b, 16, 8)}}
+	if file := os.Getenv("SCRAPE_BODY"); file != "" {
+		body, err := os.ReadFile(file)
+		if err != nil {
+			b.Fatal(err)
+		}
+		bodies = append(bodies, benchBody{"file", body})
+	}
+	return bodies
+}
+
+type benchBody struct {
 	name string
 	body []byte
-} {
-	return []struct {
-		name string
-		body []byte
-	}{{"one-model", fixture(b, "vllm-main-2026-08-v1.txt")}, {"16x8", simBody(b, 16, 8)}}
 }
 
 // steadyScraper is a scraper of body over loopback whose history spans the

@@ -399,7 +399,7 @@ func (rd *reading) histogram(f *family, fam string, c *child) {
 	cached := rd.n.bounds[fam]
 	h, problem := c.histogram(f.Agg == aggSumCount, cached)
 	if problem != "" {
-		rd.r.drop(DropInvalidHistogram, func() string { return fmt.Sprintf("%s{%s}: %s", fam, c.labels.String(), problem) })
+		rd.r.drop(DropInvalidHistogram, func() string { return fmt.Sprintf("%s (%s): %s", fam, c.labels.text, problem) })
 		rd.voided = append(rd.voided, void{f: f, model: modelName})
 		return
 	}
@@ -425,18 +425,6 @@ func (rd *reading) histogram(f *family, fam string, c *child) {
 		h = sum
 	}
 	mod.Histograms.Set(f.Hist, h)
-}
-
-// String is the label set as the body would print it, for logs.
-func (l labels) String() string {
-	var b strings.Builder
-	for n, v := range l.all() {
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, "%s=%q", n, v)
-	}
-	return b.String()
 }
 
 // applyServer adds family f's server-wide reading to model m, combined as

@@ -79,16 +79,24 @@ func scanned(s *scanner) string {
 	var b strings.Builder
 	for fam := range famNames {
 		for _, e := range s.values[fam] {
-			fmt.Fprintf(&b, "%s{%s} %v\n", famNames[fam], e.labels, e.v)
+			fmt.Fprintf(&b, "%s{%s} %v\n", famNames[fam], pairsOf(e.labels), e.v)
 		}
 		for _, e := range s.bad[fam] {
-			fmt.Fprintf(&b, "bad %s{%s} %v\n", famNames[fam], e.labels, e.v)
+			fmt.Fprintf(&b, "bad %s{%s} %v\n", famNames[fam], pairsOf(e.labels), e.v)
 		}
 		for _, c := range s.kids[fam] {
-			fmt.Fprintf(&b, "%s{%s} %v sum %v count %v has %d dup %v\n", famNames[fam], c.labels, c.buckets, c.sum, c.count, c.has, c.dup)
+			fmt.Fprintf(&b, "%s{%s} %v sum %v count %v has %d dup %v\n", famNames[fam], pairsOf(c.labels), c.buckets, c.sum, c.count, c.has, c.dup)
 		}
 	}
 	fmt.Fprintf(&b, "vllm %v helps %v\n", s.anyVLLM, s.helps)
+	return b.String()
+}
+
+func pairsOf(l labels) string {
+	var b strings.Builder
+	for n, v := range l.all() {
+		fmt.Fprintf(&b, "%s=%q,", n, v)
+	}
 	return b.String()
 }
 

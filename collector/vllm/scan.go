@@ -222,7 +222,7 @@ func (s *scanner) scan(r io.Reader, limit int64, maxSeries int, res *result) err
 			return errBodyTooLarge
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {
-			if name := metricName(line); isRead(name) {
+			if name, _, _ := seriesKey(bytes.TrimLeft(line, " \t")); isRead(name) {
 				res.dropLine(DropLineTooLong, s.line, name, "longer than 64 KiB")
 			}
 			for errors.Is(err, bufio.ErrBufferFull) {
@@ -412,46 +412,29 @@ func (s *scanner) comment(c []byte) (eof bool) {
 	return false
 }
 
-// metricName is the metric name a sample line (maybe cut short) starts
-// with; nil for a comment.
-func metricName(line []byte) []byte {
-	line = bytes.TrimLeft(line, " \t")
+// seriesKey finds a sample line's metric name and where its series key
+// (name and label set) ends; the name also when the label set does not
+// end. Text 1.0.0 may quote the name as the label set's first item:
+// {"name",label="v"}.
+func seriesKey(line []byte) (name []byte, end int, err error) {
 	if len(line) > 0 && line[0] == '{' {
 		if i := skipBlank(line, 1); i < len(line) && line[i] == '"' {
 			if q := quotedEnd(line, i); q > 0 {
-				return line[i+1 : q-1]
-			}
-		}
-		return nil
-	}
-	return line[:nameEnd(line)]
-}
-
-// seriesKey finds a sample line's metric name and where its series key
-// (name and label set) ends. Text 1.0.0 may quote the name as the label
-// set's first item: {"name",label="v"}.
-func seriesKey(line []byte) (name []byte, end int, err error) {
-	if line[0] == '{' {
-		end, err = labelSetEnd(line, 0)
-		if err != nil {
-			return nil, 0, err
-		}
-		i := skipBlank(line, 1)
-		if i < len(line) && line[i] == '"' {
-			if q := quotedEnd(line, i); q > 0 {
 				if j := skipBlank(line, q); j < len(line) && (line[j] == ',' || line[j] == '}') {
-					return line[i+1 : q-1], end, nil
+					name = line[i+1 : q-1]
 				}
 			}
 		}
-		return nil, 0, errors.New("a label set without a metric name")
+		if end, err = labelSetEnd(line, 0); err == nil && name == nil {
+			err = errors.New("a label set without a metric name")
+		}
+		return name, end, err
 	}
 	n := nameEnd(line)
 	if n == 0 {
 		return nil, 0, fmt.Errorf("%q is not a metric name", clip(line))
 	}
-	i := skipBlank(line, n)
-	if i < len(line) && line[i] == '{' {
+	if i := skipBlank(line, n); i < len(line) && line[i] == '{' {
 		end, err = labelSetEnd(line, i)
 		return line[:n], end, err
 	}
@@ -472,7 +455,7 @@ func nameEnd(b []byte) int {
 	return n
 }
 
-func skipBlank(b []byte, i int) int {
+func skipBlank[T string | []byte](b T, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t') {
 		i++
 	}
@@ -481,7 +464,7 @@ func skipBlank(b []byte, i int) int {
 
 // quotedEnd is the index just past the quoted string starting at b[i], -1
 // when it does not end.
-func quotedEnd(b []byte, i int) int {
+func quotedEnd[T string | []byte](b T, i int) int {
 	for j := i + 1; j < len(b); j++ {
 		switch b[j] {
 		case '\\':
@@ -519,16 +502,16 @@ func parseLabels(key string, quoted bool) (labels, error) {
 	}
 	escaped := false
 	for i, first := i+1, true; ; first = false {
-		if i = skipBlankS(key, i); i < len(key) && key[i] == '}' {
+		if i = skipBlank(key, i); i < len(key) && key[i] == '}' {
 			break
 		}
 		ns, ne := i, i
 		if key[i] == '"' {
-			var err error
-			if ns, ne, i, err = quotedAt(key, i); err != nil {
-				return l, err
+			if i = quotedEnd(key, i); i < 0 {
+				return l, errors.New("an unterminated label name")
 			}
-			if j := skipBlankS(key, i); first && quoted && j < len(key) && key[j] != '=' {
+			ns, ne = ns+1, i-1
+			if j := skipBlank(key, i); first && quoted && j < len(key) && key[j] != '=' {
 				if i = j; key[i] == ',' { // the quoted metric name
 					i++
 				}
@@ -543,19 +526,20 @@ func parseLabels(key string, quoted bool) (labels, error) {
 			}
 			i = ne
 		}
-		if i = skipBlankS(key, i); i >= len(key) || key[i] != '=' {
+		if i = skipBlank(key, i); i >= len(key) || key[i] != '=' {
 			return l, fmt.Errorf("label %q without a value", key[ns:ne])
 		}
-		if i = skipBlankS(key, i+1); i >= len(key) || key[i] != '"' {
+		if i = skipBlank(key, i+1); i >= len(key) || key[i] != '"' {
 			return l, fmt.Errorf("label %q: value not quoted", key[ns:ne])
 		}
-		vs, ve, next, err := quotedAt(key, i)
-		if err != nil {
-			return l, err
+		vs, next := i+1, quotedEnd(key, i)
+		if next < 0 {
+			return l, errors.New("an unterminated label value")
 		}
+		ve := next - 1
 		escaped = escaped || strings.IndexByte(key[ns:ve], '\\') >= 0
 		l.offs = append(l.offs, uint16(ns), uint16(ne), uint16(vs), uint16(ve))
-		if i = skipBlankS(key, next); i < len(key) && key[i] == ',' {
+		if i = skipBlank(key, next); i < len(key) && key[i] == ',' {
 			i++
 		} else if i >= len(key) || key[i] != '}' {
 			return l, fmt.Errorf("invalid label set %q", clip(key))
@@ -578,36 +562,11 @@ func parseLabels(key string, quoted bool) (labels, error) {
 		if !utf8.ValidString(v) || !utf8.ValidString(n) {
 			return l, fmt.Errorf("label %q: not UTF-8", n)
 		}
-		if l.count(n) > 1 {
+		if twice := l.without(n); len(twice.offs) < len(l.offs)-4 {
 			return l, fmt.Errorf("label %q twice", n)
 		}
 	}
 	return l, nil
-}
-
-// count is how many times l has label name.
-func (l labels) count(name string) int {
-	n := 0
-	for k := range l.all() {
-		if k == name {
-			n++
-		}
-	}
-	return n
-}
-
-// quotedAt finds the quoted string at s[i]: its content s[start:end] (still
-// escaped) and the index after its closing quote.
-func quotedAt(s string, i int) (start, end, next int, err error) {
-	for j := i + 1; j < len(s); j++ {
-		switch s[j] {
-		case '\\':
-			j++
-		case '"':
-			return i + 1, j, j + 1, nil
-		}
-	}
-	return 0, 0, 0, errors.New("an unterminated quoted string")
 }
 
 // unescape appends raw, a quoted string's content, with the text format's
@@ -632,13 +591,6 @@ func unescape(dst []byte, raw string) ([]byte, error) {
 		return dst, errors.New("an invalid escape in a quoted string")
 	}
 	return dst, nil
-}
-
-func skipBlankS(s string, i int) int {
-	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
-		i++
-	}
-	return i
 }
 
 // sampleValue reads what follows a series key: the value, an optional
