@@ -21,8 +21,9 @@ import (
 const maxLineBytes = 64 << 10
 
 // DefaultMaxSeries bounds the series of the families the exporter reads in
-// one body (--vllm.max-series); the simulator's 16 models x 16 engines has
-// about 56,000 of them.
+// one body (--vllm.max-series): room past the simulator's 16 models x 16
+// engines (TestTwiceTheLargestBodyScrapes) within a 64 MiB container
+// (TestFaultMatrixPeakRSS).
 const DefaultMaxSeries = 100_000
 
 var (

@@ -39,10 +39,10 @@ import (
 const (
 	DefaultInterval = 5 * time.Second
 	DefaultTimeout  = 4 * time.Second
-	// DefaultMaxBodyBytes bounds a decompressed /metrics body: real vLLM
-	// bodies are 30-140 KB, the simulator's 16 models x 16 engines 8.2 MB.
-	// The series cache holds about one body's series keys, so this bounds
-	// its memory with DefaultMaxSeries (TestFaultMatrixPeakRSS).
+	// DefaultMaxBodyBytes bounds a decompressed /metrics body, past the
+	// simulator's 16 models x 16 engines. The series cache holds about one
+	// body's keys, so this bounds its memory with DefaultMaxSeries
+	// (TestFaultMatrixPeakRSS).
 	DefaultMaxBodyBytes = 12 << 20
 )
 
@@ -136,7 +136,6 @@ type Scraper struct {
 	mu         sync.Mutex
 	norm       *normalizer
 	scan       *scanner
-	gz         *gzip.Reader // reused: a flate decompressor is 40 KB
 	scrapes    float64
 	errors     map[string]float64
 	lastOK     time.Time
@@ -574,20 +573,15 @@ func (s *Scraper) fetch(ctx context.Context, res *result) (reason string, err er
 	}
 	var body io.Reader = resp.Body
 	if strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
-		zr := io.LimitReader(resp.Body, s.opts.MaxBodyBytes+1)
-		if s.gz == nil {
-			s.gz, err = gzip.NewReader(zr)
-		} else {
-			err = s.gz.Reset(zr)
-		}
+		gz, err := gzip.NewReader(io.LimitReader(resp.Body, s.opts.MaxBodyBytes+1))
 		if err != nil {
-			s.gz = nil
 			if r := bodyReason(ctx, err); r != "" {
 				return r, err
 			}
 			return ReasonParse, fmt.Errorf("gzip: %w", err)
 		}
-		body = s.gz
+		defer gz.Close()
+		body = gz
 	}
 	err = s.scan.scan(body, s.opts.MaxBodyBytes, s.opts.MaxSeries, res)
 	switch {

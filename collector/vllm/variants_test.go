@@ -378,3 +378,22 @@ func TestLabelValuesAreBounded(t *testing.T) {
 		t.Errorf("%d vllm_requests_running series, want %d", n, MaxModels)
 	}
 }
+
+// Text 1.0.0 may quote a metric or label name (inside the label set);
+// label values carry escapes; blanks may sit around the label set's
+// items. All read as the same series they would be unquoted.
+func TestQuotedNamesAndEscapes(t *testing.T) {
+	body := "# TYPE vllm:num_requests_running gauge\n" +
+		`{"vllm:num_requests_running","model_name"="a\"b\\c"} 3` + "\n" +
+		`vllm:num_requests_waiting { engine = "0" , model_name="a\"b\\c" , } 2 1786351200000` + "\n" +
+		`vllm:num_preemptions_total{model_name="a\"b\\c"} 4 # {trace_id="x"} 1 1.7e9` + "\n" +
+		"# EOF\nnot a line after EOF\n"
+	v := scrapeBody(t, []byte(body), "text/plain; version=1.0.0")
+	m := v.Models[`a"b\c`]
+	if m == nil {
+		t.Fatalf("models %v", v.Models)
+	}
+	wantValue(t, "running", m.Running, 3)
+	wantValue(t, "waiting", m.Waiting, 2)
+	wantValue(t, "preemptions", m.Preemptions, 4)
+}
