@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
 
 // maxLineBytes is the longest line the scanner reads; a longer one is
@@ -641,88 +639,3 @@ func parseFloat(b []byte) (float64, error) {
 }
 
 func clip[T string | []byte](b T) T { return b[:min(len(b), 80)] }
-
-// histogram assembles a child's buckets, _sum and _count into a cumulative
-// histogram (V0's multiprocess bodies print _sum first; any order reads),
-// or says why the child is not one: no +Inf bucket (a truncated body), a
-// count that is negative or not finite, buckets that decrease, _count
-// unequal to the +Inf bucket, no _sum. A sumCount child needs _sum and
-// _count only. The bounds are cached when equal to it (one slice per
-// family across the history).
-func (c *child) histogram(sumCount bool, cached []float64) (h snapshot.Histogram, problem string) {
-	switch {
-	case c.dup:
-		return h, "a second _sum or _count"
-	case c.has&hasSum == 0:
-		return h, "no _sum"
-	case math.IsNaN(c.sum) || math.IsInf(c.sum, 0) || c.sum < 0:
-		return h, fmt.Sprintf("_sum %v", c.sum)
-	}
-	h.Sum = c.sum
-	if sumCount {
-		if c.has&hasCount == 0 || !validCount(c.count) {
-			return h, "no valid _count"
-		}
-		h.Count = c.count
-		return h, ""
-	}
-	bs := c.buckets
-	if !slices.IsSortedFunc(bs, func(a, b bucket) int { return cmpFloat(a.le, b.le) }) {
-		slices.SortFunc(bs, func(a, b bucket) int { return cmpFloat(a.le, b.le) })
-	}
-	switch {
-	case len(bs) == 0 && c.has&hasCount == 0:
-		return h, "neither buckets nor _count"
-	case len(bs) == 0:
-		h.Count = c.count
-	case !math.IsInf(bs[len(bs)-1].le, 1):
-		return h, "no +Inf bucket"
-	default:
-		h.Count = bs[len(bs)-1].v
-		if c.has&hasCount != 0 && c.count != h.Count {
-			return h, fmt.Sprintf("_count %v but +Inf bucket %v", c.count, h.Count)
-		}
-		bs = bs[:len(bs)-1]
-	}
-	if !validCount(h.Count) {
-		return h, fmt.Sprintf("count %v", h.Count)
-	}
-	h.Counts = make([]float64, len(bs))
-	same := len(cached) == len(bs)
-	for i, b := range bs {
-		switch {
-		case math.IsNaN(b.le) || math.IsInf(b.le, 0):
-			return h, "a bucket without a finite le"
-		case i > 0 && b.le == bs[i-1].le:
-			return h, fmt.Sprintf("bucket le=%v twice", b.le)
-		case !validCount(b.v) || b.v > h.Count || i > 0 && b.v < bs[i-1].v:
-			return h, fmt.Sprintf("bucket le=%v holds %v: not cumulative", b.le, b.v)
-		}
-		h.Counts[i] = b.v
-		same = same && cached[i] == b.le
-	}
-	if h.Bounds = cached; !same {
-		h.Bounds = make([]float64, len(bs))
-		for i, b := range bs {
-			h.Bounds[i] = b.le
-		}
-	}
-	return h, ""
-}
-
-// validCount: a finite, non-negative count.
-func validCount(c float64) bool { return c >= 0 && !math.IsInf(c, 1) }
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	case a == b:
-		return 0
-	case math.IsNaN(a):
-		return -1
-	}
-	return 1
-}
