@@ -65,6 +65,7 @@ type flags struct {
 	timeout      time.Duration
 	timeoutSet   bool // --vllm.timeout given: it must then be shorter than the interval
 	maxBodyBytes int64
+	maxSeries    int
 	windows      string
 	optIn        []string
 	maxModels    int
@@ -117,7 +118,8 @@ func newApp() (*kingpin.Application, *flags, *kingpin.CmdClause) {
 	app.Flag("vllm.url", "Base URL of the vLLM server (its /metrics is scraped; probes use the same server).").Default("http://localhost:8000").StringVar(&f.vllmURL)
 	app.Flag("vllm.scrape-interval", "How often to scrape vLLM's /metrics.").Default(vllm.DefaultInterval.String()).DurationVar(&f.interval)
 	app.Flag("vllm.timeout", "Timeout of one scrape of vLLM's /metrics; must be shorter than --vllm.scrape-interval (default 4s, or the scrape interval when that is shorter).").Default(vllm.DefaultTimeout.String()).IsSetByUser(&f.timeoutSet).DurationVar(&f.timeout)
-	app.Flag("vllm.max-body-bytes", "Largest /metrics body accepted, after gzip decompression (scrape error reason body_too_large); the lines the exporter parses may take at most 1.5 times this in memory, estimated while the body streams (reason parse_too_large).").Default(fmt.Sprint(vllm.DefaultMaxBodyBytes)).Int64Var(&f.maxBodyBytes)
+	app.Flag("vllm.max-body-bytes", "Largest /metrics body accepted, after gzip decompression (scrape error reason body_too_large).").Default(fmt.Sprint(vllm.DefaultMaxBodyBytes)).Int64Var(&f.maxBodyBytes)
+	app.Flag("vllm.max-series", "Most series of the families the exporter reads in one /metrics body, which is what its series cache holds (scrape error reason too_many_series); the simulator's 16 models x 16 engines has about 56,000.").Default(fmt.Sprint(vllm.DefaultMaxSeries)).IntVar(&f.maxSeries)
 	app.Flag("vllm.windows", "Comma-separated windows for derived rates and quantiles (the classifier and the probes read them; their series are exported only with --vllm.opt-in=window-series).").Default("1m,5m").StringVar(&f.windows)
 	app.Flag("vllm.opt-in", "Also export series that are off by default because no shipped alert, panel or verdict reads them; repeatable or comma-separated: window-series (per --vllm.windows window: rates, ratios, window quantile summaries), expected-metric-present (vllm_exporter_expected_metric_missing 0 for present families), or the name of an opt-in vLLM family (vllm_request_inference_time_seconds, vllm_cache_config_info, vllm_estimated_flops_per_gpu_total, ...; docs/cost.md lists them).").StringsVar(&f.optIn)
 	app.Flag("vllm.max-models", "Most vLLM model names (model_name label values) the exporter keeps state and series for, in the scraper, its windows, the SLO watchdog and its state file alike; samples of further names are dropped and counted.").Default(fmt.Sprint(modelset.DefaultMax)).IntVar(&f.maxModels)

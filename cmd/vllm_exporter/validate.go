@@ -29,6 +29,8 @@ const (
 	// maxBodyBytesLimit: vLLM's largest real bodies are 140 KB, the
 	// simulator's 16 models x 16 engines 8.2 MB; 1 GiB is a typo.
 	maxBodyBytesLimit = 1 << 30
+	// maxSeriesLimit: a series costs the cache about 250 bytes.
+	maxSeriesLimit = 10_000_000
 	// maxModelsLimit: every model costs its series in the scraper, its
 	// windows and the SLO watchdog; a thousand is not a sidecar's job.
 	maxModelsLimit = 1024
@@ -100,6 +102,9 @@ func validateCoreFlags(f *flags) error {
 	}
 	if f.maxBodyBytes <= 0 || f.maxBodyBytes > maxBodyBytesLimit {
 		return fmt.Errorf("--vllm.max-body-bytes: must be in [1, %d], got %d", maxBodyBytesLimit, f.maxBodyBytes)
+	}
+	if f.maxSeries <= 0 || f.maxSeries > maxSeriesLimit {
+		return fmt.Errorf("--vllm.max-series: must be in [1, %d], got %d", maxSeriesLimit, f.maxSeries)
 	}
 	if err := vllm.ValidateOptIn(optInList(f.optIn)); err != nil {
 		return err

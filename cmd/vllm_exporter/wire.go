@@ -258,6 +258,7 @@ func startScraper(f *flags, x *exporter) (*vllm.Scraper, error) {
 		Interval:     f.interval,
 		Timeout:      f.timeout,
 		MaxBodyBytes: f.maxBodyBytes,
+		MaxSeries:    f.maxSeries,
 		Windows:      windows,
 		Upstream:     x.upstream,
 		Models:       x.models,

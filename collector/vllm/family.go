@@ -2,25 +2,22 @@ package vllm
 
 import (
 	"fmt"
-	"maps"
 	"math"
 	"strconv"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
-	"github.com/vllm-exporter/vllm_exporter/internal/exposition"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
 
 // family is one row of the family table (names.go): everything the exporter
-// knows about one vLLM family. The row drives the line filter (which lines
-// reach the parser), normalization (where a sample lands in the snapshot
-// and how engines combine), the exported Desc, rendering and the docs
-// table. Code outside the table never names a family: to read a new one,
-// add a row (and, when consumers need it typed, the snapshot field it
-// fills).
+// knows about one vLLM family. The row drives the scanner (which lines are
+// read), normalization (where a sample lands in the snapshot and how
+// engines combine), the windows derived from it, the exported Descs,
+// rendering and the docs table. Code outside the table never names a
+// family: to read a new one, add a row (and, when consumers need it typed,
+// the snapshot field it fills).
 type family struct {
 	// Exported is the stable series the family is exported as.
 	Exported string
@@ -44,7 +41,7 @@ type family struct {
 	// value: from vLLM's name and the sample's labels (kv_offload's older
 	// transfer_type "CPU_to_GPU" and newer kv_offload_load_* both land on
 	// tier "cpu" of the load row). ok false: the sample is not this row's.
-	Key func(fam string, labels map[string]string) (key string, ok bool)
+	Key func(fam string, l labels) (key string, ok bool)
 	// FromLabel: the value is this label of the samples (a number: "None",
 	// negative or non-finite values are absent), not the sample value.
 	FromLabel string
@@ -92,7 +89,7 @@ type family struct {
 	// result when several rows read the same family. Map or Out is then
 	// what the row exports, and Share hands a server-wide reading to every
 	// model.
-	Labels func(m *snapshot.Model, labels map[string]string, v float64) (dropped int)
+	Labels func(m *snapshot.Model, l labels, v float64) (dropped int)
 	Share  func(server, m *snapshot.Model)
 
 	// Settle, when set, recomputes what a model's readings of several
@@ -104,8 +101,11 @@ type family struct {
 	// (a verdict, a sum over a server-wide map) instead of the reading
 	// itself. Absent values export nothing.
 	Out func(*snapshot.VLLM, *snapshot.Model) snapshot.Value
-	// WindowOnly: the family is exported only through the window series
-	// named Exported (metrics.go's windowSeries); it has no series of its own.
+	// Windows are the values the row derives over each window (derive.go),
+	// exported as gauges with --vllm.opt-in=window-series.
+	Windows []window
+	// WindowOnly: the family is exported only through its Windows (the
+	// first named Exported); it has no series of its own.
 	WindowOnly bool
 	// OptIn: the family is read (verdicts may use it) but exported only
 	// when --vllm.opt-in names Exported: no shipped alert, panel or
@@ -183,16 +183,6 @@ type labelLimit struct {
 // enumerations.
 var mapLimit = labelLimit{Max: maxMapLabels}
 
-// lookup returns the family's first name present in fams.
-func (f *family) lookup(fams map[string]*dto.MetricFamily) *dto.MetricFamily {
-	for _, name := range f.Names {
-		if mf := fams[name]; mf != nil {
-			return mf
-		}
-	}
-	return nil
-}
-
 // missingLabel is the vLLM name reported when f is expected but absent: the
 // name the detected schema would use.
 func (f *family) missingLabel(schema string) string {
@@ -248,17 +238,24 @@ func (f *family) windowSeries() string {
 
 func joinOr(names []string) string { return strings.Join(names, " or ") }
 
-// sample reads one sample of family f (vLLM name fam) into the scrape.
-func (rd *reading) sample(f *family, fam string, m *dto.Metric) {
-	labels := rd.labels
-	modelName, hasModel := labels["model_name"]
+// key is a by-label reading's key for a sample with labels l; ok false:
+// the sample is not this row's.
+func (f *family) key(fam string, l labels) (string, bool) {
+	if f.Key != nil {
+		return f.Key(fam, l)
+	}
+	return l.get(f.Label), true
+}
+
+// sample reads one gauge, counter, info or state-set sample of family f
+// (vLLM name fam) into the scrape.
+func (rd *reading) sample(f *family, fam string, l labels, v float64) {
+	modelName, hasModel := l.lookup("model_name")
 	var mod *snapshot.Model
 	switch {
 	case f.Server != nil:
-		if v, ok := scalar(m); ok {
-			p := f.Server(rd.vllm)
-			*p = rd.putBounded(fam, f.Label, f.Limit.Max, *p, labels[f.Label], v)
-		}
+		p := f.Server(rd.vllm)
+		*p = rd.putBounded(fam, f.Label, f.Limit.Max, *p, l.get(f.Label), v)
 		return
 	case f.Scope == scopeServer || (f.Scope == scopeModelOrServer && !hasModel):
 		mod = rd.server
@@ -271,48 +268,39 @@ func (rd *reading) sample(f *family, fam string, m *dto.Metric) {
 	}
 	switch {
 	case f.Labels != nil:
-		if v, ok := scalar(m); ok {
-			if n := f.Labels(mod, labels, v); n > 0 {
-				rd.r.drop(f.Limit.Drop, fmt.Sprintf("%s: %d %s values dropped: more than %d", fam, n, f.Label, f.Limit.Max))
-				rd.r.dropped[f.Limit.Drop] += float64(n - 1) // one per value, as counted
-			}
-		}
-	case f.Hist != "":
-		rd.histogram(f, fam, mod, m)
-	case f.Agg == aggSumCount:
-		if dh := m.GetHistogram(); dh != nil {
-			add(f.Value(mod), dh.GetSampleSum())
-			add(f.Count(mod), count(dh.SampleCountFloat, dh.GetSampleCount()))
+		if n := f.Labels(mod, l, v); n > 0 {
+			rd.r.drop(f.Limit.Drop, func() string {
+				return fmt.Sprintf("%s: %d %s values dropped: more than %d", fam, n, f.Label, f.Limit.Max)
+			})
+			rd.r.dropped[f.Limit.Drop] += float64(n - 1) // one per value, as counted
 		}
 	case f.Info != nil:
 		if p := f.Info(mod); *p == nil {
-			*p = maps.Clone(labels) // labels is reused
-			delete(*p, "engine")
+			*p = map[string]string{}
+			for n, v := range l.all() {
+				if n != "engine" {
+					(*p)[n] = v
+				}
+			}
 		}
 	case f.State != nil || f.StateMap != nil:
-		rd.state(f, fam, mod, m)
+		rd.state(f, fam, mod, l, v)
 	default:
-		rd.scalar(f, fam, mod, modelName, m)
+		rd.scalar(f, fam, mod, modelName, l, v)
 	}
 }
 
 // scalar reads a gauge or counter sample (or a number from a label).
-func (rd *reading) scalar(f *family, fam string, mod *snapshot.Model, modelName string, m *dto.Metric) {
-	var v float64
+func (rd *reading) scalar(f *family, fam string, mod *snapshot.Model, modelName string, l labels, v float64) {
 	if f.FromLabel != "" {
-		n := labelNumber(rd.labels, f.FromLabel)
+		n := labelNumber(l, f.FromLabel)
 		if !n.OK {
 			return
 		}
 		v = n.V
-	} else {
-		var ok bool
-		if v, ok = scalar(m); !ok {
-			return
-		}
 	}
 	if f.Map != nil {
-		rd.byLabel(f, fam, mod, modelName, v)
+		rd.byLabel(f, fam, mod, modelName, l, v)
 		return
 	}
 	combine(f.Agg, f.Value(mod), v)
@@ -323,19 +311,16 @@ func (rd *reading) scalar(f *family, fam string, mod *snapshot.Model, modelName 
 		rd.means[meanKey{mod, f}]++
 	}
 	if f.Engine != nil && mod != rd.server {
-		combine(f.Agg, f.Engine(rd.engineFor(modelName, rd.labels["engine"])), v)
+		combine(f.Agg, f.Engine(rd.engineFor(modelName, l.get("engine"))), v)
 	}
 }
 
 // byLabel adds v to the model's map by f.Label's value, within f.Limit.
-func (rd *reading) byLabel(f *family, fam string, mod *snapshot.Model, modelName string, v float64) {
+func (rd *reading) byLabel(f *family, fam string, mod *snapshot.Model, modelName string, l labels, v float64) {
 	p := f.Map(mod)
-	key := rd.labels[f.Label]
-	if f.Key != nil {
-		var ok bool
-		if key, ok = f.Key(fam, rd.labels); !ok {
-			return
-		}
+	key, ok := f.key(fam, l)
+	if !ok {
+		return
 	}
 	if f.Limit.Drop == "" {
 		*p = rd.putBounded(fam, f.Label, f.Limit.Max, *p, key, v)
@@ -345,7 +330,9 @@ func (rd *reading) byLabel(f *family, fam string, mod *snapshot.Model, modelName
 		*p = map[string]float64{}
 	}
 	if _, seen := (*p)[key]; !seen && len(*p) >= f.Limit.Max {
-		rd.r.drop(f.Limit.Drop, fmt.Sprintf("%s %q of model %q dropped: more than %d values", f.Label, key, modelName, f.Limit.Max))
+		rd.r.drop(f.Limit.Drop, func() string {
+			return fmt.Sprintf("%s %q of model %q dropped: more than %d values", f.Label, key, modelName, f.Limit.Max)
+		})
 		return
 	}
 	(*p)[key] += v
@@ -354,12 +341,11 @@ func (rd *reading) byLabel(f *family, fam string, mod *snapshot.Model, modelName
 // state reads one sample of a state set: per key (f.KeyLabel's value), the
 // least awake current state over engines wins. A state outside f.States
 // is not guessed at: counted as unexpected and ignored.
-func (rd *reading) state(f *family, fam string, mod *snapshot.Model, m *dto.Metric) {
-	v, ok := scalar(m)
-	if !ok || v != 1 {
+func (rd *reading) state(f *family, fam string, mod *snapshot.Model, l labels, v float64) {
+	if v != 1 {
 		return
 	}
-	st := rd.labels[f.StateLabel]
+	st := l.get(f.StateLabel)
 	rank := stateRank(f, st)
 	if rank < 0 {
 		rd.unexpected(fam, f.StateLabel, st)
@@ -375,7 +361,7 @@ func (rd *reading) state(f *family, fam string, mod *snapshot.Model, m *dto.Metr
 	if *p == nil {
 		*p = map[string]string{}
 	}
-	key := rd.labels[f.KeyLabel]
+	key := l.get(f.KeyLabel)
 	old, seen := (*p)[key]
 	if !seen && len(*p) >= mapLimit.Max {
 		rd.unexpected(fam, f.KeyLabel, key)
@@ -396,27 +382,49 @@ func stateRank(f *family, st string) int {
 	return -1
 }
 
-// histogram adds one child of a histogram family to the model, and to its
-// per-priority view when kept.
-func (rd *reading) histogram(f *family, fam string, mod *snapshot.Model, m *dto.Metric) {
-	h, err := rd.n.histogram(fam, m)
-	if err != nil {
-		rd.r.drop(DropInvalidHistogram, err.Error())
+// histogram adds one child of a histogram family to the model (a token
+// histogram's _sum and _count to its Value and Count), and to its
+// per-priority view when kept. A child that is not a histogram leaves the
+// model's histogram absent this scrape: summed without it, the engines'
+// total would be wrong.
+func (rd *reading) histogram(f *family, fam string, c *child) {
+	modelName, ok := c.labels.lookup("model_name")
+	if !ok {
 		return
 	}
+	mod := rd.modelFor(modelName)
+	if mod == nil {
+		return
+	}
+	cached := rd.n.bounds[fam]
+	h, problem := c.histogram(f.Agg == aggSumCount, cached)
+	if problem != "" {
+		rd.r.drop(DropInvalidHistogram, func() string { return fmt.Sprintf("%s (%s): %s", fam, c.labels.text, problem) })
+		rd.voided = append(rd.voided, void{f: f, model: modelName})
+		return
+	}
+	if f.Agg == aggSumCount {
+		add(f.Value(mod), h.Sum)
+		add(f.Count(mod), h.Count)
+		return
+	}
+	if len(h.Bounds) > 0 && (len(cached) == 0 || &h.Bounds[0] != &cached[0]) {
+		rd.n.bounds[fam] = h.Bounds
+	}
+	if p, ok := c.labels.lookup("priority"); ok && rd.n.perPriority && f.ByPriority != "" {
+		rd.addPriority(mod, p, f.Hist, fam, h)
+	}
 	if sum, seen := mod.Histograms.Lookup(f.Hist); seen {
-		// sum's Counts were made by n.histogram for this scrape: the
-		// engines are added into them.
+		// sum's Counts were made for this scrape: the engines add into them.
 		if !sum.AddInPlace(h) {
-			rd.r.drop(DropBucketMismatch, fmt.Sprintf("%s: engines of model %q have different buckets; engine %q dropped", fam, mod.Name, rd.labels["engine"]))
+			rd.r.drop(DropBucketMismatch, func() string {
+				return fmt.Sprintf("%s: engines of model %q have different buckets; engine %q dropped", fam, mod.Name, c.labels.get("engine"))
+			})
 			return
 		}
 		h = sum
 	}
 	mod.Histograms.Set(f.Hist, h)
-	if p, ok := rd.labels["priority"]; ok && rd.n.perPriority && f.ByPriority != "" {
-		rd.n.addPriority(mod, p, f.Hist, fam, m, rd.unexpected)
-	}
 }
 
 // applyServer adds family f's server-wide reading to model m, combined as
@@ -454,8 +462,8 @@ func combine(a agg, v *snapshot.Value, x float64) {
 
 // labelNumber reads a numeric label (vllm:cache_config_info's); "None",
 // empty, negative or non-finite values are absent.
-func labelNumber(labels map[string]string, key string) snapshot.Value {
-	s, ok := labels[key]
+func labelNumber(l labels, key string) snapshot.Value {
+	s, ok := l.lookup(key)
 	if !ok {
 		return snapshot.Value{}
 	}
@@ -466,31 +474,38 @@ func labelNumber(labels map[string]string, key string) snapshot.Value {
 	return snapshot.Some(f)
 }
 
-// familyDescs are the Descs of one row's series (nil where it has none).
+// familyDescs are the Descs of one row's series (nil where it has none):
+// windows by Windows' place (nil for a value only read in process).
 type familyDescs struct {
 	series, engine, window, priority *prometheus.Desc
+	windows                          []*prometheus.Desc
 }
 
-// descs makes the row's Descs, recording them in ds (nil: not recorded).
-func (f *family) descs(ds exposition.Descs) familyDescs {
-	desc := func(name, help string, labels ...string) *prometheus.Desc {
-		if ds == nil {
-			return prometheus.NewDesc(name, help, labels, nil)
-		}
-		return ds.New(name, help, labels...)
-	}
+// descs makes the row's Descs.
+func (f *family) descs() familyDescs {
 	var d familyDescs
 	if !f.WindowOnly {
-		d.series = desc(f.Exported, f.help(), f.labels()...)
+		d.series = prometheus.NewDesc(f.Exported, f.help(), f.labels(), nil)
 	}
 	if f.Engine != nil {
-		d.engine = desc(engineSeries(f.Exported), f.EngineHelp, "model", "engine")
+		d.engine = prometheus.NewDesc(engineSeries(f.Exported), f.EngineHelp, []string{"model", "engine"}, nil)
 	}
 	if f.Hist != "" {
-		d.window = desc(f.windowSeries(), f.windowHelp(), "model", "window")
+		d.window = prometheus.NewDesc(f.windowSeries(), f.windowHelp(), []string{"model", "window"}, nil)
 	}
 	if f.ByPriority != "" {
-		d.priority = desc(f.ByPriority, f.ByPriorityHelp, "model", "priority")
+		d.priority = prometheus.NewDesc(f.ByPriority, f.ByPriorityHelp, []string{"model", "priority"}, nil)
+	}
+	for _, w := range f.Windows {
+		var wd *prometheus.Desc
+		if w.Series != "" {
+			labels := []string{"model", "window"}
+			if w.ByLabel != nil {
+				labels = append(labels, f.Label)
+			}
+			wd = prometheus.NewDesc(w.Series, w.Help, labels, nil)
+		}
+		d.windows = append(d.windows, wd)
 	}
 	return d
 }
@@ -500,31 +515,28 @@ func engineSeries(exported string) string {
 	return "vllm_engine_" + strings.TrimPrefix(exported, "vllm_")
 }
 
-// render appends the row's series for model m of snapshot v.
-func (f *family) render(d familyDescs, e exposition.Sink, v *snapshot.VLLM, m *snapshot.Model) {
+// render sends the row's series for model m of snapshot v.
+func (f *family) render(d familyDescs, e sink, v *snapshot.VLLM, m *snapshot.Model) {
 	if d.series == nil {
 		return
 	}
 	name, t := m.Name, f.Type.prom()
 	switch {
 	case f.Out != nil:
-		e.Value(d.series, t, f.Out(v, m), name)
+		e.value(d.series, t, f.Out(v, m), name)
 	case f.Hist != "":
 		if h, ok := m.Histograms.Lookup(f.Hist); ok {
-			e.Histogram(d.series, h, name)
-		}
-		if d.priority == nil || m.ByPriority == nil {
-			return
+			e.histogram(d.series, h, name)
 		}
 		for _, p := range sortedKeys(m.ByPriority) {
-			if h, ok := m.ByPriority[p][f.Hist]; ok {
-				e.Histogram(d.priority, h, name, p)
+			if h, ok := m.ByPriority[p][f.Hist]; ok && d.priority != nil {
+				e.histogram(d.priority, h, name, p)
 			}
 		}
 	case f.Map != nil:
 		mp := *f.Map(m)
 		for _, k := range sortedKeys(mp) {
-			e.Emit(d.series, t, mp[k], name, k)
+			e.emit(d.series, t, mp[k], name, k)
 		}
 	case f.Info != nil:
 		info := *f.Info(m)
@@ -536,17 +548,17 @@ func (f *family) render(d familyDescs, e exposition.Sink, v *snapshot.VLLM, m *s
 		for _, l := range f.InfoLabels {
 			lv = append(lv, info[l])
 		}
-		e.Emit(d.series, t, 1, lv...)
+		e.emit(d.series, t, 1, lv...)
 	case f.StateMap != nil:
 		st := *f.StateMap(m)
 		for _, k := range sortedKeys(st) {
-			e.Emit(d.series, t, 1, name, k, st[k])
+			e.emit(d.series, t, 1, name, k, st[k])
 		}
 	case f.Value != nil:
-		e.Value(d.series, t, *f.Value(m), name)
-		if d.engine != nil && m.PerEngine != nil {
-			for _, en := range sortedKeys(m.PerEngine) {
-				e.Value(d.engine, t, *f.Engine(m.PerEngine[en]), name, en)
+		e.value(d.series, t, *f.Value(m), name)
+		for _, en := range sortedKeys(m.PerEngine) {
+			if d.engine != nil {
+				e.value(d.engine, t, *f.Engine(m.PerEngine[en]), name, en)
 			}
 		}
 	}
@@ -566,7 +578,7 @@ func MarkdownTable() string {
 		if l := f.labels()[1:]; len(l) > 0 {
 			kept = append(kept, "`"+strings.Join(l, "`, `")+"`")
 		}
-		if d := f.descs(nil); d.engine != nil {
+		if f.Engine != nil {
 			kept = append(kept, "`engine` in `"+engineSeries(f.Exported)+"`")
 		}
 		if f.ByPriority != "" {

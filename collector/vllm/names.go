@@ -37,6 +37,17 @@ var schemaMarks = []struct {
 	{schema: SchemaV1Legacy, family: "vllm:num_requests_running", help: v1RunningHelp},
 }
 
+// helpMarks are the HELP texts schemaMarks compare, by family.
+var helpMarks = func() map[string]string {
+	m := map[string]string{}
+	for _, mk := range schemaMarks {
+		if mk.help != "" {
+			m[mk.family] = mk.help
+		}
+	}
+	return m
+}()
+
 func always(string, func(string) bool) bool { return true }
 func v1Only(s string, _ func(string) bool) bool {
 	return s == SchemaV1Legacy || s == SchemaV1
@@ -95,15 +106,30 @@ var families = []family{
 	{Exported: "vllm_preemptions_total", Names: []string{"vllm:num_preemptions_total"}, Type: typeCounter, Agg: aggSum,
 		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.Preemptions },
 		Help:     "Preemptions, summed over engines; from vllm:num_preemptions_total.",
-		Expected: always, Versions: "all versions"},
+		Expected: always, Versions: "all versions",
+		Windows: []window{
+			perSecond("vllm_preemptions_per_second", "Preemptions per second over the window; derived from vllm:num_preemptions_total.",
+				func(d *snapshot.Derived) *snapshot.Value { return &d.PreemptionsPerSecond }),
+			{Series: "vllm_preemptions_per_request_ratio", Help: "Preemptions per finished request over the window (can exceed 1: a request may be preempted several times), absent when no request finished; from vllm:num_preemptions_total and vllm:request_success_total.",
+				Field: func(d *snapshot.Derived) *snapshot.Value { return &d.PreemptionsPerRequest },
+				Of:    func(w *span) snapshot.Value { return ratio(w.inc(""), w.inc("vllm_requests_finished_total")) }},
+		}},
 	{Exported: "vllm_prompt_tokens_total", Names: []string{"vllm:prompt_tokens_total"}, Type: typeCounter, Agg: aggSum,
 		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.PromptTokens },
 		Help:     "Prompt (prefill) tokens processed, summed over engines; from vllm:prompt_tokens_total.",
-		Expected: always, Versions: "all versions"},
+		Expected: always, Versions: "all versions",
+		Windows: []window{
+			perSecond("vllm_prompt_tokens_per_second", "Prompt tokens per second over the window; derived from vllm:prompt_tokens_total.",
+				func(d *snapshot.Derived) *snapshot.Value { return &d.PromptTokensPerSecond }),
+		}},
 	{Exported: "vllm_generation_tokens_total", Names: []string{"vllm:generation_tokens_total"}, Type: typeCounter, Agg: aggSum,
 		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.GenerationTokens },
 		Help:     "Generated tokens, summed over engines; from vllm:generation_tokens_total.",
-		Expected: always, Versions: "all versions"},
+		Expected: always, Versions: "all versions",
+		Windows: []window{
+			perSecond("vllm_generation_tokens_per_second", "Generated tokens per second over the window; derived from vllm:generation_tokens_total.",
+				func(d *snapshot.Derived) *snapshot.Value { return &d.GenerationTokensPerSecond }),
+		}},
 	{Exported: "vllm_prefix_cache_queries_total", Names: []string{"vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"}, Type: typeCounter, Agg: aggSum,
 		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.PrefixQueries },
 		Help:     "Prefix-cache queries in tokens (blocks before vLLM 0.9.0), summed over engines; from vllm:prefix_cache_queries_total or vllm:gpu_prefix_cache_queries_total.",
@@ -111,12 +137,21 @@ var families = []family{
 	{Exported: "vllm_prefix_cache_hits_total", Names: []string{"vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"}, Type: typeCounter, Agg: aggSum,
 		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.PrefixHits },
 		Help:     "Prefix-cache hits in tokens (blocks before vLLM 0.9.0), summed over engines; from vllm:prefix_cache_hits_total or vllm:gpu_prefix_cache_hits_total.",
-		Expected: v1Only, Versions: "as prefix_cache_queries"},
+		Expected: v1Only, Versions: "as prefix_cache_queries",
+		Windows: []window{
+			ratioTo("vllm_prefix_cache_queries_total", "vllm_prefix_cache_hit_ratio", "Prefix-cache hit ratio 0..1 (hits / queries) over the window, absent without queries; from vllm:prefix_cache_hits_total and vllm:prefix_cache_queries_total (or the gpu_ names).",
+				func(d *snapshot.Derived) *snapshot.Value { return &d.PrefixCacheHitRatio }),
+		}},
 	{Exported: "vllm_requests_finished_total", Names: []string{"vllm:request_success_total"}, Type: typeCounter, Agg: aggSum,
 		Label: "finished_reason", Limit: labelLimit{Max: MaxFinishedReasons, Drop: DropFinishedReasonLimit},
 		Map:      func(m *snapshot.Model) *map[string]float64 { return &m.FinishedByReason },
 		Help:     "Finished requests by finish reason, summed over engines; from vllm:request_success_total.",
-		Expected: always, Versions: "all versions, label `finished_reason` (V1 pre-creates stop/length/abort/error/repetition; V0 only after first use)"},
+		Expected: always, Versions: "all versions, label `finished_reason` (V1 pre-creates stop/length/abort/error/repetition; V0 only after first use)",
+		Windows: []window{
+			{Series: "vllm_requests_finished_per_second", Help: "Finished requests per second over the window by finish reason; derived from vllm:request_success_total.",
+				ByLabel: func(d *snapshot.Derived) *map[string]float64 { return &d.FinishedPerSecondByReason }},
+			perSecond("", "", func(d *snapshot.Derived) *snapshot.Value { return &d.RequestsPerSecond }),
+		}},
 	{Exported: "vllm_requests_corrupted_total", Names: []string{"vllm:corrupted_requests_total"}, Type: typeCounter, Agg: aggSum,
 		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.CorruptedRequests },
 		Help:     "Requests whose logits contained NaNs (corrupted output), summed over engines; from vllm:corrupted_requests_total.",
@@ -126,11 +161,17 @@ var families = []family{
 		Label: "reason", Limit: mapLimit,
 		Map:      func(m *snapshot.Model) *map[string]float64 { return &m.RejectedByReason },
 		Help:     "Requests refused at admission (HTTP 503) because the waiting queue was at --max-num-queued-requests or --max-num-queued-tokens, by reason, summed over engines; from vllm:admission_rejections_total.",
-		Versions: "0.32+ (admission control, flags from 2026-07), label `reason` (`max_num_queued_reqs`, `max_num_queued_tokens`); rejected requests never reach `request_success_total`"},
+		Versions: "0.32+ (admission control, flags from 2026-07), label `reason` (`max_num_queued_reqs`, `max_num_queued_tokens`); rejected requests never reach `request_success_total`",
+		Windows: []window{
+			perSecond("", "", func(d *snapshot.Derived) *snapshot.Value { return &d.RejectedPerSecond }),
+		}},
 	{Exported: "vllm_kv_transfer_failures_total", Names: []string{"vllm:nixl_num_failed_transfers_total"}, Type: typeCounter, Agg: aggSum,
 		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.KVTransferFailures },
 		Help:     "Failed KV-cache transfers of the NIXL connector (disaggregated prefill/decode), summed over engines; from vllm:nixl_num_failed_transfers_total.",
-		Versions: nixlVersions},
+		Versions: nixlVersions,
+		Windows: []window{
+			perSecond("", "", func(d *snapshot.Derived) *snapshot.Value { return &d.KVTransferFailuresPerSecond }),
+		}},
 	{Exported: "vllm_kv_transfer_notification_failures_total", Names: []string{"vllm:nixl_num_failed_notifications_total"}, Type: typeCounter, Agg: aggSum,
 		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.KVTransferNotificationFailures },
 		Help:     "Failed KV-transfer notifications of the NIXL connector, summed over engines; from vllm:nixl_num_failed_notifications_total.",
@@ -138,7 +179,10 @@ var families = []family{
 	{Exported: "vllm_kv_transfer_expired_requests_total", Names: []string{"vllm:nixl_num_kv_expired_reqs_total"}, Type: typeCounter, Agg: aggSum,
 		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.KVTransferExpiredRequests },
 		Help:     "Requests whose KV blocks expired on the prefill side before the decode side read them (NIXL connector), summed over engines; from vllm:nixl_num_kv_expired_reqs_total.",
-		Versions: nixlVersions + "; added after the other nixl_* families"},
+		Versions: nixlVersions + "; added after the other nixl_* families",
+		Windows: []window{
+			perSecond("", "", func(d *snapshot.Derived) *snapshot.Value { return &d.KVTransferExpiredPerSecond }),
+		}},
 	{Exported: "vllm_kv_offload_load_bytes_total", Names: []string{"vllm:kv_offload_load_bytes_total", "vllm:kv_offload_total_bytes_total"}, Type: typeCounter, Agg: aggSum,
 		Label: "tier", Limit: mapLimit, Key: offloadTier(offloadLoad),
 		Map:      func(m *snapshot.Model) *map[string]float64 { return &m.KVOffloadLoadBytes },
@@ -181,7 +225,10 @@ var families = []family{
 	{Exported: "vllm_external_prefix_cache_hits_total", Names: []string{"vllm:external_prefix_cache_hits_total"}, Type: typeCounter, Agg: aggSum,
 		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.ExternalPrefixHits },
 		Help:     "Prompt tokens found in the external cache of a KV connector, summed over engines; from vllm:external_prefix_cache_hits_total.",
-		Versions: "as external_prefix_cache_queries"},
+		Versions: "as external_prefix_cache_queries",
+		Windows: []window{
+			ratioTo("vllm_external_prefix_cache_queries_total", "vllm_external_prefix_cache_hit_ratio", "Hit ratio 0..1 of the external cache of a KV connector (offload tier, P/D peer) over the window, in prompt tokens, absent without queries; from vllm:external_prefix_cache_hits_total and vllm:external_prefix_cache_queries_total.", nil),
+		}},
 	{Exported: "vllm_mm_cache_queries_total", Names: []string{"vllm:mm_cache_queries_total"}, Type: typeCounter, Agg: aggSum,
 		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.MMCacheQueries },
 		Help:     "Multimodal items looked up in the multimodal cache, summed over engines; from vllm:mm_cache_queries_total.",
@@ -191,7 +238,10 @@ var families = []family{
 		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.MMCacheHits },
 		Help:     "Multimodal items found in the multimodal cache, summed over engines; from vllm:mm_cache_hits_total.",
 		OptIn:    true,
-		Versions: "as mm_cache_queries"},
+		Versions: "as mm_cache_queries",
+		Windows: []window{
+			ratioTo("vllm_mm_cache_queries_total", "vllm_mm_cache_hit_ratio", "Hit ratio 0..1 of the multimodal cache over the window, in items, absent without queries; from vllm:mm_cache_hits_total and vllm:mm_cache_queries_total.", nil),
+		}},
 	{Exported: "vllm_lora_slots", Names: []string{"vllm:lora_requests_info"}, Type: typeGauge, Scope: scopeServer, Agg: aggLatest,
 		Label: "adapter", Limit: loraLimit, Labels: readLoRA, Share: shareLoRA,
 		Out:      func(_ *snapshot.VLLM, m *snapshot.Model) snapshot.Value { return known(m.LoRA.Known, m.LoRA.Max) },
@@ -271,7 +321,16 @@ var families = []family{
 	{Exported: "vllm_spec_decode_accepted_tokens_total", Names: []string{"vllm:spec_decode_num_accepted_tokens_total"}, Type: typeCounter, Agg: aggSum,
 		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.SpecAcceptedTokens },
 		Help:     "Speculative-decoding draft tokens accepted, summed over engines; from vllm:spec_decode_num_accepted_tokens_total.",
-		Versions: "V1 0.8.3+, only with speculative decoding"},
+		Versions: "V1 0.8.3+, only with speculative decoding",
+		Windows: []window{
+			ratioTo("vllm_spec_decode_draft_tokens_total", "vllm_spec_decode_acceptance_ratio", "Accepted / proposed draft tokens over the window, absent without drafts; from vllm:spec_decode_num_accepted_tokens_total and vllm:spec_decode_num_draft_tokens_total.", nil),
+			{Series: "vllm_spec_decode_mean_acceptance_length", Help: "Mean tokens a stream gains per decode step over the window, 1 + accepted / drafts (the factor between per-step inter-token latency and per-token time); from vllm:spec_decode_num_accepted_tokens_total and vllm:spec_decode_num_drafts_total.",
+				Field: func(d *snapshot.Derived) *snapshot.Value { return &d.SpecMeanAcceptanceLength },
+				Of: func(w *span) snapshot.Value {
+					r := ratio(w.inc(""), w.inc("vllm_spec_decode_drafts_total"))
+					return known(r.OK, snapshot.Some(1+r.V))
+				}},
+		}},
 	{Exported: "vllm_prompt_tokens_by_source_total", Names: []string{"vllm:prompt_tokens_by_source_total"}, Type: typeCounter, Agg: aggSum,
 		Label: "source", Limit: mapLimit,
 		Map:      func(m *snapshot.Model) *map[string]float64 { return &m.PromptTokensBySource },
@@ -281,22 +340,46 @@ var families = []family{
 		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.PromptTokensCached },
 		Help:     "Prompt tokens served from the local or external prefix cache, summed over engines; from vllm:prompt_tokens_cached_total.",
 		OptIn:    true,
-		Versions: "≈0.16+ (#33290)"},
+		Versions: "≈0.16+ (#33290)",
+		Windows: []window{
+			{Series: "vllm_prompt_tokens_cached_per_second", Help: "Prompt tokens per second served from a prefix cache over the window; from vllm:prompt_tokens_cached_total, else vllm:prompt_tokens_by_source_total (cache hit + KV transfer).",
+				Field: func(d *snapshot.Derived) *snapshot.Value { return &d.PromptTokensCachedPerSecond }, Of: cachedTokens},
+		}},
 	{Exported: "vllm_prompt_tokens_computed_per_second", Names: []string{"vllm:request_prefill_kv_computed_tokens"}, Type: typeGauge, Agg: aggSumCount,
 		WindowOnly: true,
 		Value:      func(m *snapshot.Model) *snapshot.Value { return &m.PrefillKVComputedSum },
 		Count:      func(m *snapshot.Model) *snapshot.Value { return &m.PrefillKVComputedCount },
-		Versions:   "≈0.13+ (#30189); the computed-token rate's fallback when `prompt_tokens_by_source` is absent"},
+		Versions:   "≈0.13+ (#30189); the computed-token rate's fallback when `prompt_tokens_by_source` is absent",
+		Windows: []window{
+			{Series: "vllm_prompt_tokens_computed_per_second", Help: "Prompt tokens per second actually computed in prefill (cache and KV-transfer hits excluded) over the window; from vllm:prompt_tokens_by_source_total{source=\"local_compute\"}, else vllm:prompt_tokens_total minus vllm:prompt_tokens_cached_total, else vllm:request_prefill_kv_computed_tokens_sum.",
+				Field: func(d *snapshot.Derived) *snapshot.Value { return &d.PromptTokensComputedPerSecond }, Of: computedTokens},
+		}},
 	{Exported: "vllm_estimated_flops_per_gpu_total", Names: []string{"vllm:estimated_flops_per_gpu_total"}, Type: typeCounter, Agg: aggMean,
 		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.EstimatedFlops },
 		Help:     "vLLM's estimate of floating-point operations per GPU (mean over engines), 0 without --enable-mfu-metrics; from vllm:estimated_flops_per_gpu_total.",
 		OptIn:    true,
-		Versions: "≈0.17+ (#30950); 0 unless `--enable-mfu-metrics`"},
+		Versions: "≈0.17+ (#30950); 0 unless `--enable-mfu-metrics`",
+		Windows: []window{
+			{Series: "vllm_estimated_flops_per_second_per_gpu", Help: "vLLM's estimated floating-point operations per second per GPU over the window, absent while the counter does not move; from vllm:estimated_flops_per_gpu_total.",
+				Field: func(d *snapshot.Derived) *snapshot.Value { return &d.EstimatedFlopsPerSecond },
+				Of: func(w *span) snapshot.Value {
+					f := w.inc("")
+					return known(f.OK && f.V > 0, w.rate(f)) // 0 without --enable-mfu-metrics
+				}},
+		}},
 	{Exported: "vllm_estimated_read_bytes_per_gpu_total", Names: []string{"vllm:estimated_read_bytes_per_gpu_total"}, Type: typeCounter, Agg: aggMean,
 		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.EstimatedReadBytes },
 		Help:     "vLLM's estimate of bytes read from GPU memory per GPU (mean over engines); from vllm:estimated_read_bytes_per_gpu_total.",
 		OptIn:    true,
-		Versions: "≈0.17+; 0 unless `--enable-mfu-metrics`"},
+		Versions: "≈0.17+; 0 unless `--enable-mfu-metrics`",
+		Windows: []window{
+			{Series: "vllm_estimated_memory_bytes_per_second_per_gpu", Help: "vLLM's estimated GPU-memory bytes read plus written per second per GPU over the window, absent while the counters do not move; from vllm:estimated_read_bytes_per_gpu_total and vllm:estimated_write_bytes_per_gpu_total.",
+				Field: func(d *snapshot.Derived) *snapshot.Value { return &d.EstimatedBytesPerSecond },
+				Of: func(w *span) snapshot.Value {
+					r, wr := w.inc(""), w.inc("vllm_estimated_write_bytes_per_gpu_total")
+					return known(r.OK && wr.OK && r.V+wr.V > 0, w.rate(snapshot.Some(r.V+wr.V)))
+				}},
+		}},
 	{Exported: "vllm_estimated_write_bytes_per_gpu_total", Names: []string{"vllm:estimated_write_bytes_per_gpu_total"}, Type: typeCounter, Agg: aggMean,
 		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.EstimatedWriteBytes },
 		Help:     "vLLM's estimate of bytes written to GPU memory per GPU (mean over engines); from vllm:estimated_write_bytes_per_gpu_total.",
@@ -316,7 +399,15 @@ var families = []family{
 		Versions: nixlVersions + "; buckets 0.001–5 s"},
 	{Exported: "vllm_kv_transfer_size_bytes", Names: []string{"vllm:nixl_bytes_transferred"}, Type: typeHistogram, Agg: aggBuckets,
 		Hist: snapshot.KVTransferSize, Unit: "bytes", Help: "Bytes per NIXL KV-cache transfer",
-		Versions: nixlVersions + "; buckets 2 KiB–8 GiB (powers of 4); its _sum over a window is `vllm_kv_transfer_bytes_per_second`"},
+		Versions: nixlVersions + "; buckets 2 KiB–8 GiB (powers of 4); its _sum over a window is `vllm_kv_transfer_bytes_per_second`",
+		Windows: []window{
+			{Series: "vllm_kv_transfer_bytes_per_second", Help: "NIXL KV-cache transfer throughput in bytes per second over the window (disaggregated prefill/decode); derived from vllm:nixl_bytes_transferred_sum.",
+				Field: func(d *snapshot.Derived) *snapshot.Value { return &d.KVTransferBytesPerSecond },
+				Of: func(w *span) snapshot.Value {
+					d, ok := w.dv.Deltas[snapshot.KVTransferSize]
+					return known(ok, w.rate(snapshot.Some(d.Sum)))
+				}},
+		}},
 	{Exported: "vllm_kv_transfer_descriptors", Names: []string{"vllm:nixl_num_descriptors"}, Type: typeHistogram, Agg: aggBuckets,
 		Hist: snapshot.KVTransferDescriptors, Help: "Descriptors per NIXL KV-cache transfer",
 		OptIn:    true,
@@ -386,9 +477,9 @@ const (
 // hold both directions in transfer_type: "CPU_to_GPU" is a load from tier
 // cpu, "GPU_to_CPU" a store to it; a sample of the other direction is not
 // this row's.
-func offloadTier(dir string) func(fam string, labels map[string]string) (string, bool) {
-	return func(_ string, labels map[string]string) (string, bool) {
-		tt, old := labels["transfer_type"]
+func offloadTier(dir string) func(fam string, l labels) (string, bool) {
+	return func(_ string, l labels) (string, bool) {
+		tt, old := l.lookup("transfer_type")
 		if !old {
 			return "cpu", true
 		}
@@ -415,10 +506,10 @@ func mooncakeRow(exported, name, status string, field func(m *snapshot.Model) *m
 
 // mooncakeOperation keys a Mooncake store sample by its operation label,
 // only samples of the given status when status is not "".
-func mooncakeOperation(status string) func(fam string, labels map[string]string) (string, bool) {
-	return func(_ string, labels map[string]string) (string, bool) {
-		op := labels["operation"]
-		if op == "" || (status != "" && labels["status"] != status) {
+func mooncakeOperation(status string) func(fam string, l labels) (string, bool) {
+	return func(_ string, l labels) (string, bool) {
+		op := l.get("operation")
+		if op == "" || (status != "" && l.get("status") != status) {
 			return "", false
 		}
 		return op, true
@@ -433,19 +524,19 @@ var loraLimit = labelLimit{Max: MaxLoRAAdapters, Drop: DropLoRAAdapterLimit}
 // can linger beside the current one, so the latest sample wins (reading
 // the same samples again changes nothing). max_lora 0 is V0 without LoRA:
 // nothing to report.
-func readLoRA(m *snapshot.Model, labels map[string]string, v float64) (dropped int) {
+func readLoRA(m *snapshot.Model, l labels, v float64) (dropped int) {
 	if m.LoRA.At > v || (m.LoRA.At == v && m.LoRA.Known) {
 		return 0
 	}
-	max := labelNumber(labels, "max_lora")
+	max := labelNumber(l, "max_lora")
 	m.LoRA = snapshot.LoRA{At: v}
 	if !max.OK {
 		return 0
 	}
 	m.LoRA.Known, m.LoRA.Max = true, max
 	var n, w int
-	m.LoRA.Running, n = adapterList(labels["running_lora_adapters"])
-	m.LoRA.Waiting, w = adapterList(labels["waiting_lora_adapters"])
+	m.LoRA.Running, n = adapterList(l.get("running_lora_adapters"))
+	m.LoRA.Waiting, w = adapterList(l.get("waiting_lora_adapters"))
 	return n + w
 }
 
@@ -509,4 +600,42 @@ func known(ok bool, v snapshot.Value) snapshot.Value {
 		return snapshot.Value{}
 	}
 	return v
+}
+
+// computedTokens is the prompt tokens per second computed in prefill: the
+// local_compute source; else all prompt tokens minus the cached ones; else
+// the per-request computed-KV histogram's sum (counted when requests
+// finish, so it lags).
+func computedTokens(w *span) snapshot.Value {
+	computed := w.incOf(bySource("local_compute"))
+	if !computed.OK {
+		computed = w.incOf(func(m *snapshot.Model) snapshot.Value {
+			return known(m.PromptTokens.OK && m.PromptTokensCached.OK, snapshot.Some(m.PromptTokens.V-m.PromptTokensCached.V))
+		})
+	}
+	if !computed.OK {
+		computed = w.inc("vllm_prompt_tokens_computed_per_second")
+	}
+	return w.rate(computed)
+}
+
+// cachedTokens is the prompt tokens per second served from a cache:
+// prompt_tokens_cached, else the cache-hit and KV-transfer sources.
+func cachedTokens(w *span) snapshot.Value {
+	cached := w.inc("")
+	if !cached.OK {
+		cached = w.incOf(func(m *snapshot.Model) snapshot.Value {
+			hit, ext := bySource("local_cache_hit")(m), bySource("external_kv_transfer")(m)
+			return known(hit.OK, snapshot.Some(hit.V+ext.V))
+		})
+	}
+	return w.rate(cached)
+}
+
+// bySource reads one source of vllm:prompt_tokens_by_source_total (absent
+// without the family).
+func bySource(name string) func(*snapshot.Model) snapshot.Value {
+	return func(m *snapshot.Model) snapshot.Value {
+		return known(m.PromptTokensBySource != nil, snapshot.Some(m.PromptTokensBySource[name]))
+	}
 }

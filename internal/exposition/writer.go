@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/vllm-exporter/vllm_exporter/internal/arena"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
 
@@ -59,7 +58,7 @@ func (ds Descs) All() []*prometheus.Desc {
 }
 
 // Writer writes one gather's families (NewWriter, then a call per series,
-// then Done). Its structs and values come from arenas (internal/arena)
+// then Done). Its structs and values come from arenas (arena)
 // sized from the last gather (Sizes): one allocation per
 // type, instead of one per struct and value; past an arena's room (a
 // first gather, a server that grew) they are allocated one by one. What
@@ -75,20 +74,20 @@ type Writer struct {
 	spare map[*prometheus.Desc]*written
 	out   []*dto.MetricFamily
 
-	metA     arena.Arena[dto.Metric]
-	pairA    arena.Arena[dto.LabelPair]
-	pairPtrA arena.Arena[*dto.LabelPair]
-	strA     arena.Arena[string]
-	floatA   arena.Arena[float64]
-	uintA    arena.Arena[uint64]
-	gaugeA   arena.Arena[dto.Gauge]
-	counterA arena.Arena[dto.Counter]
-	bucketA  arena.Arena[dto.Bucket]
-	bPtrA    arena.Arena[*dto.Bucket]
-	qA       arena.Arena[dto.Quantile]
-	qPtrA    arena.Arena[*dto.Quantile]
-	histA    arena.Arena[dto.Histogram]
-	sumA     arena.Arena[dto.Summary]
+	metA     arena[dto.Metric]
+	pairA    arena[dto.LabelPair]
+	pairPtrA arena[*dto.LabelPair]
+	strA     arena[string]
+	floatA   arena[float64]
+	uintA    arena[uint64]
+	gaugeA   arena[dto.Gauge]
+	counterA arena[dto.Counter]
+	bucketA  arena[dto.Bucket]
+	bPtrA    arena[*dto.Bucket]
+	qA       arena[dto.Quantile]
+	qPtrA    arena[*dto.Quantile]
+	histA    arena[dto.Histogram]
+	sumA     arena[dto.Summary]
 }
 
 // Sizes are the elements of each type one gather took.
@@ -103,20 +102,20 @@ func NewWriter(ds Descs, last Sizes) *Writer {
 	return &Writer{
 		descs:    ds,
 		families: make(map[*prometheus.Desc]*written, last.families),
-		metA:     make(arena.Arena[dto.Metric], 0, last.metrics),
-		pairA:    make(arena.Arena[dto.LabelPair], 0, last.pairs),
-		pairPtrA: make(arena.Arena[*dto.LabelPair], 0, last.labels),
-		strA:     make(arena.Arena[string], 0, last.pairs),
-		floatA:   make(arena.Arena[float64], 0, last.floats),
-		uintA:    make(arena.Arena[uint64], 0, last.uints),
-		gaugeA:   make(arena.Arena[dto.Gauge], 0, last.gauges),
-		counterA: make(arena.Arena[dto.Counter], 0, last.counters),
-		bucketA:  make(arena.Arena[dto.Bucket], 0, last.buckets),
-		bPtrA:    make(arena.Arena[*dto.Bucket], 0, last.buckets),
-		qA:       make(arena.Arena[dto.Quantile], 0, last.quantiles),
-		qPtrA:    make(arena.Arena[*dto.Quantile], 0, last.quantiles),
-		histA:    make(arena.Arena[dto.Histogram], 0, last.histograms),
-		sumA:     make(arena.Arena[dto.Summary], 0, last.summaries),
+		metA:     make(arena[dto.Metric], 0, last.metrics),
+		pairA:    make(arena[dto.LabelPair], 0, last.pairs),
+		pairPtrA: make(arena[*dto.LabelPair], 0, last.labels),
+		strA:     make(arena[string], 0, last.pairs),
+		floatA:   make(arena[float64], 0, last.floats),
+		uintA:    make(arena[uint64], 0, last.uints),
+		gaugeA:   make(arena[dto.Gauge], 0, last.gauges),
+		counterA: make(arena[dto.Counter], 0, last.counters),
+		bucketA:  make(arena[dto.Bucket], 0, last.buckets),
+		bPtrA:    make(arena[*dto.Bucket], 0, last.buckets),
+		qA:       make(arena[dto.Quantile], 0, last.quantiles),
+		qPtrA:    make(arena[*dto.Quantile], 0, last.quantiles),
+		histA:    make(arena[dto.Histogram], 0, last.histograms),
+		sumA:     make(arena[dto.Summary], 0, last.summaries),
 	}
 }
 
@@ -398,11 +397,36 @@ func (x *Writer) empty() {
 // made anew when it is smaller than n (an eighth larger: series come and
 // go by a few, and each time an arena is outgrown the surplus is
 // allocated one by one) or more than twice n.
-func refill[T any](a *arena.Arena[T], n int) {
+func refill[T any](a *arena[T], n int) {
 	if cap(*a) < n || cap(*a) > 2*n+64 {
-		*a = make(arena.Arena[T], 0, n+n/8)
+		*a = make(arena[T], 0, n+n/8)
 		return
 	}
 	clear(*a)
 	*a = (*a)[:0]
+}
+
+// arena hands out the elements of a slice allocated once. Past its capacity
+// it falls back to the heap, so a miscount costs compactness, never
+// correctness. The zero arena allocates every element on its own.
+type arena[T any] []T
+
+// Take returns the next element, zeroed.
+func (a *arena[T]) Take() *T {
+	if len(*a) == cap(*a) {
+		return new(T)
+	}
+	*a = (*a)[:len(*a)+1]
+	return &(*a)[len(*a)-1]
+}
+
+// Slice returns the next n elements, capped so that appending to them
+// cannot overwrite the elements after.
+func (a *arena[T]) Slice(n int) []T {
+	if len(*a)+n > cap(*a) {
+		return make([]T, n)
+	}
+	s := (*a)[len(*a) : len(*a)+n : len(*a)+n]
+	*a = (*a)[:len(*a)+n]
+	return s
 }

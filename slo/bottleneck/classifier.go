@@ -438,7 +438,7 @@ func (c *Classifier) tickDown(now time.Time, latest *snapshot.VLLM, th config.Bo
 // scrapeFailureSignal bounds the scrape error reason used in a signal name.
 func scrapeFailureSignal(reason string) string {
 	switch reason {
-	case "connect", "tls", "timeout", "http_4xx", "http_5xx", "http_status", "body_too_large", "parse_too_large", "parse":
+	case "connect", "tls", "timeout", "http_4xx", "http_5xx", "http_status", "body_too_large", "too_many_series", "parse":
 		return reason
 	}
 	return "other"

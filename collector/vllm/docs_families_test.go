@@ -13,17 +13,17 @@ import (
 	"testing"
 )
 
-// productionFamilyNames pick out the vLLM families of production vLLM
-// (issue 24) among the rows of the name table: admission control, NIXL,
+// connectorFamilyNames pick out the vLLM families of serving features
+// and KV connectors among the table rows: admission control, NIXL,
 // LoRA, KV offload (both layouts), the Mooncake store, KV block
 // residency, the multimodal and external caches, NaN logits.
-var productionFamilyNames = regexp.MustCompile(`^vllm:(admission_rejections|nixl_|lora_requests_info|kv_offload_|mooncake_store_|kv_block_|mm_cache_|external_prefix_cache_|corrupted_requests)`)
+var connectorFamilyNames = regexp.MustCompile(`^vllm:(admission_rejections|nixl_|lora_requests_info|kv_offload_|mooncake_store_|kv_block_|mm_cache_|external_prefix_cache_|corrupted_requests)`)
 
-// productionFamilies are the name-table rows of productionFamilyNames.
-func productionFamilies() []*family {
+// connectorFamilies are the name-table rows of connectorFamilyNames.
+func connectorFamilies() []*family {
 	var out []*family
 	for i := range families {
-		if slices.ContainsFunc(families[i].Names, productionFamilyNames.MatchString) {
+		if slices.ContainsFunc(families[i].Names, connectorFamilyNames.MatchString) {
 			out = append(out, &families[i])
 		}
 	}
@@ -51,7 +51,7 @@ func testsNaming(t *testing.T) map[string]string {
 		}
 		for _, d := range f.Decls {
 			fn, ok := d.(*ast.FuncDecl)
-			if !ok || fn.Recv != nil || !strings.HasPrefix(fn.Name.Name, "Test") || fn.Name.Name == "TestDocsShowTheProductionFamilyTests" {
+			if !ok || fn.Recv != nil || !strings.HasPrefix(fn.Name.Name, "Test") || fn.Name.Name == "TestDocsShowTheConnectorFamilyTests" {
 				continue
 			}
 			out[name+": "+fn.Name.Name] = string(src[fset.Position(fn.Pos()).Offset:fset.Position(fn.End()).Offset])
@@ -60,16 +60,16 @@ func testsNaming(t *testing.T) map[string]string {
 	return out
 }
 
-// ProductionFamilyTestTable renders the issue-24 families: vLLM family ->
+// connectorFamilyTestTable renders the connector families: vLLM family ->
 // exported series -> the tests (file: function) of this package whose
 // code names the exported series (checks what the exporter exports, not
 // only what it read). A family no test names is an error.
-func productionFamilyTestTable(t *testing.T) string {
+func connectorFamilyTestTable(t *testing.T) string {
 	t.Helper()
 	tests := testsNaming(t)
 	var b strings.Builder
 	b.WriteString("| vLLM family (preferred first) | exported series | tested by (`collector/vllm`) |\n|---|---|---|\n")
-	for _, f := range productionFamilies() {
+	for _, f := range connectorFamilies() {
 		var by []string
 		for name, src := range tests {
 			if regexp.MustCompile(`\b` + f.Exported + `\b`).MatchString(src) {
@@ -90,16 +90,16 @@ func productionFamilyTestTable(t *testing.T) string {
 	return b.String()
 }
 
-// docs/vllm-versions.md carries the issue-24 family -> series -> test
+// docs/vllm-versions.md carries the connector family -> series -> test
 // table as rendered here. After adding a family or a test, run
-// go test ./collector/vllm -run TestDocsShowTheProductionFamilyTests -update.
-func TestDocsShowTheProductionFamilyTests(t *testing.T) {
-	if n := len(productionFamilies()); n < 25 {
-		t.Fatalf("only %d production families in the name table: is productionFamilyNames right?", n)
+// go test ./collector/vllm -run TestDocsShowTheConnectorFamilyTests -update.
+func TestDocsShowTheConnectorFamilyTests(t *testing.T) {
+	if n := len(connectorFamilies()); n < 25 {
+		t.Fatalf("only %d connector families in the name table: is connectorFamilyNames right?", n)
 	}
-	table := productionFamilyTestTable(t)
+	table := connectorFamilyTestTable(t)
 	if t.Failed() {
 		return
 	}
-	docHoldsTable(t, "../../docs/vllm-versions.md", table, "TestDocsShowTheProductionFamilyTests")
+	docHoldsTable(t, "../../docs/vllm-versions.md", table, "TestDocsShowTheConnectorFamilyTests")
 }

@@ -9,10 +9,10 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim/vllmsimtest"
 )
 
-// The simulator's production controls (v1-0.33) reach the exporter's
+// The simulator's /admin controls (v1-0.33) reach the exporter's
 // series: admission rejections, a decode pod's KV transfers, LoRA
 // adapters and offload traffic, end to end over HTTP.
-func TestSimulatorProductionFamilies(t *testing.T) {
+func TestSimulatorControlsReachTheSeries(t *testing.T) {
 	sim := vllmsimtest.Start(t, vllmsim.Config{VirtualClock: true, Seed: 7, MetricsVersion: vllmsim.MetricsLatest, DataParallelSize: 2})
 	s := newTestScraper(t, sim.URL(), nil)
 	model := sim.Config().Models[0]

@@ -14,9 +14,9 @@ import (
 
 const qwen = "Qwen/Qwen3-32B"
 
-// lateSeries names one series of vllm-late-2026-dp2-priority-spec.txt
+// dp2Series names one series of vllm-late-2026-dp2-priority-spec.txt
 // (labels sorted as prometheus_client prints them).
-func lateSeries(name string, engine int, extra ...string) string {
+func dp2Series(name string, engine int, extra ...string) string {
 	labels := []string{fmt.Sprintf(`engine="%d"`, engine), `model_name="` + qwen + `"`}
 	labels = append(labels, extra...)
 	// prometheus_client sorts label names.
@@ -30,7 +30,7 @@ func lateSeries(name string, engine int, extra ...string) string {
 	return name + "{" + strings.Join(labels, ",") + "}"
 }
 
-func lateModel(t *testing.T, body []byte, mod func(*Options)) (*Scraper, *snapshot.Model) {
+func dp2Model(t *testing.T, body []byte, mod func(*Options)) (*Scraper, *snapshot.Model) {
 	t.Helper()
 	srv := newFakeVLLM(t, body, "text/plain; version=1.0.0; charset=utf-8")
 	s := newTestScraper(t, srv.URL, mod)
@@ -45,8 +45,8 @@ func lateModel(t *testing.T, body []byte, mod func(*Options)) (*Scraper, *snapsh
 // The families of vLLM 0.20-0.33 are read from a two-engine body and
 // combined per model: gauges and counters summed over engines (and over the
 // priority label), flags min over engines, per-GPU estimates averaged.
-func TestNewerFamiliesRead(t *testing.T) {
-	s, m := lateModel(t, fixture(t, "vllm-late-2026-dp2-priority-spec.txt"), nil)
+func TestEngineFamiliesRead(t *testing.T) {
+	s, m := dp2Model(t, fixture(t, "vllm-late-2026-dp2-priority-spec.txt"), nil)
 	if got := m.WaitingByReason; got["capacity"] != 19 || got["deferred"] != 473 {
 		t.Errorf("waiting by reason = %v, want capacity 19 deferred 473", got)
 	}
@@ -114,29 +114,29 @@ vllm_spec_decode_accepted_tokens_total{model="Qwen/Qwen3-32B"} 350000
 }
 
 // One minute later: the windowed spec-decode, prompt-source and MFU rates.
-func TestNewerFamiliesWindow(t *testing.T) {
+func TestEngineFamiliesWindow(t *testing.T) {
 	base := fixture(t, "vllm-late-2026-dp2-priority-spec.txt")
 	later := withValues(t, base, map[string]string{
 		// 1200 drafts of 3 tokens, 2400 accepted: acceptance 2/3, length 3.
-		lateSeries("vllm:spec_decode_num_drafts_total", 0):          "100600.0",
-		lateSeries("vllm:spec_decode_num_drafts_total", 1):          "96600.0",
-		lateSeries("vllm:spec_decode_num_draft_tokens_total", 0):    "301800.0",
-		lateSeries("vllm:spec_decode_num_draft_tokens_total", 1):    "289800.0",
-		lateSeries("vllm:spec_decode_num_accepted_tokens_total", 0): "181200.0",
-		lateSeries("vllm:spec_decode_num_accepted_tokens_total", 1): "171200.0",
+		dp2Series("vllm:spec_decode_num_drafts_total", 0):          "100600.0",
+		dp2Series("vllm:spec_decode_num_drafts_total", 1):          "96600.0",
+		dp2Series("vllm:spec_decode_num_draft_tokens_total", 0):    "301800.0",
+		dp2Series("vllm:spec_decode_num_draft_tokens_total", 1):    "289800.0",
+		dp2Series("vllm:spec_decode_num_accepted_tokens_total", 0): "181200.0",
+		dp2Series("vllm:spec_decode_num_accepted_tokens_total", 1): "171200.0",
 		// 6000 computed, 3000 cache hits, 600 from KV transfer.
-		lateSeries("vllm:prompt_tokens_by_source_total", 0, `source="local_compute"`):        "296000.0",
-		lateSeries("vllm:prompt_tokens_by_source_total", 0, `source="local_cache_hit"`):      "203000.0",
-		lateSeries("vllm:prompt_tokens_by_source_total", 0, `source="external_kv_transfer"`): "10600.0",
-		lateSeries("vllm:prompt_tokens_cached_total", 0):                                     "213600.0",
+		dp2Series("vllm:prompt_tokens_by_source_total", 0, `source="local_compute"`):        "296000.0",
+		dp2Series("vllm:prompt_tokens_by_source_total", 0, `source="local_cache_hit"`):      "203000.0",
+		dp2Series("vllm:prompt_tokens_by_source_total", 0, `source="external_kv_transfer"`): "10600.0",
+		dp2Series("vllm:prompt_tokens_cached_total", 0):                                     "213600.0",
 		// 1.2e16 FLOPs per GPU on each engine: 2e14 FLOP/s per GPU.
-		lateSeries("vllm:estimated_flops_per_gpu_total", 0): "4.12e+17",
-		lateSeries("vllm:estimated_flops_per_gpu_total", 1): "3.92e+17",
+		dp2Series("vllm:estimated_flops_per_gpu_total", 0): "4.12e+17",
+		dp2Series("vllm:estimated_flops_per_gpu_total", 1): "3.92e+17",
 		// 6e13 bytes read and written per GPU: 1e12 B/s.
-		lateSeries("vllm:estimated_read_bytes_per_gpu_total", 0):  "9.05e+15",
-		lateSeries("vllm:estimated_read_bytes_per_gpu_total", 1):  "8.85e+15",
-		lateSeries("vllm:estimated_write_bytes_per_gpu_total", 0): "1.1e+14",
-		lateSeries("vllm:estimated_write_bytes_per_gpu_total", 1): "1.0e+14",
+		dp2Series("vllm:estimated_read_bytes_per_gpu_total", 0):  "9.05e+15",
+		dp2Series("vllm:estimated_read_bytes_per_gpu_total", 1):  "8.85e+15",
+		dp2Series("vllm:estimated_write_bytes_per_gpu_total", 0): "1.1e+14",
+		dp2Series("vllm:estimated_write_bytes_per_gpu_total", 1): "1.0e+14",
 	})
 	srv := newFakeVLLM(t, base, "text/plain")
 	s := newTestScraper(t, srv.URL, nil)
@@ -147,7 +147,7 @@ func TestNewerFamiliesWindow(t *testing.T) {
 	if d == nil {
 		t.Fatal("no 1m window")
 	}
-	wantValue(t, "spec acceptance ratio", d.SpecAcceptanceRatio, 2.0/3)
+	wantValue(t, "spec acceptance ratio", d.Series["vllm_spec_decode_acceptance_ratio"], 2.0/3)
 	wantValue(t, "spec mean acceptance length", d.SpecMeanAcceptanceLength, 3)
 	wantValue(t, "computed prompt tokens/s", d.PromptTokensComputedPerSecond, 100)
 	wantValue(t, "cached prompt tokens/s", d.PromptTokensCachedPerSecond, 60)
@@ -172,11 +172,11 @@ func TestNewerFamiliesWindow(t *testing.T) {
 func TestSleepStates(t *testing.T) {
 	base := fixture(t, "vllm-late-2026-dp2-priority-spec.txt")
 	asleep := withValues(t, base, map[string]string{
-		lateSeries("vllm:engine_sleep_state", 1, `sleep_state="awake"`):             "0.0",
-		lateSeries("vllm:engine_sleep_state", 1, `sleep_state="weights_offloaded"`): "1.0",
-		lateSeries("vllm:engine_fully_awake", 1):                                    "0.0",
+		dp2Series("vllm:engine_sleep_state", 1, `sleep_state="awake"`):             "0.0",
+		dp2Series("vllm:engine_sleep_state", 1, `sleep_state="weights_offloaded"`): "1.0",
+		dp2Series("vllm:engine_fully_awake", 1):                                    "0.0",
 	})
-	_, m := lateModel(t, asleep, nil)
+	_, m := dp2Model(t, asleep, nil)
 	if !m.Asleep() {
 		t.Fatalf("engine 1 asleep, model not reported asleep: %+v", m.Sleep)
 	}
@@ -184,18 +184,18 @@ func TestSleepStates(t *testing.T) {
 
 	// Only the per-resource view says so: weights offloaded on engine 0.
 	res := withValues(t, base, map[string]string{
-		lateSeries("vllm:engine_sleep_resource_state", 0, `resource="weights"`, `state="resident"`):  "0.0",
-		lateSeries("vllm:engine_sleep_resource_state", 0, `resource="weights"`, `state="offloaded"`): "1.0",
+		dp2Series("vllm:engine_sleep_resource_state", 0, `resource="weights"`, `state="resident"`):  "0.0",
+		dp2Series("vllm:engine_sleep_resource_state", 0, `resource="weights"`, `state="offloaded"`): "1.0",
 	})
-	_, m = lateModel(t, res, nil)
+	_, m = dp2Model(t, res, nil)
 	if !m.Asleep() || m.Sleep.Resources["weights"] != "offloaded" {
 		t.Errorf("weights offloaded: sleep = %+v, want asleep with weights offloaded", m.Sleep)
 	}
 
 	// A state this exporter does not know: ignored, counted, logged.
 	unknown := append(append([]byte(nil), base...), []byte("\n"+
-		lateSeries("vllm:engine_sleep_state", 0, `sleep_state="weights_hibernated"`)+" 1.0\n")...)
-	s, m := lateModel(t, unknown, nil)
+		dp2Series("vllm:engine_sleep_state", 0, `sleep_state="weights_hibernated"`)+" 1.0\n")...)
+	s, m := dp2Model(t, unknown, nil)
 	if !m.Sleep.Awake {
 		t.Errorf("an unknown state with awake=1 must not make the engine asleep: %+v", m.Sleep)
 	}
@@ -212,7 +212,7 @@ vllm_requests_running{model="Qwen/Qwen3-32B"} 5
 // The per-priority view is opt-in and bounded; priorities past the bound
 // still count in the per-model sums.
 func TestPerPriorityViewIsBounded(t *testing.T) {
-	s, m := lateModel(t, fixture(t, "vllm-late-2026-dp2-priority-spec.txt"), func(o *Options) { o.PerPriority = true })
+	s, m := dp2Model(t, fixture(t, "vllm-late-2026-dp2-priority-spec.txt"), func(o *Options) { o.PerPriority = true })
 	if len(m.ByPriority) != 3 || m.ByPriority["1"][snapshot.TTFT].Count != 93 {
 		t.Fatalf("per-priority TTFT = %v, want priorities -1, 0, 1 with 93 observations at 1", m.ByPriority)
 	}
@@ -250,13 +250,13 @@ vllm_exporter_vllm_unexpected_label_values{label="priority",metric="vllm:time_to
 func TestEngineHealthyWithoutModelName(t *testing.T) {
 	base := string(fixture(t, "vllm-late-2026-dp2-priority-spec.txt"))
 	for e, v := range []string{"1.0", "0.0"} {
-		old := lateSeries("vllm:engine_healthy", e) + " 1.0"
+		old := dp2Series("vllm:engine_healthy", e) + " 1.0"
 		if !strings.Contains(base, old) {
 			t.Fatalf("fixture lacks %q", old)
 		}
 		base = strings.Replace(base, old, fmt.Sprintf(`vllm:engine_healthy{engine="%d"} %s`, e, v), 1)
 	}
-	s, m := lateModel(t, []byte(base), nil)
+	s, m := dp2Model(t, []byte(base), nil)
 	wantValue(t, "engine healthy (engine 1 unhealthy, no model_name)", m.EngineHealthy, 0)
 	compareNoHelp(t, s, `
 # TYPE vllm_engine_healthy gauge
@@ -264,7 +264,7 @@ vllm_engine_healthy{model="Qwen/Qwen3-32B"} 0
 `, "vllm_engine_healthy")
 
 	healthy := strings.Replace(base, `vllm:engine_healthy{engine="1"} 0.0`, `vllm:engine_healthy{engine="1"} 1.0`, 1)
-	_, m = lateModel(t, []byte(healthy), nil)
+	_, m = dp2Model(t, []byte(healthy), nil)
 	wantValue(t, "engine healthy (both engines healthy, no model_name)", m.EngineHealthy, 1)
 }
 
@@ -285,7 +285,7 @@ func TestCorruptedRequests(t *testing.T) {
 	if strings.Contains(string(base), "vllm:corrupted_requests") {
 		t.Fatal("the base fixture already has the family")
 	}
-	s, m := lateModel(t, append(append([]byte(nil), base...), corruptedRequests...), nil)
+	s, m := dp2Model(t, append(append([]byte(nil), base...), corruptedRequests...), nil)
 	wantValue(t, "corrupted requests", m.CorruptedRequests, 4)
 	compareNoHelp(t, s, `
 # TYPE vllm_requests_corrupted_total counter
@@ -301,7 +301,7 @@ vllm_requests_corrupted_total{model="Qwen/Qwen3-32B"} 4
 	wantValue(t, "corrupted requests (OpenMetrics)", s2.Latest().Models[qwen].CorruptedRequests, 4)
 
 	// Absent (the default): no series, and not reported missing.
-	s3, m3 := lateModel(t, base, nil)
+	s3, m3 := dp2Model(t, base, nil)
 	wantAbsent(t, "corrupted requests without the family", m3.CorruptedRequests)
 	if n := testutil.CollectAndCount(s3, "vllm_requests_corrupted_total"); n != 0 {
 		t.Errorf("%d vllm_requests_corrupted_total series without the family, want 0", n)

@@ -15,13 +15,14 @@ import (
 	sharedtest "github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
-// The families of issue 24 (admission control, NIXL KV transfer, LoRA, KV
-// offload, KV block residency, multimodal and external caches), read from
+// The families of serving features and KV connectors (admission control,
+// NIXL KV transfer, LoRA, KV offload, KV block residency, multimodal and
+// external caches, the Mooncake store), read from
 // bodies shaped as vLLM prints them (testdata/*-fragment.txt, appended to
 // the two-engine late-2026 body).
 
-// newFamilies are the series these families export, window series included.
-var newFamilies = []string{
+// connectorSeries are the series these families export, window series included.
+var connectorSeries = []string{
 	"vllm_requests_rejected_total",
 	"vllm_kv_transfer_failures_total", "vllm_kv_transfer_notification_failures_total", "vllm_kv_transfer_expired_requests_total",
 	"vllm_kv_transfer_time_seconds", "vllm_kv_transfer_post_time_seconds", "vllm_kv_transfer_size_bytes", "vllm_kv_transfer_descriptors",
@@ -37,7 +38,7 @@ var newFamilies = []string{
 }
 
 // vLLM names of the families, none of which may be reported missing.
-var newVLLMNames = []string{
+var connectorVLLMNames = []string{
 	"vllm:admission_rejections_total", "vllm:nixl_xfer_time_seconds", "vllm:nixl_post_time_seconds", "vllm:nixl_bytes_transferred",
 	"vllm:nixl_num_descriptors", "vllm:nixl_num_failed_transfers_total", "vllm:nixl_num_failed_notifications_total",
 	"vllm:nixl_num_kv_expired_reqs_total", "vllm:kv_offload_load_bytes_total", "vllm:kv_offload_total_bytes_total",
@@ -54,10 +55,10 @@ func withFragment(t *testing.T, base []byte, fragments ...string) []byte {
 	return out
 }
 
-// lateBaseWithout is the late-2026 body without the families that the
+// dp2BodyWithout is the late-2026 body without the families that the
 // 2026-08 main body registers unconditionally (mm and external caches):
 // a server without any of the new families.
-func lateBaseWithout(t *testing.T) []byte {
+func dp2BodyWithout(t *testing.T) []byte {
 	base := fixture(t, "vllm-late-2026-dp2-priority-spec.txt")
 	for _, n := range []string{"admission", "nixl", "kv_offload", "lora", "kv_block", "mm_cache", "external_prefix", "mooncake"} {
 		if bytes.Contains(base, []byte("vllm:"+n)) {
@@ -68,8 +69,8 @@ func lateBaseWithout(t *testing.T) []byte {
 }
 
 func TestAdmissionRejectionsByReason(t *testing.T) {
-	body := withFragment(t, lateBaseWithout(t), "vllm-late-2026-decode-lora-fragment.txt")
-	s, m := lateModel(t, body, nil)
+	body := withFragment(t, dp2BodyWithout(t), "vllm-late-2026-decode-lora-fragment.txt")
+	s, m := dp2Model(t, body, nil)
 	if got := m.RejectedByReason; got["max_num_queued_reqs"] != 17 || got["max_num_queued_tokens"] != 3 || len(got) != 2 {
 		t.Errorf("rejected by reason = %v, want max_num_queued_reqs 17, max_num_queued_tokens 3", got)
 	}
@@ -87,7 +88,7 @@ func TestAdmissionReasonsAreBounded(t *testing.T) {
 	for i := range maxMapLabels + 10 {
 		fmt.Fprintf(&b, "vllm:admission_rejections_total{engine=\"0\",model_name=%q,reason=\"r%d\"} 1.0\n", qwen, i)
 	}
-	s, m := lateModel(t, append(lateBaseWithout(t), b.String()...), nil)
+	s, m := dp2Model(t, append(dp2BodyWithout(t), b.String()...), nil)
 	if len(m.RejectedByReason) != maxMapLabels {
 		t.Errorf("%d reasons kept, want the bound %d", len(m.RejectedByReason), maxMapLabels)
 	}
@@ -99,7 +100,7 @@ func TestAdmissionReasonsAreBounded(t *testing.T) {
 // decodeAfterMinute is a scraper that saw the base body, then a minute later
 // the decode pod's families (all their observations inside the window).
 func decodeAfterMinute(t *testing.T) *Scraper {
-	base := lateBaseWithout(t)
+	base := dp2BodyWithout(t)
 	srv := newFakeVLLM(t, base, "text/plain; version=0.0.4")
 	s := newTestScraper(t, srv.URL, nil)
 	scrapeAt(s, t0)
@@ -202,7 +203,7 @@ vllm_external_prefix_cache_hits_total{model="Qwen/Qwen3-32B"} 40000
 `
 	outputs := map[string]string{}
 	for _, layout := range []string{"older", "newer", "both"} {
-		s, _ := lateModel(t, withFragment(t, lateBaseWithout(t), "kv-offload-"+layout+"-fragment.txt"), nil)
+		s, _ := dp2Model(t, withFragment(t, dp2BodyWithout(t), "kv-offload-"+layout+"-fragment.txt"), nil)
 		compareNoHelp(t, s, want, offload...)
 		outputs[layout] = gatherNamed(t, s, offload)
 	}
@@ -213,7 +214,7 @@ vllm_external_prefix_cache_hits_total{model="Qwen/Qwen3-32B"} 40000
 
 // The external (offload) and multimodal cache hit ratios over a window.
 func TestCacheHitRatios(t *testing.T) {
-	base := lateBaseWithout(t)
+	base := dp2BodyWithout(t)
 	srv := newFakeVLLM(t, base, "text/plain; version=0.0.4")
 	s := newTestScraper(t, srv.URL, nil)
 	scrapeAt(s, t0)
@@ -229,8 +230,8 @@ func TestCacheHitRatios(t *testing.T) {
 	if dv == nil {
 		t.Fatal("no 1m window")
 	}
-	wantValue(t, "external hit ratio", dv.ExternalPrefixCacheHitRatio, 0.5)
-	wantValue(t, "mm hit ratio", dv.MMCacheHitRatio, 35.0/60)
+	wantValue(t, "external hit ratio", dv.Series["vllm_external_prefix_cache_hit_ratio"], 0.5)
+	wantValue(t, "mm hit ratio", dv.Series["vllm_mm_cache_hit_ratio"], 35.0/60)
 	m := s.Latest().Models[qwen]
 	wantValue(t, "mm queries", m.MMCacheQueries, 60)
 	wantValue(t, "mm hits", m.MMCacheHits, 35)
@@ -251,7 +252,7 @@ func mmCacheLines(t *testing.T) string {
 // one lingers beside it), adapters are counted from the comma-joined lists
 // and the server-wide reading applies to every model.
 func TestLoRAAdaptersFromLabelLists(t *testing.T) {
-	s, m := lateModel(t, withFragment(t, lateBaseWithout(t), "vllm-late-2026-decode-lora-fragment.txt"), nil)
+	s, m := dp2Model(t, withFragment(t, dp2BodyWithout(t), "vllm-late-2026-decode-lora-fragment.txt"), nil)
 	if !m.LoRA.Known {
 		t.Fatal("LoRA not known")
 	}
@@ -272,7 +273,7 @@ vllm_lora_adapter_waiting{adapter="summarize-lora",model="Qwen/Qwen3-32B"} 1
 	lines := strings.Split(strings.TrimSuffix(frag, "\n"), "\n")
 	n := len(lines)
 	lines[n-2], lines[n-1] = lines[n-1], lines[n-2]
-	_, m2 := lateModel(t, append(lateBaseWithout(t), strings.Join(lines, "\n")+"\n"...), nil)
+	_, m2 := dp2Model(t, append(dp2BodyWithout(t), strings.Join(lines, "\n")+"\n"...), nil)
 	if m2.LoRA.Running["chat-lora"] != 1 || m2.LoRA.Waiting["summarize-lora"] != 1 {
 		t.Errorf("reversed sample order: running %v waiting %v, want the later label set", m2.LoRA.Running, m2.LoRA.Waiting)
 	}
@@ -285,7 +286,7 @@ func TestLoRAAdaptersAreBounded(t *testing.T) {
 		names[i] = fmt.Sprintf("a%d", i)
 	}
 	body := fmt.Sprintf("# TYPE vllm:lora_requests_info gauge\nvllm:lora_requests_info{max_lora=\"64\",running_lora_adapters=%q,waiting_lora_adapters=\"\"} 1.7e+09\n", strings.Join(names, ","))
-	s, m := lateModel(t, append(lateBaseWithout(t), body...), nil)
+	s, m := dp2Model(t, append(dp2BodyWithout(t), body...), nil)
 	if len(m.LoRA.Running) != MaxLoRAAdapters {
 		t.Errorf("%d adapters kept, want %d", len(m.LoRA.Running), MaxLoRAAdapters)
 	}
@@ -299,19 +300,19 @@ func TestLoRAAdaptersAreBounded(t *testing.T) {
 
 // Without the families (the default): no series, nothing reported missing.
 // V0's max_lora="0" (LoRA off) exports nothing either.
-func TestLate2026FamiliesAbsent(t *testing.T) {
+func TestConnectorFamiliesAbsentWithoutTheFeature(t *testing.T) {
 	v0 := "# TYPE vllm:lora_requests_info gauge\nvllm:lora_requests_info{max_lora=\"0\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"} 1.7e+09\n"
-	for name, body := range map[string][]byte{"none": lateBaseWithout(t), "lora off": append(lateBaseWithout(t), v0...)} {
+	for name, body := range map[string][]byte{"none": dp2BodyWithout(t), "lora off": append(dp2BodyWithout(t), v0...)} {
 		srv := newFakeVLLM(t, body, "text/plain; version=0.0.4")
 		s := newTestScraper(t, srv.URL, nil)
 		scrapeAt(s, t0)
 		scrapeAt(s, t0.Add(60*time.Second))
-		for _, n := range newFamilies {
+		for _, n := range connectorSeries {
 			if c := testutil.CollectAndCount(s, n); c != 0 {
 				t.Errorf("%s: %d %s series without the family, want 0", name, c, n)
 			}
 		}
-		for _, n := range newVLLMNames {
+		for _, n := range connectorVLLMNames {
 			if slices.Contains(s.Latest().Missing, n) {
 				t.Errorf("%s: %s reported missing; it is optional", name, n)
 			}
@@ -330,7 +331,7 @@ func gatherNamed(t *testing.T, c prometheus.Collector, names []string) string {
 // operation, summed over status and engines; errors are the status="error"
 // operations; the operation-time histogram sums every child.
 func TestMooncakeStoreFamiliesByOperation(t *testing.T) {
-	s, m := lateModel(t, withFragment(t, lateBaseWithout(t), "mooncake-store-fragment.txt"), nil)
+	s, m := dp2Model(t, withFragment(t, dp2BodyWithout(t), "mooncake-store-fragment.txt"), nil)
 	compareNoHelp(t, s, `
 # TYPE vllm_mooncake_store_operations_total counter
 vllm_mooncake_store_operations_total{model="Qwen/Qwen3-32B",operation="load_get"} 203
