@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/vllm-exporter/vllm_exporter/internal/families"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 	sharedtest "github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
@@ -85,15 +86,15 @@ vllm_requests_rejected_total{model="Qwen/Qwen3-32B",reason="max_num_queued_token
 func TestAdmissionReasonsAreBounded(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("# TYPE vllm:admission_rejections_total counter\n")
-	for i := range maxMapLabels + 10 {
+	for i := range families.MaxMapLabels + 10 {
 		fmt.Fprintf(&b, "vllm:admission_rejections_total{engine=\"0\",model_name=%q,reason=\"r%d\"} 1.0\n", qwen, i)
 	}
 	s, m := dp2Model(t, append(dp2BodyWithout(t), b.String()...), nil)
-	if len(m.RejectedByReason) != maxMapLabels {
-		t.Errorf("%d reasons kept, want the bound %d", len(m.RejectedByReason), maxMapLabels)
+	if len(m.RejectedByReason) != families.MaxMapLabels {
+		t.Errorf("%d reasons kept, want the bound %d", len(m.RejectedByReason), families.MaxMapLabels)
 	}
-	if n := testutil.CollectAndCount(s, "vllm_requests_rejected_total"); n != maxMapLabels {
-		t.Errorf("%d vllm_requests_rejected_total series, want %d", n, maxMapLabels)
+	if n := testutil.CollectAndCount(s, "vllm_requests_rejected_total"); n != families.MaxMapLabels {
+		t.Errorf("%d vllm_requests_rejected_total series, want %d", n, families.MaxMapLabels)
 	}
 }
 

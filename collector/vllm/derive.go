@@ -3,56 +3,34 @@ package vllm
 import (
 	"time"
 
+	"github.com/vllm-exporter/vllm_exporter/internal/families"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
 
 // Quantiles are the quantiles derived for every latency histogram.
 var Quantiles = []float64{0.5, 0.9, 0.95, 0.99}
 
-// window is a value a row derives over each window. Series is the gauge it
-// is exported as with --vllm.opt-in=window-series (labelled model and
-// window, and the row's Label for a ByLabel one); "" keeps it in process.
-// Consumers read Field, or Derived.Series by name when Field is nil.
-type window struct {
-	Series, Help string
-	Field        func(*snapshot.Derived) *snapshot.Value
-	// ByLabel, for a by-label row, holds a rate per label value instead.
-	ByLabel func(*snapshot.Derived) *map[string]float64
-	Of      func(w *span) snapshot.Value
-}
-
-// perSecond is the row's increase per second over the window.
-func perSecond(series, help string, field func(*snapshot.Derived) *snapshot.Value) window {
-	return window{Series: series, Help: help, Field: field, Of: func(w *span) snapshot.Value { return w.rate(w.inc("")) }}
-}
-
-// ratioTo is the row's increase over the increase of the row exported as
-// of, absent while that one does not grow (hits / queries).
-func ratioTo(of, series, help string, field func(*snapshot.Derived) *snapshot.Value) window {
-	return window{Series: series, Help: help, Field: field, Of: func(w *span) snapshot.Value { return ratio(w.inc(""), w.inc(of)) }}
-}
-
-// span is what a window's value is derived from: one model's readings
-// through the window, oldest first, and its length.
+// span is what a window's value is derived from (families.Span): one
+// model's readings through the window, oldest first, and its length.
 type span struct {
 	chain []*snapshot.Model
 	secs  float64
-	row   *family
+	row   *families.Family
 	dv    *snapshot.Derived
 }
 
-func (w *span) rate(inc snapshot.Value) snapshot.Value {
+func (w *span) Rate(inc snapshot.Value) snapshot.Value {
 	if !inc.OK {
 		return inc
 	}
 	return snapshot.Some(inc.V / w.secs)
 }
 
-// inc is the increase of the row exported as name ("": the row deriving).
+// Inc is the increase of the row exported as name ("": the row deriving).
 // A by-label row's is summed over its label values, a value that appears
 // during the window counting from 0 (vLLM creates a reason's counter on its
 // first use); it is absent when no reading has any.
-func (w *span) inc(name string) snapshot.Value {
+func (w *span) Inc(name string) snapshot.Value {
 	f := w.row
 	if name != "" {
 		f = rowByExported[name]
@@ -68,13 +46,19 @@ func (w *span) inc(name string) snapshot.Value {
 	return snapshot.Value{V: total, OK: any}
 }
 
-// incOf is the increase of any reading.
-func (w *span) incOf(get func(*snapshot.Model) snapshot.Value) snapshot.Value {
+// IncOf is the increase of any reading.
+func (w *span) IncOf(get func(*snapshot.Model) snapshot.Value) snapshot.Value {
 	return increase(w.chain, get)
 }
 
+// Delta is histogram h's increase over the window.
+func (w *span) Delta(h snapshot.HistogramName) (snapshot.Histogram, bool) {
+	d, ok := w.dv.Deltas[h]
+	return d, ok
+}
+
 // keysOf are the label values of by-label row f along chain.
-func keysOf(chain []*snapshot.Model, f *family) map[string]bool {
+func keysOf(chain []*snapshot.Model, f *families.Family) map[string]bool {
 	keys := map[string]bool{}
 	for _, m := range chain {
 		for k := range *f.Map(m) {
@@ -86,11 +70,11 @@ func keysOf(chain []*snapshot.Model, f *family) map[string]bool {
 
 // rowByExported finds a row by its exported series (filled by init: the
 // rows' windows refer to it).
-var rowByExported = map[string]*family{}
+var rowByExported = map[string]*families.Family{}
 
 func init() {
-	for i := range families {
-		rowByExported[families[i].Exported] = &families[i]
+	for i := range families.Rows {
+		rowByExported[families.Rows[i].Exported] = &families.Rows[i]
 	}
 }
 
@@ -145,8 +129,8 @@ func derive(window time.Duration, history []*snapshot.VLLM) map[string]*snapshot
 			dv.Quantiles[hn] = qs
 		}
 		w := &span{chain: chain, secs: elapsed, dv: dv}
-		for i := range families {
-			w.row = &families[i]
+		for i := range families.Rows {
+			w.row = &families.Rows[i]
 			for _, win := range w.row.Windows {
 				switch {
 				case win.ByLabel != nil:
@@ -164,14 +148,6 @@ func derive(window time.Duration, history []*snapshot.VLLM) map[string]*snapshot
 		out[name] = dv
 	}
 	return out
-}
-
-// ratio is a / b over a window, absent while b does not grow.
-func ratio(a, b snapshot.Value) snapshot.Value {
-	if !a.OK || !b.OK || b.V <= 0 {
-		return snapshot.Value{}
-	}
-	return snapshot.Some(a.V / b.V)
 }
 
 // sumValues is the sum of a map's values.

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/families"
 )
 
 // connectorFamilyNames pick out the vLLM families of serving features
@@ -20,11 +22,11 @@ import (
 var connectorFamilyNames = regexp.MustCompile(`^vllm:(admission_rejections|nixl_|lora_requests_info|kv_offload_|mooncake_store_|kv_block_|mm_cache_|external_prefix_cache_|corrupted_requests)`)
 
 // connectorFamilies are the name-table rows of connectorFamilyNames.
-func connectorFamilies() []*family {
-	var out []*family
-	for i := range families {
-		if slices.ContainsFunc(families[i].Names, connectorFamilyNames.MatchString) {
-			out = append(out, &families[i])
+func connectorFamilies() []*families.Family {
+	var out []*families.Family
+	for i := range families.Rows {
+		if slices.ContainsFunc(families.Rows[i].NameList(), connectorFamilyNames.MatchString) {
+			out = append(out, &families.Rows[i])
 		}
 	}
 	return out
@@ -77,12 +79,12 @@ func connectorFamilyTestTable(t *testing.T) string {
 			}
 		}
 		if len(by) == 0 {
-			t.Errorf("%s (%s): no test of collector/vllm checks the exported series", f.Exported, strings.Join(f.Names, ", "))
+			t.Errorf("%s (%s): no test of collector/vllm checks the exported series", f.Exported, strings.Join(f.NameList(), ", "))
 			continue
 		}
 		slices.Sort(by)
 		names := make([]string, len(f.Names))
-		for i, n := range f.Names {
+		for i, n := range f.NameList() {
 			names[i] = "`" + n + "`"
 		}
 		fmt.Fprintf(&b, "| %s | `%s` | %s |\n", strings.Join(names, ", "), f.Exported, "`"+strings.Join(by, "`, `")+"`")

@@ -19,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/families"
 )
 
 // FuzzScan reads three bodies in turn through one scanner, whose series
@@ -63,7 +65,7 @@ func FuzzScan(f *testing.F) {
 			}
 			for _, vs := range cached.values {
 				for _, e := range vs {
-					for _, v := range e.labels.all() {
+					for _, v := range e.labels.All() {
 						if !utf8.ValidString(v) || len(v) > MaxLabelValueBytes {
 							t.Fatalf("body %d: read label value %q", i, v)
 						}
@@ -92,9 +94,9 @@ func scanned(s *scanner) string {
 	return b.String()
 }
 
-func pairsOf(l labels) string {
+func pairsOf(l families.Labels) string {
 	var b strings.Builder
-	for n, v := range l.all() {
+	for n, v := range l.All() {
 		fmt.Fprintf(&b, "%s=%q,", n, v)
 	}
 	return b.String()

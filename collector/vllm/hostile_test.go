@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vllm-exporter/vllm_exporter/internal/families"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 	sharedtest "github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
@@ -159,11 +160,11 @@ func TestTruncatedHistogramFeedsNoWindow(t *testing.T) {
 	}
 }
 
-func typeName(t valueType) string {
+func typeName(t families.Type) string {
 	switch t {
-	case typeCounter:
+	case families.Counter:
 		return "counter"
-	case typeHistogram:
+	case families.Histogram:
 		return "histogram"
 	}
 	return "gauge"

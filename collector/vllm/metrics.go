@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/model"
 
+	"github.com/vllm-exporter/vllm_exporter/internal/families"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
 
@@ -16,7 +17,7 @@ import (
 // scraper's own.
 type descs struct {
 	up         *prometheus.Desc
-	families   []familyDescs // by row of families
+	rows       []familyDescs // by row of families
 	unexpected *prometheus.Desc
 
 	scrapes, scrapeErrors, scrapeDuration, lastSuccess, schema, missing *prometheus.Desc
@@ -39,15 +40,15 @@ func newDescs() *descs {
 		role:           g("vllm_pod_role_info", "The pod's role in disaggregated prefill/decode serving (role: prefill, decode, or both for aggregated serving) and where the exporter learnt it (source: flag = --vllm.role, detected = from the NIXL families, default = nothing said otherwise), value 1; from vllm:nixl_xfer_time_seconds (a decode pod reads KV), vllm:nixl_num_kv_expired_reqs_total and vllm:generation_tokens_total per finished request (a prefill pod), unless --vllm.role names the role.", "model", "role", "source"),
 		missing:        g("vllm_exporter_expected_metric_missing", "1 for each vLLM metric expected for the detected schema that is absent (its derived series are not exported); a present one exports nothing unless --vllm.opt-in=expected-metric-present (then 0).", "metric"),
 	}
-	for i := range families {
-		d.families = append(d.families, families[i].descs())
+	for i := range families.Rows {
+		d.rows = append(d.rows, descsOf(&families.Rows[i]))
 	}
 	return d
 }
 
 func (d *descs) all() []*prometheus.Desc {
 	out := []*prometheus.Desc{d.up, d.unexpected, d.scrapes, d.scrapeErrors, d.scrapeDuration, d.lastSuccess, d.schema, d.missing, d.samplesDropped, d.role}
-	for _, fd := range d.families {
+	for _, fd := range d.rows {
 		for _, x := range append([]*prometheus.Desc{fd.series, fd.engine, fd.window, fd.priority}, fd.windows...) {
 			if x != nil {
 				out = append(out, x)
@@ -180,9 +181,9 @@ func (d *descs) renderScrape(e sink, snap *snapshot.VLLM, res *result, optIn map
 		if m.Role != "" {
 			e.emit(d.role, prometheus.GaugeValue, 1, name, m.Role, m.RoleSource)
 		}
-		for i := range families {
-			if families[i].exported(optIn) {
-				families[i].render(d.families[i], e, snap, m)
+		for i := range families.Rows {
+			if exported(&families.Rows[i], optIn) {
+				render(&families.Rows[i], d.rows[i], e, snap, m)
 			}
 		}
 	}
@@ -193,8 +194,8 @@ func (d *descs) renderScrape(e sink, snap *snapshot.VLLM, res *result, optIn map
 func (d *descs) renderWindow(e sink, snap *snapshot.VLLM, wl string, byModel map[string]*snapshot.Derived, optIn map[string]bool) {
 	for _, name := range sortedKeys(byModel) {
 		dv := byModel[name]
-		for i := range families {
-			f, fd := &families[i], d.families[i]
+		for i := range families.Rows {
+			f, fd := &families.Rows[i], d.rows[i]
 			for j, w := range f.Windows {
 				switch {
 				case fd.windows[j] == nil:
@@ -209,7 +210,7 @@ func (d *descs) renderWindow(e sink, snap *snapshot.VLLM, wl string, byModel map
 					e.value(fd.windows[j], prometheus.GaugeValue, dv.Series[w.Series], name, wl)
 				}
 			}
-			if f.Hist == "" || !f.exported(optIn) {
+			if f.Hist == "" || !exported(f, optIn) {
 				continue
 			}
 			qs, ok := dv.Quantiles[f.Hist]

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/vllm-exporter/vllm_exporter/internal/families"
 	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
@@ -21,16 +22,13 @@ import (
 const (
 	MaxModels          = modelset.DefaultMax
 	MaxEngines         = 64
-	MaxFinishedReasons = 16
+	MaxFinishedReasons = families.MaxFinishedReasons
 	// MaxPriorities bounds the per-priority view: vLLM buckets priorities
 	// into five values (<-1, -1, 0, 1, >1); anything past eight is not vLLM.
 	MaxPriorities = 8
-	// maxMapLabels bounds the other label-keyed maps (waiting reasons,
-	// prompt-token sources, HTTP statuses, sleep resources).
-	maxMapLabels = 16
 	// MaxLoRAAdapters bounds the adapters kept per list of
 	// vllm:lora_requests_info (running, waiting).
-	MaxLoRAAdapters = 32
+	MaxLoRAAdapters = families.MaxLoRAAdapters
 	// MaxLabelValueBytes: a sample with a longer label value is dropped
 	// (Prometheus's label_value_length_limit would otherwise fail the whole
 	// scrape of the exporter).
@@ -40,17 +38,17 @@ const (
 // Reasons a sample of vLLM's body is dropped
 // (vllm_exporter_samples_dropped_total{reason}).
 const (
-	DropModelLimit          = "model_limit"           // a new model_name while --vllm.max-models are tracked
-	DropEngineLimit         = "engine_limit"          // per-engine series beyond MaxEngines (the sample still counts in the model's sum)
-	DropFinishedReasonLimit = "finished_reason_limit" // finished_reason values beyond MaxFinishedReasons
-	DropLabelTooLong        = "label_value_too_long"  // a label value longer than MaxLabelValueBytes
-	DropInvalidHistogram    = "invalid_histogram"     // a histogram child that is not one (no +Inf, not cumulative, ...): the model's histogram is absent
-	DropBucketMismatch      = "bucket_mismatch"       // engines of one model with different bucket layouts
-	DropLineTooLong         = "line_too_long"         // a line of a family the exporter reads longer than 64 KiB, skipped unread
-	DropLoRAAdapterLimit    = "lora_adapter_limit"    // adapters of vllm:lora_requests_info beyond MaxLoRAAdapters per list
-	DropDuplicate           = "duplicate"             // a series the body already had: the first is kept
-	DropNonFinite           = "non_finite"            // NaN or ±Inf in a gauge or counter: the model's reading is absent
-	DropNegativeCounter     = "negative_counter"      // a counter below 0: the model's reading is absent
+	DropModelLimit          = "model_limit"                    // a new model_name while --vllm.max-models are tracked
+	DropEngineLimit         = "engine_limit"                   // per-engine series beyond MaxEngines (the sample still counts in the model's sum)
+	DropFinishedReasonLimit = families.DropFinishedReasonLimit // finished_reason values beyond MaxFinishedReasons
+	DropLabelTooLong        = "label_value_too_long"           // a label value longer than MaxLabelValueBytes
+	DropInvalidHistogram    = "invalid_histogram"              // a histogram child that is not one (no +Inf, not cumulative, ...): the model's histogram is absent
+	DropBucketMismatch      = "bucket_mismatch"                // engines of one model with different bucket layouts
+	DropLineTooLong         = "line_too_long"                  // a line of a family the exporter reads longer than 64 KiB, skipped unread
+	DropLoRAAdapterLimit    = families.DropLoRAAdapterLimit    // adapters of vllm:lora_requests_info beyond MaxLoRAAdapters per list
+	DropDuplicate           = "duplicate"                      // a series the body already had: the first is kept
+	DropNonFinite           = "non_finite"                     // NaN or ±Inf in a gauge or counter: the model's reading is absent
+	DropNegativeCounter     = "negative_counter"               // a counter below 0: the model's reading is absent
 )
 
 var dropReasons = []string{DropModelLimit, DropEngineLimit, DropFinishedReasonLimit, DropLabelTooLong, DropInvalidHistogram,
@@ -60,10 +58,10 @@ var dropReasons = []string{DropModelLimit, DropEngineLimit, DropFinishedReasonLi
 // negative value there is not a count.
 var counterFamily = func() []bool {
 	out := make([]bool, len(famNames))
-	for i := range families {
-		if families[i].Type == typeCounter {
-			for _, n := range families[i].Names {
-				out[famIndex[n]] = true
+	for i := range families.Rows {
+		if families.Rows[i].Type == families.Counter {
+			for _, n := range families.Rows[i].Names {
+				out[famIndex[n.Name]] = true
 			}
 		}
 	}
@@ -157,7 +155,7 @@ type reading struct {
 	// applied to every model at the end.
 	server  *snapshot.Model
 	engines map[string]map[string]*snapshot.EngineGauges // model -> engine -> gauges
-	// means counts the samples of each aggMean reading.
+	// means counts the samples of each families.Mean reading.
 	means          map[meanKey]int
 	seenUnexpected map[string]bool
 	refused        map[string]bool // model names refused, asked once per scrape
@@ -169,13 +167,13 @@ type reading struct {
 
 type meanKey struct {
 	m *snapshot.Model
-	f *family
+	f *families.Family
 }
 
 // void is a reading made absent: row f's for model (server: the
 // server-wide one), by label value key for a by-label row.
 type void struct {
-	f          *family
+	f          *families.Family
 	model, key string
 	server     bool
 }
@@ -186,18 +184,18 @@ func (n *normalizer) normalize(sc *scanner, r *result) {
 	r.vllm, r.unexpected = v, map[unexpectedKey]int{}
 	rd := n.reset(r)
 	has := func(name string) bool { i, ok := famIndex[name]; return ok && sc.present(i) }
-	for i := range families {
-		f := &families[i]
+	for i := range families.Rows {
+		f := &families.Rows[i]
 		expected := f.Expected != nil && f.Expected(v.Schema, has)
-		at := slices.IndexFunc(f.Names, has)
+		at := slices.IndexFunc(f.Names, func(n families.Name) bool { return has(n.Name) })
 		if at < 0 {
 			if expected {
-				r.expected = append(r.expected, f.missingLabel(v.Schema))
-				v.Missing = append(v.Missing, f.missingLabel(v.Schema))
+				r.expected = append(r.expected, f.MissingLabel(v.Schema))
+				v.Missing = append(v.Missing, f.MissingLabel(v.Schema))
 			}
 			continue
 		}
-		name := f.Names[at]
+		name := f.Names[at].Name
 		if expected {
 			r.expected = append(r.expected, name)
 		}
@@ -226,7 +224,7 @@ func (n *normalizer) reset(r *result) *reading {
 	if rd.server == nil {
 		rd.server = &snapshot.Model{}
 		rd.engines = map[string]map[string]*snapshot.EngineGauges{}
-		rd.present = make([]bool, len(families))
+		rd.present = make([]bool, len(families.Rows))
 	}
 	*rd.server = snapshot.Model{}
 	clear(rd.engines)
@@ -253,13 +251,13 @@ func (rd *reading) finish() {
 		x.apply(rd)
 	}
 	for name, m := range rd.vllm.Models {
-		for i := range families {
-			if f := &families[i]; rd.present[i] && (f.Scope == scopeServer || f.Scope == scopeModelOrServer) {
-				f.applyServer(rd.server, m)
+		for i := range families.Rows {
+			if f := &families.Rows[i]; rd.present[i] && (f.Scope == families.ScopeServer || f.Scope == families.ScopeModelOrServer) {
+				applyServer(f, rd.server, m)
 			}
 		}
-		for i := range families {
-			if f := &families[i]; rd.present[i] && f.Settle != nil {
+		for i := range families.Rows {
+			if f := &families.Rows[i]; rd.present[i] && f.Settle != nil {
 				f.Settle(m)
 			}
 		}
@@ -295,19 +293,19 @@ func (x void) apply(rd *reading) {
 }
 
 // void records that a sample of row f with labels l could not be read.
-func (rd *reading) void(f *family, fam string, l labels) {
-	model, hasModel := l.lookup("model_name")
+func (rd *reading) void(f *families.Family, fam string, l families.Labels) {
+	model, hasModel := l.Lookup("model_name")
 	x := void{f: f, model: model}
 	switch {
 	case f.Server != nil:
-		x.key = l.get(f.Label)
-	case f.Scope == scopeServer || f.Scope == scopeModelOrServer && !hasModel:
+		x.key = l.Get(f.Label)
+	case f.Scope == families.ScopeServer || f.Scope == families.ScopeModelOrServer && !hasModel:
 		x.server = true
 	case !hasModel:
 		return
 	}
-	if f.Map != nil && f.Labels == nil {
-		key, ok := f.key(fam, l)
+	if f.Map != nil && f.ReadLabels == nil {
+		key, ok := f.KeyOf(fam, l)
 		if !ok {
 			return
 		}
@@ -372,7 +370,7 @@ func (rd *reading) unexpected(family, label, value string) {
 	}
 	rd.seenUnexpected[k] = true
 	rd.r.unexpected[unexpectedKey{family, label}]++
-	if len(rd.r.unexpectedValues) < maxMapLabels {
+	if len(rd.r.unexpectedValues) < families.MaxMapLabels {
 		rd.r.unexpectedValues = append(rd.r.unexpectedValues, fmt.Sprintf("%s{%s=%q}", family, label, value))
 	}
 }
@@ -456,7 +454,7 @@ func detectSchema(sc *scanner) string {
 // labelled says whether family fam's first sample of this scrape has the
 // label.
 func (s *scanner) labelled(fam int, label string) bool {
-	var l labels
+	var l families.Labels
 	switch {
 	case len(s.values[fam]) > 0:
 		l = s.values[fam][0].labels
@@ -465,7 +463,7 @@ func (s *scanner) labelled(fam int, label string) bool {
 	default:
 		return false
 	}
-	_, ok := l.lookup(label)
+	_, ok := l.Lookup(label)
 	return ok
 }
 

@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"iter"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/families"
 )
 
 // maxLineBytes is the longest line the scanner reads; a longer one is
@@ -53,9 +53,10 @@ type lineName struct {
 var famNames, famIndex, lineNames = func() ([]string, map[string]int, map[string]lineName) {
 	var names []string
 	index, lines := map[string]int{}, map[string]lineName{}
-	for i := range families {
-		f := &families[i]
-		for _, n := range f.Names {
+	for i := range families.Rows {
+		f := &families.Rows[i]
+		for _, nm := range f.Names {
+			n := nm.Name
 			fam, ok := index[n]
 			if !ok {
 				fam = len(names)
@@ -63,10 +64,10 @@ var famNames, famIndex, lineNames = func() ([]string, map[string]int, map[string
 				names = append(names, n)
 			}
 			switch f.Agg {
-			case aggBuckets:
+			case families.Buckets:
 				lines[n+"_bucket"] = lineName{fam, partBucket}
 				fallthrough
-			case aggSumCount:
+			case families.SumCount:
 				lines[n+"_sum"] = lineName{fam, partSum}
 				lines[n+"_count"] = lineName{fam, partCount}
 			default:
@@ -77,59 +78,6 @@ var famNames, famIndex, lineNames = func() ([]string, map[string]int, map[string
 	return names, index, lines
 }()
 
-// labels are a series' label pairs where the body printed them: text is
-// the series key (or, when a value has escapes, the unescaped pairs), offs
-// the start and end of each name and value in it. Kept as offsets, the
-// cache holds a label set in the key it needs anyway.
-type labels struct {
-	text string
-	offs []uint16
-}
-
-// get returns the value of label name, "" when absent.
-func (l labels) get(name string) string { v, _ := l.lookup(name); return v }
-
-func (l labels) lookup(name string) (string, bool) {
-	for i := 0; i < len(l.offs); i += 4 {
-		if l.text[l.offs[i]:l.offs[i+1]] == name {
-			return l.text[l.offs[i+2]:l.offs[i+3]], true
-		}
-	}
-	return "", false
-}
-
-// all yields the label pairs.
-func (l labels) all() iter.Seq2[string, string] {
-	return func(yield func(string, string) bool) {
-		for i := 0; i < len(l.offs); i += 4 {
-			if !yield(l.text[l.offs[i]:l.offs[i+1]], l.text[l.offs[i+2]:l.offs[i+3]]) {
-				return
-			}
-		}
-	}
-}
-
-// without is l less label name (sharing l's text).
-func (l labels) without(name string) labels {
-	out := labels{text: l.text, offs: make([]uint16, 0, len(l.offs))}
-	for i := 0; i < len(l.offs); i += 4 {
-		if l.text[l.offs[i]:l.offs[i+1]] != name {
-			out.offs = append(out.offs, l.offs[i:i+4]...)
-		}
-	}
-	return out
-}
-
-// key is the label set in a canonical form, sorted by name.
-func (l labels) key() string {
-	pairs := make([]string, 0, len(l.offs)/2)
-	for n, v := range l.all() {
-		pairs = append(pairs, n+"\xff"+v+"\xff")
-	}
-	slices.Sort(pairs)
-	return strings.Join(pairs, "")
-}
-
 // series is one series of the body the table reads, cached across scrapes.
 type series struct {
 	seen    uint32 // the scrape that last read it
@@ -139,7 +87,7 @@ type series struct {
 	le      float64 // partBucket: the bound; NaN when missing or not a number
 	v       float64 // this scrape's value
 	// labels are a partValue series'; a histogram part's are its child's.
-	labels labels
+	labels families.Labels
 	child  *child
 }
 
@@ -147,7 +95,7 @@ type series struct {
 // family that share their labels but le, in any order.
 type child struct {
 	seen    uint32
-	labels  labels
+	labels  families.Labels
 	buckets []bucket // this scrape's, in body order
 	sum     float64
 	count   float64
@@ -357,7 +305,7 @@ func (s *scanner) add(key string, quoted bool, ln lineName, maxSeries, maxBytes 
 	e := &series{fam: uint16(ln.fam), part: ln.part, le: math.NaN()}
 	s.series[key] = e
 	s.bytes += len(key)
-	for _, v := range ls.all() {
+	for _, v := range ls.All() {
 		if len(v) > MaxLabelValueBytes {
 			e.tooLong = true // refused before it can take a model's place
 			return e, nil
@@ -367,13 +315,13 @@ func (s *scanner) add(key string, quoted bool, ln lineName, maxSeries, maxBytes 
 		e.labels = ls
 		return e, nil
 	}
-	if le, ok := ls.lookup("le"); ok && ln.part == partBucket {
+	if le, ok := ls.Lookup("le"); ok && ln.part == partBucket {
 		if v, err := parseFloat([]byte(le)); err == nil {
 			e.le = v
 		}
 	}
-	own := ls.without("le")
-	ck := famNames[ln.fam] + "\xff" + own.key()
+	own := ls.Without("le")
+	ck := famNames[ln.fam] + "\xff" + own.Key()
 	if e.child = s.children[ck]; e.child == nil {
 		e.child = &child{labels: own}
 		s.children[ck] = e.child
@@ -493,8 +441,8 @@ func labelSetEnd(line []byte, open int) (int, error) {
 
 // parseLabels parses the label set of a series key (quoted: text 1.0.0's
 // name inside the set).
-func parseLabels(key string, quoted bool) (labels, error) {
-	l := labels{text: key}
+func parseLabels(key string, quoted bool) (families.Labels, error) {
+	l := families.Labels{Text: key}
 	i := strings.IndexByte(key, '{')
 	if i < 0 {
 		return l, nil
@@ -537,7 +485,7 @@ func parseLabels(key string, quoted bool) (labels, error) {
 		}
 		ve := next - 1
 		escaped = escaped || strings.IndexByte(key[ns:ve], '\\') >= 0
-		l.offs = append(l.offs, uint16(ns), uint16(ne), uint16(vs), uint16(ve))
+		l.Offs = append(l.Offs, uint16(ns), uint16(ne), uint16(vs), uint16(ve))
 		if i = skipBlank(key, next); i < len(key) && key[i] == ',' {
 			i++
 		} else if i >= len(key) || key[i] != '}' {
@@ -547,21 +495,21 @@ func parseLabels(key string, quoted bool) (labels, error) {
 	if escaped {
 		var text []byte
 		var err error
-		for k := 0; k < len(l.offs) && err == nil; k += 2 {
+		for k := 0; k < len(l.Offs) && err == nil; k += 2 {
 			start := len(text)
-			text, err = unescape(text, key[l.offs[k]:l.offs[k+1]])
-			l.offs[k], l.offs[k+1] = uint16(start), uint16(len(text))
+			text, err = unescape(text, key[l.Offs[k]:l.Offs[k+1]])
+			l.Offs[k], l.Offs[k+1] = uint16(start), uint16(len(text))
 		}
 		if err != nil {
 			return l, err
 		}
-		l.text = string(text)
+		l.Text = string(text)
 	}
-	for n, v := range l.all() {
+	for n, v := range l.All() {
 		if !utf8.ValidString(v) || !utf8.ValidString(n) {
 			return l, fmt.Errorf("label %q: not UTF-8", n)
 		}
-		if twice := l.without(n); len(twice.offs) < len(l.offs)-4 {
+		if twice := l.Without(n); len(twice.Offs) < len(l.Offs)-4 {
 			return l, fmt.Errorf("label %q twice", n)
 		}
 	}

@@ -1,6 +1,6 @@
 // Package vllm scrapes a vLLM server's /metrics on its own interval: a
 // streaming scanner reads the body into a cache of the series the family
-// table (names.go) reads, the normalizer turns them into one stable
+// table (internal/families) reads, the normalizer turns them into one stable
 // snapshot per served model whatever vLLM's version calls them, a bounded
 // history of snapshots gives windowed rates and quantiles, and Collect
 // renders the last scrape's state as const metrics. A Prometheus scrape of
