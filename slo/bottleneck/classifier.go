@@ -2,6 +2,7 @@ package bottleneck
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -191,6 +192,15 @@ type modelState struct {
 	tokensSince  time.Time
 	prevQueries  float64
 	prevHits     float64
+	prevFinished float64
+	prevPrompt   float64
+	waiting      []float64 // capacity queue at the latest scrapes, oldest first
+	waitingAt    time.Time // the newest of those scrapes
+	// ttft: the TTFT histograms of the latest recentScrapes+1 scrapes
+	// (the newest at ttftAt) and the median of the requests between them.
+	ttft         []snapshot.Histogram
+	ttftAt       time.Time
+	ttftMedian   snapshot.Value
 	havePrefix   bool
 	haveProgress bool
 	// gen: the generation-token counter at the previous tick's scrape.
@@ -202,7 +212,7 @@ type modelState struct {
 
 	// The references the relative rules compare with: the best windowed
 	// prefix-cache hit ratio and prefill speed seen.
-	hitRef, prefillRef highWater
+	hitRef, perRequestRef, prefillRef, decodeRef highWater
 }
 
 // noProgress returns how long (scrape time) the prompt+generation token
@@ -239,44 +249,122 @@ func (st *modelState) recentGeneration(m *snapshot.Model, at time.Time) snapshot
 	return st.genRate
 }
 
-// recentHitRatio is the prefix-cache hit ratio since the previous tick
-// (absent when no prefix lookups happened or a counter reset). Where the
-// server counts cached and computed prompt tokens (≈0.16+) it is the
-// cached share of prompt tokens instead (see reportsCachedTokens).
-func (st *modelState) recentHitRatio(m *snapshot.Model) snapshot.Value {
+// minRecentRequests is how many requests must have finished since the
+// previous tick for its prefix-cache ratios to stand for the traffic.
+const minRecentRequests = 3
+
+// recentPrefix is the prefix-cache hit ratio since the previous tick and
+// the cached prompt tokens per request finished in that time (absent when
+// fewer than minRecentRequests finished, or a counter reset).
+// Where the server counts cached and computed prompt tokens (≈0.16+) the
+// ratio is the cached share of prompt tokens instead (see
+// reportsCachedTokens).
+func (st *modelState) recentPrefix(m *snapshot.Model) (ratio, perRequest snapshot.Value) {
 	q, h := m.PrefixQueries.V, m.PrefixHits.V
 	if reportsCachedTokens(m) {
 		h = m.PromptTokensCached.V
 		q = h + m.PromptTokensBySource["local_compute"]
 	} else if !m.PrefixQueries.OK || !m.PrefixHits.OK {
 		st.havePrefix = false
-		return snapshot.Value{}
+		return ratio, perRequest
 	}
-	dq, dh := q-st.prevQueries, h-st.prevHits
+	n, p := finished(m), m.PromptTokens.V
+	dq, dh, dn, dp := q-st.prevQueries, h-st.prevHits, n-st.prevFinished, p-st.prevPrompt
 	ok := st.havePrefix && dq > 0 && dh >= 0 && dh <= dq
-	st.prevQueries, st.prevHits, st.havePrefix = q, h, true
+	st.prevQueries, st.prevHits, st.prevFinished, st.prevPrompt, st.havePrefix = q, h, n, p, true
 	if !ok {
-		return snapshot.Value{}
+		return ratio, perRequest
 	}
-	return snapshot.Some(dh / dq)
+	if dn < minRecentRequests {
+		return ratio, perRequest // too few requests for a rate: the rules read the window
+	}
+	ratio = snapshot.Some(dh / dq)
+	// In prompt tokens, as CachedTokensPerRequest (older servers count
+	// prefix lookups in blocks).
+	if dp >= 0 && m.PromptTokens.OK {
+		perRequest = snapshot.Some(ratio.V * dp / dn)
+	}
+	return ratio, perRequest
 }
 
-// references returns the hit-ratio and prefill-speed references from
-// before this tick, then records this window's values in them.
-func (st *modelState) references(now time.Time, th config.Bottleneck, w *snapshot.Derived) (hit, prefill snapshot.Value) {
-	if v, ok := st.hitRef.max(now, th.BaselineWindow); ok {
-		hit = snapshot.Some(v)
+// recentScrapes is how many of the latest scrape intervals stand for the
+// traffic as it is now (the queue that held, the median TTFT).
+const recentScrapes = 3
+
+// waitingScrapes records the requests waiting for capacity at this scrape
+// and returns the queue lengths of the latest recentScrapes scrapes, oldest
+// first (a tick without a newer scrape repeats them).
+func (st *modelState) waitingScrapes(m *snapshot.Model, at time.Time) []float64 {
+	w := m.WaitingForCapacity()
+	switch {
+	case !w.OK:
+		st.waiting = nil
+	case at.After(st.waitingAt) || len(st.waiting) == 0:
+		st.waiting = append(st.waiting, w.V)
+		if len(st.waiting) > recentScrapes {
+			st.waiting = st.waiting[1:]
+		}
 	}
-	if v, ok := st.prefillRef.max(now, th.CapacityHorizon); ok {
-		prefill = snapshot.Some(v)
+	st.waitingAt = at
+	return slices.Clone(st.waiting)
+}
+
+// recentTTFTMedian is the median TTFT of the requests whose first token
+// came over the latest recentScrapes scrape intervals (absent without any,
+// or after a reset): the traffic as it is now, which a window that still
+// holds older traffic does not show.
+func (st *modelState) recentTTFTMedian(m *snapshot.Model, at time.Time) snapshot.Value {
+	h, ok := m.Histograms.Lookup(snapshot.TTFT)
+	if !ok {
+		st.ttft, st.ttftMedian = nil, snapshot.Value{}
+		return st.ttftMedian
 	}
-	if v := HitRatio(w); v.OK {
-		st.hitRef.add(now, th.BaselineWindow, v.V)
+	if n := len(st.ttft); n == 0 || at.After(st.ttftAt) {
+		st.ttft = append(st.ttft, h)
+		if len(st.ttft) > recentScrapes+1 {
+			st.ttft = st.ttft[1:]
+		}
+		st.ttftAt, st.ttftMedian = at, snapshot.Value{}
+		if d, reset := h.Sub(st.ttft[0]); !reset && len(st.ttft) > 1 && d.Count > 0 {
+			st.ttftMedian = d.Quantile(0.5)
+		}
 	}
-	if v := PrefillSpeed(w); v.OK {
-		st.prefillRef.add(now, th.CapacityHorizon, v.V)
+	return st.ttftMedian
+}
+
+// finished is the requests the server has finished, by any reason.
+func finished(m *snapshot.Model) float64 {
+	n := 0.0
+	for _, v := range m.FinishedByReason {
+		n += v
 	}
-	return hit, prefill
+	return n
+}
+
+// references fills in's references from before this tick, then records
+// this window's values in them.
+func (st *modelState) references(now time.Time, th config.Bottleneck, in *Inputs) {
+	ref := func(h *highWater, horizon time.Duration, v snapshot.Value) snapshot.Value {
+		best, ok := h.max(now, horizon)
+		if v.OK {
+			h.add(now, horizon, v.V)
+		}
+		if !ok {
+			return snapshot.Value{}
+		}
+		return snapshot.Some(best)
+	}
+	in.HitRatioReference = ref(&st.hitRef, th.BaselineWindow, HitRatio(in.Window))
+	in.CachedTokensPerRequestReference = ref(&st.perRequestRef, th.BaselineWindow, CachedTokensPerRequest(in.Window))
+	in.PrefillSpeedReference = ref(&st.prefillRef, th.CapacityHorizon, PrefillSpeed(in.Window))
+	// The decode reference is kept as a rate so the highest is the best.
+	rate := snapshot.Value{}
+	if d := decodeStepSeconds(in.Window, 0.5); d.OK && d.V > 0 {
+		rate = snapshot.Some(1 / d.V)
+	}
+	if v := ref(&st.decodeRef, th.CapacityHorizon, rate); v.OK {
+		in.DecodeStepReference = snapshot.Some(1 / v.V)
+	}
 }
 
 // kvReading is one KV-usage reading and its tick time.
@@ -290,11 +378,12 @@ type kvReading struct {
 // switch still waits hold_ticks), and the dips of a cache that preempts to
 // make room (each preemption frees a request's blocks for a moment) do not
 // drop a cache that is full on average, nor flip the verdict to the
-// preemptions that are its symptom.
-func (st *modelState) sustainedKV(v snapshot.Value, now time.Time, window time.Duration) snapshot.Value {
+// preemptions that are its symptom. peak is the highest reading over the
+// window.
+func (st *modelState) sustainedKV(v snapshot.Value, now time.Time, window time.Duration) (sustained, peak snapshot.Value) {
 	if !v.OK {
 		st.kv = nil
-		return v
+		return v, v
 	}
 	st.kv = append(st.kv, kvReading{at: now, v: v.V})
 	i := 0
@@ -302,11 +391,11 @@ func (st *modelState) sustainedKV(v snapshot.Value, now time.Time, window time.D
 		i++
 	}
 	st.kv = st.kv[i:]
-	sum := 0.0
+	sum, top := 0.0, 0.0
 	for _, x := range st.kv {
-		sum += x.v
+		sum, top = sum+x.v, max(top, x.v)
 	}
-	return snapshot.Some(max(v.V, sum/float64(len(st.kv))))
+	return snapshot.Some(max(v.V, sum/float64(len(st.kv)))), snapshot.Some(top)
 }
 
 type capSample struct {
@@ -386,10 +475,12 @@ func (c *Classifier) Tick(now time.Time) {
 			st = &modelState{ModelState: ModelState{Model: name}, lastUp: latest.Time}
 			c.models[name] = st
 		}
-		in := Inputs{Now: now, Model: m, Window: win[name], GPU: gpu, Probes: probes,
-			KVUsage: st.sustainedKV(m.KVUsage, now, th.Window), NoProgress: st.noProgress(m, latest.Time),
-			RecentHitRatio: st.recentHitRatio(m), RecentGenerationTokensPerSecond: st.recentGeneration(m, latest.Time)}
-		in.HitRatioReference, in.PrefillSpeedReference = st.references(now, th, in.Window)
+		in := Inputs{Now: now, Model: m, Window: win[name], GPU: gpu, Probes: probes, NoProgress: st.noProgress(m, latest.Time),
+			RecentGenerationTokensPerSecond: st.recentGeneration(m, latest.Time), WaitingScrapes: st.waitingScrapes(m, latest.Time),
+			RecentTTFTMedian: st.recentTTFTMedian(m, latest.Time)}
+		in.RecentHitRatio, in.RecentCachedTokensPerRequest = st.recentPrefix(m)
+		in.KVUsage, in.KVUsagePeak = st.sustainedKV(m.KVUsage, now, th.Window)
+		st.references(now, th, &in)
 		in.Roofline = ComputeRoofline(c.opts.Model, m, in.Window, gpu, th.BandwidthEfficiency)
 		raw, findings := Evaluate(in, th)
 		prev := st.Class
@@ -436,7 +527,7 @@ func (c *Classifier) tickDown(now time.Time, latest *snapshot.VLLM, th config.Bo
 		st.Unavailable = nil
 		st.SLO = SLOCheck{Quantile: th.SLOQuantile, TTFTTarget: th.TTFTTargetSeconds, TPOTTarget: th.TPOTTargetSeconds}
 		st.Capacity = Capacity{}
-		st.kv, st.haveProgress, st.havePrefix, st.havePrevGen = nil, false, false, false
+		st.kv, st.waiting, st.ttft, st.haveProgress, st.havePrefix, st.havePrevGen = nil, nil, nil, false, false, false
 	}
 }
 

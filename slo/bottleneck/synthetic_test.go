@@ -589,7 +589,8 @@ func TestSustainedKVRidesOutDips(t *testing.T) {
 	at := syntheticStart
 	read := func(v float64) snapshot.Value {
 		at = at.Add(5 * time.Second)
-		return st.sustainedKV(snapshot.Some(v), at, time.Minute)
+		sustained, _ := st.sustainedKV(snapshot.Some(v), at, time.Minute)
+		return sustained
 	}
 	for _, v := range []float64{0.99, 0.99, 0.99, 0.99} {
 		read(v)
