@@ -148,6 +148,11 @@ type Bottleneck struct {
 	// histograms' wide buckets can put its p90 gap at half the horizon);
 	// needs --kv-cache-metrics.
 	PrefixThrashReuseGapOverEvict float64 `yaml:"prefix_thrash_reuse_gap_over_evict"`
+	// ProbeFailureRatioMin: at least this share of the latest probes
+	// (four or more, over at least window) failing is probes_failing
+	// (0.5): requests fail for a cause the scrape does not show, and no
+	// tuning advice applies until they succeed.
+	ProbeFailureRatioMin float64 `yaml:"probe_failure_ratio_min"`
 
 	// CapacityHorizon is how far back the sustained-throughput-while-SLOs-
 	// hold maximum looks (24h).
@@ -200,6 +205,7 @@ func DefaultBottleneck() Bottleneck {
 		AdmissionRejectedRatioMin:                    0.01,
 		KVTransferShareMin:                           0.5,
 		PrefixThrashReuseGapOverEvict:                0.65,
+		ProbeFailureRatioMin:                         0.5,
 		Headroom:                                     2,
 	}
 }
@@ -259,6 +265,7 @@ func (b *Bottleneck) Validate() error {
 		ratio("admission_rejected_ratio_min", b.AdmissionRejectedRatioMin),
 		ratio("kv_transfer_share_min", b.KVTransferShareMin),
 		ratio("prefix_thrash_reuse_gap_over_evict", b.PrefixThrashReuseGapOverEvict),
+		ratio("probe_failure_ratio_min", b.ProbeFailureRatioMin),
 	}
 	for _, err := range checks {
 		if err != nil {

@@ -67,6 +67,7 @@ type Classifier struct {
 	mu        sync.Mutex
 	models    map[string]*modelState
 	probeHist []probeTTFTs // probe TTFT histograms per tick, oldest first
+	outcomes  []probeTally // cumulative probe outcomes per tick, oldest first
 
 	gatherer *exposition.Gatherer // of render, for /metrics
 }
@@ -120,6 +121,69 @@ func (c *Classifier) recentProbes(now time.Time, p *snapshot.Probes, window time
 			cp.TTFT, _ = pr.TTFT.Sub(old) // a prober restart: the newer histogram is the increase
 		}
 		out.Profiles[name] = &cp
+	}
+	return out
+}
+
+// probeTally is the probes sent and failed by reason, summed over the
+// profiles, as the prober counts them since it started.
+type probeTally struct {
+	at     time.Time
+	sent   float64
+	failed map[string]float64
+}
+
+// probeFailureProbes is how many of the latest probes the failure share
+// is taken over (more when the window holds more).
+const probeFailureProbes = 4
+
+// recentOutcomes records p's cumulative outcomes and returns those of the
+// probes since the newest tick that is at least probeFailureProbes probes
+// ago or a window ago, whichever is earlier (the history reaches back
+// baseline_window at most), so a failing prober shows within a few probes
+// and recovers as soon as they succeed. Called with c.mu held.
+func (c *Classifier) recentOutcomes(now time.Time, p *snapshot.Probes, th config.Bottleneck) ProbeOutcomes {
+	if p == nil {
+		c.outcomes = nil
+		return ProbeOutcomes{}
+	}
+	cur := probeTally{at: now, failed: map[string]float64{}}
+	var newest time.Time
+	latestFailed := false
+	for _, pr := range p.Profiles {
+		if pr == nil {
+			continue
+		}
+		if pr.Requests > 0 && pr.LastTime.After(newest) {
+			newest, latestFailed = pr.LastTime, !pr.LastSuccess
+		}
+		cur.sent += pr.Requests
+		for reason, n := range pr.Failures {
+			cur.failed[reason] += n
+		}
+	}
+	cut := now.Add(-th.BaselineWindow)
+	i := 0
+	for i < len(c.outcomes)-1 && c.outcomes[i].at.Before(cut) {
+		i++
+	}
+	c.outcomes = append(c.outcomes[i:], cur)
+	base := probeTally{}
+	for j := len(c.outcomes) - 2; j >= 0; j-- {
+		o := c.outcomes[j]
+		if o.sent > cur.sent {
+			break // the prober restarted: count everything since
+		}
+		base = o
+		if cur.sent-o.sent >= probeFailureProbes && now.Sub(o.at) >= th.Window {
+			break
+		}
+	}
+	out := ProbeOutcomes{Sent: cur.sent - base.sent, Failed: map[string]float64{}, LatestFailed: latestFailed}
+	for reason, n := range cur.failed {
+		if d := n - base.failed[reason]; d > 0 {
+			out.Failed[reason] = d
+		}
 	}
 	return out
 }
@@ -460,6 +524,7 @@ func (c *Classifier) Tick(now time.Time) {
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	outcomes := c.recentOutcomes(now, probes, th)
 	probes = c.recentProbes(now, probes, th.BaselineWindow)
 	for name := range c.models {
 		if _, ok := latest.Models[name]; !ok {
@@ -475,7 +540,7 @@ func (c *Classifier) Tick(now time.Time) {
 			st = &modelState{ModelState: ModelState{Model: name}, lastUp: latest.Time}
 			c.models[name] = st
 		}
-		in := Inputs{Now: now, Model: m, Window: win[name], GPU: gpu, Probes: probes, NoProgress: st.noProgress(m, latest.Time),
+		in := Inputs{Now: now, Model: m, Window: win[name], GPU: gpu, Probes: probes, ProbeOutcomes: outcomes, NoProgress: st.noProgress(m, latest.Time),
 			RecentGenerationTokensPerSecond: st.recentGeneration(m, latest.Time), WaitingScrapes: st.waitingScrapes(m, latest.Time),
 			RecentTTFTMedian: st.recentTTFTMedian(m, latest.Time)}
 		in.RecentHitRatio, in.RecentCachedTokensPerRequest = st.recentPrefix(m)

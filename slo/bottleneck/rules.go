@@ -1,7 +1,9 @@
 package bottleneck
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,6 +35,8 @@ type Inputs struct {
 	// WaitingScrapes is the requests waiting for capacity at the latest
 	// scrapes (up to recentScrapes), oldest first: whether a queue drains.
 	WaitingScrapes []float64
+	// ProbeOutcomes are the latest probes' outcomes (see recentOutcomes).
+	ProbeOutcomes ProbeOutcomes
 	// RecentTTFTMedian is the median TTFT of the requests of the latest
 	// recentScrapes scrape intervals.
 	RecentTTFTMedian snapshot.Value
@@ -99,7 +103,7 @@ type Finding struct {
 var ruleOrder = []func(rules) Finding{
 	rules.gpuFault, rules.deferredLivelock, rules.engineStalled, rules.throttled, rules.kvExhausted,
 	rules.tooManySequences, rules.admissionLimited, rules.kvTransferBound, rules.loraQueueing,
-	rules.queueing, rules.prefixCacheMiss, rules.prefillBound,
+	rules.queueing, rules.probesFailing, rules.prefixCacheMiss, rules.prefillBound,
 	rules.communicationBound, rules.memoryBoundDecode, rules.decodeOverhead,
 	rules.batchTooSmall,
 }
@@ -446,6 +450,40 @@ func (r rules) prefixCacheMiss() Finding {
 		return t
 	}
 	return f
+}
+
+// ProbeOutcomes counts the latest probes of every profile and their
+// failures by reason.
+type ProbeOutcomes struct {
+	Sent   float64
+	Failed map[string]float64
+	// LatestFailed: the newest probe of any profile failed.
+	LatestFailed bool
+}
+
+// probesFailing: at least probe_failure_ratio_min of the latest probes
+// (at least minProbeSamples of them) failed, the newest among them too (a
+// prober whose probes succeed again is over it, whatever the share).
+func (r rules) probesFailing() Finding {
+	o := r.in.ProbeOutcomes
+	if o.Sent < minProbeSamples {
+		return Finding{Class: ProbesFailing}
+	}
+	failed := 0.0
+	for _, n := range o.Failed {
+		failed += n
+	}
+	ev := []Evidence{
+		gate("probe_failure_ratio", math.Min(failed/o.Sent, 1), ">=", r.th.ProbeFailureRatioMin, "ratio"),
+		gate("latest_probe_failed", b2f(o.LatestFailed), "==", 1, ""),
+		note("probes_sent", o.Sent, "probes"),
+	}
+	for _, reason := range slices.Sorted(maps.Keys(o.Failed)) {
+		if o.Failed[reason] > 0 {
+			ev = append(ev, note("probe_failures_"+reason, o.Failed[reason], "probes"))
+		}
+	}
+	return all(ProbesFailing, ev...)
 }
 
 // reportsCachedTokens: the server counts cached and computed prompt tokens
