@@ -57,10 +57,11 @@ type Bottleneck struct {
 	// among short chat) whose prefill makes p99 TTFT miss its target while
 	// the median stays fast. p99 TTFT at least PrefillTailRatio times the
 	// median (6: one population's spread of prompt lengths, RAG passages or
-	// summaries, reaches 4-5x) and at least PrefillTailOverTarget times the
-	// TTFT target (2: a chat workload's long tail of prompt lengths puts
-	// p99 near the target; a population of prompts that take a multiple of
-	// it is what a separate pool or smaller prefill chunks fix).
+	// summaries, reaches 4-5x), with p99 prefill at least
+	// PrefillTailOverTarget times the TTFT target (2: a chat workload's
+	// long tail of prompt lengths misses the target where two long prompts
+	// meet; prompts whose own prefill takes a multiple of it are what a
+	// separate pool or smaller prefill chunks fix).
 	PrefillTailRatio      float64 `yaml:"prefill_tail_ratio"`
 	PrefillTailOverTarget float64 `yaml:"prefill_tail_over_target"`
 

@@ -410,6 +410,12 @@ func finished(m *snapshot.Model) float64 {
 func (st *modelState) references(now time.Time, th config.Bottleneck, in *Inputs) {
 	ref := func(h *highWater, horizon time.Duration, v snapshot.Value) snapshot.Value {
 		best, ok := h.max(now, horizon)
+		if h == &st.prefillRef {
+			// A window's prefill speed swings with its mix of prompt
+			// lengths (each prefill costs a step whatever its length):
+			// the typical speed, not the best window's.
+			best, ok = h.typical(now, horizon)
+		}
 		if v.OK {
 			h.add(now, horizon, v.V)
 		}

@@ -215,14 +215,7 @@ func corpusRegimes() []corpusRegime {
 				d := config.DefaultBottleneck()
 				th.TTFTTargetSeconds, th.TPOTTargetSeconds = d.TTFTTargetSeconds, d.TPOTTargetSeconds
 			},
-			spec: &spec32B,
-			// The signal is the tail itself: once the window holds enough
-			// documents for its p99, p99 TTFT and p99 prefill (observed
-			// when a request finishes) are both over the 1 s target.
-			windowVisible: func(w *snapshot.Derived) bool {
-				t99, pf99 := quantile(w, snapshot.TTFT, 0.99), quantile(w, snapshot.PrefillTime, 0.99)
-				return t99.OK && pf99.OK && t99.V > 1 && pf99.V > 1
-			}},
+			spec: &spec32B, windowVisible: tailVisible(1)},
 		// Admission control (vLLM 0.32+): the queueing preset's overload
 		// with --max-num-queued-requests 32. The queue fills to its cap and
 		// the requests beyond it are refused (503); the signal is the
@@ -299,6 +292,9 @@ func corpusRegimes() []corpusRegime {
 		// Healthy traffic with realistic prompt mixes: every rule must stay
 		// silent on them.
 		{name: "healthy_chat_long_tail", label: NearOptimal, leadCustom: &chatLongTail, custom: &chatLongTail},
+		{name: "healthy_chat_heavy_tail", label: NearOptimal, leadCustom: &chatHeavyTail, custom: &chatHeavyTail},
+		{name: "healthy_chat_long_tail_32b", label: NearOptimal, leadCustom: &chat32BLongTail, custom: &chat32BLongTail,
+			cfg: vllmsim.Config{Cost: cost32B, MaxNumBatchedTokens: 8192, MaxModelLen: 32768, NumGPUBlocks: 8192}, th: shippedContract, spec: &spec32B},
 		{name: "healthy_rag", label: NearOptimal, leadCustom: &rag, custom: &rag},
 		{name: "healthy_documents", label: NearOptimal, leadCustom: &summaries, custom: &summaries,
 			cfg: vllmsim.Config{MaxModelLen: 16384}},
@@ -307,11 +303,8 @@ func corpusRegimes() []corpusRegime {
 			cfg: vllmsim.Config{Cost: cost32B, MaxNumBatchedTokens: 8192, MaxModelLen: 32768, NumGPUBlocks: 8192},
 			th:  shippedContract, spec: &spec32B, windowVisible: tailVisible(1)},
 		{name: "prefill_tail_documents_shared_prefix", label: PrefillBound, lead: "prefix_warm", custom: withStreams(mustPreset("prefix_warm"), smallDocs),
-			cfg: vllmsim.Config{MaxModelLen: 32768},
-			windowVisible: func(w *snapshot.Derived) bool {
-				t99, pf99 := quantile(w, snapshot.TTFT, 0.99), quantile(w, snapshot.PrefillTime, 0.99)
-				return t99.OK && pf99.OK && t99.V > th.TTFTTargetSeconds && pf99.V > th.TTFTTargetSeconds
-			}},
+			cfg:           vllmsim.Config{MaxModelLen: 32768},
+			windowVisible: tailVisible(th.TTFTTargetSeconds)},
 		// Regimes that follow realistic healthy traffic instead of the
 		// healthy preset: its stretches must read near_optimal.
 		{name: "kv_exhausted_after_chat_long_tail", label: KVCacheExhausted, leadCustom: &chatLongTail, preset: "kv_exhausted",
@@ -347,12 +340,16 @@ func shippedContract(th *config.Bottleneck) {
 	th.TTFTTargetSeconds, th.TPOTTargetSeconds = d.TTFTTargetSeconds, d.TPOTTargetSeconds
 }
 
-// tailVisible: the window holds enough long prompts for its p99, and
-// p99 TTFT and p99 prefill are both over target.
+// tailVisible: the signal is the tail itself: once the window holds a
+// population of documents (three or more, and enough for its p99: about
+// 1 in 100 of its requests), its p99 TTFT and its p99 prefill (observed
+// when a request finishes) are a document's, whose own prefill takes more
+// than twice the target.
 func tailVisible(target float64) func(w *snapshot.Derived) bool {
 	return func(w *snapshot.Derived) bool {
 		t99, pf99 := quantile(w, snapshot.TTFT, 0.99), quantile(w, snapshot.PrefillTime, 0.99)
-		return t99.OK && pf99.OK && t99.V > target && pf99.V > target
+		return t99.OK && pf99.OK && t99.V > 2*target && pf99.V > 2*target &&
+			countAbove(w.Deltas[snapshot.PrefillTime], 2*target) >= minPrefillSamples
 	}
 }
 
@@ -368,6 +365,24 @@ var chatLongTail = vllmsim.Scenario{Name: "chat_long_tail", Description: "chat w
 	Load: vllmsim.LoadProfile{Rate: 3, Burstiness: 1, Prompt: vllmsim.Dist{Mean: 600, CV: 1.5, Min: 4, Max: 7000},
 		Output: vllmsim.Dist{Mean: 220, CV: 1.2, Min: 1, Max: 1024}, MaxTokens: 1024,
 		SharedPrefixFraction: 0.5, SharedPrefixTokens: 300, PrefixGroups: 6}}
+
+// chatHeavyTail is busier chat with a heavier tail (CV 2, 4 req/s): long
+// prompts meet now and then, and p99 TTFT passes twice the target where
+// they do.
+var chatHeavyTail = func() vllmsim.Scenario {
+	sc := chatLongTail
+	sc.Name, sc.Load.Rate, sc.Load.Prompt = "chat_heavy_tail", 4, vllmsim.Dist{Mean: 800, CV: 2, Min: 4, Max: 7000}
+	return sc
+}()
+
+// chat32BLongTail is the 32B model's chat with a long tail of prompt
+// lengths (CV 1.5, up to 8,000 tokens: 1.2 s of prefill each) under vLLM's
+// default scheduling.
+var chat32BLongTail = func() vllmsim.Scenario {
+	sc := chat32B
+	sc.Name, sc.Load.Prompt = "chat_32b_long_tail", vllmsim.Dist{Mean: 700, CV: 1.5, Min: 8, Max: 8000}
+	return sc
+}()
 
 // rag is retrieval-augmented generation at moderate load: one shared
 // 400-token system prompt, then 1-6k tokens of retrieved passages.
@@ -826,11 +841,11 @@ func TestRegimeCorpus(t *testing.T) {
 			})
 		}
 	})
+	tables := corpusTables(rows)
+	t.Log("regime corpus (5 s scrapes, window " + th.Window.String() + ", hold_ticks " + fmt.Sprint(th.HoldTicks) + "):\n" + tables)
 	if t.Failed() {
 		return
 	}
-	tables := corpusTables(rows)
-	t.Log("regime corpus (5 s scrapes, window " + th.Window.String() + ", hold_ticks " + fmt.Sprint(th.HoldTicks) + "):\n" + tables)
 	for _, s := range rows {
 		if s.name == "" {
 			return // -run replayed only some regimes

@@ -646,31 +646,41 @@ func (r rules) prefillSlow() Finding {
 	return all(PrefillBound, append(ev, r.promptTokensPerRequest()...)...)
 }
 
-// prefillTail: p99 TTFT over its target and many times the median while
-// p90 TTFT is within it (a tail: a few requests, not the body of the
-// traffic; a workload turning to long prompts has a long p90 as soon as
-// they are more than a tenth of the window), p99 prefill most of p99 TTFT
-// and well above p99 queue time, and the median decode step within the
-// TPOT target. The median, not the SLO quantile,
-// of TPOT: the long prompts' prefill chunks share steps with decode and
-// lengthen the slowest inter-token gaps too, while a server whose every
-// step is slow (clocks) has a slow median and is left to the decode-side
-// classes.
+// prefillTail: a population of long prompts among short ones (documents
+// among chat) makes the p99 TTFT miss its target. Their own prefill takes
+// at least prefill_tail_over_target times the target (a chat workload's
+// long tail of lengths misses it only where two long prompts meet), p99
+// TTFT is prefill_tail_ratio times the median or more (one population's
+// spread of lengths is less), the median is within the target over the
+// window and over the latest scrapes (traffic that has just turned to long
+// prompts still has short ones in the window), p99 prefill is most of p99
+// TTFT (the short requests that wait behind a long prompt's prefill steps
+// are part of the tail) and the median decode step is within the TPOT
+// target: the long prompts' chunks lengthen the slowest inter-token gaps,
+// while a server whose every step is slow has a slow median.
 func (r rules) prefillTail() Finding {
 	ttft50, ttft90, ttft99 := r.slo(snapshot.TTFT, 0.5), r.slo(snapshot.TTFT, 0.9), r.slo(snapshot.TTFT, 0.99)
 	pf99, q99 := r.slo(snapshot.PrefillTime, 0.99), r.slo(snapshot.QueueTime, 0.99)
 	tpot50 := r.slo(snapshot.RequestTPOT, 0.5)
 	prefillPod := r.in.Model.Prefill() // no decode steps of its own to compare
+	// A tail is a population: minPrefillSamples prefills or more beyond
+	// twice the target (counted above the bucket bound at or past it), not
+	// the one or two where long chat prompts happened to meet.
+	longPrefills := 0.0
+	if w := r.in.Window; w != nil {
+		longPrefills = countAbove(w.Deltas[snapshot.PrefillTime], r.th.PrefillTailOverTarget*r.th.TTFTTargetSeconds)
+	}
 	if !ttft50.OK || !ttft90.OK || !ttft99.OK || !pf99.OK || !q99.OK || (!tpot50.OK && !prefillPod) || !(ttft50.V > 0) || !(ttft99.V > 0) {
 		return Finding{Class: PrefillBound}
 	}
 	ev := []Evidence{
-		gate("ttft_p99_seconds", ttft99.V, ">=", r.th.PrefillTailOverTarget*r.th.TTFTTargetSeconds, "seconds"),
+		gate("ttft_p99_seconds", ttft99.V, ">", r.th.TTFTTargetSeconds, "seconds"),
+		gate("prefill_p99_seconds", pf99.V, ">=", r.th.PrefillTailOverTarget*r.th.TTFTTargetSeconds, "seconds"),
+		gate("prefills_over_tail_target", longPrefills, ">=", minPrefillSamples, "requests"),
 		gate("ttft_p99_over_p50_ratio", ttft99.V/ttft50.V, ">=", r.th.PrefillTailRatio, "ratio"),
 		gate("ttft_p50_seconds", ttft50.V, "<=", r.th.TTFTTargetSeconds, "seconds"),
 		note("ttft_p90_seconds", ttft90.V, "seconds"),
 		gate("prefill_share_of_ttft_ratio", math.Min(pf99.V/ttft99.V, 1), ">=", r.th.PrefillShareMin, "ratio"),
-		note("prefill_p99_seconds", pf99.V, "seconds"),
 		note("queue_time_p99_seconds", q99.V, "seconds"),
 	}
 	// The body is fast now too: right after traffic turns to long prompts
@@ -682,6 +692,17 @@ func (r rules) prefillTail() Finding {
 		ev = append(ev, gate("tpot_p50_seconds", tpot50.V, "<=", r.th.TPOTTargetSeconds, "seconds"))
 	}
 	return all(PrefillBound, append(ev, r.promptTokensPerRequest()...)...)
+}
+
+// countAbove is how many of h's observations exceed the smallest bucket
+// bound at or above x (a count the buckets know exactly).
+func countAbove(h snapshot.Histogram, x float64) float64 {
+	for i, b := range h.Bounds {
+		if b >= x && i < len(h.Counts) {
+			return h.Count - h.Counts[i]
+		}
+	}
+	return 0
 }
 
 // promptTokensPerRequest is the window's mean prompt length, as context.
@@ -786,15 +807,13 @@ func (r rules) batchTooSmall() Finding {
 	}
 	// Without a GPU: the mean number of requests in flight over the window
 	// (Little's law: the end-to-end seconds of the requests that finished
-	// in it, per second), which a momentary running count would flip
-	// around the threshold from scrape to scrape.
+	// in it, per second). Underused is a mean over time: a momentary
+	// running count flips around the threshold from scrape to scrape, so
+	// without a window there is no verdict.
 	if c := meanConcurrency(r.in.Window); c.OK {
 		return all(BatchTooSmall, waiting, gate("requests_in_flight_mean", c.V, "<=", r.th.BatchSmallMaxRunning, "requests"))
 	}
-	if !m.Running.OK {
-		return Finding{Class: BatchTooSmall}
-	}
-	return all(BatchTooSmall, waiting, gate("requests_running", m.Running.V, "<=", r.th.BatchSmallMaxRunning, "requests"))
+	return Finding{Class: BatchTooSmall}
 }
 
 // meanConcurrency is the mean number of requests in flight over the

@@ -187,6 +187,8 @@ func (r regime) apply(f *fakeSources, now time.Time, rng *rand.Rand, th config.B
 			Start: now.Add(-time.Minute), End: now,
 			Deltas: map[snapshot.HistogramName]snapshot.Histogram{
 				snapshot.PrefillTime: {Count: prefills, Sum: prefills * n(r.prefill99/3)},
+				// Little's law: as many in flight on average as running.
+				snapshot.E2E: {Count: prefills, Sum: 60 * running},
 			},
 			PreemptionsPerRequest:     snapshot.Some(r.preemptPerReq),
 			PreemptionsPerSecond:      snapshot.Some(r.preemptPerReq * r.rps),
