@@ -44,10 +44,6 @@ type Bottleneck struct {
 	// wait is prefill work rather than queueing (0.33: with
 	// QueueingTTFTOverPrefill 3 the two rules leave no gap).
 	PrefillShareMin float64 `yaml:"prefill_share_min"`
-	// LongPromptTokens: mean prompt tokens per request at least this is a
-	// "long prompt" workload (1024). Context only: long prompts alone are
-	// not a bottleneck (prefill_bound compares prefill speed instead).
-	LongPromptTokens float64 `yaml:"long_prompt_tokens"`
 	// PrefillSlowRatio: prefill speed (prompt tokens computed per second of
 	// prefill) below this fraction of the best the same server showed over
 	// capacity_horizon is "slower than this server should manage" (0.5).
@@ -179,7 +175,6 @@ func DefaultBottleneck() Bottleneck {
 		QueueingMinWaiting:        1,
 		QueueingTTFTOverPrefill:   3,
 		PrefillShareMin:           0.33,
-		LongPromptTokens:          1024,
 		PrefillSlowRatio:          0.5,
 		PrefillTailRatio:          6,
 		PrefillTailOverTarget:     2,
@@ -244,7 +239,6 @@ func (b *Bottleneck) Validate() error {
 		pos("queueing_min_waiting", b.QueueingMinWaiting),
 		pos("queueing_ttft_over_prefill", b.QueueingTTFTOverPrefill),
 		ratio("prefill_share_min", b.PrefillShareMin),
-		pos("long_prompt_tokens", b.LongPromptTokens),
 		ratio("prefill_slow_ratio", b.PrefillSlowRatio),
 		pos("prefill_tail_ratio", b.PrefillTailRatio),
 		ratio("roofline_near_ratio", b.RooflineNearRatio),

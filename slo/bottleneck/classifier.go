@@ -2,7 +2,6 @@ package bottleneck
 
 import (
 	"context"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -66,69 +65,16 @@ type Classifier struct {
 
 	mu        sync.Mutex
 	models    map[string]*modelState
-	probeHist []probeTTFTs // probe TTFT histograms per tick, oldest first
-	outcomes  []probeTally // cumulative probe outcomes per tick, oldest first
+	probeHist []probeTick // cumulative probe results per tick, oldest first
 
 	gatherer *exposition.Gatherer // of render, for /metrics
 }
 
-// probeTTFTs is one tick's cumulative probe TTFT histograms, by profile.
-type probeTTFTs struct {
-	at   time.Time
-	ttft map[string]snapshot.Histogram
-}
-
-// recentProbes returns p with each profile's TTFT histogram reduced to its
-// increase over the last window, so the cold/warm medians describe recent
-// probes: the prober's cumulative histograms would remember hours of a
-// working prefix cache long after it stopped hitting. Until the history
-// spans the window, p is returned as it is (everything since the prober
-// started, which is then within the window too). Called with c.mu held.
-func (c *Classifier) recentProbes(now time.Time, p *snapshot.Probes, window time.Duration) *snapshot.Probes {
-	if p == nil {
-		c.probeHist = nil
-		return nil
-	}
-	cur := probeTTFTs{at: now, ttft: make(map[string]snapshot.Histogram, len(p.Profiles))}
-	for name, pr := range p.Profiles {
-		if pr != nil {
-			cur.ttft[name] = pr.TTFT
-		}
-	}
-	// The newest tick at or before now-window is the base; older ones go.
-	cut := now.Add(-window)
-	i := 0
-	for i < len(c.probeHist) && !c.probeHist[i].at.After(cut) {
-		i++
-	}
-	var base *probeTTFTs
-	if i > 0 {
-		b := c.probeHist[i-1]
-		base = &b
-		c.probeHist = append([]probeTTFTs(nil), c.probeHist[i-1:]...)
-	}
-	c.probeHist = append(c.probeHist, cur)
-	if base == nil {
-		return p
-	}
-	out := &snapshot.Probes{Time: p.Time, EngineStalled: p.EngineStalled, Profiles: make(map[string]*snapshot.ProbeProfile, len(p.Profiles))}
-	for name, pr := range p.Profiles {
-		if pr == nil {
-			continue
-		}
-		cp := *pr
-		if old, ok := base.ttft[name]; ok {
-			cp.TTFT, _ = pr.TTFT.Sub(old) // a prober restart: the newer histogram is the increase
-		}
-		out.Profiles[name] = &cp
-	}
-	return out
-}
-
-// probeTally is the probes sent and failed by reason, summed over the
-// profiles, as the prober counts them since it started.
-type probeTally struct {
+// probeTick is one tick's cumulative probe results: the TTFT histograms by
+// profile, and the probes sent and failed by reason summed over profiles.
+type probeTick struct {
 	at     time.Time
+	ttft   map[string]snapshot.Histogram
 	sent   float64
 	failed map[string]float64
 }
@@ -137,55 +83,79 @@ type probeTally struct {
 // is taken over (more when the window holds more).
 const probeFailureProbes = 4
 
-// recentOutcomes records p's cumulative outcomes and returns those of the
-// probes since the newest tick that is at least probeFailureProbes probes
-// ago or a window ago, whichever is earlier (the history reaches back
-// baseline_window at most), so a failing prober shows within a few probes
-// and recovers as soon as they succeed. Called with c.mu held.
-func (c *Classifier) recentOutcomes(now time.Time, p *snapshot.Probes, th config.Bottleneck) ProbeOutcomes {
+// recentProbes records p and returns it with each profile's TTFT histogram
+// reduced to its increase over the last baseline_window, so the cold/warm
+// medians describe recent probes (the prober's cumulative histograms would
+// remember hours of a working prefix cache long after it stopped hitting;
+// until the history spans the window, p is returned as it is), and the
+// outcomes of the probes since the newest tick at least probeFailureProbes
+// probes and a window ago, so a failing prober shows within a few probes.
+// Called with c.mu held.
+func (c *Classifier) recentProbes(now time.Time, p *snapshot.Probes, th config.Bottleneck) (*snapshot.Probes, ProbeOutcomes) {
 	if p == nil {
-		c.outcomes = nil
-		return ProbeOutcomes{}
+		c.probeHist = nil
+		return nil, ProbeOutcomes{}
 	}
-	cur := probeTally{at: now, failed: map[string]float64{}}
+	cur := probeTick{at: now, ttft: make(map[string]snapshot.Histogram, len(p.Profiles)), failed: map[string]float64{}}
+	out := ProbeOutcomes{Failed: map[string]float64{}}
 	var newest time.Time
-	latestFailed := false
-	for _, pr := range p.Profiles {
+	for name, pr := range p.Profiles {
 		if pr == nil {
 			continue
 		}
-		if pr.Requests > 0 && pr.LastTime.After(newest) {
-			newest, latestFailed = pr.LastTime, !pr.LastSuccess
-		}
-		cur.sent += pr.Requests
+		cur.ttft[name], cur.sent = pr.TTFT, cur.sent+pr.Requests
 		for reason, n := range pr.Failures {
 			cur.failed[reason] += n
 		}
+		if pr.Requests > 0 && pr.LastTime.After(newest) {
+			newest, out.LatestFailed = pr.LastTime, !pr.LastSuccess
+		}
 	}
+	// The newest tick at or before now-baseline_window is the TTFT base;
+	// older ones go.
 	cut := now.Add(-th.BaselineWindow)
 	i := 0
-	for i < len(c.outcomes)-1 && c.outcomes[i].at.Before(cut) {
+	for i < len(c.probeHist) && !c.probeHist[i].at.After(cut) {
 		i++
 	}
-	c.outcomes = append(c.outcomes[i:], cur)
-	base := probeTally{}
-	for j := len(c.outcomes) - 2; j >= 0; j-- {
-		o := c.outcomes[j]
+	var base *probeTick
+	if i > 0 {
+		b := c.probeHist[i-1]
+		base = &b
+		c.probeHist = append([]probeTick(nil), c.probeHist[i-1:]...)
+	}
+	c.probeHist = append(c.probeHist, cur)
+	from := probeTick{}
+	for j := len(c.probeHist) - 2; j >= 0; j-- {
+		o := c.probeHist[j]
 		if o.sent > cur.sent {
 			break // the prober restarted: count everything since
 		}
-		base = o
-		if cur.sent-o.sent >= probeFailureProbes && now.Sub(o.at) >= th.Window {
+		if from = o; cur.sent-o.sent >= probeFailureProbes && now.Sub(o.at) >= th.Window {
 			break
 		}
 	}
-	out := ProbeOutcomes{Sent: cur.sent - base.sent, Failed: map[string]float64{}, LatestFailed: latestFailed}
+	out.Sent = cur.sent - from.sent
 	for reason, n := range cur.failed {
-		if d := n - base.failed[reason]; d > 0 {
+		if d := n - from.failed[reason]; d > 0 {
 			out.Failed[reason] = d
 		}
 	}
-	return out
+	if base == nil {
+		return p, out
+	}
+	recent := &snapshot.Probes{Time: p.Time, EngineStalled: p.EngineStalled, Profiles: make(map[string]*snapshot.ProbeProfile, len(p.Profiles))}
+	for name, pr := range p.Profiles {
+		if pr == nil {
+			continue
+		}
+		cp := *pr
+		if old, ok := base.ttft[name]; ok {
+			cp.TTFT, _ = pr.TTFT.Sub(old) // a prober restart: the newer histogram is the increase
+		}
+		recent.Profiles[name] = &cp
+	}
+	return recent, out
 }
 
 // ModelState is one model's published classification.
@@ -203,11 +173,13 @@ type ModelState struct {
 	Findings    []Finding
 	Roofline    Roofline
 	Unavailable map[Class]string
-	SLO         SLOCheck
-	Capacity    Capacity
-	Window      *snapshot.Derived
-	Latest      *snapshot.Model
-	Ticks       int
+	// SLOHolds (known when SLOKnown) gates the capacity maximum: the SLO
+	// watchdog's verdict, else the classifier's own TTFT and TPOT targets.
+	SLOHolds, SLOKnown bool
+	Capacity           Capacity
+	Window             *snapshot.Derived
+	Latest             *snapshot.Model
+	Ticks              int
 }
 
 // Evidence returns the current class's evidence.
@@ -218,16 +190,6 @@ func (s ModelState) Evidence() []Evidence {
 		}
 	}
 	return nil
-}
-
-// SLOCheck is the classifier's own view of the latency contract.
-type SLOCheck struct {
-	Quantile   float64
-	TTFT, TPOT snapshot.Value // measured at Quantile
-	TTFTTarget float64
-	TPOTTarget float64
-	// Holds is known when both are measurable (or the watchdog says).
-	Holds, Known bool
 }
 
 // Capacity is sustained throughput while the SLOs held, and its cost.
@@ -258,13 +220,8 @@ type modelState struct {
 	prevHits     float64
 	prevFinished float64
 	prevPrompt   float64
-	waiting      []float64 // capacity queue at the latest scrapes, oldest first
-	waitingAt    time.Time // the newest of those scrapes
-	// ttft: the TTFT histograms of the latest recentScrapes+1 scrapes
-	// (the newest at ttftAt) and the median of the requests between them.
-	ttft         []snapshot.Histogram
-	ttftAt       time.Time
-	ttftMedian   snapshot.Value
+	scrapes      []scrapeReading // the latest recentScrapes+1 scrapes, oldest first
+	scrapedAt    time.Time       // the newest of them
 	havePrefix   bool
 	haveProgress bool
 	// gen: the generation-token counter at the previous tick's scrape.
@@ -275,7 +232,8 @@ type modelState struct {
 	lastUp      time.Time      // scrape time of the last successful scrape
 
 	// The references the relative rules compare with: the best windowed
-	// prefix-cache hit ratio and prefill speed seen.
+	// prefix-cache hit ratio, cached tokens per request and decode step,
+	// and the typical prefill speed.
 	hitRef, perRequestRef, prefillRef, decodeRef highWater
 }
 
@@ -355,45 +313,41 @@ func (st *modelState) recentPrefix(m *snapshot.Model) (ratio, perRequest snapsho
 // traffic as it is now (the queue that held, the median TTFT).
 const recentScrapes = 3
 
-// waitingScrapes records the requests waiting for capacity at this scrape
-// and returns the queue lengths of the latest recentScrapes scrapes, oldest
-// first (a tick without a newer scrape repeats them).
-func (st *modelState) waitingScrapes(m *snapshot.Model, at time.Time) []float64 {
-	w := m.WaitingForCapacity()
-	switch {
-	case !w.OK:
-		st.waiting = nil
-	case at.After(st.waitingAt) || len(st.waiting) == 0:
-		st.waiting = append(st.waiting, w.V)
-		if len(st.waiting) > recentScrapes {
-			st.waiting = st.waiting[1:]
-		}
-	}
-	st.waitingAt = at
-	return slices.Clone(st.waiting)
+// scrapeReading is what the rules of the traffic as it is now keep of one
+// scrape.
+type scrapeReading struct {
+	waiting snapshot.Value // requests waiting for capacity
+	ttft    snapshot.Histogram
+	hasTTFT bool
 }
 
-// recentTTFTMedian is the median TTFT of the requests whose first token
-// came over the latest recentScrapes scrape intervals (absent without any,
-// or after a reset): the traffic as it is now, which a window that still
-// holds older traffic does not show.
-func (st *modelState) recentTTFTMedian(m *snapshot.Model, at time.Time) snapshot.Value {
-	h, ok := m.Histograms.Lookup(snapshot.TTFT)
-	if !ok {
-		st.ttft, st.ttftMedian = nil, snapshot.Value{}
-		return st.ttftMedian
-	}
-	if n := len(st.ttft); n == 0 || at.After(st.ttftAt) {
-		st.ttft = append(st.ttft, h)
-		if len(st.ttft) > recentScrapes+1 {
-			st.ttft = st.ttft[1:]
+// recent records this scrape's readings (a tick without a newer scrape
+// repeats them) and returns the capacity queue at the latest recentScrapes
+// scrapes, oldest first, and the median TTFT of the requests whose first
+// token came over the latest recentScrapes scrape intervals (absent without
+// any, or after a reset): the traffic as it is now, which a window that
+// still holds older traffic does not show.
+func (st *modelState) recent(m *snapshot.Model, at time.Time) (waiting []float64, ttft50 snapshot.Value) {
+	if len(st.scrapes) == 0 || at.After(st.scrapedAt) {
+		h, ok := m.Histograms.Lookup(snapshot.TTFT)
+		st.scrapes = append(st.scrapes, scrapeReading{waiting: m.WaitingForCapacity(), ttft: h, hasTTFT: ok})
+		if len(st.scrapes) > recentScrapes+1 {
+			st.scrapes = st.scrapes[1:]
 		}
-		st.ttftAt, st.ttftMedian = at, snapshot.Value{}
-		if d, reset := h.Sub(st.ttft[0]); !reset && len(st.ttft) > 1 && d.Count > 0 {
-			st.ttftMedian = d.Quantile(0.5)
+		st.scrapedAt = at
+	}
+	rs := st.scrapes
+	for _, r := range rs[max(len(rs)-recentScrapes, 0):] {
+		if waiting = append(waiting, r.waiting.V); !r.waiting.OK {
+			waiting = nil // a gap: the queue's history starts again
 		}
 	}
-	return st.ttftMedian
+	if first, last := rs[0], rs[len(rs)-1]; len(rs) > 1 && first.hasTTFT && last.hasTTFT {
+		if d, reset := last.ttft.Sub(first.ttft); !reset && d.Count > 0 {
+			ttft50 = d.Quantile(0.5)
+		}
+	}
+	return waiting, ttft50
 }
 
 // finished is the requests the server has finished, by any reason.
@@ -530,8 +484,7 @@ func (c *Classifier) Tick(now time.Time) {
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	outcomes := c.recentOutcomes(now, probes, th)
-	probes = c.recentProbes(now, probes, th.BaselineWindow)
+	probes, outcomes := c.recentProbes(now, probes, th)
 	for name := range c.models {
 		if _, ok := latest.Models[name]; !ok {
 			delete(c.models, name)
@@ -547,8 +500,8 @@ func (c *Classifier) Tick(now time.Time) {
 			c.models[name] = st
 		}
 		in := Inputs{Now: now, Model: m, Window: win[name], GPU: gpu, Probes: probes, ProbeOutcomes: outcomes, NoProgress: st.noProgress(m, latest.Time),
-			RecentGenerationTokensPerSecond: st.recentGeneration(m, latest.Time), WaitingScrapes: st.waitingScrapes(m, latest.Time),
-			RecentTTFTMedian: st.recentTTFTMedian(m, latest.Time)}
+			RecentGenerationTokensPerSecond: st.recentGeneration(m, latest.Time)}
+		in.WaitingScrapes, in.RecentTTFTMedian = st.recent(m, latest.Time)
 		in.RecentHitRatio, in.RecentCachedTokensPerRequest = st.recentPrefix(m)
 		in.KVUsage, in.KVUsagePeak = st.sustainedKV(m.KVUsage, now, th.Window)
 		st.references(now, th, &in)
@@ -561,7 +514,7 @@ func (c *Classifier) Tick(now time.Time) {
 		}
 		st.Findings, st.Roofline, st.Window, st.Latest = findings, in.Roofline, in.Window, m
 		st.Unavailable = Unavailable(len(upDevices(gpu)) > 0, in.Roofline.Predicted.OK, rules{in: in}.dram().OK)
-		st.SLO = c.sloCheck(name, in, th, now)
+		st.SLOHolds, st.SLOKnown = c.sloHolds(name, in, th, now)
 		st.trackCapacity(now, th, in.Window, saturation(m, in.Window, in.KVUsage, th), c.gpuCount(gpu), c.opts.Cost.GPUHour)
 	}
 }
@@ -596,9 +549,9 @@ func (c *Classifier) tickDown(now time.Time, latest *snapshot.VLLM, th config.Bo
 		st.Findings = []Finding{fault, down, {Class: NearOptimal, Holds: true}}
 		st.Roofline, st.Window, st.Latest = Roofline{}, nil, nil
 		st.Unavailable = nil
-		st.SLO = SLOCheck{Quantile: th.SLOQuantile, TTFTTarget: th.TTFTTargetSeconds, TPOTTarget: th.TPOTTargetSeconds}
+		st.SLOHolds, st.SLOKnown = false, false
 		st.Capacity = Capacity{}
-		st.kv, st.waiting, st.ttft, st.haveProgress, st.havePrefix, st.havePrevGen = nil, nil, nil, false, false, false
+		st.kv, st.scrapes, st.haveProgress, st.havePrefix, st.havePrevGen = nil, nil, false, false, false
 	}
 }
 
@@ -651,22 +604,17 @@ func mode(cs []Class) Class {
 	return best
 }
 
-func (c *Classifier) sloCheck(model string, in Inputs, th config.Bottleneck, now time.Time) SLOCheck {
-	r := rules{in: in, th: th}
-	s := SLOCheck{
-		Quantile: th.SLOQuantile, TTFTTarget: th.TTFTTargetSeconds, TPOTTarget: th.TPOTTargetSeconds,
-		TTFT: r.slo(snapshot.TTFT, th.SLOQuantile), TPOT: r.slo(snapshot.RequestTPOT, th.SLOQuantile),
-	}
+// sloHolds is the watchdog's verdict on model's SLOs when it has one, else
+// the classifier's own: TTFT and TPOT at slo_quantile within their targets.
+func (c *Classifier) sloHolds(model string, in Inputs, th config.Bottleneck, now time.Time) (holds, known bool) {
 	if c.opts.SLOHolds != nil {
 		if holds, known := c.opts.SLOHolds(model, now); known {
-			s.Holds, s.Known = holds, true
-			return s
+			return holds, true
 		}
 	}
-	if s.TTFT.OK && s.TPOT.OK {
-		s.Holds, s.Known = s.TTFT.V <= s.TTFTTarget && s.TPOT.V <= s.TPOTTarget, true
-	}
-	return s
+	r := rules{in: in, th: th}
+	ttft, tpot := r.slo(snapshot.TTFT, th.SLOQuantile), r.slo(snapshot.RequestTPOT, th.SLOQuantile)
+	return ttft.V <= th.TTFTTargetSeconds && tpot.V <= th.TPOTTargetSeconds, ttft.OK && tpot.OK
 }
 
 func (c *Classifier) gpuCount(g *snapshot.GPU) int {
@@ -713,7 +661,7 @@ func (st *modelState) trackCapacity(now time.Time, th config.Bottleneck, w *snap
 	if bucketLen <= 0 {
 		bucketLen = time.Second
 	}
-	if st.SLO.Known && st.SLO.Holds && w != nil && w.RequestsPerSecond.OK && w.GenerationTokensPerSecond.OK {
+	if st.SLOKnown && st.SLOHolds && w != nil && w.RequestsPerSecond.OK && w.GenerationTokensPerSecond.OK {
 		b := now.Truncate(bucketLen)
 		cur := capSample{bucket: b, rps: w.RequestsPerSecond.V, tps: w.GenerationTokensPerSecond.V, load: load}
 		if n := len(st.samples); n > 0 && st.samples[n-1].bucket.Equal(b) {

@@ -676,7 +676,8 @@ func replay(t *testing.T, frames []frame, th config.Bottleneck, r corpusRegime) 
 		if len(sts) == 1 {
 			checkReport(t, i, sts[0], c, th)
 			p.class, p.raw, p.evidence = sts[0].Class, sts[0].Raw, rawEvidence(sts[0])
-			p.ttftOver = sts[0].SLO.TTFT.OK && sts[0].SLO.TTFT.V > th.TTFTTargetSeconds
+			ttft := quantile(sts[0].Window, snapshot.TTFT, th.SLOQuantile)
+			p.ttftOver = ttft.OK && ttft.V > th.TTFTTargetSeconds
 			p.window, p.model = sts[0].Window, sts[0].Latest
 			if p.raw != r.label {
 				for _, f := range sts[0].Findings {

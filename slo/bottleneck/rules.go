@@ -589,33 +589,14 @@ func PrefillSpeed(w *snapshot.Derived) snapshot.Value {
 }
 
 // prefillBound: TTFT over target and spent in prefill (not in the queue),
-// in one of two ways. Slow prefill: prefill runs slower than this server
-// has shown it can (a long-prompt workload on a healthy server has a long
-// TTFT but its usual prefill speed, so it is not prefill_bound). The
-// prefill tail: a few long prompts among short ones (documents among
-// chat) make p99 TTFT miss its target while the median stays fast; their
-// prefill, not the queue, is the tail. When neither holds, the one with
-// more of its gates holding is returned (the nearer miss, for reports).
+// in one of two ways: slow prefill (prefillSlow) or the prefill tail
+// (prefillTail). When neither holds, the tail's finding is the one kept for
+// reports: a tail is the likelier near miss.
 func (r rules) prefillBound() Finding {
-	slow := r.prefillSlow()
-	if slow.Holds {
+	if slow := r.prefillSlow(); slow.Holds {
 		return slow
 	}
-	if tail := r.prefillTail(); tail.Holds || gatesHeld(tail) > gatesHeld(slow) {
-		return tail
-	}
-	return slow
-}
-
-// gatesHeld counts a finding's gating evidence that holds.
-func gatesHeld(f Finding) int {
-	n := 0
-	for _, e := range f.Evidence {
-		if e.Op != "" && e.Holds() {
-			n++
-		}
-	}
-	return n
+	return r.prefillTail()
 }
 
 // prefillSlow: TTFT over its target and spent in prefill, which runs at
