@@ -582,12 +582,14 @@ func (s *Sampler) absence() log.Logger {
 }
 
 // warnOnce logs a warning the first time key is seen.
-func (s *Sampler) warnOnce(key string, kv ...interface{}) {
-	if s.warned[key] {
-		return
+func (s *Sampler) warnOnce(key string, kv ...any) { s.logOnce(level.Warn, key, kv...) }
+
+// logOnce logs at lvl the first time key is seen.
+func (s *Sampler) logOnce(lvl func(log.Logger) log.Logger, key string, kv ...any) {
+	if !s.warned[key] {
+		s.warned[key] = true
+		lvl(s.logger).Log(kv...)
 	}
-	s.warned[key] = true
-	level.Warn(s.logger).Log(kv...)
 }
 
 // reader collects one device's reads: ERROR_GPU_IS_LOST stops further reads,
