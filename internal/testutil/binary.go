@@ -20,26 +20,19 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/toolbuild"
 )
 
-// ModuleRoot returns the directory of go.mod, searched upwards from the
-// test's working directory (its package directory).
+// ModuleRoot returns the repository's root directory (where go.mod and
+// internal/tools are).
 func ModuleRoot(t testing.TB) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	root, err := toolbuild.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test's directory")
-		}
-		dir = parent
-	}
+	return root
 }
 
 var (
