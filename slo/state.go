@@ -136,11 +136,9 @@ func (w *Watchdog) saveLocked(now time.Time) error {
 }
 
 // encodeState writes the checkpoint (a stateFile's JSON) to bw one series
-// at a time, so the encoded file is never held whole: with 16 models and 3
-// days of traffic, marshalling the whole stateFile held its 7 MB of JSON
-// and every ring's bucket list (about 18 MB) at once, on top of the
-// exporter's working heap; now one series' rings (about 230 KB). bw's
-// errors are sticky: the caller's Flush reports them.
+// at a time, so the encoded file (megabytes with many models) is never held
+// whole on top of the working heap. bw's errors are sticky: the caller's
+// Flush reports them.
 func (w *Watchdog) encodeState(bw *bufio.Writer, now time.Time) error {
 	put := func(v any, open bool) error {
 		b, err := json.Marshal(v)

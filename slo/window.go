@@ -106,7 +106,7 @@ func Windows(period time.Duration) []time.Duration {
 
 // WindowName is the `window` label value of a duration ("5m", "1d", "1m10s").
 // The names are remembered: every evaluation names each window of each SLO
-// and model, and formatting them anew was a tenth of an evaluation's CPU.
+// and model.
 func WindowName(d time.Duration) string {
 	if s, ok := windowNames.Load(d); ok {
 		return s.(string)
@@ -124,11 +124,9 @@ var windowNames sync.Map
 // and spans the windows up to 2h (30-day period: 30 s buckets, 241 of
 // them); the medium ring's buckets are 10 fine ones (5 minutes) and span
 // the windows from 6h to 3d (865); the coarse ring covers the whole period
-// in 720 buckets. One 30 s ring over the 3 days held 8,641 buckets, 69 KB
-// per SLO and model; the three rings hold 14 KB. A medium window's oldest
-// edge moves in 5-minute steps: the 6h window sums between 5h55m and 6h of
-// events (the fine ring's: between 5h59m30s and 6h), 1.4 % of its span, 0.1
-// % of the 3d window's.
+// in 720 buckets, so the long windows need no fine buckets. A medium
+// window's oldest edge moves in 5-minute steps (the 6h window sums between
+// 5h55m and 6h of events).
 const (
 	fineBucketsPerShortWindow = 10
 	mediumPerFine             = 10

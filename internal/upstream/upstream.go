@@ -4,9 +4,8 @@
 // credentials, proxy, redirects), one way to write the server's URL into
 // logs, errors and pages without its secrets.
 //
-// Why one package: the scraper used to honour HTTP(S)_PROXY while the probes
-// ignored it, so with a proxy variable set the bearer key went to a proxy it
-// was never meant for. A configuration decided in one place cannot diverge.
+// Why one package: if the scraper and the probes decided proxies or TLS
+// apart, a bearer key could go to a proxy meant for neither.
 //
 // Credentials are common/config Secrets (they marshal as <secret>), and the
 // *_file forms (authorization.credentials_file, basic_auth.password_file) are

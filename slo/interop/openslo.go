@@ -28,11 +28,8 @@ const (
 //
 // The documents are the specification's v1 objects written from the
 // structs below, not from the OpenSLO Go SDK's types: the SDK's validation
-// pulls golang.org/x/tools/go/packages and go/types into whatever links it
-// (8.8 MB of the sidecar's 26 MB of code, mapped in every pod, and the
-// regular expressions its validators compile at start-up) for a subcommand
-// that only writes YAML. The tests decode and validate the output with the
-// SDK.
+// links go/types and go/packages into every pod for a subcommand that only
+// writes YAML. The tests decode and validate the output with the SDK.
 func OpenSLO(slos []config.SLO, o Options) ([]byte, error) {
 	o.defaults()
 	ps, err := prepare(slos, o)
