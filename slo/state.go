@@ -94,7 +94,6 @@ func decodeRing(sr stateRing, r *ring) error {
 	if !sr.Init {
 		return nil
 	}
-	r.changed()
 	r.init, r.head = true, floorDiv(sr.Head*sr.WidthNS, w)
 	for i := range r.bad {
 		r.bad[i], r.total[i] = 0, 0
