@@ -332,22 +332,20 @@ func (w *Watchdog) apply(sf *stateFile) error {
 				continue
 			}
 			s := st.newSeries(se.Model)
-			if err := decodeRing(se.Fine, s.fine); err != nil {
-				return &stateError{"corrupt", fmt.Errorf("slo %s model %q fine ring: %w", ss.Name, se.Model, err)}
-			}
 			medium := se.Medium
 			if medium == nil {
 				medium = &se.Fine
 			}
-			if err := decodeRing(*medium, s.medium); err != nil {
-				return &stateError{"corrupt", fmt.Errorf("slo %s model %q medium ring: %w", ss.Name, se.Model, err)}
-			}
-			if err := decodeRing(se.Coarse, s.coarse); err != nil {
-				return &stateError{"corrupt", fmt.Errorf("slo %s model %q coarse ring: %w", ss.Name, se.Model, err)}
-			}
-			if se.Fast != nil {
-				if err := decodeRing(*se.Fast, s.fast); err != nil {
-					return &stateError{"corrupt", fmt.Errorf("slo %s model %q fast ring: %w", ss.Name, se.Model, err)}
+			for _, r := range []struct {
+				name string
+				sr   *stateRing
+				r    *ring
+			}{{"fine", &se.Fine, s.fine}, {"medium", medium, s.medium}, {"coarse", &se.Coarse, s.coarse}, {"fast", se.Fast, s.fast}} {
+				if r.sr == nil {
+					continue // no fast ring in the file
+				}
+				if err := decodeRing(*r.sr, r.r); err != nil {
+					return &stateError{"corrupt", fmt.Errorf("slo %s model %q %s ring: %w", ss.Name, se.Model, r.name, err)}
 				}
 			}
 			s.hasLast, s.last, s.lastSeen = se.HasLast, se.Last, se.LastSeen

@@ -2,7 +2,6 @@ package slo
 
 import (
 	"math"
-	"sync"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -104,20 +103,7 @@ func Windows(period time.Duration) []time.Duration {
 }
 
 // WindowName is the `window` label value of a duration ("5m", "1d", "1m10s").
-// The names are remembered: every evaluation names each window of each SLO
-// and model.
-func WindowName(d time.Duration) string {
-	if s, ok := windowNames.Load(d); ok {
-		return s.(string)
-	}
-	s := model.Duration(d).String()
-	windowNames.Store(d, s)
-	return s
-}
-
-// windowNames holds the few distinct window durations a configuration has
-// (its SLOs' windows and periods, the fast windows).
-var windowNames sync.Map
+func WindowName(d time.Duration) string { return model.Duration(d).String() }
 
 // bucket widths: the fine ring resolves the shortest window in 10 buckets
 // and spans the windows up to 2h (30-day period: 30 s buckets, 241 of
