@@ -31,13 +31,13 @@ type stateFile struct {
 	Format  string     `json:"format"`
 	Version int        `json:"version"`
 	SavedAt time.Time  `json:"saved_at"`
-	SLOs    []stateSLO `json:"slos"`
+	SLOs    []stateSLO `json:"slos,omitempty"` // encodeState writes the list itself
 }
 
 type stateSLO struct {
 	Name        string        `json:"name"`
 	Fingerprint string        `json:"fingerprint"`
-	Series      []stateSeries `json:"series"`
+	Series      []stateSeries `json:"series,omitempty"` // as SLOs
 }
 
 type stateSeries struct {
@@ -150,7 +150,7 @@ func (w *Watchdog) encodeState(bw *bufio.Writer, now time.Time) error {
 		_, err = bw.Write(b)
 		return err
 	}
-	if err := put(stateFileHeader{Format: stateFormat, Version: stateVersion, SavedAt: now.UTC()}, true); err != nil {
+	if err := put(stateFile{Format: stateFormat, Version: stateVersion, SavedAt: now.UTC()}, true); err != nil {
 		return err
 	}
 	bw.WriteString(`,"slos":[`)
@@ -159,7 +159,7 @@ func (w *Watchdog) encodeState(bw *bufio.Writer, now time.Time) error {
 		if i > 0 {
 			bw.WriteByte(',')
 		}
-		if err := put(stateSLOHeader{Name: name, Fingerprint: st.fp}, true); err != nil {
+		if err := put(stateSLO{Name: name, Fingerprint: st.fp}, true); err != nil {
 			return err
 		}
 		bw.WriteString(`,"series":[`)
@@ -181,19 +181,6 @@ func (w *Watchdog) encodeState(bw *bufio.Writer, now time.Time) error {
 func (s *series) state(model string) stateSeries {
 	return stateSeries{Model: model, HasLast: s.hasLast, Last: s.last, LastSeen: s.lastSeen.UTC(),
 		Fine: encodeRing(s.fine), Medium: ptr(encodeRing(s.medium)), Coarse: encodeRing(s.coarse), Fast: ptr(encodeRing(s.fast)), Since: ptr(s.since.UTC())}
-}
-
-// stateFileHeader and stateSLOHeader are stateFile and stateSLO without
-// their lists, which encodeState writes element by element.
-type stateFileHeader struct {
-	Format  string    `json:"format"`
-	Version int       `json:"version"`
-	SavedAt time.Time `json:"saved_at"`
-}
-
-type stateSLOHeader struct {
-	Name        string `json:"name"`
-	Fingerprint string `json:"fingerprint"`
 }
 
 func ptr[T any](v T) *T { return &v }
