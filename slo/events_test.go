@@ -2,6 +2,8 @@ package slo
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -158,4 +160,71 @@ vllm_slo_unmeasurable{reason="no_bucket_bound",slo="ttft-default"} 1
 			t.Errorf("an unmeasurable SLO has a result: %v", r)
 		}
 	}
+}
+
+// A preemption SLO counts preemptions (bad) against finished requests
+// (total), so bad is not a subset of total: a window can hold preemptions
+// and no finished request (an engine thrashing without completing
+// anything). The watchdog has no ratio for an empty window and never burns
+// on it, even with min_events: 0; the generated rules, where the ratio is
+// +Inf, must not page either. Same input series for both.
+func TestPreemptionWithoutFinishedRequestsAgrees(t *testing.T) {
+	const cfg = `
+slos:
+  - {name: preempt, kind: preemption, threshold: 0.01, min_events: 0}
+`
+	src := &fakeVLLM{}
+	w := New(Options{}, holderFor(t, cfg), Sources{VLLM: src}, nil)
+	tr := &traffic{good: 100}
+	var finished, preempt []float64
+	for k := 0; k <= 60; k++ {
+		if k > 0 {
+			tr.preemptions += 10
+		}
+		now := t0.Add(time.Duration(k) * time.Minute)
+		tickAt(w, src, tr, now)
+		if r := only(t, w); r.Page || r.Ticket {
+			t.Fatalf("watchdog alerted on preemptions without finished requests: %v", r)
+		}
+		finished = append(finished, tr.good)
+		preempt = append(preempt, tr.preemptions)
+	}
+	h, err := holderFromPath(writeTemp(t, "c.yml", cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := GenerateRules(h.Get().SLOs, RuleOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := writeTemp(t, "rules.yml", string(b))
+	var checks []testutil.ExprTest
+	for _, m := range []int{10, 30, 60} {
+		checks = append(checks, testutil.ExprTest{Expr: `ALERTS{slo="preempt"}`, EvalTime: testutil.Duration(time.Duration(m) * time.Minute)})
+	}
+	// A sample every 30 s (the watchdog's minutes, interpolated): every
+	// window, the fast tier's [1m] included, holds two samples or more on
+	// Prometheus 3's left-open ranges.
+	test := testutil.WriteRuleTest(t, t.TempDir(), "test.yml", testutil.RuleTestFile{
+		RuleFiles:          []string{rules},
+		EvaluationInterval: testutil.Duration(time.Minute),
+		Tests: []testutil.RuleTest{{
+			Interval: testutil.Duration(30 * time.Second),
+			InputSeries: []testutil.InputSeries{
+				{Series: `vllm_requests_finished_total{model="m",finished_reason="stop"}`, Values: testutil.Samples(testutil.Interpolate(finished, 2))},
+				{Series: `vllm_preemptions_total{model="m"}`, Values: testutil.Samples(testutil.Interpolate(preempt, 2))},
+			},
+			ExprTests: checks,
+		}},
+	})
+	testutil.RunRuleTests(t, test)
+}
+
+func writeTemp(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
