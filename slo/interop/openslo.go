@@ -157,7 +157,7 @@ func openSLOOf(p prepared, o Options) openSLOObject {
 			c := &cond.Condition
 			c.Kind, c.Op, c.Threshold, c.LookbackWindow, c.AlertAfter = "burnrate", "gt", pr.Factor, long, short
 			policy := openSLOAlertPolicy{
-				Description:        fmt.Sprintf("%s: burn rate above %s over %s and %s (%s).", alert, formatFloat(pr.Factor), long, short, o.RunbookURL+"#"+strings.ToLower(alert)),
+				Description:        fmt.Sprintf("%s: burn rate above %v over %s and %s (%s).", alert, pr.Factor, long, short, o.RunbookURL+"#"+strings.ToLower(alert)),
 				AlertWhenBreaching: true,
 				AlertWhenResolved:  true,
 				Conditions:         []openSLOInline{{Kind: "AlertCondition", Metadata: openSLOMetadata{Name: name}, Spec: cond}},
