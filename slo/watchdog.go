@@ -376,13 +376,9 @@ func (w *Watchdog) observe(st *sloState, vl *snapshot.VLLM, pr *snapshot.Probes,
 		msg = errs[0].Error()
 		w.self.evalErrors.add(st.cfg.Name)
 	}
-	st.unmeasurable = nil
+	st.unmeasurable = map[string]bool{}
 	for _, err := range errs {
-		var u unmeasurable
-		if errors.As(err, &u) {
-			if st.unmeasurable == nil {
-				st.unmeasurable = map[string]bool{}
-			}
+		if u := (unmeasurable{}); errors.As(err, &u) {
 			st.unmeasurable[u.reason] = true
 		}
 	}
@@ -498,12 +494,9 @@ func sleepingModels(v *snapshot.VLLM) map[string]bool {
 	if v == nil || !v.Up {
 		return nil
 	}
-	var out map[string]bool
+	out := map[string]bool{}
 	for name, m := range v.Models {
 		if m.Asleep() {
-			if out == nil {
-				out = map[string]bool{}
-			}
 			out[name] = true
 		}
 	}
