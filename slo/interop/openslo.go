@@ -114,13 +114,14 @@ type (
 		Spec     any             `yaml:"spec"`
 	}
 	openSLOAlertPolicy struct {
-		Description         string          `yaml:"description,omitempty"`
-		AlertWhenBreaching  bool            `yaml:"alertWhenBreaching"`
-		AlertWhenResolved   bool            `yaml:"alertWhenResolved"`
-		Conditions          []openSLOInline `yaml:"conditions"`
-		NotificationTargets []struct {
-			TargetRef string `yaml:"targetRef"`
-		} `yaml:"notificationTargets"`
+		Description         string             `yaml:"description,omitempty"`
+		AlertWhenBreaching  bool               `yaml:"alertWhenBreaching"`
+		AlertWhenResolved   bool               `yaml:"alertWhenResolved"`
+		Conditions          []openSLOInline    `yaml:"conditions"`
+		NotificationTargets []openSLOTargetRef `yaml:"notificationTargets"`
+	}
+	openSLOTargetRef struct {
+		TargetRef string `yaml:"targetRef"`
 	}
 	openSLOCondition struct {
 		Severity  string `yaml:"severity"`
@@ -157,14 +158,12 @@ func openSLOOf(p prepared, o Options) openSLOObject {
 			c := &cond.Condition
 			c.Kind, c.Op, c.Threshold, c.LookbackWindow, c.AlertAfter = "burnrate", "gt", pr.Factor, long, short
 			policy := openSLOAlertPolicy{
-				Description:        fmt.Sprintf("%s: burn rate above %v over %s and %s (%s).", alert, pr.Factor, long, short, o.RunbookURL+"#"+strings.ToLower(alert)),
-				AlertWhenBreaching: true,
-				AlertWhenResolved:  true,
-				Conditions:         []openSLOInline{{Kind: "AlertCondition", Metadata: openSLOMetadata{Name: name}, Spec: cond}},
+				Description:         fmt.Sprintf("%s: burn rate above %v over %s and %s (%s).", alert, pr.Factor, long, short, o.RunbookURL+"#"+strings.ToLower(alert)),
+				AlertWhenBreaching:  true,
+				AlertWhenResolved:   true,
+				Conditions:          []openSLOInline{{Kind: "AlertCondition", Metadata: openSLOMetadata{Name: name}, Spec: cond}},
+				NotificationTargets: []openSLOTargetRef{{target}},
 			}
-			policy.NotificationTargets = append(policy.NotificationTargets, struct {
-				TargetRef string `yaml:"targetRef"`
-			}{target})
 			policies = append(policies, openSLOInline{Kind: "AlertPolicy", Metadata: openSLOMetadata{Name: name}, Spec: policy})
 		}
 	}
