@@ -14,25 +14,25 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
-// lateServer serves collector/vllm/testdata/vllm-late-2026-dp2-priority-spec.txt (a vLLM
+// fixtureServer serves collector/vllm/testdata/vllm-late-2026-dp2-priority-spec.txt (a vLLM
 // 0.20-0.33 body: custom TTFT buckets, http 5xx answers, sleep states) with
 // series values replaced, and a real scraper reads it.
-type lateServer struct {
+type fixtureServer struct {
 	t    *testing.T
 	base string
 	srv  *testutil.BodyServer
 	s    *vllmcol.Scraper
 }
 
-func newLateServer(t *testing.T) *lateServer {
+func newFixtureServer(t *testing.T) *fixtureServer {
 	raw := testutil.VLLMBody(t, "vllm-late-2026-dp2-priority-spec.txt")
-	l := &lateServer{t: t, base: raw, srv: testutil.NewBodyServer(t, raw)}
+	l := &fixtureServer{t: t, base: raw, srv: testutil.NewBodyServer(t, raw)}
 	l.s = vllmcol.New(vllmcol.Options{URL: l.srv.URL, Interval: 10 * time.Second}, nil)
 	return l
 }
 
 // scrape serves the base body with values replaced and scrapes it at now.
-func (l *lateServer) scrape(now time.Time, values map[string]string) {
+func (l *fixtureServer) scrape(now time.Time, values map[string]string) {
 	l.t.Helper()
 	l.srv.Set(testutil.WithValues(l.t, l.base, values))
 	l.s.ScrapeOnce(context.Background(), now)
@@ -51,7 +51,7 @@ func lateEngine(name, engine string, extra ...string) string {
 // Requests the server refused (5xx) count in the availability SLI as failed
 // events; a deliberately sleeping engine's refusals do not.
 func TestAvailabilityCountsRefusalsNotSleep(t *testing.T) {
-	l := newLateServer(t)
+	l := newFixtureServer(t)
 	w := New(Options{}, holderFor(t, "slos:\n  - {name: avail, kind: availability, objective: 0.99, min_events: 1}\n"), Sources{VLLM: l.s}, nil)
 	stop := `vllm:request_success_total{engine="0",finished_reason="stop",model_name="` + lateModel + `",priority="0"}`
 	l.scrape(t0, nil)
@@ -111,7 +111,7 @@ func resultFor(t *testing.T, w *Watchdog, slo, model string) Result {
 // histogram_buckets); one whose threshold the scrape lacks is marked
 // unmeasurable with its reason and counts nothing.
 func TestCustomBucketsMeasurability(t *testing.T) {
-	l := newLateServer(t)
+	l := newFixtureServer(t)
 	custom := New(Options{}, holderFor(t, `histogram_buckets:
   ttft: [0.05, 0.1, 0.2, 0.35, 0.5, 1, 2, 5]
 slos:
