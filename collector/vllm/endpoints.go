@@ -6,7 +6,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -18,35 +17,29 @@ import (
 
 // A vLLM server may answer on several API servers: with
 // --data-parallel-multi-port-external-lb each data-parallel rank has its
-// own on port+rank, its /metrics showing its own engine only. The scraper
-// fetches them all at once under the one scrape deadline and reads their
-// samples as one body: the family table's aggregation then sums each
-// model over the ranks' engines and over the API servers' own server-wide
-// families (http_requests_total), takes the first of those every rank
-// repeats (vllm:cache_config_info) and the latest of lora_requests_info.
+// own on port+rank, showing its own engine only. They are fetched at once
+// under the one scrape deadline and their samples read as one body, so the
+// family table's aggregation combines the ranks as it combines engines
+// (and sums each API server's own http_requests_total).
 //
 // Counters and histograms must stay monotonic whatever one rank does, or
-// every consumer (windows, SLOs, Prometheus' rate) would read a rank that
-// goes down, restarts or appears late as a reset of the whole server: a
-// rank that does not answer adds its last readings, one that restarted adds
-// what it had counted before, and one first seen after the server counts
-// from then on. Its gauges are only shown while it answers.
+// every consumer (windows, SLOs, Prometheus' rate) would read a rank going
+// down, restarting or appearing late as a reset of the whole server: a rank
+// that does not answer adds its last readings, one that restarted adds what
+// it had counted before, one first seen after the server counts from then
+// on. Its gauges count only while it answers.
 
-// endpoint is one API server of a server of several, exported by its place
-// in Options.URLs (vllm_exporter_endpoint_up{endpoint}).
+// endpoint is one API server, exported by its place in Options.URLs.
 type endpoint struct {
-	url    string // its /metrics
-	scan   *scanner
-	res    result
-	up     bool   // its last fetch succeeded
-	reason string // its last fetch's error reason ("" when up)
-	everUp bool
-	// carried are its cumulative readings as of its last successful fetch,
-	// by series, in first-seen order: what it adds to the server's sums.
-	carried  map[carriedKey]*carried
-	order    []*carried
-	engines  []string // model and engine of its readings, what it claims
-	buf, les []float64
+	url            string // its /metrics
+	scan           *scanner
+	res            result
+	up, everUp     bool
+	reason         string // its last fetch's error reason ("" when up)
+	carried        map[carriedKey]*carried
+	order          []*carried // carried, in first-seen order
+	engines        []string   // model and engine of its readings, which it claims
+	rawBuf, lesBuf []float64
 }
 
 type carriedKey struct {
@@ -54,44 +47,40 @@ type carriedKey struct {
 	labels string
 }
 
-// carried is a counter or histogram child of one endpoint, made monotonic
-// across the endpoint's restarts.
+// carried is a counter or histogram child of one endpoint as of its last
+// successful fetch, made monotonic across its restarts.
 type carried struct {
 	key  carriedKey
 	hist bool
 	e    series // a counter's sample as the view shows it
-	c    child  // a histogram child's, as the view shows it
+	c    child  // a histogram child's
 	les  []float64
-	// last are the raw readings of the last body (a counter's value, or a
-	// child's buckets by bound, _sum and _count); base is added to them.
+	// last are the raw readings of the last body (a counter's value; a
+	// child's buckets by bound, _sum, _count), base what is added to them.
 	last, base []float64
 	seen       time.Time
 }
 
-// fetchAll fetches every endpoint at once and builds the server's view of
-// them in s.scan. The scrape fails only when every endpoint fails; each
-// endpoint's fetch counts as a scrape, each failure under its reason.
+// fetchAll fetches every endpoint and builds the view of them in s.scan.
+// The scrape fails only when every endpoint does; each endpoint's fetch
+// counts as a scrape, and each failure under its reason.
 func (s *Scraper) fetchAll(ctx context.Context, now time.Time, res *result) (string, error) {
 	reasons, errs := make([]string, len(s.eps)), make([]error, len(s.eps))
 	var wg sync.WaitGroup
 	for i, ep := range s.eps {
-		wg.Go(func() {
-			ep.res = result{}
-			reasons[i], errs[i] = s.fetch(ctx, ep.url, ep.scan, &ep.res)
-		})
+		wg.Go(func() { ep.res = result{}; reasons[i], errs[i] = s.fetch(ctx, ep.url, ep.scan, &ep.res) })
 	}
 	if s.supervisorURL != "" {
 		wg.Go(func() { s.supervisor = s.askSupervisor(ctx) })
 	}
 	wg.Wait()
 	s.scrapes += float64(len(s.eps))
-	var reason string
-	var err error
+	reason, err := "", error(nil)
 	for i, ep := range s.eps {
 		if errs[i] != nil {
 			s.errors[reasons[i]]++
 			if reasons[i] != ep.reason {
-				level.Warn(s.logger).Log("msg", "vLLM API server not scraped; the server is shown without it (vllm_exporter_endpoint_up)", "endpoint", i, "url", RedactedURL(ep.url), "reason", reasons[i], "err", errs[i])
+				level.Warn(s.logger).Log("msg", "vLLM API server not scraped; the server is shown without it", "endpoint", i, "url", RedactedURL(ep.url), "reason", reasons[i], "err", errs[i])
 			}
 			if reason == "" {
 				reason, err = reasons[i], fmt.Errorf("endpoint %d: %w", i, errs[i])
@@ -118,17 +107,16 @@ func (s *Scraper) fetchAll(ctx context.Context, now time.Time, res *result) (str
 	return "", nil
 }
 
-// carry updates the endpoint's carried readings from the body it just
-// read. zero: the endpoint answers for the first time after the server
-// did, so what it counted before is not counted now. A series absent from
-// its bodies for idle (or past maxSeries of them) is forgotten.
+// carry updates the carried readings from the body just read. zero: the
+// endpoint answers for the first time after the server did, so what it
+// counted before is left out. A series absent from its bodies for idle (or
+// past maxSeries of them) is forgotten.
 func (ep *endpoint) carry(now time.Time, zero bool, idle time.Duration, maxSeries int) {
 	for fam, vs := range ep.scan.values {
 		for _, e := range vs {
 			if counterFamily[fam] {
 				c := ep.entry(fam, e.labels, false, now)
-				ep.buf = append(ep.buf[:0], e.v)
-				c.update(ep.buf, nil, zero)
+				c.update(append(ep.rawBuf[:0], e.v), nil, zero)
 				c.e, c.e.v = *e, c.last[0]+c.base[0]
 			}
 		}
@@ -137,15 +125,14 @@ func (ep *endpoint) carry(now time.Time, zero bool, idle time.Duration, maxSerie
 		for _, k := range kids {
 			c := ep.entry(fam, k.labels, true, now)
 			slices.SortFunc(k.buckets, func(a, b bucket) int { return cmpFloat(a.le, b.le) })
-			ep.buf, ep.les = ep.buf[:0], ep.les[:0]
+			ep.rawBuf, ep.lesBuf = ep.rawBuf[:0], ep.lesBuf[:0]
 			for _, b := range k.buckets {
-				ep.les, ep.buf = append(ep.les, b.le), append(ep.buf, b.v)
+				ep.lesBuf, ep.rawBuf = append(ep.lesBuf, b.le), append(ep.rawBuf, b.v)
 			}
-			c.update(append(ep.buf, k.sum, k.count), ep.les, zero)
-			own := c.c.buckets[:0]
+			c.update(append(ep.rawBuf, k.sum, k.count), ep.lesBuf, zero)
+			own, n := c.c.buckets[:0], len(k.buckets)
 			c.c = *k
 			c.c.buckets = append(own, k.buckets...)
-			n := len(k.buckets)
 			for i := range c.c.buckets {
 				c.c.buckets[i].v += c.base[i]
 			}
@@ -153,17 +140,13 @@ func (ep *endpoint) carry(now time.Time, zero bool, idle time.Duration, maxSerie
 		}
 	}
 	keep := ep.order[:0]
-	for _, c := range ep.order {
-		if c.seen.Equal(now) || now.Sub(c.seen) < idle && len(keep) < maxSeries {
-			keep = append(keep, c)
-		} else {
-			delete(ep.carried, c.key)
-		}
-	}
-	clear(ep.order[len(keep):])
-	ep.order = keep
 	ep.engines = ep.engines[:0]
 	for _, c := range ep.order {
+		if !c.seen.Equal(now) && (now.Sub(c.seen) >= idle || len(keep) >= maxSeries) {
+			delete(ep.carried, c.key)
+			continue
+		}
+		keep = append(keep, c)
 		l := c.e.labels
 		if c.hist {
 			l = c.c.labels
@@ -172,6 +155,8 @@ func (ep *endpoint) carry(now time.Time, zero bool, idle time.Duration, maxSerie
 			ep.engines = append(ep.engines, l.get("model_name")+"\xff"+e)
 		}
 	}
+	clear(ep.order[len(keep):])
+	ep.order = keep
 	slices.Sort(ep.engines)
 	ep.engines = slices.Compact(ep.engines)
 }
@@ -182,16 +167,15 @@ func (ep *endpoint) entry(fam int, l labels, hist bool, now time.Time) *carried 
 	c := ep.carried[k]
 	if c == nil {
 		c = &carried{key: k, hist: hist}
-		ep.carried[k] = c
-		ep.order = append(ep.order, c)
+		ep.carried[k], ep.order = c, append(ep.order, c)
 	}
 	c.seen = now
 	return c
 }
 
-// update takes this body's raw readings: one below the last reading means
-// the endpoint restarted, and what it had counted goes into base. New
-// bucket bounds (vLLM restarted with others) cannot be continued.
+// update takes this body's raw readings: one below the last means the
+// endpoint restarted, and what it had counted goes into base. New bucket
+// bounds (vLLM restarted with others) cannot be continued.
 func (c *carried) update(raw, les []float64, zero bool) {
 	switch {
 	case c.last == nil && zero:
@@ -201,28 +185,23 @@ func (c *carried) update(raw, les []float64, zero bool) {
 		}
 	case c.last == nil || len(raw) != len(c.last) || !slices.Equal(les, c.les):
 		c.base = make([]float64, len(raw))
-	case wentBelow(raw, c.last):
-		for i := range c.base {
-			c.base[i] += c.last[i]
+	default:
+		for i := range raw {
+			if raw[i] < c.last[i] {
+				for j := range c.base {
+					c.base[j] += c.last[j]
+				}
+				break
+			}
 		}
 	}
-	c.les = append(c.les[:0], les...)
-	c.last = append(c.last[:0], raw...)
+	c.les, c.last = append(c.les[:0], les...), append(c.last[:0], raw...)
 }
 
-func wentBelow(raw, last []float64) bool {
-	for i := range raw {
-		if raw[i] < last[i] {
-			return true
-		}
-	}
-	return false
-}
-
-// merge builds the view of every endpoint the normalizer reads: the
-// gauges of those that answered, everyone's carried counters and
-// histograms. An endpoint whose engines another already showed (a second
-// URL of one API server) is left out: summed, it would count them twice.
+// merge builds the view the normalizer reads: the gauges of the endpoints
+// that answered, everyone's carried counters and histograms. An endpoint
+// whose engines another already showed (a second URL of one API server) is
+// left out: summed, it would count them twice.
 func (s *Scraper) merge(res *result) {
 	m := s.scan
 	m.forget()
@@ -269,7 +248,7 @@ func claim(claimed map[string]int, engines []string, i int) int {
 	return -1
 }
 
-// askSupervisor is 1 when the supervisor's /health answers 200.
+// askSupervisor is 1 when the supervisor's /health answers 200, else 0.
 func (s *Scraper) askSupervisor(ctx context.Context) snapshot.Value {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.supervisorURL, nil)
 	if err != nil {
@@ -279,39 +258,14 @@ func (s *Scraper) askSupervisor(ctx context.Context) snapshot.Value {
 	if err != nil {
 		return snapshot.Some(0)
 	}
-	defer resp.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
 	return snapshot.Some(b2f(resp.StatusCode == http.StatusOK))
 }
 
-// healthURL is the supervisor's /health for its base URL.
-func healthURL(base string) string {
-	u, err := url.Parse(base)
-	if err != nil || (u.Path != "" && u.Path != "/") {
-		return base
-	}
-	u.Path = "/health"
-	return u.String()
-}
-
-// endpointsUp says which endpoints answered the last scrape (nil for one).
-func (s *Scraper) endpointsUp() []bool {
-	if s.eps == nil {
-		return nil
-	}
-	out := make([]bool, len(s.eps))
-	for i, ep := range s.eps {
-		out[i] = ep.up
-	}
-	return out
-}
-
 // EndpointUp says whether the API server at Options.URLs[i] answered the
-// last scrape (with one URL: whether the last scrape succeeded).
+// last scrape.
 func (s *Scraper) EndpointUp(i int) bool {
-	st := s.state.Load()
-	if st.endpoints == nil {
-		return st.snap != nil && st.snap.Up
-	}
-	return i < len(st.endpoints) && st.endpoints[i]
+	up := s.state.Load().endpoints
+	return i < len(up) && up[i]
 }

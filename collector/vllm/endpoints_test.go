@@ -49,7 +49,7 @@ func startPod(t *testing.T, n int) *pod {
 		urls = append(urls, s.URL())
 		p.ranks = append(p.ranks, newTestScraper(t, s.URL(), nil))
 	}
-	p.pod = newTestScraper(t, "", func(o *Options) { o.URLs, o.SupervisorURL = urls, rk.SupervisorURL() })
+	p.pod = newTestScraper(t, "", func(o *Options) { o.URLs, o.Supervisor = urls, rk.SupervisorURL() })
 	return p
 }
 
@@ -365,7 +365,7 @@ func TestEndpointsShareOneDeadline(t *testing.T) {
 	s := newTestScraper(t, "", func(o *Options) { o.URLs, o.Timeout = []string{a.URL, b.URL, c.URL}, 300*time.Millisecond })
 	scrapeAt(s, t0)
 	if l := s.Latest(); !l.Up || s.EndpointUp(0) || s.EndpointUp(1) || !s.EndpointUp(2) {
-		t.Fatalf("up %v endpoints %v", l.Up, s.endpointsUp())
+		t.Fatalf("up %v endpoints %v", l.Up, s.state.Load().endpoints)
 	}
 	if got := s.errorsOf(ReasonTimeout); got != 2 {
 		t.Errorf("timeouts counted %v, want 2", got)

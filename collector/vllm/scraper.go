@@ -77,12 +77,12 @@ type Options struct {
 	// (--data-parallel-multi-port-external-lb: one per rank), scraped
 	// together as that server (endpoints.go); URL is then ignored.
 	URLs []string
-	// SupervisorURL is vLLM's data-parallel supervisor, whose /health is
-	// asked at every scrape (vllm_exporter_supervisor_healthy); "" none.
-	SupervisorURL string
-	Interval      time.Duration
-	Timeout       time.Duration
-	MaxBodyBytes  int64
+	// Supervisor is the base URL of vLLM's data-parallel supervisor, whose
+	// /health is asked at every scrape (vllm_exporter_supervisor_healthy).
+	Supervisor   string
+	Interval     time.Duration
+	Timeout      time.Duration
+	MaxBodyBytes int64
 	// MaxSeries bounds the series of the families the exporter reads in
 	// one body (--vllm.max-series), which is what the series cache holds.
 	MaxSeries int
@@ -235,8 +235,8 @@ func New(opts Options, logger log.Logger) *Scraper {
 			s.eps[i] = &endpoint{url: MetricsURL(u), scan: newScanner(), carried: map[carriedKey]*carried{}}
 		}
 		s.metricsURL, s.logURL = s.eps[0].url, RedactedURL(s.eps[0].url)
-		if opts.SupervisorURL != "" {
-			s.supervisorURL = healthURL(opts.SupervisorURL)
+		if opts.Supervisor != "" {
+			s.supervisorURL = strings.TrimSuffix(opts.Supervisor, "/") + "/health"
 		}
 	}
 	s.SetReaders(opts.Readers...)
@@ -484,8 +484,12 @@ func slim(snap *snapshot.VLLM) *snapshot.VLLM {
 
 // keepState stores the state /metrics shows until the next scrape.
 func (s *Scraper) keepState(snap *snapshot.VLLM, res *result, windows map[time.Duration]map[string]*snapshot.Derived, took time.Duration) {
+	var up []bool
+	for _, ep := range s.eps {
+		up = append(up, ep.up)
+	}
 	s.state.Store(&renderState{snap: snap, res: res, windows: windows, took: took, scrapes: s.scrapes,
-		errors: maps.Clone(s.errors), dropped: maps.Clone(s.dropped), lastOK: s.lastOK, endpoints: s.endpointsUp(), supervisor: s.supervisor})
+		errors: maps.Clone(s.errors), dropped: maps.Clone(s.dropped), lastOK: s.lastOK, endpoints: up, supervisor: s.supervisor})
 }
 
 // logScrape reports what a successful scrape found: it logs a recovery and

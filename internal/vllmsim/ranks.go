@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -20,9 +19,8 @@ import (
 // dp_supervisor.py). Each rank is a Sim with DataParallelSize 1, so its
 // engine, its http_* series, its faults and its restarts are its own.
 type Ranks struct {
-	Sims   []*Sim
-	sup    *http.Server
-	supURL string
+	Sims []*Sim
+	sup  *server
 }
 
 // StartRanks serves sims[r] on addrs[r] (they must not be started) and,
@@ -44,28 +42,31 @@ func StartRanks(sims []*Sim, addrs []string, supervisor string) (*Ranks, error) 
 	if supervisor == "" {
 		return rk, nil
 	}
-	ln, err := net.Listen("tcp", supervisor)
-	if err != nil {
-		rk.Close()
-		return nil, err
-	}
 	mux := http.NewServeMux()
 	for _, p := range []string{"/health", "/ready", "/readyz"} {
 		mux.HandleFunc("GET "+p, rk.supervise)
 	}
-	rk.sup = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	rk.supURL = "http://" + ln.Addr().String()
-	go func() { _ = rk.sup.Serve(ln) }()
+	rk.sup = &server{h: mux, addr: supervisor}
+	if err := rk.sup.listen(); err != nil {
+		rk.sup = nil
+		rk.Close()
+		return nil, err
+	}
 	return rk, nil
 }
 
 // SupervisorURL is the supervisor's base URL ("" without one).
-func (rk *Ranks) SupervisorURL() string { return rk.supURL }
+func (rk *Ranks) SupervisorURL() string {
+	if rk.sup == nil {
+		return ""
+	}
+	return "http://" + rk.sup.addr
+}
 
 // Close stops the supervisor and every rank.
 func (rk *Ranks) Close() {
 	if rk.sup != nil {
-		_ = rk.sup.Close()
+		rk.sup.close()
 	}
 	for _, s := range rk.Sims {
 		s.Close()
