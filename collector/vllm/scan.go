@@ -86,6 +86,11 @@ type series struct {
 	tooLong bool    // a label value is over MaxLabelValueBytes: every sample is dropped
 	le      float64 // partBucket: the bound; NaN when missing or not a number
 	v       float64 // this scrape's value
+	// group, for a gauge with a `pid` label (prometheus_client's
+	// multiprocess mode "all": one copy per API server process of one
+	// reading), is its family and labels without pid: the copies are read
+	// as one, the largest, never summed.
+	group string
 	// labels are a partValue series'; a histogram part's are its child's.
 	labels families.Labels
 	child  *child
@@ -126,9 +131,10 @@ type scanner struct {
 	// histogram children in the order they first appear.
 	values  [][]*series
 	kids    [][]*child
-	bad     [][]*series     // samples that are no reading (badValue)
-	anyVLLM bool            // a vllm:* family was named
-	helps   map[string]bool // families whose HELP this scrape had, for schema detection
+	bad     [][]*series        // samples that are no reading (badValue)
+	pids    map[string]*series // by group: the first copy of this scrape
+	anyVLLM bool               // a vllm:* family was named
+	helps   map[string]bool    // families whose HELP this scrape had, for schema detection
 	line    int
 	bytes   int // the cache's key bytes
 }
@@ -141,6 +147,7 @@ func newScanner() *scanner {
 		values:   make([][]*series, len(famNames)),
 		kids:     make([][]*child, len(famNames)),
 		bad:      make([][]*series, len(famNames)),
+		pids:     map[string]*series{},
 		helps:    map[string]bool{},
 	}
 }
@@ -149,16 +156,8 @@ func newScanner() *scanner {
 // of the families the table reads. Drops go to res.
 func (s *scanner) scan(r io.Reader, limit int64, maxSeries int, res *result) error {
 	s.gen++
-	s.read, s.anyVLLM, s.line = 0, false, 0
-	clear(s.helps)
-	for i := range s.values {
-		// Cleared, not only cut: the backing arrays would keep evicted
-		// series reachable.
-		clear(s.values[i])
-		clear(s.kids[i])
-		clear(s.bad[i])
-		s.values[i], s.kids[i], s.bad[i] = s.values[i][:0], s.kids[i][:0], s.bad[i][:0]
-	}
+	s.read, s.line = 0, 0
+	s.forget()
 	s.br.Reset(r)
 	defer s.br.Reset(nil) // keep no response body reachable
 	var n int64
@@ -200,6 +199,21 @@ func (s *scanner) scan(r io.Reader, limit int64, maxSeries int, res *result) err
 		s.evict()
 	}
 	return nil
+}
+
+// forget empties what the last scrape read.
+func (s *scanner) forget() {
+	s.anyVLLM = false
+	clear(s.helps)
+	clear(s.pids)
+	for i := range s.values {
+		// Cleared, not only cut: the backing arrays would keep evicted
+		// series reachable.
+		clear(s.values[i])
+		clear(s.kids[i])
+		clear(s.bad[i])
+		s.values[i], s.kids[i], s.bad[i] = s.values[i][:0], s.kids[i][:0], s.bad[i][:0]
+	}
 }
 
 func isRead(name []byte) bool { _, ok := lineNames[string(name)]; return ok }
@@ -264,7 +278,12 @@ func (s *scanner) sample(line []byte, maxSeries, maxBytes int, res *result) (eof
 		if bad := badValue(int(e.fam), v); bad != "" {
 			res.dropLine(bad, s.line, line[:end], "a value that is no reading")
 			s.bad[e.fam] = append(s.bad[e.fam], e)
+		} else if first := s.pids[e.group]; e.group != "" && first != nil {
+			first.v = max(first.v, v)
 		} else {
+			if e.group != "" {
+				s.pids[e.group] = e
+			}
 			s.values[e.fam] = append(s.values[e.fam], e)
 		}
 		return false, nil
@@ -313,6 +332,10 @@ func (s *scanner) add(key string, quoted bool, ln lineName, maxSeries, maxBytes 
 	}
 	if ln.part == partValue {
 		e.labels = ls
+		if _, ok := ls.Lookup("pid"); ok && !counterFamily[ln.fam] {
+			e.labels = ls.Without("pid")
+			e.group = famNames[ln.fam] + "\xff" + e.labels.Key()
+		}
 		return e, nil
 	}
 	if le, ok := ls.Lookup("le"); ok && ln.part == partBucket {
