@@ -47,7 +47,7 @@ func newDescs() *descs {
 }
 
 func (d *descs) all() []*prometheus.Desc {
-	out := []*prometheus.Desc{d.up, d.unexpected, d.scrapes, d.scrapeErrors, d.scrapeDuration, d.lastSuccess, d.schema, d.missing, d.samplesDropped, d.role}
+	out := []*prometheus.Desc{d.up, d.unexpected, d.scrapes, d.scrapeErrors, d.scrapeDuration, d.lastSuccess, d.schema, d.missing, d.samplesDropped, d.role, serverDesc}
 	for _, fd := range d.rows {
 		for _, x := range append([]*prometheus.Desc{fd.series, fd.engine, fd.window, fd.priority}, fd.windows...) {
 			if x != nil {
@@ -81,6 +81,7 @@ type renderState struct {
 	scrapes         float64
 	errors, dropped map[string]float64
 	lastOK          time.Time
+	srv             serverState
 }
 
 // WindowLabel formats a window as its `window` label value ("1m", "5m").
@@ -152,6 +153,7 @@ func (d *descs) render(ch chan<- prometheus.Metric, st *renderState, windows []t
 	if !st.lastOK.IsZero() {
 		e.emit(d.lastSuccess, prometheus.GaugeValue, float64(st.lastOK.UnixNano())/1e9)
 	}
+	renderServer(e, st.srv)
 	if !up {
 		return
 	}

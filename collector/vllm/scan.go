@@ -89,6 +89,34 @@ type series struct {
 	// labels are a partValue series'; a histogram part's are its child's.
 	labels families.Labels
 	child  *child
+	group  *repeat // nil unless it has a repeatLabels label
+}
+
+// repeatLabels name a process or a rank that repeats one engine's state:
+// SGLang writes each data-parallel rank's scheduler state from every
+// tensor and pipeline rank with --enable-metrics-for-all-schedulers, and
+// prometheus_client's multiprocess mode labels some gauges by pid (a dead
+// process's file lingers). Series that differ only by them are one
+// reading: the first in the body.
+var repeatLabels = []string{"tp_rank", "pp_rank", "moe_ep_rank", "pid"}
+
+// repeat is the series (or histogram children) of a family that differ
+// only by repeatLabels, and the one this scrape read first.
+type repeat struct {
+	seen  uint32
+	first any
+}
+
+// take reports whether x is the group's reading this scrape.
+func (g *repeat) take(gen uint32, x any) bool {
+	if g == nil {
+		return true
+	}
+	if g.seen == gen && g.first != x {
+		return false
+	}
+	g.seen, g.first = gen, x
+	return true
 }
 
 // child is one histogram child: the buckets, _sum and _count series of a
@@ -101,6 +129,7 @@ type child struct {
 	count   float64
 	has     uint8 // hasSum, hasCount
 	dup     bool  // a second _sum or _count of this scrape (another label order)
+	group   *repeat
 }
 
 const (
@@ -120,6 +149,7 @@ type scanner struct {
 	br       *bufio.Reader
 	series   map[string]*series
 	children map[string]*child
+	groups   map[string]*repeat
 	gen      uint32 // the scrape being read
 	read     int    // series of this scrape
 	// What this scrape read, by family: samples in body order, and
@@ -138,6 +168,7 @@ func newScanner() *scanner {
 		br:       bufio.NewReaderSize(nil, maxLineBytes),
 		series:   map[string]*series{},
 		children: map[string]*child{},
+		groups:   map[string]*repeat{},
 		values:   make([][]*series, len(famNames)),
 		kids:     make([][]*child, len(famNames)),
 		bad:      make([][]*series, len(famNames)),
@@ -217,6 +248,11 @@ func (s *scanner) evict() {
 			delete(s.children, k)
 		}
 	}
+	for k, g := range s.groups {
+		if g.seen != s.gen {
+			delete(s.groups, k)
+		}
+	}
 }
 
 // sample reads one line; eof is OpenMetrics' "# EOF".
@@ -260,6 +296,9 @@ func (s *scanner) sample(line []byte, maxSeries, maxBytes int, res *result) (eof
 		return false, nil
 	}
 	e.v = v
+	if e.part == partValue && !e.group.take(s.gen, e) {
+		return false, nil
+	}
 	if e.part == partValue {
 		if bad := badValue(int(e.fam), v); bad != "" {
 			res.dropLine(bad, s.line, line[:end], "a value that is no reading")
@@ -272,7 +311,9 @@ func (s *scanner) sample(line []byte, maxSeries, maxBytes int, res *result) (eof
 	c := e.child
 	if c.seen != s.gen {
 		c.seen, c.buckets, c.sum, c.count, c.has, c.dup = s.gen, c.buckets[:0], 0, 0, 0, false
-		s.kids[e.fam] = append(s.kids[e.fam], c)
+		if c.group.take(s.gen, c) {
+			s.kids[e.fam] = append(s.kids[e.fam], c)
+		}
 	}
 	switch e.part {
 	case partBucket:
@@ -313,6 +354,7 @@ func (s *scanner) add(key string, quoted bool, ln lineName, maxSeries, maxBytes 
 	}
 	if ln.part == partValue {
 		e.labels = ls
+		e.group = s.groupOf("v"+famNames[ln.fam], ls)
 		return e, nil
 	}
 	if le, ok := ls.Lookup("le"); ok && ln.part == partBucket {
@@ -323,10 +365,29 @@ func (s *scanner) add(key string, quoted bool, ln lineName, maxSeries, maxBytes 
 	own := ls.Without("le")
 	ck := famNames[ln.fam] + "\xff" + own.Key()
 	if e.child = s.children[ck]; e.child == nil {
-		e.child = &child{labels: own}
+		e.child = &child{labels: own, group: s.groupOf("c"+famNames[ln.fam], own)}
 		s.children[ck] = e.child
 	}
 	return e, nil
+}
+
+// groupOf is the repeat group of a family's series with labels ls, nil
+// when ls has no repeatLabels label.
+func (s *scanner) groupOf(fam string, ls families.Labels) *repeat {
+	rest := ls
+	for _, r := range repeatLabels {
+		rest = rest.Without(r)
+	}
+	if len(rest.Offs) == len(ls.Offs) {
+		return nil
+	}
+	k := fam + "\xff" + rest.Key()
+	g := s.groups[k]
+	if g == nil {
+		g = &repeat{}
+		s.groups[k] = g
+	}
+	return g
 }
 
 // comment reads a comment line (without its '#'): a HELP line of a family

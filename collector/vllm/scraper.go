@@ -29,6 +29,7 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vllm-exporter/vllm_exporter/collector"
+	"github.com/vllm-exporter/vllm_exporter/internal/families"
 	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
 	"github.com/vllm-exporter/vllm_exporter/internal/ratelog"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
@@ -109,6 +110,9 @@ type Options struct {
 	// prefill, decode or both; "" or RoleAuto learns it from the scrape
 	// (see detectRole), else both.
 	Role string
+	// Server is the inference server (--vllm.server: auto, vllm, sglang,
+	// trtllm); "" or auto learns it from the server.
+	Server string
 	// Models bounds the model names kept (--vllm.max-models), evicts those
 	// absent from successful scrapes for its idle timeout
 	// (--vllm.model-idle-timeout) and gives the place of one absent for its
@@ -132,8 +136,10 @@ type Scraper struct {
 	descs      *descs
 	optIn      map[string]bool // Options.OptIn as a set
 
-	// mu serialises scrapes and guards the fields below it.
+	// mu serialises scrapes and guards the fields below it (and the
+	// metrics URL).
 	mu         sync.Mutex
+	srv        serverState
 	norm       *normalizer
 	scan       *scanner
 	scrapes    float64
@@ -211,6 +217,10 @@ func New(opts Options, logger log.Logger) *Scraper {
 		dropLog:    ratelog.New(dropLogEvery),
 
 		loggedUnexpected: map[string]bool{},
+	}
+	s.srv.base, s.srv.explicit = apiBase(opts.URL)
+	if _, ok := families.ServerNamed(opts.Server); ok {
+		s.srv.name, s.srv.source = opts.Server, serverFromFlag
 	}
 	s.norm.admit = func(name string) bool { return s.models.Admit(name, s.scrapeNow) }
 	s.models.OnEvict(func(name string) {
@@ -376,8 +386,15 @@ func (s *Scraper) ScrapeOnce(ctx context.Context, now time.Time) {
 	s.scrapeNow = now
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
+	if !s.srv.known {
+		s.detect(ctx)
+	}
 	res := &result{}
 	reason, err := s.fetch(ctx, res)
+	for err != nil && s.nextPath(reason, err) {
+		res = &result{}
+		reason, err = s.fetch(ctx, res)
+	}
 	snap := &snapshot.VLLM{Time: now}
 	if err == nil {
 		s.norm.normalize(s.scan, res)
@@ -390,6 +407,7 @@ func (s *Scraper) ScrapeOnce(ctx context.Context, now time.Time) {
 			level.Info(s.logger).Log("msg", "model absent from successful scrapes for --vllm.model-idle-timeout; its state is dropped", "model", gone, "idle_timeout", s.models.IdleTimeout())
 		}
 	}
+	s.scraped(snap.Schema, err)
 	took := time.Since(began)
 	s.scrapes++
 	if err != nil {
@@ -454,7 +472,7 @@ func slim(snap *snapshot.VLLM) *snapshot.VLLM {
 
 // keepState stores the state /metrics shows until the next scrape.
 func (s *Scraper) keepState(snap *snapshot.VLLM, res *result, windows map[time.Duration]map[string]*snapshot.Derived, took time.Duration) {
-	s.state.Store(&renderState{snap: snap, res: res, windows: windows, took: took, scrapes: s.scrapes,
+	s.state.Store(&renderState{snap: snap, res: res, windows: windows, took: took, scrapes: s.scrapes, srv: s.srv,
 		errors: maps.Clone(s.errors), dropped: maps.Clone(s.dropped), lastOK: s.lastOK})
 }
 
@@ -567,6 +585,10 @@ func (s *Scraper) fetch(ctx context.Context, res *result) (reason string, err er
 			r = ReasonHTTP4xx
 		}
 		return r, fmt.Errorf("unexpected HTTP status %s", resp.Status)
+	}
+	if strings.Contains(resp.Header.Get("Content-Type"), "json") {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		return ReasonParse, errJSONBody
 	}
 	if resp.ContentLength > s.opts.MaxBodyBytes {
 		return ReasonBodyTooLarge, fmt.Errorf("Content-Length %d exceeds --vllm.max-body-bytes=%d", resp.ContentLength, s.opts.MaxBodyBytes)
