@@ -128,6 +128,7 @@ func sloHolds(w interface{ Status() []slo.Result }) func(model string, now time.
 // diagnoseOpts is one diagnose run.
 type diagnoseOpts struct {
 	url, configFile    string
+	server             string // --vllm.server
 	upstream           *upstream.Upstream
 	timeout            time.Duration
 	duration, interval time.Duration
@@ -191,7 +192,7 @@ func fromAppFlags(o *diagnoseOpts, f *flags, logger log.Logger) (done func(), er
 	if err := f.bottleneck.validate(); err != nil {
 		return nil, err
 	}
-	o.url, o.configFile = f.vllmURL, f.configFile
+	o.url, o.configFile, o.server = f.vllmURL, f.configFile, f.server
 	o.timeout = f.timeout
 	if o.timeout <= 0 {
 		o.timeout = vllm.DefaultTimeout
@@ -264,7 +265,7 @@ func runDiagnose(ctx context.Context, o diagnoseOpts, w io.Writer, logger log.Lo
 		return bottleneck.Report{}, err
 	}
 	scraper := vllm.New(vllm.Options{
-		URL: o.url, Interval: o.interval, Timeout: o.timeout, Upstream: o.upstream,
+		URL: o.url, Interval: o.interval, Timeout: o.timeout, Upstream: o.upstream, Server: o.server,
 		// The classifier reads th.Window only; its baseline is its own.
 		Windows: []time.Duration{th.Window},
 	}, log.With(logger, "component", "vllm"))
