@@ -285,3 +285,12 @@ func TestMetricsPathFoundOnceAndAgainAfterFailures(t *testing.T) {
 		t.Errorf("/v1/models asked %d times: want once more after %d failed scrapes", n, redetectAfter)
 	}
 }
+
+// docs/exporter.md carries each engine's table rendered from the rows'
+// columns. After changing a row, run go test ./collector/vllm -run
+// TestDocsShowTheEngineTables -update.
+func TestDocsShowTheEngineTables(t *testing.T) {
+	for _, server := range []string{families.ServerSGLang, families.ServerTRTLLM} {
+		docHoldsTable(t, "../../docs/exporter.md", families.ServerTable(server), "TestDocsShowTheEngineTables")
+	}
+}

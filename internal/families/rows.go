@@ -405,6 +405,7 @@ var Rows = []Family{
 				Field: func(d *snapshot.Derived) *snapshot.Value { return &d.PromptTokensCachedPerSecond }, Of: cachedTokens},
 		}},
 	{Exported: "vllm_prompt_tokens_computed_per_second", Names: []Name{{Name: "vllm:request_prefill_kv_computed_tokens", Help: "Histogram of new KV tokens computed during prefill (excluding cached tokens).", Sim: Sim{Source: "prefill_kv_computed", Tokens: true, Custom: "request_tokens"}}}, Type: Gauge, Agg: SumCount,
+		NotFrom:    map[string]string{ServerSGLang: "yes, over a window: prompt tokens less the cached ones", ServerTRTLLM: "yes, over a window: prompt tokens less the cached ones"},
 		WindowOnly: true,
 		Value:      func(m *snapshot.Model) *snapshot.Value { return &m.PrefillKVComputedSum },
 		Count:      func(m *snapshot.Model) *snapshot.Value { return &m.PrefillKVComputedCount },

@@ -115,10 +115,12 @@ func ServerTable(server string) string {
 		if len(notes) > 0 {
 			filled += ": " + strings.Join(notes, "; ")
 		}
-		if len(src) == 0 {
-			src = []string{"–"}
-			filled = "no: " + f.NotFrom[server]
-			if f.NotFrom[server] == "" {
+		if why := f.NotFrom[server]; len(src) == 0 {
+			src, filled = []string{"–"}, "no: "+why
+			switch {
+			case strings.HasPrefix(why, "yes"): // derived from other rows
+				filled = why
+			case why == "":
 				filled = "no: " + server + " has no such family"
 			}
 		}
