@@ -294,3 +294,17 @@ func TestDocsShowTheEngineTables(t *testing.T) {
 		docHoldsTable(t, "../../docs/exporter.md", families.ServerTable(server), "TestDocsShowTheEngineTables")
 	}
 }
+
+// --vllm.server names the server: its metrics path is scraped at once
+// (no /metrics JSON first), and vllm_server_info says the flag.
+func TestServerNamedByFlag(t *testing.T) {
+	f := newFakeServer(t, "/prometheus/metrics", fixture(t, "trtllm-serve-from-source.txt"), "", "", "", "")
+	s := newTestScraper(t, f.URL, func(o *Options) { o.Server = families.ServerTRTLLM })
+	scrapeAt(s, t0)
+	if l := s.Latest(); !l.Up || f.count("/metrics") != 0 {
+		t.Fatalf("up %v (%s), /metrics asked %d times", l.Up, l.Error, f.count("/metrics"))
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(s)
+	wantSeries(t, sharedtest.Gather(t, reg), "vllm_server_info", 1, "server", "trtllm", "version", "", "source", "flag")
+}

@@ -489,7 +489,7 @@ var Rows = []Family{
 		Versions: kvBlockVersions},
 	{Exported: "vllm_time_to_first_token_seconds", Names: []Name{{Name: "vllm:time_to_first_token_seconds", Help: "Histogram of time to first token in seconds.", Sim: Sim{Source: "ttft", Buckets: ttftBuckets, Custom: "time_to_first_token"}},
 		{Server: ServerSGLang, Name: "sglang:time_to_first_token_seconds", Help: "Histogram of time to first token in seconds.", Sim: Sim{Source: "ttft", Buckets: sglangTTFTBuckets, Label: "is_streaming", Values: []string{"true"}, PerModel: true}, Note: "summed over `is_streaming`; buckets 0.1–400 s (2024–2025 releases 0.001–30 s)"},
-		{Server: ServerTRTLLM, Name: "trtllm_time_to_first_token_seconds", Help: "Histogram of time to first token in seconds.", Sim: Sim{Source: "ttft", Buckets: ttftBuckets}},
+		{Server: ServerTRTLLM, Name: "trtllm_time_to_first_token_seconds", Help: "Histogram of time to first token in seconds.", Sim: Sim{Source: "ttft_at_finish", Buckets: ttftBuckets}, Note: "observed when the request finishes"},
 		{Server: ServerTRTLLM, Name: "time_to_first_token_seconds", Help: "Histogram of time to first token in seconds.", Note: "the first releases (no prefix)"}}, Type: Histogram, Agg: Buckets,
 		Hist: snapshot.TTFT, Unit: "seconds", Help: "Time from request arrival to the first output token",
 		ByPriority:     "vllm_time_to_first_token_by_priority_seconds",

@@ -536,6 +536,7 @@ func (e *engine) finishReq(r *req, t time.Time) {
 	}
 	gen := r.outputs()
 	e.observeFinished(r, hE2E, t.Sub(r.arrival).Seconds())
+	e.observeFinished(r, hTTFTAtFinish, r.firstTok.Sub(r.arrival).Seconds())
 	e.observeFinished(r, hQueue, r.scheduled.Sub(r.arrival).Seconds())
 	e.observeFinished(r, hInference, r.lastTok.Sub(r.scheduled).Seconds())
 	e.observeFinished(r, hPrefill, r.firstTok.Sub(r.scheduled).Seconds())

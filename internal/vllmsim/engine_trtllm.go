@@ -15,6 +15,10 @@ import (
 var trtllmVersion = &versionSpec{name: families.ServerTRTLLM, vllmVersion: "1.3.0", sumFirst: true, healthDead: 500,
 	server: families.ServerTRTLLM, layout: serverLayout(families.ServerTRTLLM), labels: trtllmLabels}
 
+// hTTFTAtFinish is TTFT observed when the request finishes, as
+// trtllm-serve logs every per-request metric.
+const hTTFTAtFinish = "ttft_at_finish"
+
 // trtllmPID is the server process's pid label.
 const trtllmPID = "4211"
 
