@@ -86,37 +86,40 @@ type series struct {
 	tooLong bool    // a label value is over MaxLabelValueBytes: every sample is dropped
 	le      float64 // partBucket: the bound; NaN when missing or not a number
 	v       float64 // this scrape's value
+	// group, for a copy of one reading (repeatKey), is its family and
+	// labels without what tells the copies apart: they are read as one,
+	// never summed.
+	group string
 	// labels are a partValue series'; a histogram part's are its child's.
 	labels families.Labels
 	child  *child
-	group  *repeat // nil unless it has a repeatLabels label
 }
 
-// repeatLabels name a process or a rank that repeats one engine's state:
-// SGLang writes each data-parallel rank's scheduler state from every
-// tensor and pipeline rank with --enable-metrics-for-all-schedulers, and
-// prometheus_client's multiprocess mode labels some gauges by pid (a dead
-// process's file lingers). Series that differ only by them are one
-// reading: the first in the body.
-var repeatLabels = []string{"tp_rank", "pp_rank", "moe_ep_rank", "pid"}
+// Copies of one reading: prometheus_client's multiprocess mode "all" writes
+// a gauge once per process (label pid; a dead process's file lingers), and
+// SGLang writes each data-parallel rank's scheduler state from every tensor,
+// pipeline and expert rank with --enable-metrics-for-all-schedulers. A
+// gauge's copies read as the largest, a counter's or histogram's as the
+// first in the body (rank copies are equal; pid copies of a counter are
+// distinct processes' counts, summed).
+var rankLabels = []string{"tp_rank", "pp_rank", "moe_ep_rank"}
 
-// repeat is the series (or histogram children) of a family that differ
-// only by repeatLabels, and the one this scrape read first.
-type repeat struct {
-	seen  uint32
-	first any
-}
-
-// take reports whether x is the group's reading this scrape.
-func (g *repeat) take(gen uint32, x any) bool {
-	if g == nil {
-		return true
+// repeatKey is the group of a series of family fam with labels ls and the
+// labels it is read with (without pid where pid marks a copy); "" when ls
+// marks no copy.
+func repeatKey(fam int, ls families.Labels) (families.Labels, string) {
+	n := len(ls.Offs)
+	if _, ok := ls.Lookup("pid"); ok && !counterFamily[fam] {
+		ls = ls.Without("pid")
 	}
-	if g.seen == gen && g.first != x {
-		return false
+	rest := ls
+	for _, r := range rankLabels {
+		rest = rest.Without(r)
 	}
-	g.seen, g.first = gen, x
-	return true
+	if len(rest.Offs) == n {
+		return ls, ""
+	}
+	return ls, famNames[fam] + "\xff" + rest.Key()
 }
 
 // child is one histogram child: the buckets, _sum and _count series of a
@@ -129,7 +132,7 @@ type child struct {
 	count   float64
 	has     uint8 // hasSum, hasCount
 	dup     bool  // a second _sum or _count of this scrape (another label order)
-	group   *repeat
+	group   string
 }
 
 const (
@@ -149,16 +152,17 @@ type scanner struct {
 	br       *bufio.Reader
 	series   map[string]*series
 	children map[string]*child
-	groups   map[string]*repeat
 	gen      uint32 // the scrape being read
 	read     int    // series of this scrape
 	// What this scrape read, by family: samples in body order, and
 	// histogram children in the order they first appear.
 	values  [][]*series
 	kids    [][]*child
-	bad     [][]*series     // samples that are no reading (badValue)
-	anyVLLM bool            // a vllm:* family was named
-	helps   map[string]bool // families whose HELP this scrape had, for schema detection
+	bad     [][]*series        // samples that are no reading (badValue)
+	copies  map[string]*series // by group: the first copy of this scrape
+	kidCopy map[string]*child  // the same for histogram children
+	anyVLLM bool               // a vllm:* family was named
+	helps   map[string]bool    // families whose HELP this scrape had, for schema detection
 	line    int
 	bytes   int // the cache's key bytes
 }
@@ -168,10 +172,11 @@ func newScanner() *scanner {
 		br:       bufio.NewReaderSize(nil, maxLineBytes),
 		series:   map[string]*series{},
 		children: map[string]*child{},
-		groups:   map[string]*repeat{},
 		values:   make([][]*series, len(famNames)),
 		kids:     make([][]*child, len(famNames)),
 		bad:      make([][]*series, len(famNames)),
+		copies:   map[string]*series{},
+		kidCopy:  map[string]*child{},
 		helps:    map[string]bool{},
 	}
 }
@@ -180,16 +185,8 @@ func newScanner() *scanner {
 // of the families the table reads. Drops go to res.
 func (s *scanner) scan(r io.Reader, limit int64, maxSeries int, res *result) error {
 	s.gen++
-	s.read, s.anyVLLM, s.line = 0, false, 0
-	clear(s.helps)
-	for i := range s.values {
-		// Cleared, not only cut: the backing arrays would keep evicted
-		// series reachable.
-		clear(s.values[i])
-		clear(s.kids[i])
-		clear(s.bad[i])
-		s.values[i], s.kids[i], s.bad[i] = s.values[i][:0], s.kids[i][:0], s.bad[i][:0]
-	}
+	s.read, s.line = 0, 0
+	s.forget()
 	s.br.Reset(r)
 	defer s.br.Reset(nil) // keep no response body reachable
 	var n int64
@@ -233,6 +230,22 @@ func (s *scanner) scan(r io.Reader, limit int64, maxSeries int, res *result) err
 	return nil
 }
 
+// forget empties what the last scrape read.
+func (s *scanner) forget() {
+	s.anyVLLM = false
+	clear(s.helps)
+	clear(s.copies)
+	clear(s.kidCopy)
+	for i := range s.values {
+		// Cleared, not only cut: the backing arrays would keep evicted
+		// series reachable.
+		clear(s.values[i])
+		clear(s.kids[i])
+		clear(s.bad[i])
+		s.values[i], s.kids[i], s.bad[i] = s.values[i][:0], s.kids[i][:0], s.bad[i][:0]
+	}
+}
+
 func isRead(name []byte) bool { _, ok := lineNames[string(name)]; return ok }
 
 // evict drops the series (and children) this scrape has not read.
@@ -246,11 +259,6 @@ func (s *scanner) evict() {
 	for k, c := range s.children {
 		if c.seen != s.gen {
 			delete(s.children, k)
-		}
-	}
-	for k, g := range s.groups {
-		if g.seen != s.gen {
-			delete(s.groups, k)
 		}
 	}
 }
@@ -296,14 +304,18 @@ func (s *scanner) sample(line []byte, maxSeries, maxBytes int, res *result) (eof
 		return false, nil
 	}
 	e.v = v
-	if e.part == partValue && !e.group.take(s.gen, e) {
-		return false, nil
-	}
 	if e.part == partValue {
 		if bad := badValue(int(e.fam), v); bad != "" {
 			res.dropLine(bad, s.line, line[:end], "a value that is no reading")
 			s.bad[e.fam] = append(s.bad[e.fam], e)
+		} else if first := s.copies[e.group]; e.group != "" && first != nil {
+			if !counterFamily[e.fam] {
+				first.v = max(first.v, v)
+			}
 		} else {
+			if e.group != "" {
+				s.copies[e.group] = e
+			}
 			s.values[e.fam] = append(s.values[e.fam], e)
 		}
 		return false, nil
@@ -311,7 +323,8 @@ func (s *scanner) sample(line []byte, maxSeries, maxBytes int, res *result) (eof
 	c := e.child
 	if c.seen != s.gen {
 		c.seen, c.buckets, c.sum, c.count, c.has, c.dup = s.gen, c.buckets[:0], 0, 0, 0, false
-		if c.group.take(s.gen, c) {
+		if c.group == "" || s.kidCopy[c.group] == nil {
+			s.kidCopy[c.group] = c
 			s.kids[e.fam] = append(s.kids[e.fam], c)
 		}
 	}
@@ -353,8 +366,7 @@ func (s *scanner) add(key string, quoted bool, ln lineName, maxSeries, maxBytes 
 		}
 	}
 	if ln.part == partValue {
-		e.labels = ls
-		e.group = s.groupOf("v"+famNames[ln.fam], ls)
+		e.labels, e.group = repeatKey(ln.fam, ls)
 		return e, nil
 	}
 	if le, ok := ls.Lookup("le"); ok && ln.part == partBucket {
@@ -365,29 +377,11 @@ func (s *scanner) add(key string, quoted bool, ln lineName, maxSeries, maxBytes 
 	own := ls.Without("le")
 	ck := famNames[ln.fam] + "\xff" + own.Key()
 	if e.child = s.children[ck]; e.child == nil {
-		e.child = &child{labels: own, group: s.groupOf("c"+famNames[ln.fam], own)}
+		_, g := repeatKey(ln.fam, own)
+		e.child = &child{labels: own, group: g}
 		s.children[ck] = e.child
 	}
 	return e, nil
-}
-
-// groupOf is the repeat group of a family's series with labels ls, nil
-// when ls has no repeatLabels label.
-func (s *scanner) groupOf(fam string, ls families.Labels) *repeat {
-	rest := ls
-	for _, r := range repeatLabels {
-		rest = rest.Without(r)
-	}
-	if len(rest.Offs) == len(ls.Offs) {
-		return nil
-	}
-	k := fam + "\xff" + rest.Key()
-	g := s.groups[k]
-	if g == nil {
-		g = &repeat{}
-		s.groups[k] = g
-	}
-	return g
 }
 
 // comment reads a comment line (without its '#'): a HELP line of a family

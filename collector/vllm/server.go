@@ -129,13 +129,13 @@ func (s *Scraper) detect(ctx context.Context) {
 		"metrics", s.logURL, "served_model", s.norm.served)
 }
 
-// setPath points the scrape at the current path.
+// setPath points the scrape at the current path (the URL stays as given
+// when --vllm.url names its path).
 func (s *Scraper) setPath() {
-	s.metricsURL = s.srv.base + s.srv.path
-	if s.srv.explicit {
-		s.metricsURL = MetricsURL(s.opts.URL)
+	if !s.srv.explicit {
+		s.metricsURL = s.srv.base + s.srv.path
+		s.logURL = RedactedURL(s.metricsURL)
 	}
-	s.logURL = RedactedURL(s.metricsURL)
 }
 
 // nextPath moves to the next metrics path after the current one answered
