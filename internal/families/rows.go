@@ -183,7 +183,7 @@ var Rows = []Family{
 		}},
 	{Exported: "vllm_requests_finished_total", Names: []Name{{Name: "vllm:request_success_total", Help: "Count of successfully processed requests.", Sim: Sim{Source: "success", Label: "finished_reason", Values: finishedReasons}},
 		{Server: ServerSGLang, Name: "sglang:num_requests_total", Help: "Number of requests processed", Sim: Sim{Source: "finished_requests", Label: "is_streaming", Values: []string{"true"}, PerModel: true}, Note: "no finish reason: `finished_reason=\"unknown\"`"},
-		{Server: ServerSGLang, Name: "sglang:num_aborted_requests_total", Help: "Number of requests aborted", Sim: Sim{Source: "aborted_requests", PerModel: true}, Plus: true, Note: "plus aborts as `abort`"},
+		{Server: ServerSGLang, Name: "sglang:num_aborted_requests_total", Help: "Number of requests aborted", Sim: Sim{Source: "aborted_requests", PerModel: true}, Plus: true, Note: "plus client aborts as `abort` (one aborted while running is also among SGLang's finished: counted twice in the total)"},
 		{Server: ServerTRTLLM, Name: "trtllm_request_success_total", Help: "Count of successfully processed requests.", Sim: Sim{Source: "trtllm_success", Label: "finished_reason", Values: trtllmFinishedReasons}, Note: "`cancelled` as `abort`"},
 		{Server: ServerTRTLLM, Name: "trtllm_request_error_total", Help: "Count of requests that failed, by HTTP status code.", Plus: true, Note: "plus failed requests as `error`"},
 		{Server: ServerTRTLLM, Name: "request_success_total", Help: "Count of successfully processed requests.", Note: "the first releases (no prefix)"}}, Type: Counter, Agg: Sum,
