@@ -77,10 +77,10 @@ func productionRow() row {
 	storeB, storeS := offload("store")
 	return row{Title: productionRowTitle, Panels: []panel{
 		{Title: "Admission rejections by reason (queue vs cap)", Type: "timeseries", Unit: "short", W: 8,
-			Desc: "Requests vLLM refused at admission (HTTP 503) per second, by reason: max_num_queued_reqs (the waiting queue held --max-num-queued-requests) or max_num_queued_tokens (--max-num-queued-tokens). " +
+			Desc: "Requests vLLM refused at admission (HTTP 503) per second, by reason: max_num_queued_reqs (waiting plus running requests at --max-num-queued-reqs) or max_num_queued_tokens (--max-num-queued-tokens). " +
 				"They never reach the finished-request counters and count against the availability SLO. Beside them the deepest engine's waiting queue: rejections while it sits flat at a level mean it is at the cap " +
 				"(vLLM does not export the cap; compare with the flag): raise the cap only if the latency SLO has room, else scale out.",
-			NoValue: "No admission control: needs vLLM 0.32+ started with --max-num-queued-requests or --max-num-queued-tokens (vllm:admission_rejections_total)",
+			NoValue: "No admission control: needs vLLM 0.32+ started with --max-num-queued-reqs or --max-num-queued-tokens (vllm:admission_rejections_total)",
 			Targets: []target{
 				q(byModel("vllm_requests_rejected_total", "model, reason"), "rejected/s {{reason}} {{model}}"),
 				q(`max by (model) (vllm_engine_requests_waiting{`+mi+`}) or max by (model) (vllm_requests_waiting{`+mi+`})`, "deepest queue {{model}}"),

@@ -3,6 +3,7 @@ package vllm
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -356,5 +357,67 @@ vllm_mooncake_store_failed_keys_total{model="Qwen/Qwen3-32B",operation="save_put
 	}
 	if c := testutil.CollectAndCount(s, "vllm_mooncake_store_operation_seconds"); c != 1 {
 		t.Errorf("%d vllm_mooncake_store_operation_seconds series, want 1 (every operation and status summed)", c)
+	}
+}
+
+// vllm:admission_rejections_total is read whatever its labels: the only
+// primary text (vllm#55812) has no engine label and may carry no
+// model_name, another build labels engines; without model_name the
+// rejections are the server's and count for every model.
+func TestAdmissionRejectionsWithAndWithoutEngineAndModel(t *testing.T) {
+	for name, c := range map[string]struct {
+		lines      string
+		want       map[string]float64
+		otherModel float64 // what the second model is credited with
+	}{
+		"model and engine": {lines: `vllm:admission_rejections_total{engine="0",model_name="Qwen/Qwen3-32B",reason="max_num_queued_reqs"} 12.0
+vllm:admission_rejections_total{engine="1",model_name="Qwen/Qwen3-32B",reason="max_num_queued_reqs"} 5.0
+`, want: map[string]float64{"max_num_queued_reqs": 17}},
+		"model only": {lines: `vllm:admission_rejections_total{model_name="Qwen/Qwen3-32B",reason="max_num_queued_reqs"} 17.0
+`, want: map[string]float64{"max_num_queued_reqs": 17}},
+		"server-wide": {lines: `vllm:admission_rejections_total{reason="max_num_queued_reqs"} 17.0
+`, want: map[string]float64{"max_num_queued_reqs": 17}, otherModel: 17},
+	} {
+		t.Run(name, func(t *testing.T) {
+			body := string(dp2BodyWithout(t)) + "# TYPE vllm:admission_rejections_total counter\n" + c.lines +
+				"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\",model_name=\"other\"} 1.0\n"
+			v := scrapeBody(t, []byte(body), "text/plain; version=1.0.0; charset=utf-8")
+			if got := v.Models[qwen].RejectedByReason; !maps.Equal(got, c.want) {
+				t.Errorf("rejections %v, want %v", got, c.want)
+			}
+			if got := v.Models["other"].RejectedByReason["max_num_queued_reqs"]; got != c.otherModel {
+				t.Errorf("the other model is credited with %v rejections, want %v", got, c.otherModel)
+			}
+		})
+	}
+}
+
+// With several API servers vllm:lora_requests_info (multiprocess_mode
+// "sum") is the sum over the servers that set a label set of their last
+// times: a stale label set two servers still hold sums past the current
+// one that one server set just now. The reading divides each sample by
+// how many servers it sums (its value over the scrape time, rounded), so
+// the current label set wins in both modes.
+func TestLoRAInMultiprocessModeSumsTimestamps(t *testing.T) {
+	now := float64(t0.Unix())
+	body := fmt.Sprintf(`# HELP vllm:lora_requests_info Running stats on lora requests.
+# TYPE vllm:lora_requests_info gauge
+vllm:lora_requests_info{max_lora="4",running_lora_adapters="old-lora",waiting_lora_adapters=""} %v
+vllm:lora_requests_info{max_lora="4",running_lora_adapters="new-lora",waiting_lora_adapters=""} %v
+`, (now-600)+(now-590), now-2)
+	_, m := dp2Model(t, append(dp2BodyWithout(t), body...), nil)
+	if m.LoRA.Running["new-lora"] != 1 || m.LoRA.Running["old-lora"] != 0 {
+		t.Errorf("running adapters %v, want the current label set (new-lora), not the stale one summed over two servers", m.LoRA.Running)
+	}
+	if got, want := m.LoRA.At, now-2; got != want {
+		t.Errorf("reading's time %v, want %v", got, want)
+	}
+	// Summed over three servers each, the later set still wins.
+	body = fmt.Sprintf(`# TYPE vllm:lora_requests_info gauge
+vllm:lora_requests_info{max_lora="4",running_lora_adapters="new-lora",waiting_lora_adapters=""} %v
+vllm:lora_requests_info{max_lora="4",running_lora_adapters="old-lora",waiting_lora_adapters=""} %v
+`, 3*(now-1), 3*(now-900))
+	if _, m := dp2Model(t, append(dp2BodyWithout(t), body...), nil); m.LoRA.Running["new-lora"] != 1 {
+		t.Errorf("running adapters %v, want new-lora", m.LoRA.Running)
 	}
 }

@@ -30,6 +30,9 @@ func (rd *reading) sample(f *families.Family, fam string, l families.Labels, v f
 	}
 	switch {
 	case f.ReadLabels != nil:
+		if f.Agg == families.Latest {
+			v = families.OneProcess(v, rd.now)
+		}
 		if n := f.ReadLabels(mod, l, v); n > 0 {
 			rd.r.drop(f.Limit.Drop, func() string {
 				return fmt.Sprintf("%s: %d %s values dropped: more than %d", fam, n, f.Label, f.Limit.Max)
@@ -202,6 +205,16 @@ func applyServer(f *families.Family, server, m *snapshot.Model) {
 	case f.Value != nil && f.Hist == "" && f.Agg != families.SumCount:
 		if v := *f.Value(server); v.OK {
 			combine(f.Agg, f.Value(m), v.V)
+		}
+	case f.Map != nil:
+		from, to := *f.Map(server), f.Map(m)
+		for k, v := range from {
+			if *to == nil {
+				*to = map[string]float64{}
+			}
+			if _, seen := (*to)[k]; seen || len(*to) < f.Limit.Max {
+				(*to)[k] += v
+			}
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/families"
 	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
@@ -163,6 +164,7 @@ type reading struct {
 	// voided are readings a sample that could not be read leaves absent
 	// rather than summed without it.
 	voided []void
+	now    float64 // the scrape's time, unix seconds
 }
 
 type meanKey struct {
@@ -178,11 +180,13 @@ type void struct {
 	server     bool
 }
 
-// normalize reads every family of the table from a scanned body into r.
-func (n *normalizer) normalize(sc *scanner, r *result) {
+// normalize reads every family of the table from a body scanned at now
+// into r.
+func (n *normalizer) normalize(sc *scanner, r *result, now time.Time) {
 	v := &snapshot.VLLM{Schema: detectSchema(sc), Models: map[string]*snapshot.Model{}}
 	r.vllm, r.unexpected = v, map[unexpectedKey]int{}
 	rd := n.reset(r)
+	rd.now = float64(now.UnixNano()) / 1e9
 	has := func(name string) bool { i, ok := famIndex[name]; return ok && sc.present(i) }
 	for i := range families.Rows {
 		f := &families.Rows[i]

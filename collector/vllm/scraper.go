@@ -380,7 +380,7 @@ func (s *Scraper) ScrapeOnce(ctx context.Context, now time.Time) {
 	reason, err := s.fetch(ctx, res)
 	snap := &snapshot.VLLM{Time: now}
 	if err == nil {
-		s.norm.normalize(s.scan, res)
+		s.norm.normalize(s.scan, res, now)
 		snap = res.vllm
 		snap.Time, snap.Up = now, true
 		assignRoles(snap, s.opts.Role)

@@ -80,7 +80,8 @@ var (
 		}
 		return out
 	}()
-	mooncakeBuckets = []float64{0.0001, 0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 1.5, 2}
+	// mooncakeBuckets: 1 ms to 4 s, 15 bounds (kv_connector/v1/mooncake/store/metrics.py).
+	mooncakeBuckets = []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 1.5, 2, 3, 4}
 )
 
 // families is the family table: one row per vLLM family the exporter reads
@@ -168,11 +169,11 @@ var Rows = []Family{
 		Help:     "Requests whose logits contained NaNs (corrupted output), summed over engines; from vllm:corrupted_requests_total.",
 		OptIn:    true,
 		Versions: "≈0.12+ (#27306, 2025-11), only with the environment variable `VLLM_COMPUTE_NANS_IN_LOGITS` set"},
-	{Exported: "vllm_requests_rejected_total", Names: []Name{{Name: "vllm:admission_rejections_total", Help: "Number of requests rejected at admission because the waiting queue is full.", Sim: Sim{Source: "admission_rejections", Label: "reason", Values: []string{"max_num_queued_reqs", "max_num_queued_tokens"}, When: "admission"}}}, Type: Counter, Agg: Sum,
+	{Exported: "vllm_requests_rejected_total", Names: []Name{{Name: "vllm:admission_rejections_total", Help: "Number of requests rejected at admission, by reason.", Sim: Sim{Source: "admission_rejections", When: "admission"}}}, Type: Counter, Scope: ScopeModelOrServer, Agg: Sum,
 		Label: "reason", Limit: MapLimit,
 		Map:      func(m *snapshot.Model) *map[string]float64 { return &m.RejectedByReason },
-		Help:     "Requests refused at admission (HTTP 503) because the waiting queue was at --max-num-queued-requests or --max-num-queued-tokens, by reason, summed over engines; from vllm:admission_rejections_total.",
-		Versions: "0.32+ (admission control, flags from 2026-07), label `reason` (`max_num_queued_reqs`, `max_num_queued_tokens`); rejected requests never reach `request_success_total`",
+		Help:     "Requests refused at admission (HTTP 503) because waiting plus running requests were at --max-num-queued-reqs or the queued prompt tokens at --max-num-queued-tokens, by reason, summed over engines (counted for every model where vLLM labels it without model_name); from vllm:admission_rejections_total.",
+		Versions: "open PR vllm#55812 (no release pinned): label `reason` (`max_num_queued_reqs`, `max_num_queued_tokens`), no `engine`; read with or without `engine` and `model_name` (without it: server-wide); the flags `--max-num-queued-reqs` (vllm#49445, caps waiting plus running) and `--max-num-queued-tokens`; rejected requests never reach `request_success_total`",
 		Windows: []Window{
 			PerSecond("", "", func(d *snapshot.Derived) *snapshot.Value { return &d.RejectedPerSecond }),
 		}},
@@ -425,7 +426,7 @@ var Rows = []Family{
 		Versions: nixlVersions + "; buckets 10–50000"},
 	{Exported: "vllm_mooncake_store_operation_seconds", Names: []Name{{Name: "vllm:mooncake_store_operation_time_seconds", Help: "Histogram of Mooncake store communication time.", Sim: Sim{Source: "mooncake_time", Buckets: mooncakeBuckets, When: "mooncake"}}}, Type: Histogram, Agg: Buckets,
 		Hist: snapshot.MooncakeStoreOperation, Unit: "seconds", Help: "Duration of Mooncake store operations, all operations and statuses together",
-		Versions: mooncakeVersions + "; buckets 0.0001–2 s"},
+		Versions: mooncakeVersions + "; buckets 1 ms–4 s (15 bounds)"},
 	{Exported: "vllm_kv_block_lifetime_seconds", Names: []Name{{Name: "vllm:kv_block_lifetime_seconds", Help: "Histogram of KV cache block lifetime from allocation to eviction. Sampled metrics (controlled by --kv-cache-metrics-sample).", Sim: Sim{Source: "kv_block_lifetime", Buckets: kvBlockBuckets, When: "kv_cache_metrics", Custom: "kv_cache_residency"}}}, Type: Histogram, Agg: Buckets,
 		Hist: snapshot.KVBlockLifetime, Unit: "seconds", Help: "Lifetime of sampled KV-cache blocks from allocation to eviction",
 		Versions: kvBlockVersions},
@@ -470,7 +471,7 @@ var Rows = []Family{
 // Versions shared by several rows.
 const (
 	offloadVersions  = "offloading connector only: `kv_offload_load_*` / `kv_offload_store_*` (2026, preferred) or the older `kv_offload_total_bytes` / `kv_offload_total_time` by `transfer_type` (`CPU_to_GPU` load, `GPU_to_CPU` store), which vLLM keeps beside the newer names for its CPU tier; the newer names carry no tier and count as tier `cpu`"
-	loraVersions     = "0.6.4+ with LoRA enabled (V0 also without: `max_lora=\"0\"`, exported as nothing); labels `max_lora`, `running_lora_adapters`, `waiting_lora_adapters` (comma-joined), no `model_name`; value a timestamp, the latest label set wins; at most 32 adapters per list"
+	loraVersions     = "0.6.4+ with LoRA enabled (V0 also without: `max_lora=\"0\"`, exported as nothing); labels `max_lora`, `running_lora_adapters`, `waiting_lora_adapters` (comma-joined), no `model_name`; value a timestamp (with several API servers, multiprocess_mode `sum`: the sum of each server's last time, read as their mean), the latest label set wins; at most 32 adapters per list"
 	nixlVersions     = "only with the NIXL KV connector (disaggregated prefill/decode; llm-d, Dynamo); labels `model_name`, `engine`"
 	mooncakeVersions = "only with the MooncakeStoreConnector (2026); labels `model_name`, `engine`, `operation`, `status` (`ok`, `error`); a child appears with its first operation"
 	kvBlockVersions  = "≈0.13+ (#27793, 2025-12-01), only with `--kv-cache-metrics` (sampled, `--kv-cache-metrics-sample`); buckets 0.001–1800 s"
@@ -531,9 +532,9 @@ func mooncakeOperation(status string) func(fam string, l Labels) (string, bool) 
 var loraLimit = Limit{Max: MaxLoRAAdapters, Drop: DropLoRAAdapterLimit}
 
 // readLoRA reads one sample of vllm:lora_requests_info into m.LoRA. The
-// sample's value is the time vLLM set it; label sets of earlier moments
-// can linger beside the current one, so the latest sample wins (reading
-// the same samples again changes nothing). max_lora 0 is V0 without LoRA:
+// sample's value is the time vLLM set it (the scanner's OneProcess of it);
+// label sets of earlier moments can linger beside the current one, so the
+// latest sample wins (reading the same samples again changes nothing). max_lora 0 is V0 without LoRA:
 // nothing to report.
 func readLoRA(m *snapshot.Model, l Labels, v float64) (dropped int) {
 	if m.LoRA.At > v || (m.LoRA.At == v && m.LoRA.Known) {
@@ -549,6 +550,19 @@ func readLoRA(m *snapshot.Model, l Labels, v float64) (dropped int) {
 	m.LoRA.Running, n = adapterList(l.Get("running_lora_adapters"))
 	m.LoRA.Waiting, w = adapterList(l.Get("waiting_lora_adapters"))
 	return n + w
+}
+
+// OneProcess is the time one API server set a timestamp gauge whose value
+// vLLM sums over its API servers (vllm:lora_requests_info registers
+// multiprocess_mode="sum"): every server that ever set a label set adds
+// its own last time, so the sample is k such times, k = round(v/now)
+// (timestamps are far larger than any staleness), and v/k their mean. In
+// single-process mode k is 1. now <= 0 leaves v as it is.
+func OneProcess(v, now float64) float64 {
+	if k := math.Round(v / now); now > 0 && k > 1 {
+		return v / k
+	}
+	return v
 }
 
 // adapterList counts each adapter named in a comma-joined list, keeping

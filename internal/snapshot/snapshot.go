@@ -152,7 +152,8 @@ type Model struct {
 	CorruptedRequests Value
 	// RejectedByReason is vllm:admission_rejections_total (0.32+) by
 	// reason (max_num_queued_reqs, max_num_queued_tokens): requests refused
-	// at admission because the waiting queue was at its cap.
+	// at admission because waiting plus running requests (or the queued
+	// tokens) were at their cap.
 	RejectedByReason map[string]float64
 
 	// KV transfer counters of the NIXL connector (disaggregated

@@ -15,8 +15,9 @@ import (
 // while its control is on, as vLLM registers it only with the feature, and
 // only under --metrics-version v1-0.33.
 
-// ErrAdmission is a request refused at admission: the waiting queue is at
-// --max-num-queued-requests or --max-num-queued-tokens (HTTP 503).
+// ErrAdmission is a request refused at admission: waiting plus running
+// requests are at --max-num-queued-reqs, or the queued prompt tokens at
+// --max-num-queued-tokens (HTTP 503).
 var ErrAdmission = errors.New("admission rejected")
 
 // Admission reasons (vllm:admission_rejections_total{reason}).
@@ -25,10 +26,10 @@ const (
 	reasonQueuedTokens = "max_num_queued_tokens"
 )
 
-// AdmissionLimit is vLLM's --max-num-queued-requests /
-// --max-num-queued-tokens (0: no limit): a request arriving while an
-// engine's waiting queue (deferred included) holds that many requests or
-// prompt tokens is refused with 503.
+// AdmissionLimit is vLLM's --max-num-queued-reqs (vllm#49445: caps an
+// engine's waiting plus running requests) and --max-num-queued-tokens (the
+// prompt tokens waiting; 0: no limit): a request arriving at either cap is
+// refused with 503.
 type AdmissionLimit struct {
 	MaxQueuedRequests int `json:"max_queued_requests"`
 	MaxQueuedTokens   int `json:"max_queued_tokens"`
@@ -49,9 +50,9 @@ func (s *Sim) SetAdmission(a AdmissionLimit) error {
 // promptLen tokens, counting a rejection by reason. Called with s.mu held.
 func (s *Sim) admit(e *engine, promptLen int) error {
 	a := s.admission
-	queued := append(append([]*req(nil), e.waiting...), e.deferred...)
+	queued := slices.Concat(e.waiting, e.deferred)
 	reason := ""
-	if a.MaxQueuedRequests > 0 && len(queued) >= a.MaxQueuedRequests {
+	if a.MaxQueuedRequests > 0 && len(queued)+len(e.running) >= a.MaxQueuedRequests {
 		reason = reasonQueuedReqs
 	} else if a.MaxQueuedTokens > 0 {
 		tokens := promptLen

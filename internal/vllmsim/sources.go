@@ -86,7 +86,7 @@ var sources = map[string]source{
 		}
 		return 0
 	}},
-	"admission_rejections": {byLabel: func(e *engine, v string) float64 { return e.stats.admissionRejections[v] }},
+	"admission_rejections": {custom: admissionRejections},
 	"spec_per_pos": {values: func(s *Sim) []string {
 		out := make([]string, s.specMaxK)
 		for i := range out {
@@ -220,6 +220,22 @@ func engineHealthy(w *expoWriter) []child {
 		if !seen[e.index] { // one child per engine rank, whatever the model
 			seen[e.index] = true
 			out = append(out, child{ls: []label{{"engine", strconv.Itoa(e.index)}}, v: b2f(!dead)})
+		}
+	}
+	return out
+}
+
+// admissionRejections is vllm:admission_rejections_total as vllm#55812
+// shows it: by reason, no engine label (the model's engines summed).
+func admissionRejections(w *expoWriter) []child {
+	var out []child
+	for _, m := range w.s.cfg.Models {
+		for _, reason := range []string{reasonQueuedReqs, reasonQueuedTokens} {
+			n := 0.0
+			for _, e := range w.s.models[m] {
+				n += e.stats.admissionRejections[reason]
+			}
+			out = append(out, child{ls: []label{{"model_name", m}, {"reason", reason}}, v: n})
 		}
 	}
 	return out
