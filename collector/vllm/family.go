@@ -87,6 +87,9 @@ func (rd *reading) byLabel(f *families.Family, fam string, mod *snapshot.Model, 
 	if !ok {
 		return
 	}
+	if _, has := f.LabelOf(l); !has && f.Key == nil && f.ReadLabels == nil {
+		rd.unexpected(fam, f.Label, "") // read under "", and said so
+	}
 	if f.Limit.Drop == "" {
 		*p = rd.putBounded(fam, f.Label, f.Limit.Max, *p, key, v)
 		return

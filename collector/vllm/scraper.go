@@ -144,10 +144,13 @@ type Scraper struct {
 	// loggedUnexpected: unexpected label values already logged at warn
 	// level (bounded: past maxLoggedUnexpected they go to debug).
 	loggedUnexpected map[string]bool
-	models           *modelset.Set
-	scrapeNow        time.Time // the current scrape's time, for models.Admit
-	dropped          map[string]float64
-	dropLog          *ratelog.Limiter
+	// loggedUnknown: unknown vllm:* families already logged, each once per
+	// process (bounded by maxUnknown; past it one line says so).
+	loggedUnknown map[string]bool
+	models        *modelset.Set
+	scrapeNow     time.Time // the current scrape's time, for models.Admit
+	dropped       map[string]float64
+	dropLog       *ratelog.Limiter
 
 	histMu  sync.RWMutex
 	history []*snapshot.VLLM // oldest first, bounded by prune; all but the newest slimmed
@@ -211,6 +214,7 @@ func New(opts Options, logger log.Logger) *Scraper {
 		dropLog:    ratelog.New(dropLogEvery),
 
 		loggedUnexpected: map[string]bool{},
+		loggedUnknown:    map[string]bool{},
 	}
 	s.norm.admit = func(name string) bool { return s.models.Admit(name, s.scrapeNow) }
 	s.models.OnEvict(func(name string) {
@@ -473,6 +477,17 @@ func (s *Scraper) logScrape(now time.Time, snap *snapshot.VLLM, res *result) {
 		s.lastSchema = snap.Schema
 	}
 	s.logDrops(now, res)
+	for _, name := range res.unknown {
+		if s.loggedUnknown[name] || len(s.loggedUnknown) > maxUnknown {
+			continue
+		}
+		if len(s.loggedUnknown) == maxUnknown {
+			level.Warn(s.logger).Log("msg", "more unknown vLLM families than are logged one by one; see vllm_exporter_vllm_unknown_families", "logged", maxUnknown)
+		} else {
+			level.Warn(s.logger).Log("msg", "vLLM family the exporter does not know; it is not read (docs/exporter.md, unknown families)", "family", name)
+		}
+		s.loggedUnknown[name] = true
+	}
 	for _, u := range res.unexpectedValues {
 		lvl := level.Debug
 		if !s.loggedUnexpected[u] && len(s.loggedUnexpected) < maxLoggedUnexpected {

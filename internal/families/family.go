@@ -36,6 +36,9 @@ type Family struct {
 	// by Limit. "" keeps none.
 	Label string
 	Limit Limit
+	// LabelAliases are other names stand-ins give Label (llm-d's simulator
+	// labels finished requests finish_reason).
+	LabelAliases []string
 	// Key, when set, gives a by-label reading's key instead of Label's
 	// value: from the engine's name and the sample's labels (kv_offload's
 	// older transfer_type "CPU_to_GPU" and newer kv_offload_load_* both
@@ -66,9 +69,20 @@ type Family struct {
 	Help, EngineHelp string
 	// Versions documents which vLLM versions emit which name.
 	Versions string
-	// Expected says for which detected schemas a missing family is reported
-	// by vllm_exporter_expected_metric_missing.
-	Expected func(schema string, has func(name string) bool) bool
+	// Always: every vLLM server sends the family from its first scrape
+	// (V0, V1, the Rust front-end; the stand-ins the table knows), so its
+	// absence is reported by vllm_exporter_expected_metric_missing even on
+	// a server never seen with it. Any other family is reported once it
+	// disappears: seen earlier in the exporter's life, absent now.
+	Always bool
+	// OnFirstUse: vLLM creates the family's children when first used (the
+	// first request, operation or transfer), so after a restart it is
+	// absent until then: its absence is never reported.
+	OnFirstUse bool
+	// Feeds names what shipped reads the family (an SLO, a verdict, an
+	// alert, a panel): while it is absent that cannot be computed, and
+	// vllm_exporter_vllm_family_absent says so.
+	Feeds string
 
 	// Where a reading lands in the snapshot: exactly one of Value (with
 	// Count for SumCount), Map (with Label), Info, State, StateMap (with
@@ -123,6 +137,9 @@ type Name struct {
 	Help string
 	// Sim is how the simulator fills it.
 	Sim Sim
+	// StandIn names what sends this variant instead of vLLM (llm-d's
+	// simulator): read as vLLM's meaning, never named as vLLM's.
+	StandIn string
 }
 
 // Sim says how the simulator (internal/vllmsim) renders a family.
@@ -261,12 +278,15 @@ func (f *Family) VLLMType() string {
 }
 
 // MissingLabel is the name reported when f is expected but absent: the
-// name the detected schema would use.
+// vLLM name the detected schema would use (newest for V1, else oldest).
 func (f *Family) MissingLabel(schema string) string {
-	if schema == SchemaV1 {
-		return f.Names[0].Name
+	n := f.Names[0].Name
+	for _, x := range f.Names[1:] {
+		if schema != SchemaV1 && x.StandIn == "" {
+			n = x.Name
+		}
 	}
-	return f.Names[len(f.Names)-1].Name
+	return n
 }
 
 // NameList is f's names.
@@ -306,8 +326,17 @@ func (f *Family) WindowHelp() string {
 	return f.Help + f.inUnit() + ", quantiles over the window (histogram_quantile of bucket increases, absent when the window saw no observation), _sum and _count cumulative; from " + f.sources() + "."
 }
 
-// sources names the vLLM families a HELP says the series comes from.
-func (f *Family) sources() string { return strings.Join(f.NameList(), " or ") }
+// sources names the vLLM families a HELP says the series comes from
+// (stand-ins' variants are not vLLM's).
+func (f *Family) sources() string {
+	var names []string
+	for _, n := range f.Names {
+		if n.StandIn == "" {
+			names = append(names, n.Name)
+		}
+	}
+	return strings.Join(names, " or ")
+}
 
 func (f *Family) inUnit() string {
 	if f.Unit == "" {
@@ -326,12 +355,27 @@ func (f *Family) WindowSeries() string {
 }
 
 // KeyOf is a by-label reading's key for a sample with labels l; ok false:
-// the sample is not this row's.
+// the sample is not this row's. Without Label (or an alias) the key is "".
 func (f *Family) KeyOf(fam string, l Labels) (string, bool) {
 	if f.Key != nil {
 		return f.Key(fam, l)
 	}
-	return l.Get(f.Label), true
+	v, _ := f.LabelOf(l)
+	return v, true
+}
+
+// LabelOf is Label's value in l, under its name or an alias; ok false
+// when l has neither.
+func (f *Family) LabelOf(l Labels) (string, bool) {
+	if v, ok := l.Lookup(f.Label); ok {
+		return v, true
+	}
+	for _, a := range f.LabelAliases {
+		if v, ok := l.Lookup(a); ok {
+			return v, true
+		}
+	}
+	return "", false
 }
 
 // EngineSeries names the per-engine view of an exported series.
@@ -348,6 +392,9 @@ func MarkdownTable() string {
 		names := make([]string, len(f.Names))
 		for i, n := range f.Names {
 			names[i] = "`" + n.Name + "`"
+			if n.StandIn != "" {
+				names[i] += " (" + n.StandIn + ")"
+			}
 		}
 		var kept []string
 		if l := f.SeriesLabels()[1:]; len(l) > 0 {

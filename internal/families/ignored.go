@@ -18,6 +18,8 @@ var Ignored = []Unread{
 		Type: "histogram", Why: "tokens per engine step"},
 	{Name: Name{Name: "vllm:request_max_num_generation_tokens", Help: "Histogram of maximum number of requested generation tokens.", Sim: Sim{Source: "max_num_generation_tokens", Tokens: true, Custom: "request_tokens"}},
 		Type: "histogram", Why: "parallel sampling's requested lengths"},
+	{Name: Name{Name: "vllm:max_num_generation_tokens", StandIn: "llm-d-inference-sim"},
+		Type: "histogram", Why: "llm-d's simulator's name for vllm:request_max_num_generation_tokens"},
 	{Name: Name{Name: "vllm:request_params_n", Help: "Histogram of the n request parameter.", Sim: Sim{Source: "params_n", Buckets: []float64{1, 2, 5, 10, 20}, Custom: "request_params_n"}},
 		Type: "histogram", Why: "the n request parameter"},
 	{Name: Name{Name: "vllm:request_params_max_tokens", Help: "Histogram of the max_tokens request parameter.", Sim: Sim{Source: "params_max_tokens", Tokens: true, Custom: "request_tokens"}},
