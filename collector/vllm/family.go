@@ -90,6 +90,13 @@ func (rd *reading) byLabel(f *families.Family, fam string, mod *snapshot.Model, 
 	if _, has := f.LabelOf(l); !has && f.Key == nil && f.ReadLabels == nil {
 		rd.unexpected(fam, f.Label, "") // read under "", and said so
 	}
+	if f.Agg == families.Max {
+		// A ratio per engine (and API server): the largest, not a sum.
+		if old, seen := (*p)[key]; seen && old >= v {
+			return
+		}
+		v -= (*p)[key]
+	}
 	if f.Limit.Drop == "" {
 		*p = rd.putBounded(fam, f.Label, f.Limit.Max, *p, key, v)
 		return
@@ -131,7 +138,7 @@ func (rd *reading) state(f *families.Family, fam string, mod *snapshot.Model, l 
 	}
 	key := l.Get(f.KeyLabel)
 	old, seen := (*p)[key]
-	if !seen && len(*p) >= families.MapLimit.Max {
+	if !seen && len(*p) >= max(f.Limit.Max, families.MapLimit.Max) {
 		rd.unexpected(fam, f.KeyLabel, key)
 		return
 	}
@@ -320,6 +327,14 @@ func render(f *families.Family, d familyDescs, e sink, v *snapshot.VLLM, m *snap
 		st := *f.StateMap(m)
 		for _, k := range sortedKeys(st) {
 			e.emit(d.series, t, 1, name, k, st[k])
+		}
+	case f.State != nil:
+		if st := *f.State(m); st != "" {
+			e.emit(d.series, t, 1, name, st)
+		}
+	case f.Type == families.Summary:
+		if sum, n := *f.Value(m), *f.Count(m); sum.OK && n.OK {
+			e.summary(d.series, nil, snapshot.Histogram{Count: n.V, Sum: sum.V}, name)
 		}
 	case f.Value != nil:
 		e.value(d.series, t, *f.Value(m), name)

@@ -208,26 +208,25 @@ func (n *normalizer) normalize(sc *scanner, r *result, now time.Time) {
 				r.expected = append(r.expected, miss)
 				v.Missing = append(v.Missing, miss)
 			}
-			if a := (absentFamily{miss, f.Feeds}); f.Feeds != "" && !slices.Contains(r.absent, a) {
+			// A family that comes with a feature (LoRA, a KV connector) is
+			// no shortfall on a server without it.
+			if a := (absentFamily{miss, f.Feeds}); f.Feeds != "" && f.Names[0].Sim.When == "" && !slices.Contains(r.absent, a) {
 				r.absent = append(r.absent, a)
 			}
 			continue
 		}
 		n.seen[i] = true
-		name := f.Names[at].Name
 		if n.expected(i, v.Schema) {
-			r.expected = append(r.expected, name)
+			r.expected = append(r.expected, f.Names[at].Name)
 		}
 		rd.present[i] = true
-		idx := famIndex[name]
-		for _, c := range sc.kids[idx] {
-			rd.histogram(f, name, c)
-		}
-		for _, e := range sc.values[idx] {
-			rd.sample(f, name, e.labels, e.v)
-		}
-		for _, e := range sc.bad[idx] {
-			rd.void(f, name, e.labels)
+		for _, nm := range f.Names[at:] {
+			if name := nm.Name; has(name) {
+				rd.read(f, name, sc)
+			}
+			if !f.EveryName {
+				break
+			}
 		}
 	}
 	rd.finish()
@@ -236,6 +235,24 @@ func (n *normalizer) normalize(sc *scanner, r *result, now time.Time) {
 	slices.Sort(v.Missing)
 	v.Missing = slices.Compact(v.Missing)
 	r.unknown = sc.unknownNames()
+}
+
+// read reads the samples of family name into row f.
+func (rd *reading) read(f *families.Family, name string, sc *scanner) {
+	idx := famIndex[name]
+	for _, c := range sc.kids[idx] {
+		if f.Only == nil || f.Only(c.labels) {
+			rd.histogram(f, name, c)
+		}
+	}
+	for _, e := range sc.values[idx] {
+		if f.Only == nil || f.Only(e.labels) {
+			rd.sample(f, name, e.labels, e.v)
+		}
+	}
+	for _, e := range sc.bad[idx] {
+		rd.void(f, name, e.labels)
+	}
 }
 
 // expected says whether row i's absence is news: every vLLM sends it, or

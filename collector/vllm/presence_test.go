@@ -107,6 +107,7 @@ vllm_exporter_expected_metric_missing{metric="vllm:time_to_first_token_seconds"}
 # TYPE vllm_exporter_vllm_family_absent gauge
 vllm_exporter_vllm_family_absent{feeds="the TTFT SLO, the probes' server-side TTFT",metric="vllm:time_to_first_token_seconds"} 1
 vllm_exporter_vllm_family_absent{feeds="the availability SLO (requests refused before the engine)",metric="http_requests_total"} 1
+vllm_exporter_vllm_family_absent{feeds="the preempted-requests panel",metric="vllm:request_num_preemptions"} 1
 vllm_exporter_vllm_family_absent{feeds="the preemption SLO, the KV-exhaustion verdict",metric="vllm:num_preemptions_total"} 1
 `, "vllm_exporter_vllm_family_absent", "vllm_exporter_expected_metric_missing")
 
@@ -165,7 +166,9 @@ vllm_exporter_vllm_family_absent{feeds="VLLMDeferredLivelock and its verdict",me
 vllm_exporter_vllm_family_absent{feeds="VLLMEngineStalled (asleep is not stalled)",metric="vllm:engine_sleep_state"} 1
 vllm_exporter_vllm_family_absent{feeds="VLLMGPUThrottlingTPOTDegraded (the TPOT SLO falls back to inter-token latency)",metric="vllm:request_time_per_output_token_seconds"} 1
 vllm_exporter_vllm_family_absent{feeds="the availability SLO (requests refused before the engine)",metric="http_requests_total"} 1
+vllm_exporter_vllm_family_absent{feeds="the preempted-requests panel",metric="vllm:request_num_preemptions"} 1
 vllm_exporter_vllm_family_absent{feeds="the preemption SLO, the KV-exhaustion verdict",metric="vllm:num_preemptions_total"} 1
+vllm_exporter_vllm_family_absent{feeds="the stall verdict (no step while requests run), the heartbeat panel",metric="vllm:iteration_tokens_total"} 1
 `, "vllm_exporter_vllm_unknown_families", "vllm_exporter_vllm_family_absent", "vllm_exporter_vllm_unexpected_label_values")
 }
 

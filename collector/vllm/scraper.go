@@ -451,6 +451,8 @@ func slim(snap *snapshot.VLLM) *snapshot.VLLM {
 		c.KVOffloadLoadBytes, c.KVOffloadStoreBytes = nil, nil
 		c.KVOffloadLoadSeconds, c.KVOffloadStoreSeconds = nil, nil
 		c.MooncakeOps, c.MooncakeOpErrors, c.MooncakeKeys, c.MooncakeBytes, c.MooncakeFailedKeys = nil, nil, nil, nil, nil
+		c.KVOffload.Usage, c.KVOffload.WriteUsage, c.KVOffload.ReadUsage = nil, nil, nil
+		c.LoRAResidency.Level, c.QueuePressure, c.SpecAcceptedByPosition = nil, nil, nil
 		out.Models[name] = &c
 	}
 	return &out

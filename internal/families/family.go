@@ -23,10 +23,13 @@ type Family struct {
 	// Names are the engine's names for the family, preferred first. The
 	// first one present in a scrape wins and the others are ignored: vLLM
 	// emits old and new names with identical values during its
-	// deprecation periods, and adding them would double-count.
-	Names []Name
-	Type  Type
-	Scope Scope
+	// deprecation periods, and adding them would double-count. With
+	// EveryName each present name is read: they are parts of one series
+	// (the CPU tier's gauge and the tiering spec's, by tier).
+	Names     []Name
+	EveryName bool
+	Type      Type
+	Scope     Scope
 	// Agg says how the samples of one model combine: over data-parallel
 	// engines, and over source labels the exporter drops (priority).
 	Agg Agg
@@ -39,6 +42,9 @@ type Family struct {
 	// LabelAliases are other names stand-ins give Label (llm-d's simulator
 	// labels finished requests finish_reason).
 	LabelAliases []string
+	// Only, when set, picks the samples the row reads (one transition of
+	// vllm:lora_adapter_load_seconds).
+	Only func(l Labels) bool
 	// Key, when set, gives a by-label reading's key instead of Label's
 	// value: from the engine's name and the sample's labels (kv_offload's
 	// older transfer_type "CPU_to_GPU" and newer kv_offload_load_* both
@@ -81,7 +87,8 @@ type Family struct {
 	OnFirstUse bool
 	// Feeds names what shipped reads the family (an SLO, a verdict, an
 	// alert, a panel): while it is absent that cannot be computed, and
-	// vllm_exporter_vllm_family_absent says so.
+	// vllm_exporter_vllm_family_absent says so (unless the family comes
+	// with a feature, Sim.When, the server may not use).
 	Feeds string
 
 	// Where a reading lands in the snapshot: exactly one of Value (with
@@ -154,6 +161,9 @@ type Sim struct {
 	Values []string
 	// When names the feature that registers the family ("" always).
 	When string
+	// PerProcess: a gauge of multiprocess mode "all" (no mode given): with
+	// several API servers, one series per server's pid.
+	PerProcess bool
 	// Buckets are a histogram's default bounds; Tokens: 1-2-5 steps up
 	// to max_model_len instead. Custom is its key in vLLM's
 	// --custom-histogram-buckets.
@@ -216,10 +226,11 @@ const (
 	Histogram      // vLLM's buckets re-exported
 	Info           // labels only, value 1
 	StateSet       // one sample per state, value 1 for the current one
+	Summary        // a histogram's _sum and _count, no quantiles
 )
 
 func (t Type) String() string {
-	return [...]string{"gauge", "counter", "histogram", "info", "state set"}[t]
+	return [...]string{"gauge", "counter", "histogram", "info", "state set", "summary"}[t]
 }
 
 // Scope is what the family's samples describe.
@@ -307,6 +318,8 @@ func (f *Family) SeriesLabels() []string {
 		return append([]string{"model"}, f.InfoLabels...)
 	case f.StateMap != nil:
 		return []string{"model", f.KeyLabel, f.StateLabel}
+	case f.State != nil:
+		return []string{"model", f.StateLabel}
 	case f.Label != "":
 		return []string{"model", f.Label}
 	}

@@ -76,7 +76,7 @@ var (
 // (see family). docs/exporter.md shows it rendered by MarkdownTable, so code
 // and documentation cannot drift apart. Rows without Expected are never
 // reported missing: they come with a feature, a flag or a newer version.
-var Rows = []Family{
+var Rows = append([]Family{
 	{Exported: "vllm_requests_running", Names: []Name{{Name: "vllm:num_requests_running", Help: "Number of requests in model execution batches.", Sim: Sim{Source: "running"}}}, Type: Gauge, Scope: ScopeEngine, Agg: Sum,
 		Value:  func(m *snapshot.Model) *snapshot.Value { return &m.Running },
 		Engine: func(e *snapshot.EngineGauges) *snapshot.Value { return &e.Running },
@@ -455,7 +455,7 @@ var Rows = []Family{
 		// prefill + decode, both exported: nothing shipped reads the sum.
 		OptIn:    true,
 		Versions: "V0 0.6.4+, V1 0.8.0+"},
-}
+}, featureRows...)
 
 // Versions shared by several rows.
 const (

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -263,6 +264,8 @@ type expoWriter struct {
 	sorted  []label // scratch of appendLabels
 	les     map[float64]string
 	created int // children rendered so far: spaces _created timestamps apart
+	// servers are the API server processes of multiprocess mode (1 else).
+	servers int
 }
 
 func (w *expoWriter) header(name, typ, help string) {
@@ -343,6 +346,9 @@ func (w *expoWriter) family(en entry) {
 	} else {
 		children = w.engineChildren(sp, src)
 	}
+	if sp.Sim.PerProcess && w.servers > 1 {
+		children = perProcess(children, w.servers)
+	}
 	w.render(sp.Name.Name, sp.Type, sp.Help, children)
 }
 
@@ -404,6 +410,23 @@ func (w *expoWriter) priorityChildren(sp families.Spec, src source, e *engine, b
 	}
 	return out
 }
+
+// perProcess is children as a gauge of multiprocess mode "all" shows them:
+// each API server's own series, labelled with its pid.
+func perProcess(children []child, servers int) []child {
+	out := make([]child, 0, len(children)*servers)
+	for _, c := range children {
+		for i := range servers {
+			d := c
+			d.ls = append(slices.Clone(c.ls), label{"pid", strconv.Itoa(firstPID + i)})
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// firstPID is the pid of the first simulated API server.
+const firstPID = 4100
 
 // render writes a family's children (none: nothing, as prometheus_client
 // writes no family without children) and, V1 single-process, the _created
@@ -476,13 +499,13 @@ func (s *Sim) renderMetricsLocked() []byte {
 	// models x 8 engines body is 4 MB: growing it by doubling, and
 	// rendering each label set and value into its own string, once cost
 	// more than the rest of the render).
-	w := &expoWriter{s: s, v: s.version, b: make([]byte, 0, s.lastMetricsLen+s.lastMetricsLen/8+4096)}
+	w := &expoWriter{s: s, v: s.version, b: make([]byte, 0, s.lastMetricsLen+s.lastMetricsLen/8+4096), servers: 1}
 	mp := s.cfg.APIServerCount > 1 && s.version.name != MetricsV0
 	if mp {
 		// --api-server-count > 1: prometheus_client multiprocess mode.
 		v := *s.version
 		v.created, v.sumFirst = false, true
-		w.v = &v
+		w.v, w.servers = &v, s.cfg.APIServerCount
 	}
 	for _, en := range s.version.layout {
 		if mp && en.process {

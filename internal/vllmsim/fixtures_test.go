@@ -107,6 +107,28 @@ var latestFixtures = map[string]func(t *testing.T) *Sim{
 		runFor(s, 60*time.Second)
 		return s
 	},
+	// Two engines behind two API servers (multiprocess mode: no _created,
+	// the CPU tier's gauges per pid, LoRA info summed over servers) with
+	// LoRA adapters, the offloading connector with a disk tier behind its
+	// CPU one, and HF3FS.
+	"connectors": func(t *testing.T) *Sim {
+		s := latestSim(t, Config{DataParallelSize: 2, APIServerCount: 2})
+		for _, err := range []error{
+			s.SetLoRA(LoRAConfig{MaxLoRA: 2, Adapters: []string{"sql-lora", "chat-lora", "summarize-lora"}, LoadFraction: 0.5}),
+			s.SetOffload(Offload{LoadBytesPerSecond: 4e9, StoreBytesPerSecond: 6e9, ExternalQueryTokensPerSecond: 2000, HitRatio: 0.3,
+				CPUUsage: 0.62, CPUWriteUsage: 0.08, CPUReadUsage: 0.05, AllocationFailuresPerSecond: 0.2, StoresSkippedPerSecond: 3,
+				PromotionAllocationFailuresPerSecond: 0.01,
+				Tiers: []OffloadTier{{Name: "disk", ReadBytesPerSecond: 2e8, WriteBytesPerSecond: 5e8, BlockQueriesPerSecond: 40, HitRatio: 0.25,
+					PromotionFailuresPerSecond: 0.05, CascadeFailuresPerSecond: 0.02, WriteUsage: 0.3, ReadUsage: 0.1}}}),
+			s.SetHF3FS(HF3FS{SavesPerSecond: 5, LoadsPerSecond: 2, SaveSeconds: 0.03, LoadSeconds: 0.02, FailFraction: 0.02}),
+		} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		runFor(s, 60*time.Second)
+		return s
+	},
 	// --custom-histogram-buckets for TTFT, ITL and the request latencies.
 	"custom-buckets": func(t *testing.T) *Sim {
 		s := latestSim(t, Config{CustomHistogramBuckets: fixtureBuckets})

@@ -228,62 +228,6 @@ func (s *Sim) loraBase(name string) string {
 	return ""
 }
 
-// Offload simulates the offloading connector's traffic: KV loaded from
-// the CPU tier into GPU memory and stored to it, in bytes per second, at
-// BandwidthBytesPerSecond (default 25 GB/s, PCIe 5 x16 in practice); Layout
-// picks vLLM's names: "newer" (kv_offload_load_* / store_*), "older"
-// (kv_offload_total_bytes{transfer_type}), "both" (the deprecation period).
-// HitRatio of ExternalQueryTokensPerSecond hit the CPU tier.
-type Offload struct {
-	LoadBytesPerSecond           float64 `json:"load_bytes_per_second"`
-	StoreBytesPerSecond          float64 `json:"store_bytes_per_second"`
-	BandwidthBytesPerSecond      float64 `json:"bandwidth_bytes_per_second"`
-	Layout                       string  `json:"layout"`
-	ExternalQueryTokensPerSecond float64 `json:"external_query_tokens_per_second"`
-	HitRatio                     float64 `json:"hit_ratio"`
-}
-
-// offloadTotals are the offload counters up to offloadSince.
-type offloadTotals struct {
-	loadBytes, storeBytes, queries, hits float64
-}
-
-// SetOffload starts (or, all rates 0, stops adding to) offload traffic.
-func (s *Sim) SetOffload(o Offload) error {
-	if !slices.Contains([]string{"", "newer", "older", "both"}, o.Layout) {
-		return fmt.Errorf("layout must be newer, older or both, got %q", o.Layout)
-	}
-	if o.LoadBytesPerSecond < 0 || o.StoreBytesPerSecond < 0 || o.BandwidthBytesPerSecond < 0 || o.ExternalQueryTokensPerSecond < 0 || !fraction(o.HitRatio) {
-		return fmt.Errorf("offload rates must be >= 0 and hit_ratio in [0,1]")
-	}
-	if o.Layout == "" {
-		o.Layout = "newer"
-	}
-	if o.BandwidthBytesPerSecond == 0 {
-		o.BandwidthBytesPerSecond = 25e9
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.offloadAcc = s.offloadNow()
-	s.offload, s.offloadOn, s.offloadSince = o, true, s.now
-	return nil
-}
-
-// offloadNow is the offload counters at s.now. Called with s.mu held.
-func (s *Sim) offloadNow() offloadTotals {
-	t := s.offloadAcc
-	if !s.offloadOn {
-		return t
-	}
-	dt := s.now.Sub(s.offloadSince).Seconds()
-	o := s.offload
-	t.loadBytes += o.LoadBytesPerSecond * dt
-	t.storeBytes += o.StoreBytesPerSecond * dt
-	t.queries += o.ExternalQueryTokensPerSecond * dt
-	t.hits += o.ExternalQueryTokensPerSecond * o.HitRatio * dt
-	return t
-}
-
 // Histogram keys of the NIXL families.
 const (
 	hNixlXfer  = "nixl_xfer_time"
@@ -321,31 +265,5 @@ func (e *engine) attachResidency() {
 		s := e.sim
 		e.pool.track = newBlockTrack(e.pool.numBlocks, func() time.Time { return s.now },
 			func(h string, v float64) { e.stats.hist[h].observe(v) })
-	}
-}
-
-// offloadShare is an engine's share of a server-wide offload total (the
-// traffic splits evenly over engines).
-func offloadShare(get func(t offloadTotals, bandwidth float64) float64) source {
-	return source{value: func(e *engine) float64 {
-		s := e.sim
-		return get(s.offloadNow(), s.offload.BandwidthBytesPerSecond) / float64(len(s.allEngines()))
-	}}
-}
-
-// offloadByType is the older layout's bytes (or seconds) of one
-// transfer_type for engine e.
-func offloadByType(seconds bool) func(e *engine, tt string) float64 {
-	return func(e *engine, tt string) float64 {
-		return offloadShare(func(t offloadTotals, bw float64) float64 {
-			b := t.loadBytes
-			if tt == "GPU_to_CPU" { // a store to the CPU tier
-				b = t.storeBytes
-			}
-			if seconds {
-				return b / bw
-			}
-			return b
-		}).value(e)
 	}
 }

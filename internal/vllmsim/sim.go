@@ -302,17 +302,16 @@ type Sim struct {
 	pd                     PD
 	pdFailAcc, pdExpireAcc float64
 	lora                   LoRAConfig
-	loraAcc                float64 // LoRA LoadFraction accumulator (every)
-	loraNext               int     // the adapter the next LoRA request names
-	offload                Offload
-	offloadOn              bool
-	offloadSince           time.Time
-	offloadAcc             offloadTotals
-	mooncake               Mooncake
-	mooncakeOn             bool
-	mooncakeSince          time.Time
-	mooncakeAcc            map[mooncakeKey]*mooncakeTotals
-	kvCacheMetrics         bool
+	loraAcc                float64       // LoRA LoadFraction accumulator (every)
+	loraNext               int           // the adapter the next LoRA request names
+	loraSets               []loraInfoSet // multiprocess mode: recent lora_requests_info label sets
+	// KV connectors (connectors.go)
+	offload                        Offload
+	mooncake                       Mooncake
+	hf3fs                          HF3FS
+	offloadOn, mooncakeOn, hf3fsOn bool
+	traffic                        rates
+	kvCacheMetrics                 bool
 }
 
 // New builds a simulator. It serves nothing until Start (or use Handler).

@@ -84,10 +84,14 @@ type engineStats struct {
 	generationTokens float64
 	prefixQueries    float64
 	prefixHits       float64
-	success          map[string]float64
-	hist             map[string]*histogram
-	steps            float64
-	stepSeconds      float64
+	// the prefix cache in blocks; tokens computed again after a preemption
+	prefixBlockQueries, prefixBlockHits, recomputed float64
+	// LoRA adapter loads and activations (vllm:lora_adapter_load_seconds)
+	loraLoad, loraActivate *histogram
+	success                map[string]float64
+	hist                   map[string]*histogram
+	steps                  float64
+	stepSeconds            float64
 	// speculative decoding counters; specPerPos[i] counts accepted drafts at position i
 	specDrafts, specDraftTokens, specAccepted float64
 	specPerPos                                []float64
@@ -139,5 +143,6 @@ func newEngineStats(bounds map[string][]float64) *engineStats {
 	for key, b := range bounds {
 		st.hist[key] = newHistogram(b)
 	}
+	st.loraLoad, st.loraActivate = newHistogram(bounds["lora_load_seconds"]), newHistogram(bounds["lora_load_seconds"])
 	return st
 }
