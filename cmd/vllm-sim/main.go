@@ -73,7 +73,7 @@ func parseFlags(args []string) (options, error) {
 	app.Flag("max-model-len", "Max prompt+output tokens per request.").Default("8192").IntVar(&cfg.MaxModelLen)
 	app.Flag("enable-prefix-caching", "Reuse KV blocks of shared prefixes (--no-enable-prefix-caching to disable).").Default("true").BoolVar(&prefix)
 	app.Flag("stream-interval", "Tokens per SSE chunk (first token always alone).").Default("1").IntVar(&cfg.StreamInterval)
-	app.Flag("metrics-version", "Exposition of /metrics: v1-0.33 (newest layout, late 2026), v1 (vLLM main 2026-08), v1-0.10 (0.10.2, deprecated names too) or v0 (0.7.3 multiprocess).").Default("v1").EnumVar(&cfg.MetricsVersion, vllmsim.MetricsVersions()...)
+	app.Flag("metrics-version", "Exposition of /metrics: v1-0.33 (newest layout, late 2026), v1 (vLLM main 2026-08), v1-0.10 (0.10.2, deprecated names too), v0 (0.7.3 multiprocess) or v1-rust (main's Rust front-end: OpenMetrics, its subset of families).").Default("v1").EnumVar(&cfg.MetricsVersion, vllmsim.MetricsVersions()...)
 	app.Flag("scheduling-policy", "Scheduler policy: fcfs or priority (requests' \"priority\" field orders the queue; v1-0.33 adds the priority label).").Default("fcfs").EnumVar(&cfg.SchedulingPolicy, vllmsim.PolicyFCFS, vllmsim.PolicyPriority)
 	app.Flag("custom-histogram-buckets", "JSON object of bucket bounds per bucket family, as vLLM's flag (e.g. '{\"time_to_first_token\":[0.1,0.5,1]}'); v1-0.33 only.").StringVar(&buckets)
 	app.Flag("spec-decode.num-speculative-tokens", "Speculative decoding: draft tokens per decode step (0 = off).").Default("0").IntVar(&cfg.SpecDecode.NumSpeculativeTokens)

@@ -11,6 +11,8 @@ import (
 	"github.com/go-kit/log"
 
 	sharedtest "github.com/vllm-exporter/vllm_exporter/internal/testutil"
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim/vllmsimtest"
 )
 
 // logLines is a log sink a test reads after scrapes.
@@ -216,4 +218,39 @@ func dropFamilies(body []byte, names ...string) []byte {
 		}
 	}
 	return []byte(strings.Join(out, ""))
+}
+
+// vLLM's Rust front-end serves OpenMetrics and a subset of the families:
+// read as vLLM, no missing-family ticket for what it never sends (the
+// cache config, the sleep state, the heartbeat), and said which shipped
+// readers lack their input.
+func TestRustFrontEndSubsetIsNotMissing(t *testing.T) {
+	sim := vllmsimtest.Start(t, vllmsim.Config{VirtualClock: true, LoadGen: true, Seed: 3, MetricsVersion: vllmsim.MetricsRust})
+	s := newTestScraper(t, sim.URL(), nil)
+	for range 4 {
+		sim.Advance(5 * time.Second)
+		scrapeAt(s, sim.Now())
+	}
+	v := s.Latest()
+	m := v.Models[sim.Config().Models[0]]
+	if !v.Up || m == nil || !m.GenerationTokens.OK || m.GenerationTokens.V == 0 || !m.Running.OK {
+		t.Fatalf("up %v (%s), models %v", v.Up, v.Error, v.Models)
+	}
+	if len(v.Missing) != 0 {
+		t.Errorf("missing %v: the Rust front-end never sends them", v.Missing)
+	}
+	if m.EngineSteps.OK {
+		t.Errorf("engine steps %v from a body without vllm:iteration_tokens_total", m.EngineSteps)
+	}
+	// http_requests_total: the load generator's requests bypass HTTP.
+	compareNoHelp(t, s, `
+# TYPE vllm_exporter_vllm_unknown_families gauge
+vllm_exporter_vllm_unknown_families 0
+# TYPE vllm_exporter_vllm_family_absent gauge
+vllm_exporter_vllm_family_absent{feeds="VLLMEngineStalled (asleep is not stalled)",metric="vllm:engine_sleep_state"} 1
+vllm_exporter_vllm_family_absent{feeds="the availability SLO (requests refused before the engine)",metric="http_requests_total"} 1
+vllm_exporter_vllm_family_absent{feeds="the preempted-requests panel",metric="vllm:request_num_preemptions"} 1
+vllm_exporter_vllm_family_absent{feeds="the roofline and capacity (the KV pool)",metric="vllm:cache_config_info"} 1
+vllm_exporter_vllm_family_absent{feeds="the stall verdict (no step while requests run), the heartbeat panel",metric="vllm:iteration_tokens_total"} 1
+`, "vllm_exporter_vllm_unknown_families", "vllm_exporter_vllm_family_absent")
 }

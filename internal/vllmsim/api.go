@@ -218,7 +218,10 @@ func (s *Sim) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	}
 	body := s.Metrics()
 	ct := "text/plain; version=0.0.4; charset=utf-8"
-	if s.version.main {
+	switch {
+	case s.version.openMetrics:
+		ct = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+	case s.version.main:
 		ct = "text/plain; version=1.0.0; charset=utf-8" // prometheus_client >= 0.23
 	}
 	w.Header().Set("Content-Type", ct)

@@ -36,6 +36,9 @@ type versionSpec struct {
 	// splitsWaiting: vllm:num_requests_waiting counts deferred requests too
 	// (≈0.20+, with num_requests_waiting_by_reason).
 	splitsWaiting bool
+	// openMetrics: the body is OpenMetrics 1.0 (counters' HELP and TYPE
+	// without _total, # EOF), as the Rust front-end serves it.
+	openMetrics bool
 }
 
 // entry is one family of a layout: a name the family table describes
@@ -112,6 +115,14 @@ var (
 			{name: "vllm:gpu_cache_usage_perc", help: "GPU KV-cache usage. 1 means 100 percent usage."}},
 		names("vllm:cpu_cache_usage_perc", "vllm:cpu_prefix_cache_hit_rate", "vllm:gpu_prefix_cache_hit_rate"))
 
+	// The Rust front-end's registry (rust/src/metrics): main's engine and
+	// request families less those it does not register, LoRA info and KV
+	// block residency.
+	layoutRust = slices.Concat(slices.DeleteFunc(slices.Clone(layoutMain[len(processFamilies()):]), func(e entry) bool {
+		return slices.Contains([]string{"vllm:cache_config_info", "vllm:engine_sleep_state", "vllm:mm_cache_queries_total",
+			"vllm:mm_cache_hits_total", "vllm:iteration_tokens_total"}, e.name)
+	}), names("vllm:lora_requests_info", "vllm:kv_block_lifetime_seconds", "vllm:kv_block_idle_before_evict_seconds", "vllm:kv_block_reuse_gap_seconds"))
+
 	// The newest layout (vLLM 0.30-0.33): main plus what came later, the
 	// optional features' families after http_* (their registration order
 	// could not be read), then every family of the table no older layout
@@ -157,6 +168,8 @@ var versions = map[string]*versionSpec{
 		healthDead: 503, main: true, layout: layoutMain, cacheConfig: cacheConfigMain},
 	MetricsLatest: {name: MetricsLatest, vllmVersion: "0.33.0", engineLabel: true, created: true, nestedError: true,
 		healthDead: 503, main: true, priorityLabel: true, layout: layoutLatest, cacheConfig: cacheConfigMain},
+	MetricsRust: {name: MetricsRust, vllmVersion: "0.25.0", engineLabel: true, nestedError: true, healthDead: 503, main: true,
+		openMetrics: true, layout: layoutRust},
 	MetricsV1_0_10: {name: MetricsV1_0_10, vllmVersion: "0.10.2", engineLabel: true, created: true, nestedError: true,
 		healthDead: 500, layout: layout010, cacheConfig: func(*Config) []label {
 			return []label{{"calculate_kv_scales", "False"}, {"cpu_offload_gb", "0"}, {"kv_sharing_fast_prefill", "False"},
@@ -269,6 +282,9 @@ type expoWriter struct {
 }
 
 func (w *expoWriter) header(name, typ, help string) {
+	if w.v.openMetrics && typ == "counter" {
+		name = strings.TrimSuffix(name, "_total")
+	}
 	w.b = append(w.b, "# HELP "...)
 	w.b = append(w.b, name...)
 	w.b = append(w.b, ' ')
@@ -512,6 +528,9 @@ func (s *Sim) renderMetricsLocked() []byte {
 			continue
 		}
 		w.family(en)
+	}
+	if s.version.openMetrics {
+		w.b = append(w.b, "# EOF\n"...)
 	}
 	s.lastMetricsLen = len(w.b)
 	return w.b
