@@ -160,16 +160,16 @@ var fixtureBuckets = map[string][]float64{
 
 func fixtureName(name string) string { return "sim-latest-" + name + ".txt" }
 
-// TestLatestFixturesAreReproducible regenerates every sim-latest-* fixture
+// TestFixturesAreReproducible regenerates every sim-latest-* fixture
 // and compares it byte for byte with the copy in collector/vllm/testdata,
 // where the exporter's parser tests read it (-update rewrites them).
-func TestLatestFixturesAreReproducible(t *testing.T) {
+func TestFixturesAreReproducible(t *testing.T) {
 	for name, build := range latestFixtures {
 		t.Run(name, func(t *testing.T) {
 			body := build(t).Metrics()
 			parseMetrics(t, body)
 			p := filepath.Join(vllmTestdata, fixtureName(name))
-			want := testutil.Golden(t, p, body, *update, "run go test ./internal/vllmsim -run TestLatestFixtures -update")
+			want := testutil.Golden(t, p, body, *update, "run go test ./internal/vllmsim -run TestFixturesAreReproducible -update")
 			if !bytes.Equal(body, want) {
 				t.Errorf("%s differs from the simulator's rendering (rerun with -update if the change is intended)\n%s", p, firstDiff(body, want))
 			}

@@ -307,7 +307,7 @@ type Sim struct {
 	specMaxK  int // most draft positions ever enabled (spec families exist from then on)
 	refuse    Refusal
 	refuseAcc float64
-	// production features (late2026.go)
+	// production features (features.go)
 	admission              AdmissionLimit
 	pd                     PD
 	pdFailAcc, pdExpireAcc float64

@@ -97,7 +97,7 @@ type engineStats struct {
 	specPerPos                                []float64
 	// --enable-mfu-metrics estimates
 	flops, readBytes, writeBytes float64
-	// admission rejections by reason; NIXL connector counters (late2026.go)
+	// admission rejections by reason; NIXL connector counters (features.go)
 	admissionRejections                                       map[string]float64
 	nixlFailedTransfers, nixlFailedNotifications, nixlExpired float64
 	// prio holds per-priority-label finished stats (priority policy only)

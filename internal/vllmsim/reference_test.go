@@ -82,10 +82,10 @@ func labelNames(m *dto.Metric) []string {
 	return out
 }
 
-// TestLatestFamiliesMatchReference parses the newest layout's fixtures with
+// TestV1033FamiliesMatchReference parses the newest layout's fixtures with
 // expfmt and checks every family the references name: present, type,
 // labels, HELP; model_name and engine on every vllm:* engine family.
-func TestLatestFamiliesMatchReference(t *testing.T) {
+func TestV1033FamiliesMatchReference(t *testing.T) {
 	fams := map[string]*dto.MetricFamily{}
 	for _, name := range []string{"healthy", "spec-decode"} {
 		for k, v := range parseMetrics(t, readFixture(t, fixtureName(name))) {
@@ -169,10 +169,10 @@ func hasLabel(m *dto.Metric, name string) bool {
 	return false
 }
 
-// TestLatestIsV1PlusNewFamilies: the newest layout keeps every main
+// TestV1033IsMainPlusLaterFamilies: the newest layout keeps every main
 // (2026-08) family with the same type and HELP, in the same relative order,
 // and adds only families main does not have.
-func TestLatestIsV1PlusNewFamilies(t *testing.T) {
+func TestV1033IsMainPlusLaterFamilies(t *testing.T) {
 	v1 := headers(trafficSim(t, Config{MetricsVersion: MetricsV1}).Metrics())
 	latest := headers(trafficSim(t, Config{MetricsVersion: MetricsLatest}).Metrics())
 	added := map[string]bool{}

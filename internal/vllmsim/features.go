@@ -9,11 +9,12 @@ import (
 	"time"
 )
 
-// Controls and families of production vLLM features (issue 24): admission
-// control, the NIXL connector of disaggregated prefill/decode, LoRA
-// adapters and KV offloading. Each family is registered (rendered) only
-// while its control is on, as vLLM registers it only with the feature, and
-// only under --metrics-version v1-0.33.
+// Controls and families of vLLM's optional features: admission control,
+// the NIXL connector of disaggregated prefill/decode, LoRA adapters, KV
+// block residency (the KV connectors' traffic is in connectors.go). Each
+// family is registered (rendered) only while its control is on, as vLLM
+// registers it only with the feature, and only under --metrics-version
+// v1-0.33.
 
 // ErrAdmission is a request refused at admission: waiting plus running
 // requests are at --max-num-queued-reqs, or the queued prompt tokens at
