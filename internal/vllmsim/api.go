@@ -141,15 +141,6 @@ type apiError struct {
 	param   *string
 }
 
-func (e *apiError) body(nested bool) map[string]any {
-	inner := map[string]any{"message": e.message, "type": e.typ, "param": e.param, "code": e.status}
-	if nested {
-		return map[string]any{"error": inner}
-	}
-	inner["object"] = "error"
-	return inner
-}
-
 func badRequest(msg string, param string) *apiError {
 	e := &apiError{status: http.StatusBadRequest, typ: "BadRequestError", message: msg}
 	if param != "" {
