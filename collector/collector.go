@@ -9,7 +9,6 @@ package collector
 import (
 	"maps"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -85,30 +84,19 @@ func (h *Health) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (h *Health) Collect(ch chan<- prometheus.Metric) {
 	h.mu.Lock()
-	names := make([]string, 0, len(h.last))
-	for n := range h.last {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	results := make([]outcome, len(names))
-	for i, n := range names {
-		results[i] = h.last[n]
-	}
-	absent := make(map[string]string, len(h.absent))
-	for k, v := range h.absent {
-		absent[k] = v
-	}
+	last, absent := maps.Clone(h.last), maps.Clone(h.absent)
 	h.mu.Unlock()
+	m := Metrics(ch)
 	for _, n := range slices.Sorted(maps.Keys(absent)) {
-		ch <- prometheus.MustNewConstMetric(h.absentDesc, prometheus.GaugeValue, 1, n, absent[n])
+		m.Gauge(h.absentDesc, 1, n, absent[n])
 	}
-	for i, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(last)) {
 		up := 0.0
-		if results[i].ok {
+		if last[n].ok {
 			up = 1
 		}
-		ch <- prometheus.MustNewConstMetric(h.up, prometheus.GaugeValue, up, n)
-		ch <- prometheus.MustNewConstMetric(h.duration, prometheus.GaugeValue, results[i].took.Seconds(), n)
+		m.Gauge(h.up, up, n)
+		m.Gauge(h.duration, last[n].took.Seconds(), n)
 	}
 }
 

@@ -7,6 +7,7 @@
 package probes
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -47,6 +48,13 @@ type Options struct {
 	// URL is the vLLM server's base URL (http://host:port); a trailing
 	// /metrics is ignored. Probes never go anywhere else.
 	URL string
+	// URLs, when more than one, are the API servers of the one vLLM server
+	// (one per data-parallel rank); probes go to the first that is up, or to
+	// each in turn (probes.api_servers). URL is then ignored.
+	URLs []string
+	// Up says whether URLs[i] answered the scraper's last scrape; nil: all
+	// are taken as up.
+	Up func(i int) bool
 	// APIKey is sent as "Authorization: Bearer". Never logged. Shorthand
 	// for an Upstream whose configuration has only that credential;
 	// ignored when Upstream is set.
@@ -96,7 +104,10 @@ type Scheduler struct {
 	model   atomic.Pointer[string] // effective model, for Model()
 	wake    chan struct{}
 
+	baseURLs []string // of Options.URLs, when several
+
 	mu         sync.Mutex
+	turn       int  // the next of baseURLs with api_servers: each
 	asleep     bool // the latest scrape says the engine sleeps on purpose
 	cfg        config.Probes
 	profiles   map[string]*profileState
@@ -202,6 +213,14 @@ func New(opts Options, holder *config.Holder, logger log.Logger) *Scheduler {
 		failLog:  ratelog.New(failLogEvery),
 	}
 	s.baseURL, s.urlErr = BaseURL(opts.URL)
+	if len(opts.URLs) > 1 {
+		s.urlErr = nil
+		for _, u := range opts.URLs {
+			b, err := BaseURL(u)
+			s.baseURLs, s.urlErr = append(s.baseURLs, b), cmp.Or(s.urlErr, err)
+		}
+		s.baseURL = s.baseURLs[0]
+	}
 	s.scrub = upstream.NewScrubber(opts.URL, opts.APIKey)
 	s.scrub.Follow(opts.Upstream)
 	if s.urlErr != nil {
@@ -538,7 +557,7 @@ func (s *Scheduler) ProbeOnce(ctx context.Context, profile string) (Result, erro
 
 // execute sends an admitted probe and records its result.
 func (s *Scheduler) execute(ctx context.Context, j *job) Result {
-	t := &target{baseURL: s.baseURL, client: s.opts.Client, scrub: s.scrub,
+	t := &target{baseURL: s.pickBase(), client: s.opts.Client, scrub: s.scrub,
 		now: s.clock.Now, maxEvent: s.opts.MaxEventBytes, requestID: j.reqID}
 	if s.opts.VLLM != nil {
 		// Look at vLLM once more just before the deadline: a request the
@@ -574,6 +593,27 @@ func (s *Scheduler) execute(ctx context.Context, j *job) Result {
 		s.opts.Health.Report("probes", s.clock.Now().Sub(res.Start), s.urlErr)
 	}
 	return res
+}
+
+// pickBase is the API server a probe goes to: with several, the first up
+// (the first when none is), or the next in turn.
+func (s *Scheduler) pickBase() string {
+	if s.baseURLs == nil {
+		return s.baseURL
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cfg.APIServers == config.APIServersEach {
+		b := s.baseURLs[s.turn%len(s.baseURLs)]
+		s.turn++
+		return b
+	}
+	for i, b := range s.baseURLs {
+		if s.opts.Up == nil || s.opts.Up(i) {
+			return b
+		}
+	}
+	return s.baseURL
 }
 
 // resolveTarget asks /v1/models for the model to probe (when none is

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -38,6 +39,10 @@ type options struct {
 	adminAddr   string
 	logLevel    string
 	rate, burst float64 // load overrides; 0 keeps the scenario's
+	// multiPort serves each data-parallel rank on its own port, as vLLM's
+	// --data-parallel-multi-port-external-lb, with a supervisor.
+	multiPort      bool
+	supervisorPort int
 }
 
 func run(args []string) error {
@@ -55,15 +60,18 @@ func run(args []string) error {
 func parseFlags(args []string) (options, error) {
 	app := kingpin.New("vllm-sim", "Simulated vLLM server (API, /metrics, scheduler, scenarios, faults, load generator).")
 	var (
-		o       options
-		prefix  bool
-		buckets string
+		o         options
+		prefix    bool
+		buckets   string
+		versioned bool
 	)
 	cfg, adminAddr, logLevel, rate, burst := &o.cfg, &o.adminAddr, &o.logLevel, &o.rate, &o.burst
 	app.Flag("web.listen-address", "Address to serve the vLLM API, /metrics and /admin on.").Default("127.0.0.1:8000").StringVar(&cfg.Addr)
 	app.Flag("admin.listen-address", "Optional second address serving the same routes, so /admin stays reachable while the main port is down.").StringVar(adminAddr)
 	app.Flag("served-model-name", "Model name served; repeat for several models (each gets its own engines).").Default("meta-llama/Llama-3.1-8B-Instruct").StringsVar(&cfg.Models)
 	app.Flag("data-parallel-size", "Engines per model (engine label 0..N-1).").Default("1").IntVar(&cfg.DataParallelSize)
+	app.Flag("data-parallel-multi-port-external-lb", "Serve each data-parallel rank as its own API server on port+rank (one engine each, its own /metrics, /admin and faults), as vLLM does; a supervisor answers /health, /ready and /readyz.").BoolVar(&o.multiPort)
+	app.Flag("data-parallel-supervisor-port", "Port of the supervisor with --data-parallel-multi-port-external-lb.").Default("9256").IntVar(&o.supervisorPort)
 	app.Flag("api-server-count", "API server processes; > 1 switches V1 /metrics to multiprocess style (no _created, no python/process).").Default("1").IntVar(&cfg.APIServerCount)
 	app.Flag("max-num-seqs", "Max running sequences per engine.").Default("128").IntVar(&cfg.MaxNumSeqs)
 	app.Flag("max-num-batched-tokens", "Token budget per engine step (chunked prefill).").Default("8192").IntVar(&cfg.MaxNumBatchedTokens)
@@ -73,7 +81,10 @@ func parseFlags(args []string) (options, error) {
 	app.Flag("max-model-len", "Max prompt+output tokens per request.").Default("8192").IntVar(&cfg.MaxModelLen)
 	app.Flag("enable-prefix-caching", "Reuse KV blocks of shared prefixes (--no-enable-prefix-caching to disable).").Default("true").BoolVar(&prefix)
 	app.Flag("stream-interval", "Tokens per SSE chunk (first token always alone).").Default("1").IntVar(&cfg.StreamInterval)
-	app.Flag("metrics-version", "Exposition of /metrics: v1-0.33 (newest layout, late 2026), v1 (vLLM main 2026-08), v1-0.10 (0.10.2, deprecated names too), v0 (0.7.3 multiprocess) or v1-rust (main's Rust front-end: OpenMetrics, its subset of families).").Default("v1").EnumVar(&cfg.MetricsVersion, vllmsim.MetricsVersions()...)
+	app.Flag("metrics-version", "vLLM's exposition of /metrics: v1-0.33 (newest layout, late 2026), v1 (vLLM main 2026-08), v1-0.10 (0.10.2, deprecated names too), v0 (0.7.3 multiprocess) or v1-rust (main's Rust front-end: OpenMetrics, its subset of families).").Default("v1").IsSetByUser(&versioned).EnumVar(&cfg.MetricsVersion, vllmsim.MetricsVersions()...)
+	app.Flag("engine", "The inference server spoken: vllm, sglang (sglang: families at /metrics, /health_generate, /get_server_info) or trtllm (trtllm-serve: families at /prometheus/metrics, JSON iteration stats at /metrics, /health_generate; one model, one engine).").Default(vllmsim.EngineVLLM).EnumVar(&cfg.Engine, vllmsim.Engines()...)
+	app.Flag("tp-size", "SGLang --tp-size: tensor-parallel ranks per data-parallel rank (their tp_rank labels).").Default("1").IntVar(&cfg.TensorParallelSize)
+	app.Flag("enable-metrics-for-all-schedulers", "SGLang: every tensor-parallel rank writes its scheduler's state (repeated series by tp_rank).").BoolVar(&cfg.AllSchedulerMetrics)
 	app.Flag("scheduling-policy", "Scheduler policy: fcfs or priority (requests' \"priority\" field orders the queue; v1-0.33 adds the priority label).").Default("fcfs").EnumVar(&cfg.SchedulingPolicy, vllmsim.PolicyFCFS, vllmsim.PolicyPriority)
 	app.Flag("custom-histogram-buckets", "JSON object of bucket bounds per bucket family, as vLLM's flag (e.g. '{\"time_to_first_token\":[0.1,0.5,1]}'); v1-0.33 only.").StringVar(&buckets)
 	app.Flag("spec-decode.num-speculative-tokens", "Speculative decoding: draft tokens per decode step (0 = off).").Default("0").IntVar(&cfg.SpecDecode.NumSpeculativeTokens)
@@ -99,6 +110,9 @@ func parseFlags(args []string) (options, error) {
 		return o, err
 	}
 	cfg.DisablePrefixCaching = !prefix
+	if cfg.Engine != vllmsim.EngineVLLM && !versioned {
+		cfg.MetricsVersion = "" // the engine's own exposition
+	}
 	if buckets != "" {
 		if err := json.Unmarshal([]byte(buckets), &cfg.CustomHistogramBuckets); err != nil {
 			return o, fmt.Errorf("--custom-histogram-buckets: %w", err)
@@ -112,23 +126,22 @@ func parseFlags(args []string) (options, error) {
 
 // serve runs the simulator (and the admin listener) until SIGINT/SIGTERM.
 func serve(o options, logger log.Logger) error {
-	cfg, adminAddr, rate, burst := o.cfg, o.adminAddr, o.rate, o.burst
-
-	sim, err := vllmsim.New(cfg)
-	if err != nil {
-		return err
-	}
-	if rate > 0 || burst > 0 {
-		sc := sim.Scenario()
-		if rate > 0 {
-			sc.Load.Rate = rate
-		}
-		if burst > 0 {
-			sc.Load.Burstiness = burst
-		}
-		if err := sim.ApplyScenario(sc); err != nil {
+	cfg, adminAddr := o.cfg, o.adminAddr
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if o.multiPort {
+		rk, err := startRanks(o)
+		if err != nil {
 			return err
 		}
+		defer rk.Close()
+		level.Info(logger).Log("msg", "vllm-sim listening, one API server per rank", "ranks", len(rk.Sims), "first", rk.Sims[0].URL(), "supervisor", rk.SupervisorURL())
+		<-ctx.Done()
+		return nil
+	}
+	sim, err := newSim(cfg, o)
+	if err != nil {
+		return err
 	}
 	if err := sim.Start(); err != nil {
 		return err
@@ -141,14 +154,51 @@ func serve(o options, logger log.Logger) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	<-ctx.Done()
 	level.Info(logger).Log("msg", "shutting down")
 	if admin != nil {
 		_ = admin.Close()
 	}
 	return nil
+}
+
+// newSim builds a simulator with the load overrides applied.
+func newSim(cfg vllmsim.Config, o options) (*vllmsim.Sim, error) {
+	sim, err := vllmsim.New(cfg)
+	if err != nil || (o.rate <= 0 && o.burst <= 0) {
+		return sim, err
+	}
+	sc := sim.Scenario()
+	if o.rate > 0 {
+		sc.Load.Rate = o.rate
+	}
+	if o.burst > 0 {
+		sc.Load.Burstiness = o.burst
+	}
+	return sim, sim.ApplyScenario(sc)
+}
+
+// startRanks serves --data-parallel-size ranks, rank r on port+r of
+// --web.listen-address (port 0: each on a free port) with seed+r, and the
+// supervisor.
+func startRanks(o options) (*vllmsim.Ranks, error) {
+	host, port, err := net.SplitHostPort(o.cfg.Addr)
+	first, perr := strconv.Atoi(port)
+	if err != nil || perr != nil || o.adminAddr != "" || o.cfg.DataParallelSize < 2 {
+		return nil, errors.New("--data-parallel-multi-port-external-lb needs --web.listen-address with a port, --data-parallel-size >= 2 and no --admin.listen-address (each rank serves its own /admin)")
+	}
+	sims, addrs := make([]*vllmsim.Sim, o.cfg.DataParallelSize), make([]string, o.cfg.DataParallelSize)
+	for r := range sims {
+		cfg := o.cfg
+		cfg.DataParallelSize, cfg.Seed = 1, o.cfg.Seed+int64(r)
+		if sims[r], err = newSim(cfg, o); err != nil {
+			return nil, err
+		}
+		if addrs[r] = o.cfg.Addr; first > 0 {
+			addrs[r] = net.JoinHostPort(host, strconv.Itoa(first+r))
+		}
+	}
+	return vllmsim.StartRanks(sims, addrs, net.JoinHostPort(host, strconv.Itoa(o.supervisorPort)))
 }
 
 // serveAdmin serves the simulator's routes on a second address too (nil

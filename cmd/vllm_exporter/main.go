@@ -76,9 +76,16 @@ type flags struct {
 	basicPWFile  string
 	proxyFromEnv bool
 
+	// vllmURL is the first of vllmURLs (--vllm.url); *Set: given.
+	vllmURLs         []string
+	urlSet, ranksSet bool
+	ranks            int
+	supervisorURL    string
+
 	enableLifecycle bool
 	perPriority     bool
 	role            string
+	server          string
 
 	configFile  string
 	configCheck bool
@@ -94,6 +101,23 @@ type flags struct {
 
 	scrub *upstream.Scrubber // see scrubber
 }
+
+// urlList is --vllm.url: repeatable, the first also kept alone.
+type urlList struct {
+	first *string
+	all   *[]string
+}
+
+func (u urlList) Set(v string) error {
+	if len(*u.all) == 0 {
+		*u.first = v
+	}
+	*u.all = append(*u.all, v)
+	return nil
+}
+
+func (u urlList) String() string     { return strings.Join(*u.all, ",") }
+func (u urlList) IsCumulative() bool { return true }
 
 // scrubber is what every output of the process (logs, errors, pages, the
 // pprof command line) is scrubbed of secrets with; made once the command
@@ -115,7 +139,9 @@ func newApp() (*kingpin.Application, *flags, *kingpin.CmdClause) {
 	app.Flag("web.disable-exporter-metrics", "Exclude the exporter's own go_* and process_* metrics.").BoolVar(&f.disableExpMets)
 	app.Flag("web.go-memstats", "Also export the Go runtime's go_memstats_* series (25); by default the exporter's heap is go_memory_classes_heap_objects_bytes + go_memory_classes_heap_unused_bytes.").BoolVar(&f.goMemStats)
 	app.Flag("web.all-runtime-series", "Also export the Go runtime and process series no shipped panel reads (go_gc_duration_seconds, go_threads, go_info, go_gc_gogc_percent, go_sched_gomaxprocs_threads, process_start_time_seconds, process_virtual_memory_*, process_network_*, promhttp_metric_handler_errors_total); by default go_* and process_* are the eight the Overview dashboard's exporter row reads.").BoolVar(&f.allRuntime)
-	app.Flag("vllm.url", "Base URL of the vLLM server (its /metrics is scraped; probes use the same server).").Default("http://localhost:8000").StringVar(&f.vllmURL)
+	app.Flag("vllm.url", "Base URL of the vLLM server (its /metrics is scraped; probes use the same server). Repeatable: the API servers of one vLLM server (--data-parallel-multi-port-external-lb: one per rank), scraped and exported as one server; see also --vllm.data-parallel-ranks.").Default("http://localhost:8000").IsSetByUser(&f.urlSet).SetValue(urlList{&f.vllmURL, &f.vllmURLs})
+	app.Flag("vllm.data-parallel-ranks", "API servers of a vLLM server run with --data-parallel-multi-port-external-lb (its --data-parallel-size-local): --vllm.url is the first rank's, the others answer on the next ports; scraped and exported as one server, each reported in vllm_exporter_endpoint_up.").Default("1").IsSetByUser(&f.ranksSet).IntVar(&f.ranks)
+	app.Flag("vllm.supervisor-url", "Base URL of vLLM's data-parallel supervisor (--data-parallel-supervisor-port, 9256 by default) with several API servers: its /health (200 while every rank's is) is asked at every scrape, as vllm_exporter_supervisor_healthy.").StringVar(&f.supervisorURL)
 	app.Flag("vllm.scrape-interval", "How often to scrape vLLM's /metrics.").Default(vllm.DefaultInterval.String()).DurationVar(&f.interval)
 	app.Flag("vllm.timeout", "Timeout of one scrape of vLLM's /metrics; must be shorter than --vllm.scrape-interval (default 4s, or the scrape interval when that is shorter).").Default(vllm.DefaultTimeout.String()).IsSetByUser(&f.timeoutSet).DurationVar(&f.timeout)
 	app.Flag("vllm.max-body-bytes", "Largest /metrics body accepted, after gzip decompression (scrape error reason body_too_large).").Default(fmt.Sprint(vllm.DefaultMaxBodyBytes)).Int64Var(&f.maxBodyBytes)
@@ -131,6 +157,7 @@ func newApp() (*kingpin.Application, *flags, *kingpin.CmdClause) {
 	app.Flag("vllm.proxy-from-environment", "Reach vLLM (scrapes and probes alike) through the proxy named by HTTP_PROXY/HTTPS_PROXY/NO_PROXY. Off by default: connections are direct, so no proxy sees the credentials.").BoolVar(&f.proxyFromEnv)
 	app.Flag("web.enable-lifecycle", "Enable configuration reload over HTTP (POST /-/reload). Off by default; SIGHUP always reloads.").BoolVar(&f.enableLifecycle)
 	app.Flag("vllm.per-priority", "Also export TTFT and e2e histograms per request priority (vLLM --scheduling-policy priority; at most 8 priority values).").BoolVar(&f.perPriority)
+	app.Flag("vllm.server", "The inference server behind --vllm.url: vllm, sglang (its /metrics needs --enable-metrics), trtllm (trtllm-serve: Prometheus text at /prometheus/metrics with return_perf_metrics: true), or auto: learnt once from /v1/models and the metric names, again after 3 failed scrapes. Its metrics path, version and served model follow. Exported as vllm_server_info.").Default(vllm.Servers[0]).EnumVar(&f.server, vllm.Servers...)
 	app.Flag("vllm.role", "The pod's role in disaggregated prefill/decode serving: prefill (no TPOT or ITL of its own: those SLOs and the decode-side bottleneck classes are skipped), decode (its TTFT includes the KV transfer from the prefill pod), both (aggregated serving), or auto: learnt from the NIXL families vLLM exports, else both. Exported as vllm_pod_role_info.").Default(vllm.RoleAuto).EnumVar(&f.role, vllm.Roles...)
 	app.Flag("config.file", "YAML configuration file (probes, SLOs, bottleneck thresholds); empty = shipped defaults.").StringVar(&f.configFile)
 	app.Flag("config.check", "Validate --config.file (and --web.config.file), print the result and exit.").BoolVar(&f.configCheck)
@@ -286,6 +313,9 @@ func checkConfig(f *flags, stdout, stderr io.Writer) int {
 			return failed("--web.config.file: %s: %v", wc, err)
 		}
 		fmt.Fprintf(stdout, "web config %s is valid\n", wc)
+	}
+	if _, err := f.resolveServers(cfg); err != nil && !f.demo {
+		return failed("%v", err)
 	}
 	if _, err := connectVLLM(cfg, f); err != nil {
 		return failed("%v", err) // names its flag or vllm: key

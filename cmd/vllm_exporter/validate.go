@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,7 +20,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
-	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
+	"github.com/vllm-exporter/vllm_exporter/internal/config"
 )
 
 // Bounds of the serving flags that have no natural one. They are far from
@@ -84,8 +85,8 @@ func validateCoreFlags(f *flags) error {
 		return err
 	}
 	if !f.demo {
-		if err := upstream.ValidateURL(f.vllmURL); err != nil {
-			return fmt.Errorf("--vllm.url: %w", err)
+		if _, err := f.resolveServers(config.Default()); err != nil {
+			return err
 		}
 	}
 	if err := positiveDuration("vllm.scrape-interval", f.interval); err != nil {
@@ -128,6 +129,52 @@ func validateCoreFlags(f *flags) error {
 		return fmt.Errorf("--web.telemetry-path: must be a path starting with /, got %q", p)
 	}
 	return nil
+}
+
+// resolveServers is where vLLM's API servers are: in the flags, or in the
+// vllm: section of cf when it names them (then the flags must not).
+func (f *flags) resolveServers(cf *config.File) (config.Servers, error) {
+	s, name := config.Servers{URLs: f.vllmURLs, DataParallelRanks: f.ranks, SupervisorURL: f.supervisorURL}, "--vllm.url"
+	if file := cf.VLLM.Servers; len(file.URLs) > 0 {
+		if f.urlSet || f.ranksSet || f.supervisorURL != "" {
+			return s, errors.New("--vllm.url, --vllm.data-parallel-ranks and --vllm.supervisor-url, or vllm.urls in --config.file: use one")
+		}
+		s, name = file, "vllm.urls"
+	}
+	urls, err := s.Resolve()
+	if err != nil {
+		return s, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := s.CheckSupervisor(len(urls)); err != nil {
+		return s, fmt.Errorf("--vllm.supervisor-url: %w", err)
+	}
+	s.URLs = urls
+	return s, nil
+}
+
+// servers resolves the API servers for the running exporter (none with
+// --demo): the first is f.vllmURL; several are returned with the
+// supervisor. A reload that would change them fails: they take effect at
+// start.
+func (f *flags) servers(h *config.Holder) ([]string, string, error) {
+	if f.demo {
+		return nil, "", nil
+	}
+	s, err := f.resolveServers(h.Get())
+	if err != nil {
+		return nil, "", err
+	}
+	f.vllmURL = s.URLs[0]
+	h.Check(func(cf *config.File) error {
+		if now, err := f.resolveServers(cf); err != nil || !slices.Equal(now.URLs, s.URLs) || now.SupervisorURL != s.SupervisorURL {
+			return errors.Join(err, errors.New("vllm: urls, data_parallel_ranks and supervisor_url take effect at start only; restart the exporter"))
+		}
+		return nil
+	})
+	if len(s.URLs) == 1 {
+		return nil, "", nil
+	}
+	return s.URLs, s.SupervisorURL, nil
 }
 
 // validateWebFlags refuses a listen address that cannot be listened on and

@@ -52,6 +52,10 @@ type exporter struct {
 	// scrub is the process's one scrubber (flags.scrubber), following upstream.
 	scrub   *upstream.Scrubber
 	vllmURL string // base URL, also what probes talk to
+	// vllmURLs and supervisorURL: a vLLM server of several API servers
+	// (nil and "" for one).
+	vllmURLs      []string
+	supervisorURL string
 	// models is the bound on model names shared by every per-model
 	// structure (scraper, windows, SLO watchdog and its state file).
 	models modelset.Limits
@@ -123,6 +127,10 @@ func newExporter(ctx context.Context, f *flags, logger log.Logger) (*exporter, f
 	if err != nil {
 		return nil, nil, fmt.Errorf("--config.file: %w", err)
 	}
+	urls, supervisor, err := f.servers(holder)
+	if err != nil {
+		return nil, nil, err
+	}
 	up, err := connectVLLM(holder.Get(), f)
 	if err != nil {
 		return nil, nil, err
@@ -139,6 +147,7 @@ func newExporter(ctx context.Context, f *flags, logger log.Logger) (*exporter, f
 		models: modelset.Limits{Max: f.maxModels, IdleTimeout: f.modelIdle, Grace: f.modelGrace, Stats: modelset.NewStats(),
 			GraceOverride: func() time.Duration { return holder.Get().Models.Grace }},
 	}
+	x.vllmURLs, x.supervisorURL = urls, supervisor
 	followReloads(holder, up, f, logger)
 	stop := func() {}
 	if f.demo {
@@ -146,7 +155,7 @@ func newExporter(ctx context.Context, f *flags, logger log.Logger) (*exporter, f
 		if err != nil {
 			return nil, nil, fmt.Errorf("--demo: %w", err)
 		}
-		x.vllmURL, stop = url, stopDemo
+		x.vllmURL, x.vllmURLs, stop = url, nil, stopDemo
 		level.Info(logger).Log("msg", "demo mode: scraping the simulated vLLM", "url", url)
 	}
 	reloadGauges := configReloadCollectors(holder)
@@ -255,6 +264,8 @@ func startScraper(f *flags, x *exporter) (*vllm.Scraper, error) {
 	x.scrapes = &scrapeLog{next: x.health, scrub: x.scrub.Scrub}
 	s := vllm.New(vllm.Options{
 		URL:          x.vllmURL,
+		URLs:         x.vllmURLs,
+		Supervisor:   x.supervisorURL,
 		Interval:     f.interval,
 		Timeout:      f.timeout,
 		MaxBodyBytes: f.maxBodyBytes,
@@ -266,6 +277,7 @@ func startScraper(f *flags, x *exporter) (*vllm.Scraper, error) {
 		PerPriority:  f.perPriority,
 		OptIn:        optInList(f.optIn),
 		Role:         f.role,
+		Server:       f.server,
 		Readers:      windowReaders(x.config.Get()),
 	}, log.With(x.logger, "component", "vllm"))
 	x.scrapes.latest = s.Latest
@@ -305,7 +317,7 @@ func (f *flags) shortcuts() upstream.Shortcuts {
 // connectVLLM is the connection to vLLM that cf's vllm: section and the
 // --vllm.* shortcuts describe.
 func connectVLLM(cf *config.File, f *flags) (*upstream.Upstream, error) {
-	cfg, err := upstream.Resolve(cf.VLLM, f.vllmURL, f.shortcuts())
+	cfg, err := upstream.Resolve(cf.VLLM.HTTPClientConfig, f.vllmURL, f.shortcuts())
 	if err != nil {
 		return nil, err
 	}
@@ -321,7 +333,7 @@ func followReloads(h *config.Holder, up *upstream.Upstream, f *flags, logger log
 		return err
 	})
 	h.Subscribe(func(cf *config.File) {
-		cfg, err := upstream.Resolve(cf.VLLM, f.vllmURL, f.shortcuts())
+		cfg, err := upstream.Resolve(cf.VLLM.HTTPClientConfig, f.vllmURL, f.shortcuts())
 		if err == nil {
 			err = up.Apply(cfg)
 		}

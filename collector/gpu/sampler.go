@@ -291,7 +291,7 @@ func (s *Sampler) acquire(d *device) {
 	wasLost := d.uuid != "" && !d.up
 	d.uuid = uuid
 	r := &reader{s: s, d: d}
-	if v, ok := readString(r, "name", dev.GetName); ok {
+	if v, ok := read(r, "name", dev.GetName); ok {
 		d.name = v
 	}
 	if p, ok := read(r, "pci_info", dev.GetPciInfo); ok {
@@ -382,11 +382,7 @@ func (s *Sampler) sampleDevice(d *device, now time.Time) snapshot.GPUDevice {
 	s.sampleInterconnect(r, d.dev, &out, now)
 
 	if d.xid != nil {
-		out.XidTotal = make(map[uint64]float64, len(d.xid))
-		for k, v := range d.xid {
-			out.XidTotal[k] = v
-		}
-		out.LastFatalXidTime = d.lastXid
+		out.XidTotal, out.LastFatalXidTime = maps.Clone(d.xid), d.lastXid
 	}
 
 	if r.lost {
@@ -434,18 +430,18 @@ func (s *Sampler) sampleCore(r *reader, dev nvml.Device, out *snapshot.GPUDevice
 // sampleThrottling reads the clock event (throttle) reasons now and the
 // time spent throttled per policy.
 func (s *Sampler) sampleThrottling(r *reader, dev nvml.Device, out *snapshot.GPUDevice) {
-	// Drivers before r535 only have the older name of the same call.
+	// Drivers before r535 only have the older name of the same call; a
+	// symbol the driver lacks is never called.
 	reasons := dev.GetCurrentClocksEventReasons
 	if !s.has(symClocksEventReasons) {
-		reasons = nil
-		if s.has(symClocksThrottleReasons) {
-			reasons = dev.GetCurrentClocksThrottleReasons
-		}
+		reasons = dev.GetCurrentClocksThrottleReasons
 	}
-	if mask, ok := readIf(r, reasons != nil, "clocks_event_reasons", reasons); ok {
-		out.ThrottleReasons = make(map[string]bool, len(clockEventReasons))
-		for _, ce := range clockEventReasons {
-			out.ThrottleReasons[ce.Reason] = mask&ce.Bit != 0
+	if s.has(symClocksEventReasons) || s.has(symClocksThrottleReasons) {
+		if mask, ok := read(r, "clocks_event_reasons", reasons); ok {
+			out.ThrottleReasons = make(map[string]bool, len(clockEventReasons))
+			for _, ce := range clockEventReasons {
+				out.ThrottleReasons[ce.Reason] = mask&ce.Bit != 0
+			}
 		}
 	}
 	for _, p := range violationPolicies {
@@ -586,12 +582,14 @@ func (s *Sampler) absence() log.Logger {
 }
 
 // warnOnce logs a warning the first time key is seen.
-func (s *Sampler) warnOnce(key string, kv ...interface{}) {
-	if s.warned[key] {
-		return
+func (s *Sampler) warnOnce(key string, kv ...any) { s.logOnce(level.Warn, key, kv...) }
+
+// logOnce logs at lvl the first time key is seen.
+func (s *Sampler) logOnce(lvl func(log.Logger) log.Logger, key string, kv ...any) {
+	if !s.warned[key] {
+		s.warned[key] = true
+		lvl(s.logger).Log(kv...)
 	}
-	s.warned[key] = true
-	level.Warn(s.logger).Log(kv...)
 }
 
 // reader collects one device's reads: ERROR_GPU_IS_LOST stops further reads,
@@ -624,19 +622,6 @@ func read[T any](r *reader, field string, f func() (T, nvml.Return)) (T, bool) {
 	}
 	v, ret := f()
 	return v, r.check(field, ret)
-}
-
-// readIf is read when cond holds (f may be nil otherwise).
-func readIf[T any](r *reader, cond bool, field string, f func() (T, nvml.Return)) (T, bool) {
-	if !cond {
-		var zero T
-		return zero, false
-	}
-	return read(r, field, f)
-}
-
-func readString(r *reader, field string, f func() (string, nvml.Return)) (string, bool) {
-	return read(r, field, f)
 }
 
 func read1[A, T any](r *reader, field string, f func(A) (T, nvml.Return), a A) (T, bool) {

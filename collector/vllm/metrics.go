@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,7 +22,7 @@ type descs struct {
 	unexpected *prometheus.Desc
 
 	scrapes, scrapeErrors, scrapeDuration, lastSuccess, schema, missing *prometheus.Desc
-	samplesDropped, role, unknown, absent                               *prometheus.Desc
+	samplesDropped, role, unknown, absent, endpointUp, supervisor       *prometheus.Desc
 }
 
 func newDescs() *descs {
@@ -30,6 +31,8 @@ func newDescs() *descs {
 	}
 	d := &descs{
 		up:             g("vllm_up", "1 if the last scrape of vLLM's /metrics was fetched and parsed, else 0."),
+		endpointUp:     g("vllm_exporter_endpoint_up", "1 if the last scrape of this API server's /metrics (endpoint: its place among --vllm.url, the data-parallel rank with --vllm.data-parallel-ranks) was fetched and parsed, else 0; only for a server of several.", "endpoint"),
+		supervisor:     g("vllm_exporter_supervisor_healthy", "1 if vLLM's data-parallel supervisor (--vllm.supervisor-url) answered /health with 200 at the last scrape (every rank's /health does), else 0."),
 		unexpected:     g("vllm_exporter_vllm_unexpected_label_values", "Distinct label values in the last vLLM scrape that the exporter did not understand or had to drop past a bound (an unknown sleep state, more priorities than allowed; an empty value where a sample lacks a label the family carries, read as \"\"); samples of unknown values are ignored.", "metric", "label"),
 		unknown:        g("vllm_exporter_vllm_unknown_families", "vllm:* families in the last scrape of vLLM's /metrics that the exporter neither reads nor knowingly ignores (at most 256; each new name is logged once)."),
 		absent:         g("vllm_exporter_vllm_family_absent", "1 for each vLLM family a shipped SLO, verdict, alert or panel reads (feeds) that the last scrape lacked: what it feeds cannot be computed on this server.", "metric", "feeds"),
@@ -49,7 +52,7 @@ func newDescs() *descs {
 }
 
 func (d *descs) all() []*prometheus.Desc {
-	out := []*prometheus.Desc{d.up, d.unexpected, d.scrapes, d.scrapeErrors, d.scrapeDuration, d.lastSuccess, d.schema, d.missing, d.samplesDropped, d.role, d.unknown, d.absent}
+	out := []*prometheus.Desc{d.up, d.unexpected, d.scrapes, d.scrapeErrors, d.scrapeDuration, d.lastSuccess, d.schema, d.missing, d.samplesDropped, d.role, d.unknown, d.absent, d.endpointUp, d.supervisor, serverDesc}
 	for _, fd := range d.rows {
 		for _, x := range append([]*prometheus.Desc{fd.series, fd.engine, fd.window, fd.priority}, fd.windows...) {
 			if x != nil {
@@ -83,6 +86,9 @@ type renderState struct {
 	scrapes         float64
 	errors, dropped map[string]float64
 	lastOK          time.Time
+	srv             serverState
+	endpoints       []bool         // by endpoint, whether it answered (nil for one)
+	supervisor      snapshot.Value // the supervisor's /health was 200
 }
 
 // WindowLabel formats a window as its `window` label value ("1m", "5m").
@@ -154,6 +160,11 @@ func (d *descs) render(ch chan<- prometheus.Metric, st *renderState, windows []t
 	if !st.lastOK.IsZero() {
 		e.emit(d.lastSuccess, prometheus.GaugeValue, float64(st.lastOK.UnixNano())/1e9)
 	}
+	renderServer(e, st.srv)
+	for i, ok := range st.endpoints {
+		e.emit(d.endpointUp, prometheus.GaugeValue, b2f(ok), strconv.Itoa(i))
+	}
+	e.value(d.supervisor, prometheus.GaugeValue, st.supervisor)
 	if !up {
 		return
 	}

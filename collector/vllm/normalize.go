@@ -96,6 +96,9 @@ type normalizer struct {
 	scratch reading
 	// seen: by row, the family was in a body since the exporter started.
 	seen []bool
+	// served is the model the server says it serves (/v1/models), which
+	// replaces families.PlaceholderModel; "" none.
+	served string
 }
 
 func newNormalizer() *normalizer {
@@ -176,6 +179,8 @@ type reading struct {
 	// rather than summed without it.
 	voided []void
 	now    float64 // the scrape's time, unix seconds
+	// atCompletion: a token counter read counts at request completion.
+	atCompletion bool
 }
 
 type meanKey struct {
@@ -203,6 +208,9 @@ func (n *normalizer) normalize(sc *scanner, r *result, now time.Time) {
 		f := &families.Rows[i]
 		at := slices.IndexFunc(f.Names, func(n families.Name) bool { return has(n.Name) })
 		if at < 0 {
+			if len(f.NamesOf(families.ServerOf(v.Schema))) == 0 {
+				continue // the server has no such family (the row's NotFrom says why)
+			}
 			miss := f.MissingLabel(v.Schema)
 			if n.expected(i, v.Schema) {
 				r.expected = append(r.expected, miss)
@@ -220,12 +228,17 @@ func (n *normalizer) normalize(sc *scanner, r *result, now time.Time) {
 			r.expected = append(r.expected, f.Names[at].Name)
 		}
 		rd.present[i] = true
-		for _, nm := range f.Names[at:] {
-			if name := nm.Name; has(name) {
-				rd.read(f, name, sc)
+		for _, n := range f.ReadFrom(at) {
+			idx := famIndex[n.Name]
+			rd.atCompletion = rd.atCompletion || n.AtCompletion && len(sc.values[idx]) > 0
+			for _, c := range sc.kids[idx] {
+				rd.histogram(f, n, c)
 			}
-			if !f.EveryName {
-				break
+			for _, e := range sc.values[idx] {
+				rd.sample(f, n, e.labels, e.v)
+			}
+			for _, e := range sc.bad[idx] {
+				rd.void(f, n, e.labels)
 			}
 		}
 	}
@@ -235,24 +248,6 @@ func (n *normalizer) normalize(sc *scanner, r *result, now time.Time) {
 	slices.Sort(v.Missing)
 	v.Missing = slices.Compact(v.Missing)
 	r.unknown = sc.unknownNames()
-}
-
-// read reads the samples of family name into row f.
-func (rd *reading) read(f *families.Family, name string, sc *scanner) {
-	idx := famIndex[name]
-	for _, c := range sc.kids[idx] {
-		if f.Only == nil || f.Only(c.labels) {
-			rd.histogram(f, name, c)
-		}
-	}
-	for _, e := range sc.values[idx] {
-		if f.Only == nil || f.Only(e.labels) {
-			rd.sample(f, name, e.labels, e.v)
-		}
-	}
-	for _, e := range sc.bad[idx] {
-		rd.void(f, name, e.labels)
-	}
 }
 
 // expected says whether row i's absence is news: every vLLM sends it, or
@@ -282,6 +277,7 @@ func (n *normalizer) reset(r *result) *reading {
 	rd.seenUnexpected, rd.refused = nil, nil
 	clear(rd.present)
 	rd.voided = rd.voided[:0]
+	rd.atCompletion = false
 	rd.n, rd.r, rd.vllm = n, r, r.vllm
 	return rd
 }
@@ -313,6 +309,7 @@ func (rd *reading) finish() {
 		if e := rd.engines[name]; len(e) > 1 {
 			m.PerEngine = e
 		}
+		m.TokensAtCompletion = rd.atCompletion
 	}
 }
 
@@ -342,8 +339,12 @@ func (x void) apply(rd *reading) {
 }
 
 // void records that a sample of row f with labels l could not be read.
-func (rd *reading) void(f *families.Family, fam string, l families.Labels) {
-	model, hasModel := l.Lookup("model_name")
+func (rd *reading) void(f *families.Family, n families.Name, l families.Labels) {
+	if n.Keep != nil && !n.Keep(l) {
+		return
+	}
+	fam := n.Name
+	model, hasModel := rd.modelOf(l)
 	x := void{f: f, model: model}
 	switch {
 	case f.Server != nil:
@@ -361,6 +362,19 @@ func (rd *reading) void(f *families.Family, fam string, l families.Labels) {
 		x.key = key
 	}
 	rd.voided = append(rd.voided, x)
+}
+
+// modelOf is a sample's model: its model_name label (SGLang's 2024
+// releases: name), the served model where that is a placeholder.
+func (rd *reading) modelOf(l families.Labels) (string, bool) {
+	m, ok := l.Lookup("model_name")
+	if !ok {
+		m, ok = l.Lookup("name")
+	}
+	if ok && m == families.PlaceholderModel && rd.n.served != "" {
+		m = rd.n.served
+	}
+	return m, ok
 }
 
 func newModel(name string) *snapshot.Model {
@@ -486,6 +500,11 @@ func (s *scanner) present(fam int) bool {
 // and no mark is V0, one without any is "none".
 func detectSchema(sc *scanner) string {
 	if !sc.anyVLLM {
+		for fam, server := range famServer {
+			if server != families.ServerVLLM && sc.present(fam) {
+				return families.ServerOf(server)
+			}
+		}
 		return SchemaNone
 	}
 	for _, mk := range schemaMarks {

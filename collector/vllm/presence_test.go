@@ -242,13 +242,11 @@ func TestRustFrontEndSubsetIsNotMissing(t *testing.T) {
 	if m.EngineSteps.OK {
 		t.Errorf("engine steps %v from a body without vllm:iteration_tokens_total", m.EngineSteps)
 	}
-	// http_requests_total: the load generator's requests bypass HTTP.
 	compareNoHelp(t, s, `
 # TYPE vllm_exporter_vllm_unknown_families gauge
 vllm_exporter_vllm_unknown_families 0
 # TYPE vllm_exporter_vllm_family_absent gauge
 vllm_exporter_vllm_family_absent{feeds="VLLMEngineStalled (asleep is not stalled)",metric="vllm:engine_sleep_state"} 1
-vllm_exporter_vllm_family_absent{feeds="the availability SLO (requests refused before the engine)",metric="http_requests_total"} 1
 vllm_exporter_vllm_family_absent{feeds="the preempted-requests panel",metric="vllm:request_num_preemptions"} 1
 vllm_exporter_vllm_family_absent{feeds="the roofline and capacity (the KV pool)",metric="vllm:cache_config_info"} 1
 vllm_exporter_vllm_family_absent{feeds="the stall verdict (no step while requests run), the heartbeat panel",metric="vllm:iteration_tokens_total"} 1

@@ -87,9 +87,40 @@ type series struct {
 	tooLong bool    // a label value is over MaxLabelValueBytes: every sample is dropped
 	le      float64 // partBucket: the bound; NaN when missing or not a number
 	v       float64 // this scrape's value
+	// group, for a copy of one reading (repeatKey), is its family and
+	// labels without what tells the copies apart: they are read as one,
+	// never summed.
+	group string
 	// labels are a partValue series'; a histogram part's are its child's.
 	labels families.Labels
 	child  *child
+}
+
+// Copies of one reading: prometheus_client's multiprocess mode "all" writes
+// a gauge once per process (label pid; a dead process's file lingers), and
+// SGLang writes each data-parallel rank's scheduler state from every tensor,
+// pipeline and expert rank with --enable-metrics-for-all-schedulers. A
+// gauge's copies read as the largest, a counter's or histogram's as the
+// first in the body (rank copies are equal; pid copies of a counter are
+// distinct processes' counts, summed).
+var rankLabels = []string{"tp_rank", "pp_rank", "moe_ep_rank"}
+
+// repeatKey is the group of a series of family fam with labels ls and the
+// labels it is read with (without pid where pid marks a copy); "" when ls
+// marks no copy.
+func repeatKey(fam int, ls families.Labels) (families.Labels, string) {
+	n := len(ls.Offs)
+	if _, ok := ls.Lookup("pid"); ok && !counterFamily[fam] {
+		ls = ls.Without("pid")
+	}
+	rest := ls
+	for _, r := range rankLabels {
+		rest = rest.Without(r)
+	}
+	if len(rest.Offs) == n {
+		return ls, ""
+	}
+	return ls, famNames[fam] + "\xff" + rest.Key()
 }
 
 // child is one histogram child: the buckets, _sum and _count series of a
@@ -102,6 +133,7 @@ type child struct {
 	count   float64
 	has     uint8 // hasSum, hasCount
 	dup     bool  // a second _sum or _count of this scrape (another label order)
+	group   string
 }
 
 const (
@@ -127,9 +159,11 @@ type scanner struct {
 	// histogram children in the order they first appear.
 	values  [][]*series
 	kids    [][]*child
-	bad     [][]*series     // samples that are no reading (badValue)
-	anyVLLM bool            // a vllm:* family was named
-	helps   map[string]bool // families whose HELP this scrape had, for schema detection
+	bad     [][]*series        // samples that are no reading (badValue)
+	copies  map[string]*series // by group: the first copy of this scrape
+	kidCopy map[string]*child  // the same for histogram children
+	anyVLLM bool               // a vllm:* family was named
+	helps   map[string]bool    // families whose HELP this scrape had, for schema detection
 	line    int
 	bytes   int // the cache's key bytes
 	// unknown: the vllm:* families the table does not know, by base name,
@@ -204,6 +238,8 @@ func newScanner() *scanner {
 		values:   make([][]*series, len(famNames)),
 		kids:     make([][]*child, len(famNames)),
 		bad:      make([][]*series, len(famNames)),
+		copies:   map[string]*series{},
+		kidCopy:  map[string]*child{},
 		helps:    map[string]bool{},
 		unknown:  map[string]*uint32{},
 	}
@@ -213,16 +249,8 @@ func newScanner() *scanner {
 // of the families the table reads. Drops go to res.
 func (s *scanner) scan(r io.Reader, limit int64, maxSeries int, res *result) error {
 	s.gen++
-	s.read, s.anyVLLM, s.line = 0, false, 0
-	clear(s.helps)
-	for i := range s.values {
-		// Cleared, not only cut: the backing arrays would keep evicted
-		// series reachable.
-		clear(s.values[i])
-		clear(s.kids[i])
-		clear(s.bad[i])
-		s.values[i], s.kids[i], s.bad[i] = s.values[i][:0], s.kids[i][:0], s.bad[i][:0]
-	}
+	s.read, s.line = 0, 0
+	s.forget()
 	s.br.Reset(r)
 	defer s.br.Reset(nil) // keep no response body reachable
 	var n int64
@@ -264,6 +292,22 @@ func (s *scanner) scan(r io.Reader, limit int64, maxSeries int, res *result) err
 		s.evict()
 	}
 	return nil
+}
+
+// forget empties what the last scrape read.
+func (s *scanner) forget() {
+	s.anyVLLM = false
+	clear(s.helps)
+	clear(s.copies)
+	clear(s.kidCopy)
+	for i := range s.values {
+		// Cleared, not only cut: the backing arrays would keep evicted
+		// series reachable.
+		clear(s.values[i])
+		clear(s.kids[i])
+		clear(s.bad[i])
+		s.values[i], s.kids[i], s.bad[i] = s.values[i][:0], s.kids[i][:0], s.bad[i][:0]
+	}
 }
 
 func isRead(name []byte) bool { _, ok := lineNames[string(name)]; return ok }
@@ -331,7 +375,14 @@ func (s *scanner) sample(line []byte, maxSeries, maxBytes int, res *result) (eof
 		if bad := badValue(int(e.fam), v); bad != "" {
 			res.dropLine(bad, s.line, line[:end], "a value that is no reading")
 			s.bad[e.fam] = append(s.bad[e.fam], e)
+		} else if first := s.copies[e.group]; e.group != "" && first != nil {
+			if !counterFamily[e.fam] {
+				first.v = max(first.v, v)
+			}
 		} else {
+			if e.group != "" {
+				s.copies[e.group] = e
+			}
 			s.values[e.fam] = append(s.values[e.fam], e)
 		}
 		return false, nil
@@ -339,7 +390,10 @@ func (s *scanner) sample(line []byte, maxSeries, maxBytes int, res *result) (eof
 	c := e.child
 	if c.seen != s.gen {
 		c.seen, c.buckets, c.sum, c.count, c.has, c.dup = s.gen, c.buckets[:0], 0, 0, 0, false
-		s.kids[e.fam] = append(s.kids[e.fam], c)
+		if c.group == "" || s.kidCopy[c.group] == nil {
+			s.kidCopy[c.group] = c
+			s.kids[e.fam] = append(s.kids[e.fam], c)
+		}
 	}
 	switch e.part {
 	case partBucket:
@@ -379,7 +433,7 @@ func (s *scanner) add(key string, quoted bool, ln lineName, maxSeries, maxBytes 
 		}
 	}
 	if ln.part == partValue {
-		e.labels = ls
+		e.labels, e.group = repeatKey(ln.fam, ls)
 		return e, nil
 	}
 	if le, ok := ls.Lookup("le"); ok && ln.part == partBucket {
@@ -390,7 +444,8 @@ func (s *scanner) add(key string, quoted bool, ln lineName, maxSeries, maxBytes 
 	own := ls.Without("le")
 	ck := famNames[ln.fam] + "\xff" + own.Key()
 	if e.child = s.children[ck]; e.child == nil {
-		e.child = &child{labels: own}
+		_, g := repeatKey(ln.fam, own)
+		e.child = &child{labels: own, group: g}
 		s.children[ck] = e.child
 	}
 	return e, nil

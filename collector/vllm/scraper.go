@@ -29,6 +29,7 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vllm-exporter/vllm_exporter/collector"
+	"github.com/vllm-exporter/vllm_exporter/internal/families"
 	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
 	"github.com/vllm-exporter/vllm_exporter/internal/ratelog"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
@@ -72,7 +73,14 @@ const CollectorName = "vllm"
 type Options struct {
 	// URL is vLLM's base URL (http://host:8000); "/metrics" is appended
 	// unless the path already ends with it.
-	URL          string
+	URL string
+	// URLs, when more than one, are the API servers of one vLLM server
+	// (--data-parallel-multi-port-external-lb: one per rank), scraped
+	// together as that server (endpoints.go); URL is then ignored.
+	URLs []string
+	// Supervisor is the base URL of vLLM's data-parallel supervisor, whose
+	// /health is asked at every scrape (vllm_exporter_supervisor_healthy).
+	Supervisor   string
 	Interval     time.Duration
 	Timeout      time.Duration
 	MaxBodyBytes int64
@@ -109,6 +117,9 @@ type Options struct {
 	// prefill, decode or both; "" or RoleAuto learns it from the scrape
 	// (see detectRole), else both.
 	Role string
+	// Server is the inference server (--vllm.server: auto, vllm, sglang,
+	// trtllm); "" or auto learns it from the server.
+	Server string
 	// Models bounds the model names kept (--vllm.max-models), evicts those
 	// absent from successful scrapes for its idle timeout
 	// (--vllm.model-idle-timeout) and gives the place of one absent for its
@@ -131,9 +142,16 @@ type Scraper struct {
 	clientErr  error // why no client could be built (every scrape fails with it)
 	descs      *descs
 	optIn      map[string]bool // Options.OptIn as a set
+	// eps are the API servers of a server of several (nil for one); scan
+	// is then the view of them all the normalizer reads.
+	eps           []*endpoint
+	supervisorURL string         // its /health, "" none
+	supervisor    snapshot.Value // what it answered last; guarded by mu
 
-	// mu serialises scrapes and guards the fields below it.
+	// mu serialises scrapes and guards the fields below it (and the
+	// metrics URL).
 	mu         sync.Mutex
+	srv        serverState
 	norm       *normalizer
 	scan       *scanner
 	scrapes    float64
@@ -216,11 +234,27 @@ func New(opts Options, logger log.Logger) *Scraper {
 		loggedUnexpected: map[string]bool{},
 		loggedUnknown:    map[string]bool{},
 	}
+	s.srv.base, s.srv.explicit = apiBase(opts.URL)
+	if _, ok := families.ServerNamed(opts.Server); ok {
+		s.srv.name, s.srv.source = opts.Server, serverFromFlag
+	}
 	s.norm.admit = func(name string) bool { return s.models.Admit(name, s.scrapeNow) }
 	s.models.OnEvict(func(name string) {
 		level.Info(s.logger).Log("msg", "model absent from successful scrapes for --vllm.model-grace gives its place under --vllm.max-models to a new name; its state is dropped", "model", name, "grace", s.models.Grace())
 	})
 	s.norm.perPriority = opts.PerPriority
+	if len(opts.URLs) > 1 {
+		s.eps = make([]*endpoint, len(opts.URLs))
+		for i, u := range opts.URLs {
+			s.eps[i] = &endpoint{url: MetricsURL(u), scan: newScanner(), carried: map[carriedKey]*carried{}}
+		}
+		s.metricsURL, s.logURL = s.eps[0].url, RedactedURL(s.eps[0].url)
+		s.srv.base, _ = apiBase(opts.URLs[0])
+		s.srv.explicit = true // each API server's /metrics, as --vllm.url names it
+		if opts.Supervisor != "" {
+			s.supervisorURL = strings.TrimSuffix(opts.Supervisor, "/") + "/health"
+		}
+	}
 	s.SetReaders(opts.Readers...)
 	s.keepState(nil, nil, nil, 0)
 	return s
@@ -380,8 +414,22 @@ func (s *Scraper) ScrapeOnce(ctx context.Context, now time.Time) {
 	s.scrapeNow = now
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
+	if !s.srv.known && s.eps == nil { // several API servers are vLLM's (multi-port LB)
+		s.detect(ctx)
+	}
 	res := &result{}
-	reason, err := s.fetch(ctx, res)
+	var reason string
+	var err error
+	if s.eps == nil {
+		reason, err = s.fetch(ctx, s.metricsURL, s.scan, res)
+		for err != nil && s.nextPath(reason, err) {
+			res = &result{}
+			reason, err = s.fetch(ctx, s.metricsURL, s.scan, res)
+		}
+		s.scrapes++
+	} else {
+		reason, err = s.fetchAll(ctx, now, res)
+	}
 	snap := &snapshot.VLLM{Time: now}
 	if err == nil {
 		s.norm.normalize(s.scan, res, now)
@@ -394,12 +442,14 @@ func (s *Scraper) ScrapeOnce(ctx context.Context, now time.Time) {
 			level.Info(s.logger).Log("msg", "model absent from successful scrapes for --vllm.model-idle-timeout; its state is dropped", "model", gone, "idle_timeout", s.models.IdleTimeout())
 		}
 	}
+	s.scraped(snap.Schema, err)
 	took := time.Since(began)
-	s.scrapes++
 	if err != nil {
 		res = nil
 		snap.Error = reason
-		s.errors[reason]++
+		if s.eps == nil {
+			s.errors[reason]++
+		}
 		lvl := level.Debug
 		if reason != s.lastReason {
 			lvl = level.Warn
@@ -460,8 +510,12 @@ func slim(snap *snapshot.VLLM) *snapshot.VLLM {
 
 // keepState stores the state /metrics shows until the next scrape.
 func (s *Scraper) keepState(snap *snapshot.VLLM, res *result, windows map[time.Duration]map[string]*snapshot.Derived, took time.Duration) {
-	s.state.Store(&renderState{snap: snap, res: res, windows: windows, took: took, scrapes: s.scrapes,
-		errors: maps.Clone(s.errors), dropped: maps.Clone(s.dropped), lastOK: s.lastOK})
+	var up []bool
+	for _, ep := range s.eps {
+		up = append(up, ep.up)
+	}
+	s.state.Store(&renderState{snap: snap, res: res, windows: windows, took: took, scrapes: s.scrapes, srv: s.srv,
+		errors: maps.Clone(s.errors), dropped: maps.Clone(s.dropped), lastOK: s.lastOK, endpoints: up, supervisor: s.supervisor})
 }
 
 // logScrape reports what a successful scrape found: it logs a recovery and
@@ -551,16 +605,16 @@ func (s *Scraper) prune() {
 	s.history = out
 }
 
-// fetch GETs the body and scans it (s.scan), or returns the error reason.
-// ScrapeOnce sets the deadline.
-func (s *Scraper) fetch(ctx context.Context, res *result) (reason string, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.metricsURL, nil)
+// fetch GETs the body at metricsURL and scans it into sc, or returns the
+// error reason. ScrapeOnce sets the deadline.
+func (s *Scraper) fetch(ctx context.Context, metricsURL string, sc *scanner, res *result) (reason string, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
 	if err != nil {
 		// The parse error quotes the URL, password included.
-		if verr := upstream.ValidateURL(s.metricsURL); verr != nil {
+		if verr := upstream.ValidateURL(metricsURL); verr != nil {
 			return ReasonConnect, verr
 		}
-		return ReasonConnect, fmt.Errorf("cannot build a request for %s", s.logURL)
+		return ReasonConnect, fmt.Errorf("cannot build a request for %s", RedactedURL(metricsURL))
 	}
 	// Ask for the classic text format: vLLM's negotiating route would
 	// otherwise be free to pick OpenMetrics (which the scanner reads too).
@@ -585,6 +639,10 @@ func (s *Scraper) fetch(ctx context.Context, res *result) (reason string, err er
 		}
 		return r, fmt.Errorf("unexpected HTTP status %s", resp.Status)
 	}
+	if strings.Contains(resp.Header.Get("Content-Type"), "json") {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		return ReasonParse, errJSONBody
+	}
 	if resp.ContentLength > s.opts.MaxBodyBytes {
 		return ReasonBodyTooLarge, fmt.Errorf("Content-Length %d exceeds --vllm.max-body-bytes=%d", resp.ContentLength, s.opts.MaxBodyBytes)
 	}
@@ -600,7 +658,7 @@ func (s *Scraper) fetch(ctx context.Context, res *result) (reason string, err er
 		defer gz.Close()
 		body = gz
 	}
-	err = s.scan.scan(body, s.opts.MaxBodyBytes, s.opts.MaxSeries, res)
+	err = sc.scan(body, s.opts.MaxBodyBytes, s.opts.MaxSeries, res)
 	switch {
 	case err == nil:
 		return "", nil

@@ -34,13 +34,9 @@ var DefaultYAML []byte
 
 // File is one parsed, validated configuration file.
 type File struct {
-	// VLLM is how the exporter connects to the vLLM server, for scrapes and
-	// probes alike: Prometheus' HTTP client configuration (tls_config,
-	// authorization, basic_auth, proxy_url, follow_redirects, ...). The
-	// --vllm.api-key-file, --vllm.basic-auth-* and
-	// --vllm.proxy-from-environment flags are shortcuts that fill it.
-	// Relative file names are relative to the configuration file.
-	VLLM commoncfg.HTTPClientConfig `yaml:"vllm"`
+	// VLLM is where vLLM's API servers are and how the exporter connects
+	// to them (vllm.go).
+	VLLM VLLM `yaml:"vllm"`
 
 	Probes     Probes     `yaml:"probes"`
 	SLOs       []SLO      `yaml:"slos"`
@@ -62,7 +58,7 @@ type File struct {
 // Parse decodes and validates a configuration document. Fields absent from
 // the document keep their defaults.
 func Parse(data []byte, source string) (*File, error) {
-	f := &File{VLLM: commoncfg.DefaultHTTPClientConfig, Probes: DefaultProbes(), SLOs: DefaultSLOs(), Bottleneck: DefaultBottleneck(), Source: source}
+	f := &File{VLLM: VLLM{HTTPClientConfig: commoncfg.DefaultHTTPClientConfig}, Probes: DefaultProbes(), SLOs: DefaultSLOs(), Bottleneck: DefaultBottleneck(), Source: source}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(f); err != nil && !errors.Is(err, io.EOF) {
@@ -221,6 +217,15 @@ func readCapped(path string, max int64) ([]byte, error) {
 func (f *File) Validate() error {
 	if err := f.VLLM.Validate(); err != nil {
 		return fmt.Errorf("vllm: %w", err)
+	}
+	if s := f.VLLM.Servers; len(s.URLs) == 0 && (s.DataParallelRanks != 0 || s.SupervisorURL != "") {
+		return errors.New("vllm: data_parallel_ranks and supervisor_url go with urls")
+	} else if slices.ContainsFunc(s.URLs, upstream.HasUserInfo) {
+		return errors.New("vllm: urls: credentials go in basic_auth or authorization, not in a URL")
+	} else if urls, err := s.Resolve(); err != nil {
+		return fmt.Errorf("vllm: urls: %w", err)
+	} else if err := s.CheckSupervisor(len(urls)); err != nil {
+		return fmt.Errorf("vllm: supervisor_url: %w", err)
 	}
 	if err := f.Probes.Validate(); err != nil {
 		return fmt.Errorf("probes: %w", err)

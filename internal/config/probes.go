@@ -18,6 +18,10 @@ const (
 
 	PrefixCold = "cold" // a unique random prompt each time: nothing can be cached
 	PrefixWarm = "warm" // a fixed shared prefix of warm_prefix_tokens tokens
+
+	// Which API server of several (vllm.urls) a probe goes to.
+	APIServersFirstUp = "first_up" // the first whose last scrape succeeded (the first when none did)
+	APIServersEach    = "each"     // each in turn: every rank's front end is probed, within the same budgets
 )
 
 // ProbeEndpoint is one kind of probe: the vLLM route it streams from and
@@ -62,6 +66,10 @@ type Probes struct {
 	// ordinary vocabulary (clear of special tokens).
 	TokenIDMin int `yaml:"token_id_min"`
 	TokenIDMax int `yaml:"token_id_max"`
+	// APIServers says which of several API servers of the vLLM server
+	// (--vllm.url repeated, --vllm.data-parallel-ranks) a probe goes to:
+	// first_up or each.
+	APIServers string `yaml:"api_servers"`
 
 	Profiles []ProbeProfile `yaml:"profiles"`
 }
@@ -107,6 +115,7 @@ func DefaultProbes() Probes {
 		TTFTGapWindow:        5 * time.Minute,
 		TokenIDMin:           1000,
 		TokenIDMax:           20000,
+		APIServers:           APIServersFirstUp,
 		Profiles:             []ProbeProfile{DefaultProbeProfile()},
 	}
 }
@@ -169,6 +178,9 @@ func (p *Probes) Validate() error {
 	}
 	if p.TokenIDMin < 0 || p.TokenIDMax-p.TokenIDMin < 100 {
 		return fmt.Errorf("token_id_min/token_id_max: need 0 <= min and at least 100 IDs in [min, max), got [%d, %d)", p.TokenIDMin, p.TokenIDMax)
+	}
+	if p.APIServers != APIServersFirstUp && p.APIServers != APIServersEach {
+		return fmt.Errorf("api_servers: %q must be %q or %q", p.APIServers, APIServersFirstUp, APIServersEach)
 	}
 	seen := map[string]bool{}
 	for i := range p.Profiles {

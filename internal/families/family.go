@@ -23,13 +23,11 @@ type Family struct {
 	// Names are the engine's names for the family, preferred first. The
 	// first one present in a scrape wins and the others are ignored: vLLM
 	// emits old and new names with identical values during its
-	// deprecation periods, and adding them would double-count. With
-	// EveryName each present name is read: they are parts of one series
-	// (the CPU tier's gauge and the tiering spec's, by tier).
-	Names     []Name
-	EveryName bool
-	Type      Type
-	Scope     Scope
+	// deprecation periods, and adding them would double-count (a Name
+	// with Plus is read with the one before it).
+	Names []Name
+	Type  Type
+	Scope Scope
 	// Agg says how the samples of one model combine: over data-parallel
 	// engines, and over source labels the exporter drops (priority).
 	Agg Agg
@@ -42,18 +40,12 @@ type Family struct {
 	// LabelAliases are other names stand-ins give Label (llm-d's simulator
 	// labels finished requests finish_reason).
 	LabelAliases []string
-	// Only, when set, picks the samples the row reads (one transition of
-	// vllm:lora_adapter_load_seconds).
-	Only func(l Labels) bool
 	// Key, when set, gives a by-label reading's key instead of Label's
 	// value: from the engine's name and the sample's labels (kv_offload's
 	// older transfer_type "CPU_to_GPU" and newer kv_offload_load_* both
 	// land on tier "cpu" of the load row). ok false: the sample is not this
 	// row's.
 	Key func(fam string, l Labels) (key string, ok bool)
-	// FromLabel: the value is this label of the samples (a number: "None",
-	// negative or non-finite values are absent), not the sample value.
-	FromLabel string
 	// InfoLabels are the labels an info family re-exports (its open label
 	// set is stored whole in the snapshot).
 	InfoLabels []string
@@ -75,6 +67,10 @@ type Family struct {
 	Help, EngineHelp string
 	// Versions documents which vLLM versions emit which name.
 	Versions string
+	// NotFrom says, by server, why the row has no name of that server
+	// (docs/'s engine tables; a row without says the server has no such
+	// family).
+	NotFrom map[string]string
 	// Always: every vLLM server sends the family from its first scrape
 	// (V0, V1, the Rust front-end; the stand-ins the table knows), so its
 	// absence is reported by vllm_exporter_expected_metric_missing even on
@@ -147,6 +143,31 @@ type Name struct {
 	// StandIn names what sends this variant instead of vLLM (llm-d's
 	// simulator): read as vLLM's meaning, never named as vLLM's.
 	StandIn string
+	// Server is the inference server whose name it is ("" vLLM): an engine
+	// is a column of the rows' names (servers.go).
+	Server string
+	// Plus: read together with the name before it, into the same reading
+	// (SGLang's P/D queues wait beside its waiting queue).
+	Plus bool
+	// Keep, when set, picks the samples the reading takes (the total of a
+	// breakdown, one cache tier).
+	Keep func(Labels) bool
+	// FromLabel: the value is this label of the samples (a number: "None",
+	// negative or non-finite values are absent), not the sample value.
+	FromLabel string
+	// AtCompletion: the server counts it when a request finishes, not at
+	// each step, so it stands still while requests run.
+	AtCompletion bool
+	// Note says, in docs/'s engine tables, how the reading converts.
+	Note string
+}
+
+// ServerName is the server the name belongs to.
+func (n Name) ServerName() string {
+	if n.Server == "" {
+		return ServerVLLM
+	}
+	return n.Server
 }
 
 // Sim says how the simulator (internal/vllmsim) renders a family.
@@ -164,6 +185,9 @@ type Sim struct {
 	// PerProcess: a gauge of multiprocess mode "all" (no mode given): with
 	// several API servers, one series per server's pid.
 	PerProcess bool
+	// PerModel: one series per model, not per data-parallel engine (SGLang's
+	// tokenizer process writes it; trtllm-serve writes every family so).
+	PerModel bool
 	// Buckets are a histogram's default bounds; Tokens: 1-2-5 steps up
 	// to max_model_len instead. Custom is its key in vLLM's
 	// --custom-histogram-buckets.
@@ -291,13 +315,38 @@ func (f *Family) VLLMType() string {
 // MissingLabel is the name reported when f is expected but absent: the
 // vLLM name the detected schema would use (newest for V1, else oldest).
 func (f *Family) MissingLabel(schema string) string {
-	n := f.Names[0].Name
-	for _, x := range f.Names[1:] {
-		if schema != SchemaV1 && x.StandIn == "" {
+	names := f.namesOf(ServerOf(schema))
+	if schema == SchemaV1 || ServerOf(schema) != ServerVLLM {
+		return names[0].Name
+	}
+	n := names[0].Name
+	for _, x := range names[1:] {
+		if x.StandIn == "" {
 			n = x.Name
 		}
 	}
 	return n
+}
+
+// NamesOf are f's names on a server, preferred first.
+func (f *Family) NamesOf(server string) []string {
+	var out []string
+	for _, n := range f.namesOf(server) {
+		out = append(out, n.Name)
+	}
+	return out
+}
+
+// namesOf are f's names on a server (vLLM's include the stand-ins'
+// variants).
+func (f *Family) namesOf(server string) []Name {
+	var out []Name
+	for _, n := range f.Names {
+		if n.ServerName() == server {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // NameList is f's names.
@@ -307,6 +356,16 @@ func (f *Family) NameList() []string {
 		out[i] = n.Name
 	}
 	return out
+}
+
+// ReadFrom are the names read when f.Names[at] is the first one present:
+// it and the Plus names that follow it.
+func (f *Family) ReadFrom(at int) []Name {
+	end := at + 1
+	for end < len(f.Names) && f.Names[end].Plus {
+		end++
+	}
+	return f.Names[at:end]
 }
 
 // SeriesLabels are the exported series' label names.
@@ -343,7 +402,7 @@ func (f *Family) WindowHelp() string {
 // (stand-ins' variants are not vLLM's).
 func (f *Family) sources() string {
 	var names []string
-	for _, n := range f.Names {
+	for _, n := range f.namesOf(ServerVLLM) {
 		if n.StandIn == "" {
 			names = append(names, n.Name)
 		}
@@ -402,11 +461,11 @@ func MarkdownTable() string {
 	b.WriteString("| exported series | type | scope | engines combined by | labels kept | vLLM source (preferred first) | versions |\n|---|---|---|---|---|---|---|\n")
 	for i := range Rows {
 		f := &Rows[i]
-		names := make([]string, len(f.Names))
-		for i, n := range f.Names {
-			names[i] = "`" + n.Name + "`"
+		var names []string
+		for _, n := range f.namesOf(ServerVLLM) {
+			names = append(names, "`"+n.Name+"`")
 			if n.StandIn != "" {
-				names[i] += " (" + n.StandIn + ")"
+				names[len(names)-1] += " (" + n.StandIn + ")"
 			}
 		}
 		var kept []string

@@ -224,10 +224,11 @@ var hf3fsBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0
 // per engine, and in multiprocess mode one series per API server.
 func offloadUsage(exported, what string, field func(*snapshot.KVOffload) *map[string]float64, names ...Name) Family {
 	var from []string
-	for _, n := range names {
+	for i, n := range names {
 		from = append(from, n.Name)
+		names[i].Plus = i > 0 // the tiering spec's tiers beside the CPU one
 	}
-	return Family{Exported: exported, Names: names, EveryName: true, Type: Gauge, Agg: Max, Label: "tier", Limit: MapLimit,
+	return Family{Exported: exported, Names: names, Type: Gauge, Agg: Max, Label: "tier", Limit: MapLimit,
 		Key: func(_ string, l Labels) (string, bool) {
 			if t, ok := l.Lookup("tier"); ok {
 				return t, true
@@ -275,6 +276,6 @@ func summaryRow(exported, help, versions string, field func(*snapshot.Model) *sn
 
 // only restricts a row to the samples whose label has the value.
 func (f Family) only(label, value string) Family {
-	f.Only = func(l Labels) bool { return l.Get(label) == value }
+	f.Names[0].Keep = labelIs(label, value)
 	return f
 }

@@ -39,6 +39,10 @@ type versionSpec struct {
 	// openMetrics: the body is OpenMetrics 1.0 (counters' HELP and TYPE
 	// without _total, # EOF), as the Rust front-end serves it.
 	openMetrics bool
+	// server is the inference server spoken (families.Server*; "" vLLM),
+	// labels its children's labels (nil: vLLM's engineLabels).
+	server string
+	labels func(w *expoWriter, e *engine, perModel bool, typ string) [][]label
 }
 
 // entry is one family of a layout: a name the family table describes
@@ -155,7 +159,7 @@ func withNewRows(latest []entry) []entry {
 		}
 	}
 	for _, sp := range families.Specs() {
-		if !listed[sp.Name.Name] && sp.Sim.Source != "" {
+		if !listed[sp.Name.Name] && sp.Sim.Source != "" && sp.Server == "" {
 			latest = append(latest, entry{name: sp.Name.Name})
 			listed[sp.Name.Name] = true
 		}
@@ -214,7 +218,17 @@ func cacheConfigMain(c *Config) []label {
 // --custom-histogram-buckets.
 func bucketsFor(v *versionSpec, c *Config) map[string][]float64 {
 	out := map[string][]float64{}
-	for _, sp := range families.Specs() {
+	// vLLM's bounds for every histogram the engines keep, then the
+	// server's own for those it renders.
+	var specs []families.Spec
+	for _, server := range slices.Compact([]string{"", v.server}) {
+		for _, sp := range families.Specs() {
+			if sp.Server == server {
+				specs = append(specs, sp)
+			}
+		}
+	}
+	for _, sp := range specs {
 		if sp.Type != "histogram" || sp.Sim.Source == "" {
 			continue
 		}
@@ -374,6 +388,9 @@ func (w *expoWriter) engineChildren(sp families.Spec, src source) []child {
 	values := sp.Sim.Values
 	if src.values != nil {
 		values = src.values(w.s)
+	}
+	if w.v.labels != nil {
+		return w.serverChildren(sp, src, values)
 	}
 	var children []child
 	for _, e := range w.s.allEngines() {
