@@ -101,7 +101,7 @@ func (rd *reading) byLabel(f *families.Family, fam string, mod *snapshot.Model, 
 	if !ok {
 		return
 	}
-	if _, has := f.LabelOf(l); !has && key == "" && f.ReadLabels == nil {
+	if _, has := l.Lookup(f.Label); !has && key == "" && f.ReadLabels == nil {
 		rd.unexpected(fam, f.Label, "") // read under "", and said so
 	}
 	if f.Agg == families.Max {

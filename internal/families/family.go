@@ -37,9 +37,6 @@ type Family struct {
 	// by Limit. "" keeps none.
 	Label string
 	Limit Limit
-	// LabelAliases are other names stand-ins give Label (llm-d's simulator
-	// labels finished requests finish_reason).
-	LabelAliases []string
 	// Key, when set, gives a by-label reading's key instead of Label's
 	// value: from the engine's name and the sample's labels (kv_offload's
 	// older transfer_type "CPU_to_GPU" and newer kv_offload_load_* both
@@ -427,27 +424,12 @@ func (f *Family) WindowSeries() string {
 }
 
 // KeyOf is a by-label reading's key for a sample with labels l; ok false:
-// the sample is not this row's. Without Label (or an alias) the key is "".
+// the sample is not this row's. Without Label the key is "".
 func (f *Family) KeyOf(fam string, l Labels) (string, bool) {
 	if f.Key != nil {
 		return f.Key(fam, l)
 	}
-	v, _ := f.LabelOf(l)
-	return v, true
-}
-
-// LabelOf is Label's value in l, under its name or an alias; ok false
-// when l has neither.
-func (f *Family) LabelOf(l Labels) (string, bool) {
-	if v, ok := l.Lookup(f.Label); ok {
-		return v, true
-	}
-	for _, a := range f.LabelAliases {
-		if v, ok := l.Lookup(a); ok {
-			return v, true
-		}
-	}
-	return "", false
+	return l.Get(f.Label), true
 }
 
 // EngineSeries names the per-engine view of an exported series.

@@ -179,7 +179,7 @@ var Rows = append([]Family{
 		Label: "finished_reason", Limit: Limit{Max: MaxFinishedReasons, Drop: DropFinishedReasonLimit}, Key: finishedReason,
 		Map:   func(m *snapshot.Model) *map[string]float64 { return &m.FinishedByReason },
 		Help:  "Finished requests by finish reason, summed over engines; from vllm:request_success_total.",
-		Feeds: "the availability and preemption SLOs, VLLMAdmissionRejections", LabelAliases: []string{"finish_reason"}, Versions: "all versions, label `finished_reason` (V1 pre-creates stop/length/abort/error/repetition; V0 only after first use)",
+		Feeds: "the availability and preemption SLOs, VLLMAdmissionRejections", Versions: "all versions, label `finished_reason` (V1 pre-creates stop/length/abort/error/repetition; V0 only after first use)",
 		Windows: []Window{
 			{Series: "vllm_requests_finished_per_second", Help: "Finished requests per second over the window by finish reason; derived from vllm:request_success_total.",
 				ByLabel: func(d *snapshot.Derived) *map[string]float64 { return &d.FinishedPerSecondByReason }},
