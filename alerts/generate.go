@@ -48,6 +48,7 @@ var alertDashboards = map[string]dashboardLink{
 	"VLLMDeferredLivelock":           {OverviewDashboard, []string{"instance", "model"}},
 	"VLLMDown":                       {OverviewDashboard, []string{"instance"}},
 	"VLLMKVTransferFailures":         {OverviewDashboard, []string{"instance", "model"}},
+	"VLLMKVOffloadFailures":          {OverviewDashboard, []string{"instance", "model"}},
 	"VLLMKVCacheNearFull":            {OverviewDashboard, []string{"instance", "model"}},
 	"VLLMQueueBuildup":               {OverviewDashboard, []string{"instance", "model"}},
 	"VLLMAdmissionRejections":        {OverviewDashboard, []string{"instance", "model"}},

@@ -37,7 +37,7 @@ func vllmAlertsTests() promtoolFile {
 		rules: []string{"vllm-alerts.yml"},
 		eval:  30 * time.Second,
 		cases: []func(testing.TB) testutil.RuleTest{
-			engineStalledCase, sleepingEngineCase, deferredLivelockCase, kvTransferFailuresCase, admissionRejectionsCase, vllmDownCase,
+			engineStalledCase, sleepingEngineCase, deferredLivelockCase, kvTransferFailuresCase, kvOffloadFailuresCase, admissionRejectionsCase, vllmDownCase,
 			kvCacheNearFullCase, queueBuildupCase, gpuThrottlingCase, fatalXidCase, probesFailingCase,
 			expectedMetricMissingCase, scrapeErrorsCase, configReloadFailedCase, collectorDownCase,
 			exporterTargetDownCase, exporterAbsentCase, watchdogCase,
@@ -136,6 +136,29 @@ func kvTransferFailuresCase(t testing.TB) testutil.RuleTest {
 	return s.test([]testutil.AlertTest{
 		silent(alert, onset+ruleFor(t, alert)-time.Minute),
 		firing(alert, check, fires(t, alert, a, f/(s.sumRate(check, window, okA)+f))),
+		silent(alert, off+window+time.Minute),
+	})
+}
+
+// kvOffloadFailuresCase: a's HF3FS loads fail 3 times a minute from onset
+// to off; b's CPU tier fails an allocation every other minute (below the
+// threshold); c's disk tier fails cascades 5 times a minute for less than
+// the rule's for.
+func kvOffloadFailuresCase(t testing.TB) testutil.RuleTest {
+	const alert, window = "VLLMKVOffloadFailures", 10 * time.Minute // the rule's rate window
+	a, b, c := replica("a", "model", "llama"), replica("b", "model", "llama"), replica("c", "model", "llama", "tier", "disk")
+	onset, off := mins(10), mins(40)
+	loads := counter(at{0, 0}, at{onset, 3}, at{off, 0})
+	s := scenario{name: "KV offload failures ticket by kind; a rare failure and a short burst do not", step: step, end: mins(62), series: []series{
+		{name("vllm_hf3fs_load_failures_total", a), loads},
+		{name("vllm_hf3fs_save_failures_total", a), gauge(at{0, 0})},
+		{name("vllm_kv_offload_allocation_failures_total", b), counter(at{0, 0.5})},
+		{name("vllm_kv_offload_cascade_failures_total", c), counter(at{0, 0}, at{mins(20), 5}, at{mins(24), 0})},
+	}}
+	check := mins(30)
+	return s.test([]testutil.AlertTest{
+		silent(alert, onset+ruleFor(t, alert)-time.Minute),
+		firing(alert, check, fires(t, alert, replica("a", "model", "llama", "failure", "hf3fs_load"), 60*s.sumRate(check, window, loads))),
 		silent(alert, off+window+time.Minute),
 	})
 }

@@ -57,15 +57,16 @@ func exporterRow() row {
 				q(`sum by (instance, component) (increase(vllm_exporter_models_evicted_total{`+inst+`}[1h]))`, "evicted in 1h {{component}} {{instance}}"),
 				q(`sum by (instance, component) (increase(vllm_exporter_models_refused_total{`+inst+`}[1h]))`, "refused in 1h {{component}} {{instance}}"),
 			}},
-		{Title: "vLLM samples dropped, unexpected label values", Type: "timeseries", Unit: "short", W: 8,
+		{Title: "vLLM samples dropped, unexpected label values, unknown families", Type: "timeseries", Unit: "short", W: 8,
 			Desc: "Samples of vLLM's /metrics the exporter dropped over the last hour, by reason: a bound (model_limit, engine_limit, lora_adapter_limit, finished_reason_limit, label_value_too_long, line_too_long) " +
 				"or invalid input (invalid_histogram, bucket_mismatch). Beside them the label values of the last scrape the exporter did not understand (an unknown sleep state, more priorities than allowed), by metric and label: " +
-				"their samples are ignored. Either one non-zero means a panel or SLO sees less than vLLM said: a newer vLLM, or a bound to raise.",
+				"their samples are ignored. And the vllm: families of the last scrape the exporter does not know (each name is logged once). Any of them non-zero means a panel or SLO sees less than vLLM said: a newer vLLM, or a bound to raise.",
 			Targets: []target{
 				q(`sum by (instance, reason) (increase(vllm_exporter_samples_dropped_total{`+inst+`}[1h]))`, "dropped in 1h {{reason}} {{instance}}"),
 				// 0 (metric "none") while every value was understood
 				q(unexpected+` or (label_replace(max by (instance) (vllm_exporter_vllm_schema_info{`+inst+`}) * 0, "metric", "none", "", "") unless on (instance) `+unexpected+`)`,
 					"unexpected {{metric}} {{label}} {{instance}}"),
+				q(`max by (instance) (vllm_exporter_vllm_unknown_families{`+inst+`})`, "unknown vLLM families {{instance}}"),
 			}},
 		{Title: "SLO state file", Type: "timeseries", Unit: "short", W: 8,
 			Desc: "The SLO watchdog's checkpoint (--slo.state-file): seconds since the last successful write (it writes every --slo.checkpoint-interval), " +

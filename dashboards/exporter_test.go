@@ -59,6 +59,7 @@ func TestFoldedPanelsComputeWhatTheySay(t *testing.T) {
 	add(`vllm_exporter_collector_up{`+a+`,collector="probes"}`, gauge(0))
 	add(`vllm_exporter_collector_absent{`+b+`,collector="gpu",reason="nvml_library_not_found"}`, gauge(1))
 	add(`vllm_exporter_vllm_unexpected_label_values{`+a+`,metric="vllm:engine_sleep_state",label="state"}`, gauge(2))
+	add(`vllm_exporter_vllm_unknown_families{`+b+`}`, gauge(3))
 	const m = `model="m"`
 	add(`vllm_capacity_requests_per_second{`+a+`,`+m+`}`, gauge(2.5))
 	add(`vllm_capacity_output_tokens_per_second{`+a+`,`+m+`}`, gauge(400))
@@ -81,8 +82,9 @@ func TestFoldedPanelsComputeWhatTheySay(t *testing.T) {
 		check("Exporter open file descriptors", 0, s(openFDs/maxFDs, ia), s(openFDs/maxFDs, ib)),
 		check("Collectors", 0, s(1, ia+`,collector="vllm",state="up"`), s(1, ib+`,collector="vllm",state="up"`),
 			s(0, ia+`,collector="probes",state="failing"`), s(1, ib+`,collector="gpu",reason="nvml_library_not_found",state="absent"`)),
-		check("vLLM samples dropped, unexpected label values", 1,
+		check("vLLM samples dropped, unexpected label values, unknown families", 1,
 			s(2, ia+`,metric="vllm:engine_sleep_state",label="state"`), s(0, ib+`,metric="none"`)),
+		check("vLLM samples dropped, unexpected label values, unknown families", 2, s(3, ib)),
 		check("Capacity, cost and GPUs needed", 0, s(2.5, m+`,verdict="requests/s while SLOs held"`),
 			s(400, m+`,verdict="output tokens/s while SLOs held"`), s(1.7, m+`,verdict="cost per 1M output tokens (--cost.gpu-hour)"`)),
 		check("SLOs not measurable", 0, s(1, `slo="itl",reason="no_bucket_bound"`), s(0, `slo="ttft",reason="measurable"`)),

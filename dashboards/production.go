@@ -77,10 +77,10 @@ func productionRow() row {
 	storeB, storeS := offload("store")
 	return row{Title: productionRowTitle, Panels: []panel{
 		{Title: "Admission rejections by reason (queue vs cap)", Type: "timeseries", Unit: "short", W: 8,
-			Desc: "Requests vLLM refused at admission (HTTP 503) per second, by reason: max_num_queued_reqs (the waiting queue held --max-num-queued-requests) or max_num_queued_tokens (--max-num-queued-tokens). " +
+			Desc: "Requests vLLM refused at admission (HTTP 503) per second, by reason: max_num_queued_reqs (waiting plus running requests at --max-num-queued-reqs) or max_num_queued_tokens (--max-num-queued-tokens). " +
 				"They never reach the finished-request counters and count against the availability SLO. Beside them the deepest engine's waiting queue: rejections while it sits flat at a level mean it is at the cap " +
 				"(vLLM does not export the cap; compare with the flag): raise the cap only if the latency SLO has room, else scale out.",
-			NoValue: "No admission control: needs vLLM 0.32+ started with --max-num-queued-requests or --max-num-queued-tokens (vllm:admission_rejections_total)",
+			NoValue: "No admission control: needs vLLM 0.32+ started with --max-num-queued-reqs or --max-num-queued-tokens (vllm:admission_rejections_total)",
 			Targets: []target{
 				q(byModel("vllm_requests_rejected_total", "model, reason"), "rejected/s {{reason}} {{model}}"),
 				q(`max by (model) (vllm_engine_requests_waiting{`+mi+`}) or max by (model) (vllm_requests_waiting{`+mi+`})`, "deepest queue {{model}}"),
@@ -122,6 +122,15 @@ func productionRow() row {
 				q(`max by (model) (vllm_lora_slots_used{`+mi+`})`, "used {{model}}"),
 				q(`max by (model) (vllm_lora_slots{`+mi+`})`, "max_lora {{model}}"),
 			}},
+		{Title: "LoRA adapters loaded (GPU and CPU)", Type: "timeseries", Unit: "short", W: 8,
+			Desc: "LoRA adapters vLLM holds in GPU memory (ready to run) and in CPU memory (loaded, one activation away), the most any engine holds, and per adapter the level it is at (gpu where any engine has it on GPU). " +
+				"Adapters swapped in and out of GPU memory on every batch cost an activation each: more --max-loras keeps them resident.",
+			NoValue: "No LoRA residency: needs vLLM with --enable-lora and the adapter residency metrics (vllm#54830; vllm:num_gpu_loaded_lora_adapters)",
+			Targets: []target{
+				q(`max by (model) (vllm_lora_gpu_loaded_adapters{`+mi+`})`, "on GPU {{model}}"),
+				q(`max by (model) (vllm_lora_cpu_loaded_adapters{`+mi+`})`, "on CPU {{model}}"),
+				q(`count by (model, level) (vllm_lora_adapter_loaded{`+mi+`})`, "adapters at {{level}} {{model}}"),
+			}},
 		{Title: "KV offload throughput and bandwidth by direction and tier", Type: "timeseries", Unit: "Bps", W: 8,
 			Desc: "Bytes per second loaded from an offload tier into GPU memory (load) and stored from GPU memory to it (store), per tier (the newer vLLM names count as tier cpu), " +
 				"and the bandwidth each direction achieves while it transfers (bytes / transfer seconds).",
@@ -143,6 +152,22 @@ func productionRow() row {
 			Desc:    "Prompt tokens found in the KV connector's external cache (offload tier, LMCache, a P/D peer) over the tokens looked up. A low ratio with heavy store traffic: the tier holds KV nobody reads back.",
 			NoValue: "No external prefix cache lookups: needs vLLM ≈0.11+ with a KV connector (--kv-transfer-config; vllm:external_prefix_cache_*)",
 			Targets: []target{q(byModel("vllm_external_prefix_cache_hits_total", "model")+` / (`+byModel("vllm_external_prefix_cache_queries_total", "model")+` > 0)`, "{{model}}")}},
+		{Title: "KV offload tier usage (CPU tier and the tiers behind it)", Type: "timeseries", Unit: "percentunit", W: 8, Max: one(),
+			Desc: "Share of each offload tier's space in use, and the share taken by KV being written to it and read from it (the CPU tier from vllm:kv_offload_cpu_cache_*, the tiers of tiered offloading by their tier label), the largest over engines and API servers. " +
+				"A tier at 100% cannot take more KV: allocations fail (VLLMKVOffloadFailures) and blocks stay in GPU memory only.",
+			NoValue: "No offload tier usage: needs vLLM with the offloading connector's CPU spec (--kv-transfer-config OffloadingConnector, 2026; vllm:kv_offload_cpu_cache_usage_perc)",
+			Targets: []target{
+				q(`max by (model, tier) (vllm_kv_offload_usage_ratio{`+mi+`})`, "used {{tier}} {{model}}"),
+				q(`max by (model, tier) (vllm_kv_offload_write_usage_ratio{`+mi+`})`, "writing {{tier}} {{model}}"),
+				q(`max by (model, tier) (vllm_kv_offload_read_usage_ratio{`+mi+`})`, "reading {{tier}} {{model}}"),
+			}},
+		{Title: "KV offload and HF3FS failures", Type: "timeseries", Unit: "short", W: 8,
+			Desc: "Failures per second of KV offloading: allocations in the CPU tier, promotions and cascades of tiered offloading (and promotions that found no room), HF3FS saves and loads. " +
+				"A failed store keeps KV in GPU memory only; a failed load or promotion is recomputed as prefill (VLLMKVOffloadFailures).",
+			NoValue: "No offload failures series: needs vLLM with the offloading connector (2026) or HF3FSKVConnector (--kv-transfer-config); vllm:kv_offload_allocation_failure_total, vllm:hf3fs_num_failed_*",
+			Targets: append(rates("model", "vllm_kv_offload_allocation_failures_total", "CPU tier allocation", "vllm_kv_offload_promotion_allocation_failures_total", "promotion allocation",
+				"vllm_hf3fs_save_failures_total", "HF3FS save", "vllm_hf3fs_load_failures_total", "HF3FS load"),
+				rates("model, tier", "vllm_kv_offload_promotion_failures_total", "promotion", "vllm_kv_offload_cascade_failures_total", "cascade")...)},
 		{Title: "Mooncake store operations, errors and failed keys", Type: "timeseries", Unit: "short", W: 8,
 			Desc: "Operations per second against the Mooncake pool by operation (load_get: KV read back into GPU memory, save_put: KV stored), those that ended in error, and the KV blocks (keys) that failed. " +
 				"Failed loads are recomputed as prefill; failed stores leave the pool without the blocks.",
@@ -162,6 +187,21 @@ func productionRow() row {
 			Targets: []target{
 				q(hq("0.99", "vllm_mooncake_store_operation_seconds", mi, "model"), "p99 {{model}}"),
 				q(hq("0.5", "vllm_mooncake_store_operation_seconds", mi, "model"), "p50 {{model}}"),
+			}},
+		{Title: "Requests preempted more than once, and preemptions per request", Type: "timeseries", Unit: "percentunit", W: 12,
+			Desc: "Share of finished requests that vLLM preempted more than once (vllm:request_num_preemptions observes every finished request; its first bucket, le=1, holds the ones preempted at most once) and the mean preemptions per finished request. " +
+				"A few requests preempted many times point at long requests evicted over and over (raise the KV pool, cap max_tokens); many preempted once at a pool just short of the load.",
+			NoValue: "No per-request preemptions: needs vLLM ≈0.30+ (vllm#49984; vllm:request_num_preemptions)",
+			Targets: []target{
+				q(histq.H{Name: "vllm_request_preemptions", Matchers: mi, Window: ri[1 : len(ri)-1]}.AboveRatio(1, `1(\\.0)?`, "model").String(), "preempted more than once {{model}}"),
+				q(histq.H{Name: "vllm_request_preemptions", Matchers: mi, Window: ri[1 : len(ri)-1]}.Mean("model").String(), "preemptions per request {{model}}"),
+			}},
+		{Title: "Engine steps per second (heartbeat)", Type: "timeseries", Unit: "short", W: 12,
+			Desc:    "Engine steps that produced output per second (vllm:iteration_tokens_total's count), beside the requests running: a step every few milliseconds while requests run; steps at 0 with requests running is a stalled engine (VLLMEngineStalled).",
+			NoValue: "No engine heartbeat: needs vLLM 0.6.4+ with the Python front-end (vllm:iteration_tokens_total; the Rust front-end does not send it)",
+			Targets: []target{
+				q(`sum by (model) (rate(vllm_engine_steps_total{`+mi+`}`+ri+`))`, "steps/s {{model}}"),
+				q(`sum by (model) (vllm_requests_running{`+mi+`})`, "running {{model}}"),
 			}},
 		{Title: "KV block residency p50 / p99", Type: "timeseries", Unit: "s", W: 24,
 			Desc: "How long KV blocks live in GPU memory (allocation to eviction), how long they sat idle before eviction, and the gap between two uses of a cached block. " +

@@ -16,10 +16,12 @@ import (
 // productionFragments are the late-2026 families of a decode pod with LoRA
 // (admission, NIXL, block residency, multimodal cache, lora_requests_info)
 // and of KV offloading in both name generations and the Mooncake store
-// (from collector/vllm/testdata), and the request phase
-// histograms the prefill side of the pair row reads (from the simulator's
-// v1-0.33 body).
-var productionFragments = []string{"vllm-late-2026-decode-lora-fragment.txt", "kv-offload-both-fragment.txt", "vllm-request-phases-fragment.txt", "mooncake-store-fragment.txt"}
+// (from collector/vllm/testdata), the request phase histograms the prefill
+// side of the pair row reads (from the simulator's v1-0.33 body), and the
+// offload tiers, HF3FS, LoRA residency, heartbeat and per-request
+// preemptions of the simulator's connectors body (sim-latest-connectors.txt).
+var productionFragments = []string{"vllm-late-2026-decode-lora-fragment.txt", "kv-offload-both-fragment.txt", "vllm-request-phases-fragment.txt", "mooncake-store-fragment.txt",
+	"sim-connectors-fragment.txt"}
 
 // Every series the production and P/D pair rows query is one the exporter
 // really exposes (from a body with the production families), with every
@@ -120,6 +122,39 @@ func TestProductionPanelsComputeWhatTheySay(t *testing.T) {
 	hist("vllm_kv_block_lifetime_seconds", l, 10, 20, 600, 600*15)
 	hist("vllm_kv_block_idle_before_evict_seconds", l, 1, 2, 600, 600*1.5)
 	hist("vllm_kv_block_reuse_gap_seconds", l, 5, 10, 300, 300*7)
+	const (
+		cpuUsage, cpuWriting, diskWriting, cpuReading = 0.62, 0.08, 0.3, 0.05
+		allocFailPerMin, promoAllocPerMin             = 12.0, 6.0
+		hf3fsSavePerMin, hf3fsLoadPerMin              = 6.0, 12.0
+		promoFailPerMin, cascadeFailPerMin            = 3.0, 6.0
+		gpuAdapters, cpuAdapters                      = 2.0, 3.0
+		finishedPerMin, preemptedAtMostOncePerMin     = 120.0, 90.0
+		preemptionsPerMin                             = 240.0
+		stepsPerMin, runningA                         = 6000.0, 5.0
+	)
+	add(`vllm_kv_offload_usage_ratio{`+l+`,tier="cpu"}`, gauge(cpuUsage))
+	add(`vllm_kv_offload_write_usage_ratio{`+l+`,tier="cpu"}`, gauge(cpuWriting))
+	add(`vllm_kv_offload_write_usage_ratio{`+l+`,tier="disk"}`, gauge(diskWriting))
+	add(`vllm_kv_offload_read_usage_ratio{`+l+`,tier="cpu"}`, gauge(cpuReading))
+	add(`vllm_kv_offload_allocation_failures_total{`+l+`}`, counter(allocFailPerMin))
+	add(`vllm_kv_offload_promotion_allocation_failures_total{`+l+`}`, counter(promoAllocPerMin))
+	add(`vllm_hf3fs_save_failures_total{`+l+`}`, counter(hf3fsSavePerMin))
+	add(`vllm_hf3fs_load_failures_total{`+l+`}`, counter(hf3fsLoadPerMin))
+	add(`vllm_kv_offload_promotion_failures_total{`+l+`,tier="disk"}`, counter(promoFailPerMin))
+	add(`vllm_kv_offload_cascade_failures_total{`+l+`,tier="disk"}`, counter(cascadeFailPerMin))
+	add(`vllm_lora_gpu_loaded_adapters{`+l+`}`, gauge(gpuAdapters))
+	add(`vllm_lora_cpu_loaded_adapters{`+l+`}`, gauge(cpuAdapters))
+	for adapter, level := range map[string]string{"sql-lora": "cpu", "chat-lora": "gpu", "summarize-lora": "gpu"} {
+		add(`vllm_lora_adapter_loaded{`+l+`,adapter_name="`+adapter+`",level="`+level+`"}`, gauge(1))
+	}
+	// Every finished request is observed: 90 of 120 a minute at most once.
+	add(`vllm_request_preemptions_bucket{`+l+`,le="1"}`, counter(preemptedAtMostOncePerMin))
+	add(`vllm_request_preemptions_bucket{`+l+`,le="2"}`, counter(finishedPerMin))
+	add(`vllm_request_preemptions_bucket{`+l+`,le="+Inf"}`, counter(finishedPerMin))
+	add(`vllm_request_preemptions_count{`+l+`}`, counter(finishedPerMin))
+	add(`vllm_request_preemptions_sum{`+l+`}`, counter(preemptionsPerMin))
+	add(`vllm_engine_steps_total{`+l+`}`, counter(stepsPerMin))
+	add(`vllm_requests_running{`+l+`}`, gauge(runningA))
 	// The pair: the decode pod's TTFT includes its transfers, the
 	// prefill pod's TTFT (its own prompts) is slower; each panel must
 	// read only its side.
@@ -172,6 +207,11 @@ func TestProductionPanelsComputeWhatTheySay(t *testing.T) {
 		mcOps     = "Mooncake store operations, errors and failed keys"
 		mcBytes   = "Mooncake store throughput"
 		mcTime    = "Mooncake store operation time p50 / p99"
+		tierUse   = "KV offload tier usage (CPU tier and the tiers behind it)"
+		offFail   = "KV offload and HF3FS failures"
+		loraRes   = "LoRA adapters loaded (GPU and CPU)"
+		preempted = "Requests preempted more than once, and preemptions per request"
+		heartbeat = "Engine steps per second (heartbeat)"
 	)
 	on := func(inst string, v float64, kv ...string) testutil.ExpSample {
 		return m(v, append([]string{"instance", inst}, kv...)...)
@@ -217,6 +257,20 @@ func TestProductionPanelsComputeWhatTheySay(t *testing.T) {
 		check(mcBytes, 1, m(mcBytesPerKey, "operation", "load_get"), m(mcBytesPerKey, "operation", "save_put")),
 		check(mcTime, 0, m(quant(0.99, 0.001, 0.005))),
 		check(mcTime, 1, m(quant(0.5, 0.001, 0.005))),
+		check(tierUse, 0, m(cpuUsage, "tier", "cpu")),
+		check(tierUse, 1, m(cpuWriting, "tier", "cpu"), m(diskWriting, "tier", "disk")),
+		check(tierUse, 2, m(cpuReading, "tier", "cpu")),
+		check(offFail, 0, m(allocFailPerMin/60)),
+		check(offFail, 1, m(promoAllocPerMin/60)),
+		check(offFail, 2, m(hf3fsSavePerMin/60)),
+		check(offFail, 3, m(hf3fsLoadPerMin/60)),
+		check(offFail, 4, m(promoFailPerMin/60, "tier", "disk")),
+		check(offFail, 5, m(cascadeFailPerMin/60, "tier", "disk")),
+		check(loraRes, 0, m(gpuAdapters)),
+		check(loraRes, 1, m(cpuAdapters)),
+		check(loraRes, 2, m(2, "level", "gpu"), m(1, "level", "cpu")),
+		check(preempted, 0, m(1-preemptedAtMostOncePerMin/finishedPerMin)),
+		check(preempted, 1, m(preemptionsPerMin/finishedPerMin)),
 		check(roles, 0, on(decode, 1, "role", "decode", "source", "detected"), on(prefill, 1, "role", "prefill", "source", "detected"), on("a:9470", 1, "role", "both", "source", "detected")),
 	}
 	// The pair's variables list the pods of their role, the aggregated
@@ -247,6 +301,9 @@ func TestProductionPanelsComputeWhatTheySay(t *testing.T) {
 		checks = append(checks, testutil.ExprTest{Expr: only(expr(failures, 2*i)), EvalTime: testutil.Duration(5 * time.Minute), ExpSamples: []testutil.ExpSample{m(v)}})
 	}
 	checks = append(checks, testutil.ExprTest{Expr: only(expr(latency, 2)), EvalTime: testutil.Duration(5 * time.Minute), ExpSamples: []testutil.ExpSample{m(quant(0.99, 0.001, 0.005))}})
+	for i, v := range []float64{stepsPerMin / 60, runningA} {
+		checks = append(checks, testutil.ExprTest{Expr: only(expr(heartbeat, i)), EvalTime: testutil.Duration(5 * time.Minute), ExpSamples: []testutil.ExpSample{m(v)}})
+	}
 	testutil.RunRuleTests(t, testutil.WriteRuleTest(t, t.TempDir(), "production_panels_test.yml", testutil.RuleTestFile{
 		EvaluationInterval: testutil.Duration(time.Minute),
 		Tests:              []testutil.RuleTest{{Interval: testutil.Duration(step), InputSeries: in, ExprTests: checks}},

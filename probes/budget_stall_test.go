@@ -247,6 +247,26 @@ func TestStallClearsOnCounterMove(t *testing.T) {
 	if !d.stalled {
 		t.Fatal("waiting requests and a flat counter: not stalled")
 	}
+	// A long prefill: no token generated, but the engine steps (the
+	// heartbeat moves): progress, not a stall.
+	prefill := func(t time.Time, steps float64) *snapshot.VLLM {
+		return &snapshot.VLLM{Time: t, Up: true, Models: map[string]*snapshot.Model{"m": {
+			Running: snapshot.Some(1), GenerationTokens: snapshot.Some(11), EngineSteps: snapshot.Some(steps)}}}
+	}
+	d.observe(prefill(t0.Add(90*time.Second), 40), "m")
+	if d.stalled {
+		t.Fatal("engine steps moved but still stalled")
+	}
+	d.observe(prefill(t0.Add(105*time.Second), 52), "m")
+	d.probeDone(7, true)
+	if d.stalled {
+		t.Fatal("stalled while the engine steps through a prefill")
+	}
+	d.observe(prefill(t0.Add(120*time.Second), 52), "m")
+	d.probeDone(8, true)
+	if !d.stalled {
+		t.Fatal("steps and tokens flat, probe got nothing: not stalled")
+	}
 	if pickModel(&snapshot.VLLM{Up: false}, "m") != nil || pickModel(nil, "m") != nil {
 		t.Fatal("pickModel on a down scrape")
 	}

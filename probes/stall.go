@@ -10,10 +10,12 @@ import (
 // scraper's view of vLLM. The engine is stalled when a probe timed out or
 // got no token while vLLM reported requests in the engine (running, or
 // waiting with nothing running: a wedged scheduler admits nothing) at some
-// scrape since the probe started, and its generation-token counter did not
-// move between the newest scrape taken no later than the probe's start and
-// the newest scrape. It clears when a probe gets a token or the counter
-// moves; an idle engine with a flat counter keeps the verdict until then.
+// scrape since the probe started, and neither its generation-token counter
+// nor its engine steps (vllm:iteration_tokens_total, the per-step
+// heartbeat: a long prefill steps without generating) moved between the
+// newest scrape taken no later than the probe's start and the newest
+// scrape. It clears when a probe gets a token or either counter moves; an
+// idle engine with flat counters keeps the verdict until then.
 type stallDetector struct {
 	obs     []observation // distinct scrapes, oldest first, bounded
 	seq     uint64        // observations recorded so far
@@ -26,8 +28,12 @@ type observation struct {
 	seq      uint64
 	t        time.Time
 	gen      float64
+	steps    float64 // engine steps; 0 where vLLM does not send them
 	inEngine float64 // running + waiting
 }
+
+// progressed says whether the engine did anything between o and p.
+func (o observation) progressed(p observation) bool { return o.gen != p.gen || o.steps != p.steps }
 
 const maxObservations = 64
 
@@ -42,11 +48,11 @@ func (d *stallDetector) observe(v *snapshot.VLLM, model string) {
 		return
 	}
 	d.seq++
-	o := observation{seq: d.seq, t: v.Time, gen: m.GenerationTokens.V, inEngine: m.Running.V}
+	o := observation{seq: d.seq, t: v.Time, gen: m.GenerationTokens.V, steps: m.EngineSteps.V, inEngine: m.Running.V}
 	if m.Waiting.OK {
 		o.inEngine += m.Waiting.V
 	}
-	if n := len(d.obs); n > 0 && d.stalled && o.gen != d.obs[n-1].gen {
+	if n := len(d.obs); n > 0 && d.stalled && o.progressed(d.obs[n-1]) {
 		d.stalled = false
 	}
 	d.obs = append(d.obs, o)
@@ -78,7 +84,7 @@ func (d *stallDetector) probeDone(startSeq uint64, noProgress bool) {
 	for _, o := range d.obs[base+1:] {
 		busy = busy || o.inEngine > 0
 	}
-	if busy && d.obs[n-1].gen == d.obs[base].gen {
+	if busy && !d.obs[n-1].progressed(d.obs[base]) {
 		d.stalled = true
 	}
 }

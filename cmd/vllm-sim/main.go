@@ -81,7 +81,7 @@ func parseFlags(args []string) (options, error) {
 	app.Flag("max-model-len", "Max prompt+output tokens per request.").Default("8192").IntVar(&cfg.MaxModelLen)
 	app.Flag("enable-prefix-caching", "Reuse KV blocks of shared prefixes (--no-enable-prefix-caching to disable).").Default("true").BoolVar(&prefix)
 	app.Flag("stream-interval", "Tokens per SSE chunk (first token always alone).").Default("1").IntVar(&cfg.StreamInterval)
-	app.Flag("metrics-version", "vLLM's exposition of /metrics: v1-0.33 (newest layout, late 2026), v1 (vLLM main 2026-08), v1-0.10 (0.10.2, deprecated names too) or v0 (0.7.3 multiprocess).").Default("v1").IsSetByUser(&versioned).EnumVar(&cfg.MetricsVersion, vllmsim.MetricsVersions()...)
+	app.Flag("metrics-version", "vLLM's exposition of /metrics: v1-0.33 (newest layout, late 2026), v1 (vLLM main 2026-08), v1-0.10 (0.10.2, deprecated names too), v0 (0.7.3 multiprocess) or v1-rust (main's Rust front-end: OpenMetrics, its subset of families).").Default("v1").IsSetByUser(&versioned).EnumVar(&cfg.MetricsVersion, vllmsim.MetricsVersions()...)
 	app.Flag("engine", "The inference server spoken: vllm, sglang (sglang: families at /metrics, /health_generate, /get_server_info) or trtllm (trtllm-serve: families at /prometheus/metrics, JSON iteration stats at /metrics, /health_generate; one model, one engine).").Default(vllmsim.EngineVLLM).EnumVar(&cfg.Engine, vllmsim.Engines()...)
 	app.Flag("tp-size", "SGLang --tp-size: tensor-parallel ranks per data-parallel rank (their tp_rank labels).").Default("1").IntVar(&cfg.TensorParallelSize)
 	app.Flag("enable-metrics-for-all-schedulers", "SGLang: every tensor-parallel rank writes its scheduler's state (repeated series by tp_rank).").BoolVar(&cfg.AllSchedulerMetrics)

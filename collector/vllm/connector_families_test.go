@@ -3,6 +3,7 @@ package vllm
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -356,5 +357,155 @@ vllm_mooncake_store_failed_keys_total{model="Qwen/Qwen3-32B",operation="save_put
 	}
 	if c := testutil.CollectAndCount(s, "vllm_mooncake_store_operation_seconds"); c != 1 {
 		t.Errorf("%d vllm_mooncake_store_operation_seconds series, want 1 (every operation and status summed)", c)
+	}
+}
+
+// vllm:admission_rejections_total is read whatever its labels: the only
+// primary text (vllm#55812) has no engine label and may carry no
+// model_name, another build labels engines; without model_name the
+// rejections are the server's and count for every model.
+func TestAdmissionRejectionsWithAndWithoutEngineAndModel(t *testing.T) {
+	for name, c := range map[string]struct {
+		lines      string
+		want       map[string]float64
+		otherModel float64 // what the second model is credited with
+	}{
+		"model and engine": {lines: `vllm:admission_rejections_total{engine="0",model_name="Qwen/Qwen3-32B",reason="max_num_queued_reqs"} 12.0
+vllm:admission_rejections_total{engine="1",model_name="Qwen/Qwen3-32B",reason="max_num_queued_reqs"} 5.0
+`, want: map[string]float64{"max_num_queued_reqs": 17}},
+		"model only": {lines: `vllm:admission_rejections_total{model_name="Qwen/Qwen3-32B",reason="max_num_queued_reqs"} 17.0
+`, want: map[string]float64{"max_num_queued_reqs": 17}},
+		"server-wide": {lines: `vllm:admission_rejections_total{reason="max_num_queued_reqs"} 17.0
+`, want: map[string]float64{"max_num_queued_reqs": 17}, otherModel: 17},
+	} {
+		t.Run(name, func(t *testing.T) {
+			body := string(dp2BodyWithout(t)) + "# TYPE vllm:admission_rejections_total counter\n" + c.lines +
+				"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\",model_name=\"other\"} 1.0\n"
+			v := scrapeBody(t, []byte(body), "text/plain; version=1.0.0; charset=utf-8")
+			if got := v.Models[qwen].RejectedByReason; !maps.Equal(got, c.want) {
+				t.Errorf("rejections %v, want %v", got, c.want)
+			}
+			if got := v.Models["other"].RejectedByReason["max_num_queued_reqs"]; got != c.otherModel {
+				t.Errorf("the other model is credited with %v rejections, want %v", got, c.otherModel)
+			}
+		})
+	}
+}
+
+// With several API servers vllm:lora_requests_info (multiprocess_mode
+// "sum") is the sum over the servers that set a label set of their last
+// times: a stale label set two servers still hold sums past the current
+// one that one server set just now. The reading divides each sample by
+// how many servers it sums (its value over the scrape time, rounded), so
+// the current label set wins in both modes.
+func TestLoRAInMultiprocessModeSumsTimestamps(t *testing.T) {
+	now := float64(t0.Unix())
+	body := fmt.Sprintf(`# HELP vllm:lora_requests_info Running stats on lora requests.
+# TYPE vllm:lora_requests_info gauge
+vllm:lora_requests_info{max_lora="4",running_lora_adapters="old-lora",waiting_lora_adapters=""} %v
+vllm:lora_requests_info{max_lora="4",running_lora_adapters="new-lora",waiting_lora_adapters=""} %v
+`, (now-600)+(now-590), now-2)
+	_, m := dp2Model(t, append(dp2BodyWithout(t), body...), nil)
+	if m.LoRA.Running["new-lora"] != 1 || m.LoRA.Running["old-lora"] != 0 {
+		t.Errorf("running adapters %v, want the current label set (new-lora), not the stale one summed over two servers", m.LoRA.Running)
+	}
+	if got, want := m.LoRA.At, now-2; got != want {
+		t.Errorf("reading's time %v, want %v", got, want)
+	}
+	// Summed over three servers each, the later set still wins.
+	body = fmt.Sprintf(`# TYPE vllm:lora_requests_info gauge
+vllm:lora_requests_info{max_lora="4",running_lora_adapters="new-lora",waiting_lora_adapters=""} %v
+vllm:lora_requests_info{max_lora="4",running_lora_adapters="old-lora",waiting_lora_adapters=""} %v
+`, 3*(now-1), 3*(now-900))
+	if _, m := dp2Model(t, append(dp2BodyWithout(t), body...), nil); m.LoRA.Running["new-lora"] != 1 {
+		t.Errorf("running adapters %v, want new-lora", m.LoRA.Running)
+	}
+}
+
+// The simulator's connectors body (sim-latest-connectors.txt: two engines
+// behind two API servers, LoRA, the offloading connector with a disk tier
+// behind its CPU one, HF3FS, 60 s of traffic) reads as vLLM means it: the
+// CPU tier's gauges (one series per engine and API server pid) by max, the
+// tiers' counters and the failures summed over engines, LoRA residency by
+// adapter at the highest level any engine holds it, LoRA info summed over
+// API servers read as one server's time.
+func TestConnectorFamiliesOfTheSimulator(t *testing.T) {
+	const secs = 60.0 // the fixture's run after the controls were set
+	srv := newFakeVLLM(t, fixture(t, "sim-latest-connectors.txt"), "text/plain; version=1.0.0; charset=utf-8")
+	s := newTestScraper(t, srv.URL, nil)
+	scrapeAt(s, time.Date(2026, 8, 10, 6, 1, 0, 0, time.UTC)) // the simulator's clock
+	m := s.Latest().Models["meta-llama/Llama-3.1-8B-Instruct"]
+	if m == nil || !m.LoRA.Known {
+		t.Fatalf("model or LoRA info not read: %+v", s.Latest())
+	}
+	v := func(perSecond float64) string { return fmt.Sprint(perSecond * secs) }
+	load := 0.4 // the simulator's adapter load time: three loads per engine, summed as floats
+	threeLoads := load + load + load
+	compareNoHelp(t, s, `
+# TYPE vllm_kv_offload_usage_ratio gauge
+vllm_kv_offload_usage_ratio{model="meta-llama/Llama-3.1-8B-Instruct",tier="cpu"} 0.62
+# TYPE vllm_kv_offload_write_usage_ratio gauge
+vllm_kv_offload_write_usage_ratio{model="meta-llama/Llama-3.1-8B-Instruct",tier="cpu"} 0.08
+vllm_kv_offload_write_usage_ratio{model="meta-llama/Llama-3.1-8B-Instruct",tier="disk"} 0.3
+# TYPE vllm_kv_offload_read_usage_ratio gauge
+vllm_kv_offload_read_usage_ratio{model="meta-llama/Llama-3.1-8B-Instruct",tier="cpu"} 0.05
+vllm_kv_offload_read_usage_ratio{model="meta-llama/Llama-3.1-8B-Instruct",tier="disk"} 0.1
+# TYPE vllm_kv_offload_allocation_failures_total counter
+vllm_kv_offload_allocation_failures_total{model="meta-llama/Llama-3.1-8B-Instruct"} `+v(0.2)+`
+# TYPE vllm_kv_offload_stores_skipped_total counter
+vllm_kv_offload_stores_skipped_total{model="meta-llama/Llama-3.1-8B-Instruct"} `+v(3)+`
+# TYPE vllm_kv_offload_tier_read_bytes_total counter
+vllm_kv_offload_tier_read_bytes_total{model="meta-llama/Llama-3.1-8B-Instruct",tier="disk"} `+v(2e8)+`
+# TYPE vllm_kv_offload_tier_write_bytes_total counter
+vllm_kv_offload_tier_write_bytes_total{model="meta-llama/Llama-3.1-8B-Instruct",tier="disk"} `+v(5e8)+`
+# TYPE vllm_kv_offload_tier_read_seconds_total counter
+vllm_kv_offload_tier_read_seconds_total{model="meta-llama/Llama-3.1-8B-Instruct",tier="disk"} `+v(2e8/2e9)+`
+# TYPE vllm_kv_offload_tier_write_seconds_total counter
+vllm_kv_offload_tier_write_seconds_total{model="meta-llama/Llama-3.1-8B-Instruct",tier="disk"} `+v(5e8/2e9)+`
+# TYPE vllm_kv_offload_tier_block_queries_total counter
+vllm_kv_offload_tier_block_queries_total{model="meta-llama/Llama-3.1-8B-Instruct",tier="disk"} `+v(40)+`
+# TYPE vllm_kv_offload_tier_block_hits_total counter
+vllm_kv_offload_tier_block_hits_total{model="meta-llama/Llama-3.1-8B-Instruct",tier="disk"} `+v(40*0.25)+`
+# TYPE vllm_kv_offload_promotion_failures_total counter
+vllm_kv_offload_promotion_failures_total{model="meta-llama/Llama-3.1-8B-Instruct",tier="disk"} `+v(0.05)+`
+# TYPE vllm_kv_offload_cascade_failures_total counter
+vllm_kv_offload_cascade_failures_total{model="meta-llama/Llama-3.1-8B-Instruct",tier="disk"} `+v(0.02)+`
+# TYPE vllm_kv_offload_promotion_allocation_failures_total counter
+vllm_kv_offload_promotion_allocation_failures_total{model="meta-llama/Llama-3.1-8B-Instruct"} `+v(0.01)+`
+# TYPE vllm_hf3fs_save_failures_total counter
+vllm_hf3fs_save_failures_total{model="meta-llama/Llama-3.1-8B-Instruct"} `+v(5*0.02)+`
+# TYPE vllm_hf3fs_load_failures_total counter
+vllm_hf3fs_load_failures_total{model="meta-llama/Llama-3.1-8B-Instruct"} `+v(2*0.02)+`
+# TYPE vllm_hf3fs_save_seconds summary
+vllm_hf3fs_save_seconds_sum{model="meta-llama/Llama-3.1-8B-Instruct"} `+v(5*0.03)+`
+vllm_hf3fs_save_seconds_count{model="meta-llama/Llama-3.1-8B-Instruct"} `+v(5)+`
+# TYPE vllm_hf3fs_load_seconds summary
+vllm_hf3fs_load_seconds_sum{model="meta-llama/Llama-3.1-8B-Instruct"} `+v(2*0.02)+`
+vllm_hf3fs_load_seconds_count{model="meta-llama/Llama-3.1-8B-Instruct"} `+v(2)+`
+# TYPE vllm_lora_gpu_loaded_adapters gauge
+vllm_lora_gpu_loaded_adapters{model="meta-llama/Llama-3.1-8B-Instruct"} 2
+# TYPE vllm_lora_cpu_loaded_adapters gauge
+vllm_lora_cpu_loaded_adapters{model="meta-llama/Llama-3.1-8B-Instruct"} 3
+# TYPE vllm_lora_adapter_loaded gauge
+vllm_lora_adapter_loaded{adapter_name="chat-lora",level="gpu",model="meta-llama/Llama-3.1-8B-Instruct"} 1
+vllm_lora_adapter_loaded{adapter_name="sql-lora",level="gpu",model="meta-llama/Llama-3.1-8B-Instruct"} 1
+vllm_lora_adapter_loaded{adapter_name="summarize-lora",level="gpu",model="meta-llama/Llama-3.1-8B-Instruct"} 1
+# TYPE vllm_lora_adapter_load_seconds summary
+vllm_lora_adapter_load_seconds_sum{model="meta-llama/Llama-3.1-8B-Instruct"} `+fmt.Sprint(2*threeLoads)+`
+vllm_lora_adapter_load_seconds_count{model="meta-llama/Llama-3.1-8B-Instruct"} 6
+# TYPE vllm_lora_slots gauge
+vllm_lora_slots{model="meta-llama/Llama-3.1-8B-Instruct"} 2
+`, "vllm_kv_offload_usage_ratio", "vllm_kv_offload_write_usage_ratio", "vllm_kv_offload_read_usage_ratio",
+		"vllm_kv_offload_allocation_failures_total", "vllm_kv_offload_stores_skipped_total",
+		"vllm_kv_offload_tier_read_bytes_total", "vllm_kv_offload_tier_write_bytes_total",
+		"vllm_kv_offload_tier_read_seconds_total", "vllm_kv_offload_tier_write_seconds_total",
+		"vllm_kv_offload_tier_block_queries_total", "vllm_kv_offload_tier_block_hits_total",
+		"vllm_kv_offload_promotion_failures_total", "vllm_kv_offload_cascade_failures_total", "vllm_kv_offload_promotion_allocation_failures_total",
+		"vllm_hf3fs_save_failures_total", "vllm_hf3fs_load_failures_total", "vllm_hf3fs_save_seconds", "vllm_hf3fs_load_seconds",
+		"vllm_lora_gpu_loaded_adapters", "vllm_lora_cpu_loaded_adapters", "vllm_lora_adapter_loaded", "vllm_lora_adapter_load_seconds", "vllm_lora_slots")
+	// Multiprocess mode: four CPU-tier series (two engines, two pids) of
+	// 0.62 each are one pool's usage, not 2.48.
+	if got := m.KVOffload.Usage["cpu"]; got != 0.62 {
+		t.Errorf("cpu tier usage %v, want 0.62 (max over pids and engines)", got)
 	}
 }

@@ -43,6 +43,9 @@ func (rd *reading) sample(f *families.Family, n families.Name, l families.Labels
 	}
 	switch {
 	case f.ReadLabels != nil:
+		if f.Agg == families.Latest {
+			v = families.OneProcess(v, rd.now)
+		}
 		if n := f.ReadLabels(mod, l, v); n > 0 {
 			rd.r.drop(f.Limit.Drop, func() string {
 				return fmt.Sprintf("%s: %d %s values dropped: more than %d", fam, n, f.Label, f.Limit.Max)
@@ -98,6 +101,16 @@ func (rd *reading) byLabel(f *families.Family, fam string, mod *snapshot.Model, 
 	if !ok {
 		return
 	}
+	if _, has := l.Lookup(f.Label); !has && key == "" && f.ReadLabels == nil {
+		rd.unexpected(fam, f.Label, "") // read under "", and said so
+	}
+	if f.Agg == families.Max {
+		// A ratio per engine (and API server): the largest, not a sum.
+		if old, seen := (*p)[key]; seen && old >= v {
+			return
+		}
+		v -= (*p)[key]
+	}
 	if f.Limit.Drop == "" {
 		*p = rd.putBounded(fam, f.Label, f.Limit.Max, *p, key, v)
 		return
@@ -139,7 +152,7 @@ func (rd *reading) state(f *families.Family, fam string, mod *snapshot.Model, l 
 	}
 	key := l.Get(f.KeyLabel)
 	old, seen := (*p)[key]
-	if !seen && len(*p) >= families.MapLimit.Max {
+	if !seen && len(*p) >= max(f.Limit.Max, families.MapLimit.Max) {
 		rd.unexpected(fam, f.KeyLabel, key)
 		return
 	}
@@ -217,6 +230,16 @@ func applyServer(f *families.Family, server, m *snapshot.Model) {
 	case f.Value != nil && f.Hist == "" && f.Agg != families.SumCount:
 		if v := *f.Value(server); v.OK {
 			combine(f.Agg, f.Value(m), v.V)
+		}
+	case f.Map != nil:
+		from, to := *f.Map(server), f.Map(m)
+		for k, v := range from {
+			if *to == nil {
+				*to = map[string]float64{}
+			}
+			if _, seen := (*to)[k]; seen || len(*to) < f.Limit.Max {
+				(*to)[k] += v
+			}
 		}
 	}
 }
@@ -319,6 +342,14 @@ func render(f *families.Family, d familyDescs, e sink, v *snapshot.VLLM, m *snap
 		st := *f.StateMap(m)
 		for _, k := range sortedKeys(st) {
 			e.emit(d.series, t, 1, name, k, st[k])
+		}
+	case f.State != nil:
+		if st := *f.State(m); st != "" {
+			e.emit(d.series, t, 1, name, st)
+		}
+	case f.Type == families.Summary:
+		if sum, n := *f.Value(m), *f.Count(m); sum.OK && n.OK {
+			e.summary(d.series, nil, snapshot.Histogram{Count: n.V, Sum: sum.V}, name)
 		}
 	case f.Value != nil:
 		e.value(d.series, t, *f.Value(m), name)

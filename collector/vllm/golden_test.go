@@ -33,7 +33,9 @@ var goldenScalarNames = []string{
 	"vllm_prefix_cache_queries_total", "vllm_prefix_cache_hits_total", "vllm_requests_finished_total",
 	"vllm_cache_config_info", "vllm_exporter_scrapes_total", "vllm_exporter_scrape_errors_total",
 	"vllm_exporter_samples_dropped_total", "vllm_exporter_last_successful_scrape_timestamp_seconds", "vllm_exporter_vllm_schema_info",
-	"vllm_exporter_expected_metric_missing", "vllm_pod_role_info", "vllm_server_info",
+	"vllm_exporter_expected_metric_missing", "vllm_pod_role_info", "vllm_server_info", "vllm_exporter_vllm_unknown_families", "vllm_exporter_vllm_family_absent",
+	"vllm_engine_steps_total", "vllm_request_prompt_tokens", "vllm_request_generation_tokens", "vllm_request_max_generation_tokens",
+	"vllm_request_params_n", "vllm_request_params_max_tokens",
 	// Windowed series need two scrapes; after one they must be absent.
 	"vllm_preemptions_per_second", "vllm_prefix_cache_hit_ratio", "vllm_time_to_first_token_window_seconds",
 	// Families of newer versions present in the 2026-08 body.
@@ -135,26 +137,69 @@ vllm_cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching=
 # no NIXL connector, no --vllm.role: an aggregated pod, both by default
 # TYPE vllm_pod_role_info gauge
 vllm_pod_role_info{model="meta-llama/Llama-3.1-8B-Instruct",role="both",source="default"} 1
-# 17 families expected for v1 without gpu_* names; all present.
+# every family watched for disappearance (here, all present and read, but none
+# vLLM creates on first use), with expected-metric-present opted in; nothing unknown
 # TYPE vllm_exporter_expected_metric_missing gauge
 vllm_exporter_expected_metric_missing{metric="vllm:cache_config_info"} 0
 vllm_exporter_expected_metric_missing{metric="vllm:e2e_request_latency_seconds"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:engine_sleep_state"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:estimated_flops_per_gpu_total"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:estimated_read_bytes_per_gpu_total"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:estimated_write_bytes_per_gpu_total"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:external_prefix_cache_hits_total"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:external_prefix_cache_queries_total"} 0
 vllm_exporter_expected_metric_missing{metric="vllm:generation_tokens_total"} 0
 vllm_exporter_expected_metric_missing{metric="vllm:inter_token_latency_seconds"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:iteration_tokens_total"} 0
 vllm_exporter_expected_metric_missing{metric="vllm:kv_cache_usage_perc"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:mm_cache_hits_total"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:mm_cache_queries_total"} 0
 vllm_exporter_expected_metric_missing{metric="vllm:num_preemptions_total"} 0
 vllm_exporter_expected_metric_missing{metric="vllm:num_requests_running"} 0
 vllm_exporter_expected_metric_missing{metric="vllm:num_requests_waiting"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:num_requests_waiting_by_reason"} 0
 vllm_exporter_expected_metric_missing{metric="vllm:prefix_cache_hits_total"} 0
 vllm_exporter_expected_metric_missing{metric="vllm:prefix_cache_queries_total"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:prompt_tokens_by_source_total"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:prompt_tokens_cached_total"} 0
 vllm_exporter_expected_metric_missing{metric="vllm:prompt_tokens_total"} 0
 vllm_exporter_expected_metric_missing{metric="vllm:request_decode_time_seconds"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:request_generation_tokens"} 0
 vllm_exporter_expected_metric_missing{metric="vllm:request_inference_time_seconds"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:request_max_num_generation_tokens"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:request_params_max_tokens"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:request_params_n"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:request_prefill_kv_computed_tokens"} 0
 vllm_exporter_expected_metric_missing{metric="vllm:request_prefill_time_seconds"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:request_prompt_tokens"} 0
 vllm_exporter_expected_metric_missing{metric="vllm:request_queue_time_seconds"} 0
 vllm_exporter_expected_metric_missing{metric="vllm:request_success_total"} 0
 vllm_exporter_expected_metric_missing{metric="vllm:request_time_per_output_token_seconds"} 0
 vllm_exporter_expected_metric_missing{metric="vllm:time_to_first_token_seconds"} 0
+# iteration_tokens_total _count: engine steps with output (the heartbeat)
+# TYPE vllm_engine_steps_total counter
+vllm_engine_steps_total{model="meta-llama/Llama-3.1-8B-Instruct"} 33740
+# request shape: _sum and _count only
+# TYPE vllm_request_prompt_tokens summary
+vllm_request_prompt_tokens_sum{model="meta-llama/Llama-3.1-8B-Instruct"} 828476
+vllm_request_prompt_tokens_count{model="meta-llama/Llama-3.1-8B-Instruct"} 1250
+# TYPE vllm_request_generation_tokens summary
+vllm_request_generation_tokens_sum{model="meta-llama/Llama-3.1-8B-Instruct"} 269729
+vllm_request_generation_tokens_count{model="meta-llama/Llama-3.1-8B-Instruct"} 1250
+# TYPE vllm_request_max_generation_tokens summary
+vllm_request_max_generation_tokens_sum{model="meta-llama/Llama-3.1-8B-Instruct"} 0
+vllm_request_max_generation_tokens_count{model="meta-llama/Llama-3.1-8B-Instruct"} 0
+# TYPE vllm_request_params_n summary
+vllm_request_params_n_sum{model="meta-llama/Llama-3.1-8B-Instruct"} 0
+vllm_request_params_n_count{model="meta-llama/Llama-3.1-8B-Instruct"} 0
+# TYPE vllm_request_params_max_tokens summary
+vllm_request_params_max_tokens_sum{model="meta-llama/Llama-3.1-8B-Instruct"} 1.222656e+06
+vllm_request_params_max_tokens_count{model="meta-llama/Llama-3.1-8B-Instruct"} 1250
+# TYPE vllm_exporter_vllm_unknown_families gauge
+vllm_exporter_vllm_unknown_families 0
+# request_num_preemptions came after 2026-08 (vllm#49984): its panel has nothing here
+# TYPE vllm_exporter_vllm_family_absent gauge
+vllm_exporter_vllm_family_absent{feeds="the preempted-requests panel",metric="vllm:request_num_preemptions"} 1
 # num_requests_waiting_by_reason: capacity 2.0, deferred 0.0
 # TYPE vllm_requests_waiting_by_reason gauge
 vllm_requests_waiting_by_reason{model="meta-llama/Llama-3.1-8B-Instruct",reason="capacity"} 2
@@ -254,23 +299,48 @@ vllm_cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching=
 # no NIXL connector, no --vllm.role: an aggregated pod, both by default
 # TYPE vllm_pod_role_info gauge
 vllm_pod_role_info{model="meta-llama/Llama-3.1-8B-Instruct",role="both",source="default"} 1
-# 15 expected for v0 (no prefix counters, no per-request TPOT); ITL under its V0 name.
+# V0 creates its histograms and labelled counters on first use: only the
+# gauges and plain counters are watched for disappearance; nothing unknown
 # TYPE vllm_exporter_expected_metric_missing gauge
 vllm_exporter_expected_metric_missing{metric="vllm:cache_config_info"} 0
-vllm_exporter_expected_metric_missing{metric="vllm:e2e_request_latency_seconds"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:cpu_cache_usage_perc"} 0
 vllm_exporter_expected_metric_missing{metric="vllm:generation_tokens_total"} 0
-vllm_exporter_expected_metric_missing{metric="vllm:time_per_output_token_seconds"} 0
 vllm_exporter_expected_metric_missing{metric="vllm:gpu_cache_usage_perc"} 0
 vllm_exporter_expected_metric_missing{metric="vllm:num_preemptions_total"} 0
 vllm_exporter_expected_metric_missing{metric="vllm:num_requests_running"} 0
+vllm_exporter_expected_metric_missing{metric="vllm:num_requests_swapped"} 0
 vllm_exporter_expected_metric_missing{metric="vllm:num_requests_waiting"} 0
 vllm_exporter_expected_metric_missing{metric="vllm:prompt_tokens_total"} 0
-vllm_exporter_expected_metric_missing{metric="vllm:request_decode_time_seconds"} 0
-vllm_exporter_expected_metric_missing{metric="vllm:request_inference_time_seconds"} 0
-vllm_exporter_expected_metric_missing{metric="vllm:request_prefill_time_seconds"} 0
-vllm_exporter_expected_metric_missing{metric="vllm:request_queue_time_seconds"} 0
-vllm_exporter_expected_metric_missing{metric="vllm:request_success_total"} 0
-vllm_exporter_expected_metric_missing{metric="vllm:time_to_first_token_seconds"} 0
+# iteration_tokens_total _count: engine steps with output (the heartbeat)
+# TYPE vllm_engine_steps_total counter
+vllm_engine_steps_total{model="meta-llama/Llama-3.1-8B-Instruct"} 24984
+# request shape: _sum and _count only
+# TYPE vllm_request_prompt_tokens summary
+vllm_request_prompt_tokens_sum{model="meta-llama/Llama-3.1-8B-Instruct"} 827089
+vllm_request_prompt_tokens_count{model="meta-llama/Llama-3.1-8B-Instruct"} 1248
+# TYPE vllm_request_generation_tokens summary
+vllm_request_generation_tokens_sum{model="meta-llama/Llama-3.1-8B-Instruct"} 269642
+vllm_request_generation_tokens_count{model="meta-llama/Llama-3.1-8B-Instruct"} 1248
+# TYPE vllm_request_max_generation_tokens summary
+vllm_request_max_generation_tokens_sum{model="meta-llama/Llama-3.1-8B-Instruct"} 269642
+vllm_request_max_generation_tokens_count{model="meta-llama/Llama-3.1-8B-Instruct"} 1248
+# TYPE vllm_request_params_n summary
+vllm_request_params_n_sum{model="meta-llama/Llama-3.1-8B-Instruct"} 1248
+vllm_request_params_n_count{model="meta-llama/Llama-3.1-8B-Instruct"} 1248
+# TYPE vllm_request_params_max_tokens summary
+vllm_request_params_max_tokens_sum{model="meta-llama/Llama-3.1-8B-Instruct"} 1.220352e+06
+vllm_request_params_max_tokens_count{model="meta-llama/Llama-3.1-8B-Instruct"} 1248
+# TYPE vllm_exporter_vllm_unknown_families gauge
+vllm_exporter_vllm_unknown_families 0
+# families something shipped reads that V0 never had
+# TYPE vllm_exporter_vllm_family_absent gauge
+vllm_exporter_vllm_family_absent{feeds="VLLMDeferredLivelock and its verdict",metric="vllm:num_requests_waiting_by_reason"} 1
+vllm_exporter_vllm_family_absent{feeds="VLLMEngineStalled (asleep is not stalled)",metric="vllm:engine_sleep_state"} 1
+vllm_exporter_vllm_family_absent{feeds="VLLMGPUThrottlingTPOTDegraded (the TPOT SLO falls back to inter-token latency)",metric="vllm:request_time_per_output_token_seconds"} 1
+vllm_exporter_vllm_family_absent{feeds="the availability SLO (requests refused before the engine)",metric="http_requests_total"} 1
+vllm_exporter_vllm_family_absent{feeds="the preempted-requests panel",metric="vllm:request_num_preemptions"} 1
+vllm_exporter_vllm_family_absent{feeds="the prefix-cache verdict",metric="vllm:gpu_prefix_cache_hits_total"} 1
+vllm_exporter_vllm_family_absent{feeds="the prefix-cache verdict",metric="vllm:gpu_prefix_cache_queries_total"} 1
 `, goldenScalarNames...)
 
 	// testdata/golden-v0-histograms.prom was written from the fixture by a

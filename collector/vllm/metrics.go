@@ -22,7 +22,7 @@ type descs struct {
 	unexpected *prometheus.Desc
 
 	scrapes, scrapeErrors, scrapeDuration, lastSuccess, schema, missing *prometheus.Desc
-	samplesDropped, role, endpointUp, supervisor                        *prometheus.Desc
+	samplesDropped, role, unknown, absent, endpointUp, supervisor       *prometheus.Desc
 }
 
 func newDescs() *descs {
@@ -33,7 +33,9 @@ func newDescs() *descs {
 		up:             g("vllm_up", "1 if the last scrape of vLLM's /metrics was fetched and parsed, else 0."),
 		endpointUp:     g("vllm_exporter_endpoint_up", "1 if the last scrape of this API server's /metrics (endpoint: its place among --vllm.url, the data-parallel rank with --vllm.data-parallel-ranks) was fetched and parsed, else 0; only for a server of several.", "endpoint"),
 		supervisor:     g("vllm_exporter_supervisor_healthy", "1 if vLLM's data-parallel supervisor (--vllm.supervisor-url) answered /health with 200 at the last scrape (every rank's /health does), else 0."),
-		unexpected:     g("vllm_exporter_vllm_unexpected_label_values", "Distinct label values in the last vLLM scrape that the exporter did not understand or had to drop past a bound (an unknown sleep state, more priorities than allowed); their samples are ignored.", "metric", "label"),
+		unexpected:     g("vllm_exporter_vllm_unexpected_label_values", "Distinct label values in the last vLLM scrape that the exporter did not understand or had to drop past a bound (an unknown sleep state, more priorities than allowed; an empty value where a sample lacks a label the family carries, read as \"\"); samples of unknown values are ignored.", "metric", "label"),
+		unknown:        g("vllm_exporter_vllm_unknown_families", "vllm:* families in the last scrape of vLLM's /metrics that the exporter neither reads nor knowingly ignores (at most 256; each new name is logged once)."),
+		absent:         g("vllm_exporter_vllm_family_absent", "1 for each vLLM family a shipped SLO, verdict, alert or panel reads (feeds) that the last scrape lacked: what it feeds cannot be computed on this server.", "metric", "feeds"),
 		scrapes:        g("vllm_exporter_scrapes_total", "Scrapes of vLLM's /metrics attempted."),
 		scrapeErrors:   g("vllm_exporter_scrape_errors_total", "Failed scrapes of vLLM's /metrics by reason.", "reason"),
 		samplesDropped: g("vllm_exporter_samples_dropped_total", "Samples of vLLM's /metrics dropped by a bound (model, engine and finished-reason limits, label value length) or as invalid (not a histogram, a duplicate, not finite, a negative counter), by reason.", "reason"),
@@ -41,7 +43,7 @@ func newDescs() *descs {
 		lastSuccess:    g("vllm_exporter_last_successful_scrape_timestamp_seconds", "Unix time of the last successful scrape of vLLM's /metrics."),
 		schema:         g("vllm_exporter_vllm_schema_info", "Detected vLLM metric schema (v0, v1-legacy, v1, none), value 1.", "schema"),
 		role:           g("vllm_pod_role_info", "The pod's role in disaggregated prefill/decode serving (role: prefill, decode, or both for aggregated serving) and where the exporter learnt it (source: flag = --vllm.role, detected = from the NIXL families, default = nothing said otherwise), value 1; from vllm:nixl_xfer_time_seconds (a decode pod reads KV), vllm:nixl_num_kv_expired_reqs_total and vllm:generation_tokens_total per finished request (a prefill pod), unless --vllm.role names the role.", "model", "role", "source"),
-		missing:        g("vllm_exporter_expected_metric_missing", "1 for each vLLM metric expected for the detected schema that is absent (its derived series are not exported); a present one exports nothing unless --vllm.opt-in=expected-metric-present (then 0).", "metric"),
+		missing:        g("vllm_exporter_expected_metric_missing", "1 for each vLLM metric that disappeared (in an earlier scrape since the exporter started, absent now) or that every vLLM sends and is absent; a present one exports nothing unless --vllm.opt-in=expected-metric-present (then 0).", "metric"),
 	}
 	for i := range families.Rows {
 		d.rows = append(d.rows, descsOf(&families.Rows[i]))
@@ -50,7 +52,7 @@ func newDescs() *descs {
 }
 
 func (d *descs) all() []*prometheus.Desc {
-	out := []*prometheus.Desc{d.up, d.unexpected, d.scrapes, d.scrapeErrors, d.scrapeDuration, d.lastSuccess, d.schema, d.missing, d.samplesDropped, d.role, d.endpointUp, d.supervisor, serverDesc}
+	out := []*prometheus.Desc{d.up, d.unexpected, d.scrapes, d.scrapeErrors, d.scrapeDuration, d.lastSuccess, d.schema, d.missing, d.samplesDropped, d.role, d.unknown, d.absent, d.endpointUp, d.supervisor, serverDesc}
 	for _, fd := range d.rows {
 		for _, x := range append([]*prometheus.Desc{fd.series, fd.engine, fd.window, fd.priority}, fd.windows...) {
 			if x != nil {
@@ -186,6 +188,10 @@ func (d *descs) renderScrape(e sink, snap *snapshot.VLLM, res *result, optIn map
 	}
 	for k, n := range res.unexpected {
 		e.emit(d.unexpected, prometheus.GaugeValue, float64(n), k.Metric, k.Label)
+	}
+	e.emit(d.unknown, prometheus.GaugeValue, float64(len(res.unknown)))
+	for _, a := range res.absent {
+		e.emit(d.absent, prometheus.GaugeValue, 1, a.metric, a.feeds)
 	}
 	for _, name := range sortedKeys(snap.Models) {
 		m := snap.Models[name]

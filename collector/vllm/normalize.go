@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
+	"time"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/families"
 	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
@@ -94,12 +94,20 @@ type normalizer struct {
 	// scratch is the reading of the scrape in progress, kept between
 	// scrapes so that its maps are allocated once.
 	scratch reading
+	// seen: by row, the family was in a body since the exporter started.
+	seen []bool
 	// served is the model the server says it serves (/v1/models), which
 	// replaces families.PlaceholderModel; "" none.
 	served string
 }
 
-func newNormalizer() *normalizer { return &normalizer{bounds: map[string][]float64{}} }
+func newNormalizer() *normalizer {
+	return &normalizer{bounds: map[string][]float64{}, seen: make([]bool, len(families.Rows))}
+}
+
+// absentFamily is a family shipped alerts, SLOs, verdicts or panels read
+// (feeds) that the scrape lacked.
+type absentFamily struct{ metric, feeds string }
 
 // unexpectedKey names a (vLLM family, label) pair whose values were not
 // understood, the labels of vllm_exporter_vllm_unexpected_label_values.
@@ -110,7 +118,11 @@ type result struct {
 	// vllm holds what the scrape read: schema, models, missing families
 	// and the server-wide readings; the scraper adds time and Up.
 	vllm     *snapshot.VLLM
-	expected []string // vLLM names expected for the schema, sorted
+	expected []string // vLLM names whose absence is news, sorted
+	// absent are the families something shipped reads that the body
+	// lacked; unknown the vllm:* families the table does not know.
+	absent  []absentFamily
+	unknown []string
 	// unexpected counts, per family and label, the distinct values that
 	// were not understood (unknown sleep state, priority past the bound);
 	// unexpectedValues holds them for the log.
@@ -166,6 +178,7 @@ type reading struct {
 	// voided are readings a sample that could not be read leaves absent
 	// rather than summed without it.
 	voided []void
+	now    float64 // the scrape's time, unix seconds
 	// atCompletion: a token counter read counts at request completion.
 	atCompletion bool
 }
@@ -183,24 +196,35 @@ type void struct {
 	server     bool
 }
 
-// normalize reads every family of the table from a scanned body into r.
-func (n *normalizer) normalize(sc *scanner, r *result) {
+// normalize reads every family of the table from a body scanned at now
+// into r.
+func (n *normalizer) normalize(sc *scanner, r *result, now time.Time) {
 	v := &snapshot.VLLM{Schema: detectSchema(sc), Models: map[string]*snapshot.Model{}}
 	r.vllm, r.unexpected = v, map[unexpectedKey]int{}
 	rd := n.reset(r)
+	rd.now = float64(now.UnixNano()) / 1e9
 	has := func(name string) bool { i, ok := famIndex[name]; return ok && sc.present(i) }
 	for i := range families.Rows {
 		f := &families.Rows[i]
-		expected := f.Expects(v.Schema, has)
 		at := slices.IndexFunc(f.Names, func(n families.Name) bool { return has(n.Name) })
 		if at < 0 {
-			if expected {
-				r.expected = append(r.expected, f.MissingLabel(v.Schema))
-				v.Missing = append(v.Missing, f.MissingLabel(v.Schema))
+			if len(f.NamesOf(families.ServerOf(v.Schema))) == 0 {
+				continue // the server has no such family (the row's NotFrom says why)
+			}
+			miss := f.MissingLabel(v.Schema)
+			if n.expected(i, v.Schema) {
+				r.expected = append(r.expected, miss)
+				v.Missing = append(v.Missing, miss)
+			}
+			// A family that comes with a feature (LoRA, a KV connector) is
+			// no shortfall on a server without it.
+			if a := (absentFamily{miss, f.Feeds}); f.Feeds != "" && f.Names[0].Sim.When == "" && !slices.Contains(r.absent, a) {
+				r.absent = append(r.absent, a)
 			}
 			continue
 		}
-		if expected {
+		n.seen[i] = true
+		if n.expected(i, v.Schema) {
 			r.expected = append(r.expected, f.Names[at].Name)
 		}
 		rd.present[i] = true
@@ -219,8 +243,21 @@ func (n *normalizer) normalize(sc *scanner, r *result) {
 		}
 	}
 	rd.finish()
-	sort.Strings(r.expected)
-	sort.Strings(v.Missing)
+	slices.Sort(r.expected)
+	r.expected = slices.Compact(r.expected)
+	slices.Sort(v.Missing)
+	v.Missing = slices.Compact(v.Missing)
+	r.unknown = sc.unknownNames()
+}
+
+// expected says whether row i's absence is news: every vLLM sends it, or
+// this exporter saw it before (a family that disappeared), unless vLLM
+// creates it only on first use (which V0 does for its histograms and
+// labelled counters): absent after a restart until then.
+func (n *normalizer) expected(i int, schema string) bool {
+	f := &families.Rows[i]
+	lazy := f.OnFirstUse || schema == SchemaV0 && (f.Agg == families.Buckets || f.Agg == families.SumCount || f.Label != "")
+	return f.Always || n.seen[i] && !lazy
 }
 
 // reset readies the normalizer's scratch reading for a new scrape into r:
@@ -397,7 +434,11 @@ func (rd *reading) unexpected(family, label, value string) {
 	rd.seenUnexpected[k] = true
 	rd.r.unexpected[unexpectedKey{family, label}]++
 	if len(rd.r.unexpectedValues) < families.MaxMapLabels {
-		rd.r.unexpectedValues = append(rd.r.unexpectedValues, fmt.Sprintf("%s{%s=%q}", family, label, value))
+		what := fmt.Sprintf("%s{%s=%q}", family, label, value)
+		if value == "" {
+			what = family + " without its label " + label
+		}
+		rd.r.unexpectedValues = append(rd.r.unexpectedValues, what)
 	}
 }
 

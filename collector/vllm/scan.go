@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -165,6 +166,68 @@ type scanner struct {
 	helps   map[string]bool    // families whose HELP this scrape had, for schema detection
 	line    int
 	bytes   int // the cache's key bytes
+	// unknown: the vllm:* families the table does not know, by base name,
+	// with the scrape that last had one (at most maxUnknown names).
+	unknown map[string]*uint32
+}
+
+// maxUnknown bounds the unknown family names a scanner keeps.
+const maxUnknown = 256
+
+// knownBases are the base names (baseName) of every family the table
+// reads or knowingly ignores.
+var knownBases = func() map[string]bool {
+	out := map[string]bool{}
+	for _, sp := range families.Specs() {
+		out[string(baseName([]byte(sp.Name.Name)))] = true
+	}
+	for i := range families.Rows {
+		for _, n := range families.Rows[i].Names {
+			out[string(baseName([]byte(n.Name)))] = true
+		}
+	}
+	return out
+}()
+
+// baseName is a sample's family name without the suffixes the text
+// format adds: _created, _bucket, _sum or _count, then _total.
+func baseName(name []byte) []byte {
+	for _, suf := range [...]string{"_created", "_bucket", "_sum", "_count"} {
+		if bytes.HasSuffix(name, []byte(suf)) {
+			name = name[:len(name)-len(suf)]
+			break
+		}
+	}
+	return bytes.TrimSuffix(name, []byte("_total"))
+}
+
+// noteUnknown records a sample of a vllm:* family the table does not know.
+func (s *scanner) noteUnknown(name []byte) {
+	base := baseName(name)
+	if knownBases[string(base)] {
+		return
+	}
+	if p := s.unknown[string(base)]; p != nil {
+		*p = s.gen
+	} else if len(s.unknown) < maxUnknown {
+		g := s.gen
+		s.unknown[string(base)] = &g
+	}
+}
+
+// unknownNames are the unknown vllm:* families of the last scrape, sorted;
+// names the scrape lacked are forgotten.
+func (s *scanner) unknownNames() []string {
+	var out []string
+	for n, g := range s.unknown {
+		if *g == s.gen {
+			out = append(out, n)
+		} else {
+			delete(s.unknown, n)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func newScanner() *scanner {
@@ -178,6 +241,7 @@ func newScanner() *scanner {
 		copies:   map[string]*series{},
 		kidCopy:  map[string]*child{},
 		helps:    map[string]bool{},
+		unknown:  map[string]*uint32{},
 	}
 }
 
@@ -280,6 +344,9 @@ func (s *scanner) sample(line []byte, maxSeries, maxBytes int, res *result) (eof
 	s.anyVLLM = s.anyVLLM || bytes.HasPrefix(name, []byte("vllm:"))
 	ln, ok := lineNames[string(name)]
 	if !ok {
+		if bytes.HasPrefix(name, []byte("vllm:")) {
+			s.noteUnknown(name)
+		}
 		_, err := sampleValue(line[end:])
 		return false, err // a family the table does not read: skipped once it parses
 	}

@@ -162,10 +162,13 @@ type Scraper struct {
 	// loggedUnexpected: unexpected label values already logged at warn
 	// level (bounded: past maxLoggedUnexpected they go to debug).
 	loggedUnexpected map[string]bool
-	models           *modelset.Set
-	scrapeNow        time.Time // the current scrape's time, for models.Admit
-	dropped          map[string]float64
-	dropLog          *ratelog.Limiter
+	// loggedUnknown: unknown vllm:* families already logged, each once per
+	// process (bounded by maxUnknown; past it one line says so).
+	loggedUnknown map[string]bool
+	models        *modelset.Set
+	scrapeNow     time.Time // the current scrape's time, for models.Admit
+	dropped       map[string]float64
+	dropLog       *ratelog.Limiter
 
 	histMu  sync.RWMutex
 	history []*snapshot.VLLM // oldest first, bounded by prune; all but the newest slimmed
@@ -229,6 +232,7 @@ func New(opts Options, logger log.Logger) *Scraper {
 		dropLog:    ratelog.New(dropLogEvery),
 
 		loggedUnexpected: map[string]bool{},
+		loggedUnknown:    map[string]bool{},
 	}
 	s.srv.base, s.srv.explicit = apiBase(opts.URL)
 	if _, ok := families.ServerNamed(opts.Server); ok {
@@ -428,7 +432,7 @@ func (s *Scraper) ScrapeOnce(ctx context.Context, now time.Time) {
 	}
 	snap := &snapshot.VLLM{Time: now}
 	if err == nil {
-		s.norm.normalize(s.scan, res)
+		s.norm.normalize(s.scan, res, now)
 		snap = res.vllm
 		snap.Time, snap.Up = now, true
 		assignRoles(snap, s.opts.Role)
@@ -497,6 +501,8 @@ func slim(snap *snapshot.VLLM) *snapshot.VLLM {
 		c.KVOffloadLoadBytes, c.KVOffloadStoreBytes = nil, nil
 		c.KVOffloadLoadSeconds, c.KVOffloadStoreSeconds = nil, nil
 		c.MooncakeOps, c.MooncakeOpErrors, c.MooncakeKeys, c.MooncakeBytes, c.MooncakeFailedKeys = nil, nil, nil, nil, nil
+		c.KVOffload.Usage, c.KVOffload.WriteUsage, c.KVOffload.ReadUsage = nil, nil, nil
+		c.LoRAResidency.Level, c.QueuePressure, c.SpecAcceptedByPosition = nil, nil, nil
 		out.Models[name] = &c
 	}
 	return &out
@@ -527,6 +533,17 @@ func (s *Scraper) logScrape(now time.Time, snap *snapshot.VLLM, res *result) {
 		s.lastSchema = snap.Schema
 	}
 	s.logDrops(now, res)
+	for _, name := range res.unknown {
+		if s.loggedUnknown[name] || len(s.loggedUnknown) > maxUnknown {
+			continue
+		}
+		if len(s.loggedUnknown) == maxUnknown {
+			level.Warn(s.logger).Log("msg", "more unknown vLLM families than are logged one by one; see vllm_exporter_vllm_unknown_families", "logged", maxUnknown)
+		} else {
+			level.Warn(s.logger).Log("msg", "vLLM family the exporter does not know; it is not read (docs/exporter.md, unknown families)", "family", name)
+		}
+		s.loggedUnknown[name] = true
+	}
 	for _, u := range res.unexpectedValues {
 		lvl := level.Debug
 		if !s.loggedUnexpected[u] && len(s.loggedUnexpected) < maxLoggedUnexpected {

@@ -23,7 +23,8 @@ type Family struct {
 	// Names are the engine's names for the family, preferred first. The
 	// first one present in a scrape wins and the others are ignored: vLLM
 	// emits old and new names with identical values during its
-	// deprecation periods, and adding them would double-count.
+	// deprecation periods, and adding them would double-count (a Name
+	// with Plus is read with the one before it).
 	Names []Name
 	Type  Type
 	Scope Scope
@@ -67,9 +68,21 @@ type Family struct {
 	// (docs/'s engine tables; a row without says the server has no such
 	// family).
 	NotFrom map[string]string
-	// Expected says for which detected schemas a missing family is reported
-	// by vllm_exporter_expected_metric_missing.
-	Expected func(schema string, has func(name string) bool) bool
+	// Always: every vLLM server sends the family from its first scrape
+	// (V0, V1, the Rust front-end; the stand-ins the table knows), so its
+	// absence is reported by vllm_exporter_expected_metric_missing even on
+	// a server never seen with it. Any other family is reported once it
+	// disappears: seen earlier in the exporter's life, absent now.
+	Always bool
+	// OnFirstUse: vLLM creates the family's children when first used (the
+	// first request, operation or transfer), so after a restart it is
+	// absent until then: its absence is never reported.
+	OnFirstUse bool
+	// Feeds names what shipped reads the family (an SLO, a verdict, an
+	// alert, a panel): while it is absent that cannot be computed, and
+	// vllm_exporter_vllm_family_absent says so (unless the family comes
+	// with a feature, Sim.When, the server may not use).
+	Feeds string
 
 	// Where a reading lands in the snapshot: exactly one of Value (with
 	// Count for SumCount), Map (with Label), Info, State, StateMap (with
@@ -124,6 +137,9 @@ type Name struct {
 	Help string
 	// Sim is how the simulator fills it.
 	Sim Sim
+	// StandIn names what sends this variant instead of vLLM (llm-d's
+	// simulator): read as vLLM's meaning, never named as vLLM's.
+	StandIn string
 	// Server is the inference server whose name it is ("" vLLM): an engine
 	// is a column of the rows' names (servers.go).
 	Server string
@@ -163,6 +179,9 @@ type Sim struct {
 	Values []string
 	// When names the feature that registers the family ("" always).
 	When string
+	// PerProcess: a gauge of multiprocess mode "all" (no mode given): with
+	// several API servers, one series per server's pid.
+	PerProcess bool
 	// PerModel: one series per model, not per data-parallel engine (SGLang's
 	// tokenizer process writes it; trtllm-serve writes every family so).
 	PerModel bool
@@ -228,10 +247,11 @@ const (
 	Histogram      // vLLM's buckets re-exported
 	Info           // labels only, value 1
 	StateSet       // one sample per state, value 1 for the current one
+	Summary        // a histogram's _sum and _count, no quantiles
 )
 
 func (t Type) String() string {
-	return [...]string{"gauge", "counter", "histogram", "info", "state set"}[t]
+	return [...]string{"gauge", "counter", "histogram", "info", "state set", "summary"}[t]
 }
 
 // Scope is what the family's samples describe.
@@ -289,29 +309,38 @@ func (f *Family) VLLMType() string {
 	return "gauge"
 }
 
-// Expects says whether f's absence is news for a body of schema: the row
-// says so and the schema's server has a name for it.
-func (f *Family) Expects(schema string, has func(string) bool) bool {
-	return f.Expected != nil && len(f.NamesOf(ServerOf(schema))) > 0 && f.Expected(schema, has)
-}
-
 // MissingLabel is the name reported when f is expected but absent: the
-// name the detected schema would use.
+// vLLM name the detected schema would use (newest for V1, else oldest).
 func (f *Family) MissingLabel(schema string) string {
-	server := ServerOf(schema)
-	names := f.NamesOf(server)
-	if schema == SchemaV1 || server != ServerVLLM {
-		return names[0]
+	names := f.namesOf(ServerOf(schema))
+	if schema == SchemaV1 || ServerOf(schema) != ServerVLLM {
+		return names[0].Name
 	}
-	return names[len(names)-1]
+	n := names[0].Name
+	for _, x := range names[1:] {
+		if x.StandIn == "" {
+			n = x.Name
+		}
+	}
+	return n
 }
 
 // NamesOf are f's names on a server, preferred first.
 func (f *Family) NamesOf(server string) []string {
 	var out []string
+	for _, n := range f.namesOf(server) {
+		out = append(out, n.Name)
+	}
+	return out
+}
+
+// namesOf are f's names on a server (vLLM's include the stand-ins'
+// variants).
+func (f *Family) namesOf(server string) []Name {
+	var out []Name
 	for _, n := range f.Names {
 		if n.ServerName() == server {
-			out = append(out, n.Name)
+			out = append(out, n)
 		}
 	}
 	return out
@@ -345,6 +374,8 @@ func (f *Family) SeriesLabels() []string {
 		return append([]string{"model"}, f.InfoLabels...)
 	case f.StateMap != nil:
 		return []string{"model", f.KeyLabel, f.StateLabel}
+	case f.State != nil:
+		return []string{"model", f.StateLabel}
 	case f.Label != "":
 		return []string{"model", f.Label}
 	}
@@ -364,8 +395,17 @@ func (f *Family) WindowHelp() string {
 	return f.Help + f.inUnit() + ", quantiles over the window (histogram_quantile of bucket increases, absent when the window saw no observation), _sum and _count cumulative; from " + f.sources() + "."
 }
 
-// sources names the vLLM families a HELP says the series comes from.
-func (f *Family) sources() string { return strings.Join(f.NamesOf(ServerVLLM), " or ") }
+// sources names the vLLM families a HELP says the series comes from
+// (stand-ins' variants are not vLLM's).
+func (f *Family) sources() string {
+	var names []string
+	for _, n := range f.namesOf(ServerVLLM) {
+		if n.StandIn == "" {
+			names = append(names, n.Name)
+		}
+	}
+	return strings.Join(names, " or ")
+}
 
 func (f *Family) inUnit() string {
 	if f.Unit == "" {
@@ -384,7 +424,7 @@ func (f *Family) WindowSeries() string {
 }
 
 // KeyOf is a by-label reading's key for a sample with labels l; ok false:
-// the sample is not this row's.
+// the sample is not this row's. Without Label the key is "".
 func (f *Family) KeyOf(fam string, l Labels) (string, bool) {
 	if f.Key != nil {
 		return f.Key(fam, l)
@@ -403,9 +443,12 @@ func MarkdownTable() string {
 	b.WriteString("| exported series | type | scope | engines combined by | labels kept | vLLM source (preferred first) | versions |\n|---|---|---|---|---|---|---|\n")
 	for i := range Rows {
 		f := &Rows[i]
-		names := f.NamesOf(ServerVLLM)
-		for i, n := range names {
-			names[i] = "`" + n + "`"
+		var names []string
+		for _, n := range f.namesOf(ServerVLLM) {
+			names = append(names, "`"+n.Name+"`")
+			if n.StandIn != "" {
+				names[len(names)-1] += " (" + n.StandIn + ")"
+			}
 		}
 		var kept []string
 		if l := f.SeriesLabels()[1:]; len(l) > 0 {

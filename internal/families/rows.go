@@ -36,18 +36,6 @@ const (
 // enumerations.
 var MapLimit = Limit{Max: MaxMapLabels}
 
-func always(string, func(string) bool) bool { return true }
-func v1Only(s string, _ func(string) bool) bool {
-	return s == SchemaV1Legacy || s == SchemaV1
-}
-
-// afterGPUNamesGone: the per-request TPOT histogram arrived (≈0.11) together
-// with the hiding of the gpu_* names, so its absence is only news once
-// gpu_cache_usage_perc is gone too.
-func afterGPUNamesGone(s string, has func(string) bool) bool {
-	return s == SchemaV1 && !has("vllm:gpu_cache_usage_perc")
-}
-
 // cacheConfigLabels are the vllm:cache_config_info labels re-exported. vLLM
 // changes that label set every release; these five exist in all of them.
 var cacheConfigLabels = []string{"block_size", "num_gpu_blocks", "gpu_memory_utilization", "enable_prefix_caching", "cache_dtype"}
@@ -80,14 +68,15 @@ var (
 		}
 		return out
 	}()
-	mooncakeBuckets = []float64{0.0001, 0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 1.5, 2}
+	// mooncakeBuckets: 1 ms to 4 s, 15 bounds (kv_connector/v1/mooncake/store/metrics.py).
+	mooncakeBuckets = []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 1.5, 2, 3, 4}
 )
 
 // families is the family table: one row per vLLM family the exporter reads
 // (see family). docs/exporter.md shows it rendered by MarkdownTable, so code
-// and documentation cannot drift apart. Rows without Expected are never
-// reported missing: they come with a feature, a flag or a newer version.
-var Rows = []Family{
+// and documentation cannot drift apart. A row without Always is reported
+// missing only once it disappears (collector/vllm's normalizer).
+var Rows = append([]Family{
 	{Exported: "vllm_requests_running", Names: []Name{{Name: "vllm:num_requests_running", Help: "Number of requests in model execution batches.", Sim: Sim{Source: "running"}},
 		{Server: ServerSGLang, Name: "sglang:num_running_reqs", Help: "The number of running requests", Sim: Sim{Source: "running"}, Keep: priorityTotal, Note: "the `priority=\"\"` total; one series per `dp_rank`"},
 		{Server: ServerSGLang, Name: "sglang:num_requests_running", Help: "Number of requests currently running on GPU", Note: "2024 releases (label `name`)"},
@@ -95,7 +84,7 @@ var Rows = []Family{
 		Value:  func(m *snapshot.Model) *snapshot.Value { return &m.Running },
 		Engine: func(e *snapshot.EngineGauges) *snapshot.Value { return &e.Running },
 		Help:   "Requests running on the engine, summed over engines; from vllm:num_requests_running.", EngineHelp: "Requests running on one data-parallel engine; from vllm:num_requests_running.",
-		Expected: always, Versions: "all versions"},
+		Always: true, Feeds: "the stall verdict and VLLMEngineStalled (requests present), the overview's load panels", Versions: "all versions"},
 	{Exported: "vllm_requests_waiting", Names: []Name{{Name: "vllm:num_requests_waiting", Help: "Number of requests waiting to be processed.", Sim: Sim{Source: "waiting"}},
 		{Server: ServerSGLang, Name: "sglang:num_queue_reqs", Help: "The number of requests in the waiting queue", Sim: Sim{Source: "waiting"}, Keep: priorityTotal},
 		{Server: ServerSGLang, Name: "sglang:num_prefill_bootstrap_queue_reqs", Help: "The number of requests in the prefill bootstrap queue", Sim: Sim{Source: "zero"}, Plus: true, Keep: priorityTotal, Note: "plus the P/D queues (bootstrap, prealloc, inflight, transfer)"},
@@ -108,7 +97,7 @@ var Rows = []Family{
 		Value:  func(m *snapshot.Model) *snapshot.Value { return &m.Waiting },
 		Engine: func(e *snapshot.EngineGauges) *snapshot.Value { return &e.Waiting },
 		Help:   "Requests waiting to be scheduled, summed over engines; from vllm:num_requests_waiting.", EngineHelp: "Requests waiting on one data-parallel engine; from vllm:num_requests_waiting.",
-		Expected: always, Versions: "all versions (≈0.20+: includes deferred requests)"},
+		Always: true, Feeds: "VLLMQueueBuildup, the queueing and stall verdicts", Versions: "all versions (≈0.20+: includes deferred requests)"},
 	{Exported: "vllm_requests_swapped", Names: []Name{{Name: "vllm:num_requests_swapped", Help: "Number of requests swapped to CPU.", Sim: Sim{Source: "zero"}}}, Type: Gauge, Agg: Sum,
 		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.Swapped },
 		Help:     "Requests swapped to CPU (V0 engine only); from vllm:num_requests_swapped.",
@@ -121,7 +110,7 @@ var Rows = []Family{
 		Engine:     func(e *snapshot.EngineGauges) *snapshot.Value { return &e.KVUsage },
 		Help:       "GPU KV-cache usage 0..1, max over engines; from vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc.",
 		EngineHelp: "GPU KV-cache usage 0..1 of one data-parallel engine; from vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc.",
-		Expected:   always, Versions: "`kv_cache_usage_perc` 0.9.2+; `gpu_cache_usage_perc` V0 and V1 ≤0.11 (hidden ≈0.11, removed ≈0.12)"},
+		Always:     true, Feeds: "VLLMKVCacheNearFull, the KV verdicts", Versions: "`kv_cache_usage_perc` 0.9.2+; `gpu_cache_usage_perc` V0 and V1 ≤0.11 (hidden ≈0.11, removed ≈0.12)"},
 	{Exported: "vllm_cpu_kv_cache_usage_ratio", Names: []Name{{Name: "vllm:cpu_cache_usage_perc", Help: "CPU KV-cache usage. 1 means 100 percent usage.", Sim: Sim{Source: "zero"}}}, Type: Gauge, Agg: Max,
 		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.CPUKVUsage },
 		Help:     "CPU KV-cache usage 0..1 (V0 engine only); from vllm:cpu_cache_usage_perc.",
@@ -130,10 +119,10 @@ var Rows = []Family{
 	{Exported: "vllm_preemptions_total", Names: []Name{{Name: "vllm:num_preemptions_total", Help: "Cumulative number of preemption from the engine.", Sim: Sim{Source: "preemptions"}},
 		{Server: ServerSGLang, Name: "sglang:num_retracted_requests_total", Help: "The number of retracted requests", Sim: Sim{Source: "preemptions"}, Note: "retractions, SGLang's preemptions (≈2025-12+)"},
 		{Server: ServerSGLang, Name: "sglang:total_retracted_reqs", Help: "The total number of retracted requests due to kvcache full", Note: "a gauge holding the cumulative count (2025-10 releases)"}}, Type: Counter, Agg: Sum,
-		NotFrom:  map[string]string{ServerTRTLLM: "no preemption counter (`trtllm_num_paused_requests` is a gauge): the preemption SLO and too_many_sequences are unavailable"},
-		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.Preemptions },
-		Help:     "Preemptions, summed over engines; from vllm:num_preemptions_total.",
-		Expected: always, Versions: "all versions",
+		NotFrom: map[string]string{ServerTRTLLM: "no preemption counter (`trtllm_num_paused_requests` is a gauge): the preemption SLO and too_many_sequences are unavailable"},
+		Value:   func(m *snapshot.Model) *snapshot.Value { return &m.Preemptions },
+		Help:    "Preemptions, summed over engines; from vllm:num_preemptions_total.",
+		Feeds:   "the preemption SLO, the KV-exhaustion verdict", Versions: "all versions",
 		Windows: []Window{
 			PerSecond("vllm_preemptions_per_second", "Preemptions per second over the window; derived from vllm:num_preemptions_total.",
 				func(d *snapshot.Derived) *snapshot.Value { return &d.PreemptionsPerSecond }),
@@ -145,9 +134,9 @@ var Rows = []Family{
 		{Server: ServerSGLang, Name: "sglang:realtime_tokens_total", Help: "The number of tokens processed in real time, by mode", Sim: Sim{Source: "realtime_tokens", Label: "mode", Values: []string{"prefill_compute", "prefill_cache", "decode"}}, Keep: labelIs("mode", "prefill_compute", "prefill_cache"), Note: "`mode` prefill_compute + prefill_cache, counted per step"},
 		{Server: ServerSGLang, Name: "sglang:prompt_tokens_total", Help: "Number of prefill tokens processed.", Sim: Sim{Source: "finished_prompt_tokens", Label: "is_streaming", Values: []string{"true"}, PerModel: true}, AtCompletion: true, Note: "else per finished request"},
 		{Server: ServerTRTLLM, Name: "trtllm_prompt_tokens_total", Help: "Number of prefill tokens processed.", Sim: Sim{Source: "finished_prompt_tokens"}, AtCompletion: true, Note: "per finished request"}}, Type: Counter, Agg: Sum,
-		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.PromptTokens },
-		Help:     "Prompt (prefill) tokens processed, summed over engines; from vllm:prompt_tokens_total.",
-		Expected: always, Versions: "all versions",
+		Value:  func(m *snapshot.Model) *snapshot.Value { return &m.PromptTokens },
+		Help:   "Prompt (prefill) tokens processed, summed over engines; from vllm:prompt_tokens_total.",
+		Always: true, Feeds: "the stall verdict, the prefill rate", Versions: "all versions",
 		Windows: []Window{
 			PerSecond("vllm_prompt_tokens_per_second", "Prompt tokens per second over the window; derived from vllm:prompt_tokens_total.",
 				func(d *snapshot.Derived) *snapshot.Value { return &d.PromptTokensPerSecond }),
@@ -156,27 +145,27 @@ var Rows = []Family{
 		{Server: ServerSGLang, Name: "sglang:realtime_tokens_total", Keep: labelIs("mode", "decode"), Note: "`mode` decode, counted per step"},
 		{Server: ServerSGLang, Name: "sglang:generation_tokens_total", Help: "Number of generation tokens processed.", Sim: Sim{Source: "finished_generation_tokens", Label: "is_streaming", Values: []string{"true"}, PerModel: true}, AtCompletion: true, Note: "else per finished request"},
 		{Server: ServerTRTLLM, Name: "trtllm_generation_tokens_total", Help: "Number of generation tokens processed.", Sim: Sim{Source: "finished_generation_tokens"}, AtCompletion: true, Note: "per finished request"}}, Type: Counter, Agg: Sum,
-		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.GenerationTokens },
-		Help:     "Generated tokens, summed over engines; from vllm:generation_tokens_total.",
-		Expected: always, Versions: "all versions",
+		Value:  func(m *snapshot.Model) *snapshot.Value { return &m.GenerationTokens },
+		Help:   "Generated tokens, summed over engines; from vllm:generation_tokens_total.",
+		Always: true, Feeds: "the stall and livelock verdicts, the decode rate", Versions: "all versions",
 		Windows: []Window{
 			PerSecond("vllm_generation_tokens_per_second", "Generated tokens per second over the window; derived from vllm:generation_tokens_total.",
 				func(d *snapshot.Derived) *snapshot.Value { return &d.GenerationTokensPerSecond }),
 		}},
-	{Exported: "vllm_prefix_cache_queries_total", Names: []Name{{Name: "vllm:prefix_cache_queries_total", Help: "Prefix cache queries, in terms of number of queried tokens.", Sim: Sim{Source: "prefix_queries"}}, {Name: "vllm:gpu_prefix_cache_queries_total", Help: "GPU prefix cache queries, in terms of number of queriedtokens. DEPRECATED: Use vllm:prefix_cache_queries instead.", Sim: Sim{Source: "prefix_queries"}},
+	{Exported: "vllm_prefix_cache_queries_total", Names: []Name{{Name: "vllm:prefix_cache_queries_total", Help: "Prefix cache queries, in terms of number of queried tokens.", Sim: Sim{Source: "prefix_queries"}}, {Name: "vllm:gpu_prefix_cache_queries_total", Help: "GPU prefix cache queries, in terms of number of queriedtokens. DEPRECATED: Use vllm:prefix_cache_queries instead.", Sim: Sim{Source: "prefix_queries"}}, {Name: "vllm:prefix_cache_queries", StandIn: "llm-d-inference-sim 0.8-0.10: a client_golang counter, no _total"},
 		{Server: ServerSGLang, Name: "sglang:realtime_tokens_total", Keep: labelIs("mode", "prefill_compute", "prefill_cache"), Note: "prompt tokens looked up: prefill_compute + prefill_cache"},
 		{Server: ServerSGLang, Name: "sglang:prompt_tokens_total", AtCompletion: true, Note: "else prompt tokens of finished requests"},
 		{Server: ServerTRTLLM, Name: "trtllm_prompt_tokens_total", AtCompletion: true, Note: "prompt tokens of finished requests"}}, Type: Counter, Agg: Sum,
-		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.PrefixQueries },
-		Help:     "Prefix-cache queries in tokens (blocks before vLLM 0.9.0), summed over engines; from vllm:prefix_cache_queries_total or vllm:gpu_prefix_cache_queries_total.",
-		Expected: v1Only, Versions: "V1 only: `gpu_prefix_cache_*` 0.8.0–≈0.11 (blocks before 0.9.0, tokens after); `prefix_cache_*` 0.9.2+. V0 has no counters"},
-	{Exported: "vllm_prefix_cache_hits_total", Names: []Name{{Name: "vllm:prefix_cache_hits_total", Help: "Prefix cache hits, in terms of number of cached tokens.", Sim: Sim{Source: "prefix_hits"}}, {Name: "vllm:gpu_prefix_cache_hits_total", Help: "GPU prefix cache hits, in terms of number of cached tokens. DEPRECATED: Use vllm:prefix_cache_hits instead.", Sim: Sim{Source: "prefix_hits"}},
+		Value: func(m *snapshot.Model) *snapshot.Value { return &m.PrefixQueries },
+		Help:  "Prefix-cache queries in tokens (blocks before vLLM 0.9.0), summed over engines; from vllm:prefix_cache_queries_total or vllm:gpu_prefix_cache_queries_total.",
+		Feeds: "the prefix-cache verdict", Versions: "V1 only: `gpu_prefix_cache_*` 0.8.0–≈0.11 (blocks before 0.9.0, tokens after); `prefix_cache_*` 0.9.2+. V0 has no counters"},
+	{Exported: "vllm_prefix_cache_hits_total", Names: []Name{{Name: "vllm:prefix_cache_hits_total", Help: "Prefix cache hits, in terms of number of cached tokens.", Sim: Sim{Source: "prefix_hits"}}, {Name: "vllm:gpu_prefix_cache_hits_total", Help: "GPU prefix cache hits, in terms of number of cached tokens. DEPRECATED: Use vllm:prefix_cache_hits instead.", Sim: Sim{Source: "prefix_hits"}}, {Name: "vllm:prefix_cache_hits", StandIn: "llm-d-inference-sim 0.8-0.10: a client_golang counter, no _total"},
 		{Server: ServerSGLang, Name: "sglang:realtime_tokens_total", Keep: labelIs("mode", "prefill_cache"), Note: "`mode` prefill_cache"},
 		{Server: ServerSGLang, Name: "sglang:cached_tokens_total", Help: "Number of cached prompt tokens", Sim: Sim{Source: "finished_cached_tokens", Label: "cache_source", Values: []string{"device"}, PerModel: true}, Keep: localCache, AtCompletion: true, Note: "else `cache_source` device (or total); appears with the first hit"},
 		{Server: ServerTRTLLM, Name: "trtllm_prompt_cached_tokens_total", Help: "Number of prompt tokens served from the KV cache.", Sim: Sim{Source: "finished_cached_tokens"}, AtCompletion: true}}, Type: Counter, Agg: Sum,
-		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.PrefixHits },
-		Help:     "Prefix-cache hits in tokens (blocks before vLLM 0.9.0), summed over engines; from vllm:prefix_cache_hits_total or vllm:gpu_prefix_cache_hits_total.",
-		Expected: v1Only, Versions: "as prefix_cache_queries",
+		Value: func(m *snapshot.Model) *snapshot.Value { return &m.PrefixHits },
+		Help:  "Prefix-cache hits in tokens (blocks before vLLM 0.9.0), summed over engines; from vllm:prefix_cache_hits_total or vllm:gpu_prefix_cache_hits_total.",
+		Feeds: "the prefix-cache verdict", Versions: "as prefix_cache_queries",
 		Windows: []Window{
 			RatioTo("vllm_prefix_cache_queries_total", "vllm_prefix_cache_hit_ratio", "Prefix-cache hit ratio 0..1 (hits / queries) over the window, absent without queries; from vllm:prefix_cache_hits_total and vllm:prefix_cache_queries_total (or the gpu_ names).",
 				func(d *snapshot.Derived) *snapshot.Value { return &d.PrefixCacheHitRatio }),
@@ -188,9 +177,9 @@ var Rows = []Family{
 		{Server: ServerTRTLLM, Name: "trtllm_request_error_total", Help: "Count of requests that failed, by HTTP status code.", Plus: true, Note: "plus failed requests as `error`"},
 		{Server: ServerTRTLLM, Name: "request_success_total", Help: "Count of successfully processed requests.", Note: "the first releases (no prefix)"}}, Type: Counter, Agg: Sum,
 		Label: "finished_reason", Limit: Limit{Max: MaxFinishedReasons, Drop: DropFinishedReasonLimit}, Key: finishedReason,
-		Map:      func(m *snapshot.Model) *map[string]float64 { return &m.FinishedByReason },
-		Help:     "Finished requests by finish reason, summed over engines; from vllm:request_success_total.",
-		Expected: always, Versions: "all versions, label `finished_reason` (V1 pre-creates stop/length/abort/error/repetition; V0 only after first use)",
+		Map:   func(m *snapshot.Model) *map[string]float64 { return &m.FinishedByReason },
+		Help:  "Finished requests by finish reason, summed over engines; from vllm:request_success_total.",
+		Feeds: "the availability and preemption SLOs, VLLMAdmissionRejections", Versions: "all versions, label `finished_reason` (V1 pre-creates stop/length/abort/error/repetition; V0 only after first use)",
 		Windows: []Window{
 			{Series: "vllm_requests_finished_per_second", Help: "Finished requests per second over the window by finish reason; derived from vllm:request_success_total.",
 				ByLabel: func(d *snapshot.Derived) *map[string]float64 { return &d.FinishedPerSecondByReason }},
@@ -201,11 +190,11 @@ var Rows = []Family{
 		Help:     "Requests whose logits contained NaNs (corrupted output), summed over engines; from vllm:corrupted_requests_total.",
 		OptIn:    true,
 		Versions: "≈0.12+ (#27306, 2025-11), only with the environment variable `VLLM_COMPUTE_NANS_IN_LOGITS` set"},
-	{Exported: "vllm_requests_rejected_total", Names: []Name{{Name: "vllm:admission_rejections_total", Help: "Number of requests rejected at admission because the waiting queue is full.", Sim: Sim{Source: "admission_rejections", Label: "reason", Values: []string{"max_num_queued_reqs", "max_num_queued_tokens"}, When: "admission"}}}, Type: Counter, Agg: Sum,
+	{Exported: "vllm_requests_rejected_total", Names: []Name{{Name: "vllm:admission_rejections_total", Help: "Number of requests rejected at admission, by reason.", Sim: Sim{Source: "admission_rejections", When: "admission"}}}, Type: Counter, Scope: ScopeModelOrServer, Agg: Sum,
 		Label: "reason", Limit: MapLimit,
 		Map:      func(m *snapshot.Model) *map[string]float64 { return &m.RejectedByReason },
-		Help:     "Requests refused at admission (HTTP 503) because the waiting queue was at --max-num-queued-requests or --max-num-queued-tokens, by reason, summed over engines; from vllm:admission_rejections_total.",
-		Versions: "0.32+ (admission control, flags from 2026-07), label `reason` (`max_num_queued_reqs`, `max_num_queued_tokens`); rejected requests never reach `request_success_total`",
+		Help:     "Requests refused at admission (HTTP 503) because waiting plus running requests were at --max-num-queued-reqs or the queued prompt tokens at --max-num-queued-tokens, by reason, summed over engines (counted for every model where vLLM labels it without model_name); from vllm:admission_rejections_total.",
+		Versions: "open PR vllm#55812 (no release pinned): label `reason` (`max_num_queued_reqs`, `max_num_queued_tokens`), no `engine`; read with or without `engine` and `model_name` (without it: server-wide); the flags `--max-num-queued-reqs` (vllm#49445, caps waiting plus running) and `--max-num-queued-tokens`; rejected requests never reach `request_success_total`",
 		Windows: []Window{
 			PerSecond("", "", func(d *snapshot.Derived) *snapshot.Value { return &d.RejectedPerSecond }),
 		}},
@@ -289,38 +278,38 @@ var Rows = []Family{
 	{Exported: "vllm_lora_slots", Names: []Name{{Name: "vllm:lora_requests_info", Help: "Running stats on lora requests.", Sim: Sim{Source: "lora_info", When: "lora"}}}, Type: Gauge, Scope: ScopeServer, Agg: Latest,
 		NotFrom: map[string]string{ServerSGLang: "`sglang:lora_pool_slots_*` count pool slots, not adapters per batch"},
 		Label:   "adapter", Limit: loraLimit, ReadLabels: readLoRA, Share: shareLoRA,
-		Out:      func(_ *snapshot.VLLM, m *snapshot.Model) snapshot.Value { return known(m.LoRA.Known, m.LoRA.Max) },
-		Help:     "LoRA adapters one batch can hold (max_lora); from vllm:lora_requests_info.",
-		Versions: loraVersions},
+		Out:        func(_ *snapshot.VLLM, m *snapshot.Model) snapshot.Value { return known(m.LoRA.Known, m.LoRA.Max) },
+		Help:       "LoRA adapters one batch can hold (max_lora); from vllm:lora_requests_info.",
+		OnFirstUse: true, Versions: loraVersions},
 	{Exported: "vllm_lora_slots_used", Names: []Name{{Name: "vllm:lora_requests_info"}}, Type: Gauge, Scope: ScopeServer, Agg: Latest,
 		Label: "adapter", Limit: loraLimit, ReadLabels: readLoRA, Share: shareLoRA,
 		Out: func(_ *snapshot.VLLM, m *snapshot.Model) snapshot.Value {
 			return known(m.LoRA.Known, snapshot.Some(float64(len(m.LoRA.Running))))
 		},
-		Help:     "LoRA adapters with running requests, against vllm_lora_slots; from vllm:lora_requests_info's running_lora_adapters.",
-		Versions: loraVersions},
+		Help:       "LoRA adapters with running requests, against vllm_lora_slots; from vllm:lora_requests_info's running_lora_adapters.",
+		OnFirstUse: true, Versions: loraVersions},
 	{Exported: "vllm_lora_adapter_running", Names: []Name{{Name: "vllm:lora_requests_info"}}, Type: Gauge, Scope: ScopeServer, Agg: Latest,
 		Label: "adapter", Limit: loraLimit, ReadLabels: readLoRA, Share: shareLoRA,
-		Map:      func(m *snapshot.Model) *map[string]float64 { return &m.LoRA.Running },
-		Help:     "Per LoRA adapter with running requests, the times vLLM lists it in running_lora_adapters (1: it is in the batch); from vllm:lora_requests_info.",
-		Versions: loraVersions},
+		Map:        func(m *snapshot.Model) *map[string]float64 { return &m.LoRA.Running },
+		Help:       "Per LoRA adapter with running requests, the times vLLM lists it in running_lora_adapters (1: it is in the batch); from vllm:lora_requests_info.",
+		OnFirstUse: true, Versions: loraVersions},
 	{Exported: "vllm_lora_adapter_waiting", Names: []Name{{Name: "vllm:lora_requests_info"}}, Type: Gauge, Scope: ScopeServer, Agg: Latest,
 		Label: "adapter", Limit: loraLimit, ReadLabels: readLoRA, Share: shareLoRA,
-		Map:      func(m *snapshot.Model) *map[string]float64 { return &m.LoRA.Waiting },
-		Help:     "Per LoRA adapter with waiting requests, the times vLLM lists it in waiting_lora_adapters (1: requests wait for it); from vllm:lora_requests_info.",
-		Versions: loraVersions},
+		Map:        func(m *snapshot.Model) *map[string]float64 { return &m.LoRA.Waiting },
+		Help:       "Per LoRA adapter with waiting requests, the times vLLM lists it in waiting_lora_adapters (1: requests wait for it); from vllm:lora_requests_info.",
+		OnFirstUse: true, Versions: loraVersions},
 	{Exported: "vllm_cache_config_info", Names: []Name{{Name: "vllm:cache_config_info", Help: "Information of the LLMEngine CacheConfig", Sim: Sim{Source: "cache_config"}}}, Type: Info, Scope: ScopeServer, Agg: First,
 		InfoLabels: cacheConfigLabels,
 		Info:       func(m *snapshot.Model) *map[string]string { return &m.CacheConfig },
 		Help:       "vLLM's KV-cache configuration as labels, value 1; from vllm:cache_config_info.",
 		OptIn:      true,
-		Expected:   always, Versions: "all versions; label set changes every release (five are re-exported)"},
+		Versions:   "all versions; label set changes every release (five are re-exported)"},
 	{Exported: "vllm_kv_cache_size_tokens", Names: []Name{{Name: "vllm:cache_config_info", FromLabel: "kv_cache_size_tokens"},
 		{Server: ServerSGLang, Name: "sglang:max_total_num_tokens", Help: "Maximum total number of tokens", Sim: Sim{Source: "kv_pool_tokens"}, Note: "its value"}}, Type: Gauge, Scope: ScopeServer, Agg: First,
-		NotFrom:  map[string]string{ServerTRTLLM: "only blocks and tokens per block (`trtllm_kv_cache_max_blocks`, `_tokens_per_block`)"},
-		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.KVCacheSizeTokens },
-		Help:     "Tokens the KV-cache pool holds, as vLLM states it; from vllm:cache_config_info's kv_cache_size_tokens label.",
-		Versions: "label `kv_cache_size_tokens` ≈0.24+ (#42206, 2026-06); preferred over memory arithmetic in the roofline"},
+		NotFrom: map[string]string{ServerTRTLLM: "only blocks and tokens per block (`trtllm_kv_cache_max_blocks`, `_tokens_per_block`)"},
+		Value:   func(m *snapshot.Model) *snapshot.Value { return &m.KVCacheSizeTokens },
+		Help:    "Tokens the KV-cache pool holds, as vLLM states it; from vllm:cache_config_info's kv_cache_size_tokens label.",
+		Feeds:   "the roofline and capacity (the KV pool)", Versions: "label `kv_cache_size_tokens` ≈0.24+ (#42206, 2026-06); preferred over memory arithmetic in the roofline"},
 	{Exported: "vllm_kv_cache_max_concurrency", Names: []Name{{Name: "vllm:cache_config_info", FromLabel: "kv_cache_max_concurrency"}}, Type: Gauge, Scope: ScopeServer, Agg: First,
 		Value:    func(m *snapshot.Model) *snapshot.Value { return &m.KVCacheMaxConcurrency },
 		Help:     "Requests of max_model_len tokens the KV-cache pool holds at once, as vLLM states it; from vllm:cache_config_info's kv_cache_max_concurrency label.",
@@ -333,16 +322,16 @@ var Rows = []Family{
 		{Server: ServerSGLang, Name: "sglang:num_decode_prealloc_queue_reqs", Plus: true, Keep: priorityTotal},
 		{Server: ServerSGLang, Name: "sglang:num_decode_transfer_queue_reqs", Plus: true, Keep: priorityTotal}}, Type: Gauge, Agg: Sum,
 		Label: "reason", Limit: MapLimit, Key: waitingReason,
-		Map:      func(m *snapshot.Model) *map[string]float64 { return &m.WaitingByReason },
-		Help:     "Waiting requests by reason (capacity: waiting for scheduling capacity; deferred: held by a transient constraint such as LoRA budget or KV transfer), summed over engines; from vllm:num_requests_waiting_by_reason.",
-		Versions: "≈0.20+ (#38435), label `reason` (`capacity`, `deferred`); queueing uses `capacity`"},
+		Map:   func(m *snapshot.Model) *map[string]float64 { return &m.WaitingByReason },
+		Help:  "Waiting requests by reason (capacity: waiting for scheduling capacity; deferred: held by a transient constraint such as LoRA budget or KV transfer), summed over engines; from vllm:num_requests_waiting_by_reason.",
+		Feeds: "VLLMDeferredLivelock and its verdict", Versions: "≈0.20+ (#38435), label `reason` (`capacity`, `deferred`); queueing uses `capacity`"},
 	{Exported: "vllm_engine_sleep_level", Names: []Name{{Name: "vllm:engine_sleep_state", Help: "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.", Sim: Sim{Source: "sleep_state", Label: "sleep_state", Values: sleepStates}}}, Type: Gauge, Agg: LeastAwake,
 		StateLabel: "sleep_state", States: sleepStates,
-		State:    func(m *snapshot.Model) *string { return &m.Sleep.State },
-		Settle:   settleSleep,
-		Out:      func(_ *snapshot.VLLM, m *snapshot.Model) snapshot.Value { return known(m.Sleep.Known, m.Sleep.Level) },
-		Help:     "Deepest sleep level of the model's engines: 0 awake, 1 weights offloaded, 2 weights discarded; from vllm:engine_sleep_state.",
-		Versions: "≈0.11.1/0.12+, label `sleep_state` (`awake`, `weights_offloaded` = level 1, `discard_all` = level 2); also read for `vllm_engine_awake`"},
+		State:  func(m *snapshot.Model) *string { return &m.Sleep.State },
+		Settle: settleSleep,
+		Out:    func(_ *snapshot.VLLM, m *snapshot.Model) snapshot.Value { return known(m.Sleep.Known, m.Sleep.Level) },
+		Help:   "Deepest sleep level of the model's engines: 0 awake, 1 weights offloaded, 2 weights discarded; from vllm:engine_sleep_state.",
+		Feeds:  "VLLMEngineStalled (asleep is not stalled)", Versions: "≈0.11.1/0.12+, label `sleep_state` (`awake`, `weights_offloaded` = level 1, `discard_all` = level 2); also read for `vllm_engine_awake`"},
 	{Exported: "vllm_engine_awake", Names: []Name{{Name: "vllm:engine_fully_awake", Help: "Whether the engine is fully awake: 1 when scheduling is running and weights and KV cache are resident.", Sim: Sim{Source: "fully_awake"}}}, Type: Gauge, Agg: Min,
 		Value:  func(m *snapshot.Model) *snapshot.Value { return &m.Sleep.FullyAwake },
 		Settle: settleSleep,
@@ -450,19 +439,19 @@ var Rows = []Family{
 		Versions: "≈0.17+; 0 unless `--enable-mfu-metrics`"},
 	{Exported: "vllm_requests_refused_total", Names: []Name{{Name: "http_requests_total", Help: "Total number of requests by method, status and handler.", Sim: Sim{Source: "http_requests"}}}, Type: Counter, Scope: ScopeServer, Agg: Sum,
 		Label: "status", Limit: MapLimit,
-		Server:   func(v *snapshot.VLLM) *map[string]float64 { return &v.HTTPRequests },
-		Out:      refused,
-		Help:     "Requests the vLLM server answered with a 5xx (or 429 where status codes are not grouped) before or instead of the engine, summed over handlers and counted for every model of the server; from http_requests_total (vLLM's HTTP instrumentator).",
-		Versions: "0.8.3+ (HTTP instrumentator); `status` 5xx (and 429 when codes are not grouped) summed over handlers"},
+		Server: func(v *snapshot.VLLM) *map[string]float64 { return &v.HTTPRequests },
+		Out:    refused,
+		Help:   "Requests the vLLM server answered with a 5xx (or 429 where status codes are not grouped) before or instead of the engine, summed over handlers and counted for every model of the server; from http_requests_total (vLLM's HTTP instrumentator).",
+		Feeds:  "the availability SLO (requests refused before the engine)", OnFirstUse: true, Versions: "0.8.3+ (HTTP instrumentator); `status` 5xx (and 429 when codes are not grouped) summed over handlers"},
 	{Exported: "vllm_kv_transfer_time_seconds", Names: []Name{{Name: "vllm:nixl_xfer_time_seconds", Help: "Histogram of transfer duration for NIXL KV Cache transfers.", Sim: Sim{Source: "nixl_xfer_time", Buckets: nixlPostBuckets[1:], When: "nixl"}}}, Type: Histogram, Agg: Buckets,
 		Hist: snapshot.KVTransferTime, Unit: "seconds", Help: "Duration of NIXL KV-cache transfers (disaggregated prefill/decode)",
-		Versions: nixlVersions + "; buckets 0.005–5 s"},
+		OnFirstUse: true, Versions: nixlVersions + "; buckets 0.005–5 s"},
 	{Exported: "vllm_kv_transfer_post_time_seconds", Names: []Name{{Name: "vllm:nixl_post_time_seconds", Help: "Histogram of transfer post time for NIXL KV Cache transfers.", Sim: Sim{Source: "nixl_post_time", Buckets: nixlPostBuckets, When: "nixl"}}}, Type: Histogram, Agg: Buckets,
 		Hist: snapshot.KVTransferPostTime, Unit: "seconds", Help: "Time to post NIXL KV-cache transfers",
-		Versions: nixlVersions + "; buckets 0.001–5 s"},
+		OnFirstUse: true, Versions: nixlVersions + "; buckets 0.001–5 s"},
 	{Exported: "vllm_kv_transfer_size_bytes", Names: []Name{{Name: "vllm:nixl_bytes_transferred", Help: "Histogram of bytes transferred per NIXL KV Cache transfers.", Sim: Sim{Source: "nixl_bytes", Buckets: nixlByteBuckets, When: "nixl"}}}, Type: Histogram, Agg: Buckets,
 		Hist: snapshot.KVTransferSize, Unit: "bytes", Help: "Bytes per NIXL KV-cache transfer",
-		Versions: nixlVersions + "; buckets 2 KiB–8 GiB (powers of 4); its _sum over a window is `vllm_kv_transfer_bytes_per_second`",
+		OnFirstUse: true, Versions: nixlVersions + "; buckets 2 KiB–8 GiB (powers of 4); its _sum over a window is `vllm_kv_transfer_bytes_per_second`",
 		Windows: []Window{
 			{Series: "vllm_kv_transfer_bytes_per_second", Help: "NIXL KV-cache transfer throughput in bytes per second over the window (disaggregated prefill/decode); derived from vllm:nixl_bytes_transferred_sum.",
 				Field: func(d *snapshot.Derived) *snapshot.Value { return &d.KVTransferBytesPerSecond },
@@ -473,20 +462,20 @@ var Rows = []Family{
 		}},
 	{Exported: "vllm_kv_transfer_descriptors", Names: []Name{{Name: "vllm:nixl_num_descriptors", Help: "Histogram of number of descriptors per NIXL  KV Cache transfers.", Sim: Sim{Source: "nixl_descriptors", Buckets: []float64{10, 20, 30, 50, 75, 100, 200, 400, 1000, 2000, 4000, 10000, 20000, 50000}, When: "nixl"}}}, Type: Histogram, Agg: Buckets,
 		Hist: snapshot.KVTransferDescriptors, Help: "Descriptors per NIXL KV-cache transfer",
-		OptIn:    true,
-		Versions: nixlVersions + "; buckets 10–50000"},
+		OptIn:      true,
+		OnFirstUse: true, Versions: nixlVersions + "; buckets 10–50000"},
 	{Exported: "vllm_mooncake_store_operation_seconds", Names: []Name{{Name: "vllm:mooncake_store_operation_time_seconds", Help: "Histogram of Mooncake store communication time.", Sim: Sim{Source: "mooncake_time", Buckets: mooncakeBuckets, When: "mooncake"}}}, Type: Histogram, Agg: Buckets,
 		Hist: snapshot.MooncakeStoreOperation, Unit: "seconds", Help: "Duration of Mooncake store operations, all operations and statuses together",
-		Versions: mooncakeVersions + "; buckets 0.0001–2 s"},
+		OnFirstUse: true, Versions: mooncakeVersions + "; buckets 1 ms–4 s (15 bounds)"},
 	{Exported: "vllm_kv_block_lifetime_seconds", Names: []Name{{Name: "vllm:kv_block_lifetime_seconds", Help: "Histogram of KV cache block lifetime from allocation to eviction. Sampled metrics (controlled by --kv-cache-metrics-sample).", Sim: Sim{Source: "kv_block_lifetime", Buckets: kvBlockBuckets, When: "kv_cache_metrics", Custom: "kv_cache_residency"}}}, Type: Histogram, Agg: Buckets,
 		Hist: snapshot.KVBlockLifetime, Unit: "seconds", Help: "Lifetime of sampled KV-cache blocks from allocation to eviction",
-		Versions: kvBlockVersions},
+		OnFirstUse: true, Versions: kvBlockVersions},
 	{Exported: "vllm_kv_block_idle_before_evict_seconds", Names: []Name{{Name: "vllm:kv_block_idle_before_evict_seconds", Help: "Histogram of idle time before KV cache block eviction. Sampled metrics (controlled by --kv-cache-metrics-sample).", Sim: Sim{Source: "kv_block_idle_before_evict", Buckets: kvBlockBuckets, When: "kv_cache_metrics", Custom: "kv_cache_residency"}}}, Type: Histogram, Agg: Buckets,
 		Hist: snapshot.KVBlockIdleBeforeEvict, Unit: "seconds", Help: "Idle time of sampled KV-cache blocks before their eviction",
-		Versions: kvBlockVersions},
+		OnFirstUse: true, Versions: kvBlockVersions},
 	{Exported: "vllm_kv_block_reuse_gap_seconds", Names: []Name{{Name: "vllm:kv_block_reuse_gap_seconds", Help: "Histogram of time gaps between consecutive KV cache block accesses. Only the most recent accesses are recorded (ring buffer). Sampled metrics (controlled by --kv-cache-metrics-sample).", Sim: Sim{Source: "kv_block_reuse_gap", Buckets: kvBlockBuckets, When: "kv_cache_metrics", Custom: "kv_cache_residency"}}}, Type: Histogram, Agg: Buckets,
 		Hist: snapshot.KVBlockReuseGap, Unit: "seconds", Help: "Time between consecutive accesses of sampled KV-cache blocks",
-		Versions: kvBlockVersions},
+		OnFirstUse: true, Versions: kvBlockVersions},
 	{Exported: "vllm_time_to_first_token_seconds", Names: []Name{{Name: "vllm:time_to_first_token_seconds", Help: "Histogram of time to first token in seconds.", Sim: Sim{Source: "ttft", Buckets: ttftBuckets, Custom: "time_to_first_token"}},
 		{Server: ServerSGLang, Name: "sglang:time_to_first_token_seconds", Help: "Histogram of time to first token in seconds.", Sim: Sim{Source: "ttft", Buckets: sglangTTFTBuckets, Label: "is_streaming", Values: []string{"true"}, PerModel: true}, Note: "summed over `is_streaming`; buckets 0.1–400 s (2024–2025 releases 0.001–30 s)"},
 		{Server: ServerTRTLLM, Name: "trtllm_time_to_first_token_seconds", Help: "Histogram of time to first token in seconds.", Sim: Sim{Source: "ttft_at_finish", Buckets: ttftBuckets}, Note: "observed when the request finishes"},
@@ -494,17 +483,17 @@ var Rows = []Family{
 		Hist: snapshot.TTFT, Unit: "seconds", Help: "Time from request arrival to the first output token",
 		ByPriority:     "vllm_time_to_first_token_by_priority_seconds",
 		ByPriorityHelp: "Time from request arrival to the first output token in seconds per request priority (--vllm.per-priority; vLLM --scheduling-policy priority); from vllm:time_to_first_token_seconds.",
-		Expected:       always, Versions: "all versions; buckets extended to 2560 s in 0.8.4"},
+		Feeds:          "the TTFT SLO, the probes' server-side TTFT", Versions: "all versions; buckets extended to 2560 s in 0.8.4"},
 	{Exported: "vllm_inter_token_latency_seconds", Names: []Name{{Name: "vllm:inter_token_latency_seconds", Help: "Histogram of inter-token latency in seconds.", Sim: Sim{Source: "itl", Buckets: itlBuckets, Custom: "inter_token_latency"}}, {Name: "vllm:time_per_output_token_seconds", Help: "Histogram of time per output token in seconds.DEPRECATED: Use vllm:inter_token_latency_seconds instead.", Sim: Sim{Source: "itl", Buckets: itlBuckets, Custom: "inter_token_latency"}}}, Type: Histogram, Agg: Buckets,
 		NotFrom: map[string]string{ServerSGLang: "`sglang:inter_token_latency_seconds` is observed per token (vLLM per engine step): not the same measure, not read", ServerTRTLLM: "no per-step inter-token latency"},
 		Hist:    snapshot.InterTokenLatency, Unit: "seconds", Help: "Time between successive output tokens (per engine step)",
-		Expected: always, Versions: "`inter_token_latency_seconds` 0.10.2+; `time_per_output_token_seconds` (same per-step observations) up to ≈0.14"},
+		Feeds: "the TPOT SLO without the per-request TPOT", Versions: "`inter_token_latency_seconds` 0.10.2+; `time_per_output_token_seconds` (same per-step observations) up to ≈0.14"},
 	{Exported: "vllm_request_time_per_output_token_seconds", Names: []Name{{Name: "vllm:request_time_per_output_token_seconds", Help: "Histogram of time_per_output_token_seconds per request.", Sim: Sim{Source: "request_tpot", Buckets: itlBuckets, Custom: "inter_token_latency"}},
 		{Server: ServerTRTLLM, Name: "trtllm_time_per_output_token_seconds", Help: "Histogram of time per output token in seconds.", Sim: Sim{Source: "request_tpot", Buckets: itlBuckets}, Note: "per request, as vLLM's"},
 		{Server: ServerTRTLLM, Name: "time_per_output_token_seconds", Help: "Histogram of time per output token in seconds.", Note: "the first releases (no prefix)"}}, Type: Histogram, Agg: Buckets,
 		NotFrom: map[string]string{ServerSGLang: "no per-request TPOT histogram (`sglang:time_per_output_token_seconds` of 2024–2025 releases is observed per token): the TPOT SLO and the decode classes are unavailable"},
 		Hist:    snapshot.RequestTPOT, Unit: "seconds", Help: "Per-request mean time per output token after the first",
-		Expected: afterGPUNamesGone, Versions: "V1 ≈0.11+"},
+		Feeds: "VLLMGPUThrottlingTPOTDegraded (the TPOT SLO falls back to inter-token latency)", Versions: "V1 ≈0.11+"},
 	{Exported: "vllm_e2e_request_latency_seconds", Names: []Name{{Name: "vllm:e2e_request_latency_seconds", Help: "Histogram of e2e request latency in seconds.", Sim: Sim{Source: "e2e", Buckets: latencyBuckets, Custom: "request_latency"}},
 		{Server: ServerSGLang, Name: "sglang:e2e_request_latency_seconds", Help: "Histogram of End-to-end request latency in seconds", Sim: Sim{Source: "e2e", Buckets: sglangE2EBuckets, Label: "is_streaming", Values: []string{"true"}, PerModel: true}, Note: "summed over `is_streaming`"},
 		{Server: ServerTRTLLM, Name: "trtllm_e2e_request_latency_seconds", Help: "Histogram of end to end request latency in seconds.", Sim: Sim{Source: "e2e", Buckets: latencyBuckets}},
@@ -512,36 +501,36 @@ var Rows = []Family{
 		Hist: snapshot.E2E, Unit: "seconds", Help: "End-to-end request latency",
 		ByPriority:     "vllm_e2e_request_latency_by_priority_seconds",
 		ByPriorityHelp: "End-to-end request latency in seconds per request priority (--vllm.per-priority); from vllm:e2e_request_latency_seconds.",
-		Expected:       always, Versions: "all versions"},
+		Feeds:          "the e2e latency SLO", Versions: "all versions"},
 	{Exported: "vllm_request_queue_time_seconds", Names: []Name{{Name: "vllm:request_queue_time_seconds", Help: "Histogram of time spent in WAITING phase for request.", Sim: Sim{Source: "queue", Buckets: latencyBuckets, Custom: "request_latency"}},
 		{Server: ServerSGLang, Name: "sglang:queue_time_seconds", Help: "Histogram of queueing time in seconds.", Sim: Sim{Source: "queue", Buckets: sglangQueueBuckets}, Note: "one series per `dp_rank`"},
 		{Server: ServerSGLang, Name: "sglang:waiting_request_latency_seconds", Help: "Histogram of request waiting time in seconds", Note: "2024 releases"},
 		{Server: ServerTRTLLM, Name: "trtllm_request_queue_time_seconds", Help: "Histogram of time spent in WAITING phase for request.", Sim: Sim{Source: "queue", Buckets: latencyBuckets}},
 		{Server: ServerTRTLLM, Name: "request_queue_time_seconds", Help: "Histogram of time spent in WAITING phase for request.", Note: "the first releases (no prefix)"}}, Type: Histogram, Agg: Buckets,
 		Hist: snapshot.QueueTime, Unit: "seconds", Help: "Time requests spent waiting in the queue",
-		Expected: always, Versions: "V0 0.6.4+, V1 0.8.0+"},
+		Feeds: "VLLMQueueBuildup, the queueing verdict", Versions: "V0 0.6.4+, V1 0.8.0+"},
 	{Exported: "vllm_request_prefill_time_seconds", Names: []Name{{Name: "vllm:request_prefill_time_seconds", Help: "Histogram of time spent in PREFILL phase for request.", Sim: Sim{Source: "prefill", Buckets: latencyBuckets, Custom: "request_latency"}},
 		{Server: ServerTRTLLM, Name: "trtllm_request_prefill_time_seconds", Help: "Histogram of time spent in PREFILL phase for request.", Sim: Sim{Source: "prefill", Buckets: trtllmPrefillBuckets}}}, Type: Histogram, Agg: Buckets,
 		NotFrom: map[string]string{ServerSGLang: "only `per_stage_req_latency_seconds` by stage"},
 		Hist:    snapshot.PrefillTime, Unit: "seconds", Help: "Time requests spent in prefill",
-		Expected: always, Versions: "V0 0.6.4+, V1 0.8.0+"},
+		Feeds: "the prefill verdicts", Versions: "V0 0.6.4+, V1 0.8.0+"},
 	{Exported: "vllm_request_decode_time_seconds", Names: []Name{{Name: "vllm:request_decode_time_seconds", Help: "Histogram of time spent in DECODE phase for request.", Sim: Sim{Source: "decode", Buckets: latencyBuckets, Custom: "request_latency"}},
 		{Server: ServerTRTLLM, Name: "trtllm_request_decode_time_seconds", Help: "Histogram of time spent in DECODE phase for request.", Sim: Sim{Source: "decode", Buckets: latencyBuckets}}}, Type: Histogram, Agg: Buckets,
 		NotFrom: map[string]string{ServerSGLang: "only `per_stage_req_latency_seconds` by stage"},
 		Hist:    snapshot.DecodeTime, Unit: "seconds", Help: "Time requests spent in decode",
-		Expected: always, Versions: "V0 0.6.4+, V1 0.8.0+"},
+		Versions: "V0 0.6.4+, V1 0.8.0+"},
 	{Exported: "vllm_request_inference_time_seconds", Names: []Name{{Name: "vllm:request_inference_time_seconds", Help: "Histogram of time spent in RUNNING phase for request.", Sim: Sim{Source: "inference", Buckets: latencyBuckets, Custom: "request_latency"}},
 		{Server: ServerTRTLLM, Name: "trtllm_request_inference_time_seconds", Help: "Histogram of time spent in RUNNING phase for request.", Sim: Sim{Source: "inference", Buckets: latencyBuckets}}}, Type: Histogram, Agg: Buckets,
 		Hist: snapshot.InferenceTime, Unit: "seconds", Help: "Time requests spent running (prefill plus decode)",
 		// prefill + decode, both exported: nothing shipped reads the sum.
 		OptIn:    true,
-		Expected: always, Versions: "V0 0.6.4+, V1 0.8.0+"},
-}
+		Versions: "V0 0.6.4+, V1 0.8.0+"},
+}, featureRows...)
 
 // Versions shared by several rows.
 const (
 	offloadVersions  = "offloading connector only: `kv_offload_load_*` / `kv_offload_store_*` (2026, preferred) or the older `kv_offload_total_bytes` / `kv_offload_total_time` by `transfer_type` (`CPU_to_GPU` load, `GPU_to_CPU` store), which vLLM keeps beside the newer names for its CPU tier; the newer names carry no tier and count as tier `cpu`"
-	loraVersions     = "0.6.4+ with LoRA enabled (V0 also without: `max_lora=\"0\"`, exported as nothing); labels `max_lora`, `running_lora_adapters`, `waiting_lora_adapters` (comma-joined), no `model_name`; value a timestamp, the latest label set wins; at most 32 adapters per list"
+	loraVersions     = "0.6.4+ with LoRA enabled (V0 also without: `max_lora=\"0\"`, exported as nothing); labels `max_lora`, `running_lora_adapters`, `waiting_lora_adapters` (comma-joined), no `model_name`; value a timestamp (with several API servers, multiprocess_mode `sum`: the sum of each server's last time, read as their mean), the latest label set wins; at most 32 adapters per list"
 	nixlVersions     = "only with the NIXL KV connector (disaggregated prefill/decode; llm-d, Dynamo); labels `model_name`, `engine`"
 	mooncakeVersions = "only with the MooncakeStoreConnector (2026); labels `model_name`, `engine`, `operation`, `status` (`ok`, `error`); a child appears with its first operation"
 	kvBlockVersions  = "≈0.13+ (#27793, 2025-12-01), only with `--kv-cache-metrics` (sampled, `--kv-cache-metrics-sample`); buckets 0.001–1800 s"
@@ -583,7 +572,7 @@ func offloadTier(dir string) func(fam string, l Labels) (string, bool) {
 func mooncakeRow(exported string, name Name, status string, field func(m *snapshot.Model) *map[string]float64, help string) Family {
 	return Family{Exported: exported, Names: []Name{name}, Type: Counter, Agg: Sum,
 		Label: "operation", Limit: MapLimit, Key: mooncakeOperation(status), Map: field,
-		Help: help + "; from " + name.Name + ".", Versions: mooncakeVersions}
+		Help: help + "; from " + name.Name + ".", Versions: mooncakeVersions, OnFirstUse: true}
 }
 
 // mooncakeOperation keys a Mooncake store sample by its operation label,
@@ -602,9 +591,9 @@ func mooncakeOperation(status string) func(fam string, l Labels) (string, bool) 
 var loraLimit = Limit{Max: MaxLoRAAdapters, Drop: DropLoRAAdapterLimit}
 
 // readLoRA reads one sample of vllm:lora_requests_info into m.LoRA. The
-// sample's value is the time vLLM set it; label sets of earlier moments
-// can linger beside the current one, so the latest sample wins (reading
-// the same samples again changes nothing). max_lora 0 is V0 without LoRA:
+// sample's value is the time vLLM set it (the scanner's OneProcess of it);
+// label sets of earlier moments can linger beside the current one, so the
+// latest sample wins (reading the same samples again changes nothing). max_lora 0 is V0 without LoRA:
 // nothing to report.
 func readLoRA(m *snapshot.Model, l Labels, v float64) (dropped int) {
 	if m.LoRA.At > v || (m.LoRA.At == v && m.LoRA.Known) {
@@ -620,6 +609,19 @@ func readLoRA(m *snapshot.Model, l Labels, v float64) (dropped int) {
 	m.LoRA.Running, n = adapterList(l.Get("running_lora_adapters"))
 	m.LoRA.Waiting, w = adapterList(l.Get("waiting_lora_adapters"))
 	return n + w
+}
+
+// OneProcess is the time one API server set a timestamp gauge whose value
+// vLLM sums over its API servers (vllm:lora_requests_info registers
+// multiprocess_mode="sum"): every server that ever set a label set adds
+// its own last time, so the sample is k such times, k = round(v/now)
+// (timestamps are far larger than any staleness), and v/k their mean. In
+// single-process mode k is 1. now <= 0 leaves v as it is.
+func OneProcess(v, now float64) float64 {
+	if k := math.Round(v / now); now > 0 && k > 1 {
+		return v / k
+	}
+	return v
 }
 
 // adapterList counts each adapter named in a comma-joined list, keeping

@@ -155,7 +155,7 @@ func finishedReason(fam string, l Labels) (string, bool) {
 	}
 	r, ok := l.Lookup("finished_reason")
 	if !ok {
-		r = l.Get("finish_reason") // trtllm's first collector
+		r = l.Get("finish_reason") // trtllm's first collector, llm-d-inference-sim
 	}
 	if r == "cancelled" {
 		r = "abort"

@@ -7,7 +7,7 @@ import "iter"
 var histogramNames = [...]HistogramName{
 	TTFT, InterTokenLatency, RequestTPOT, E2E, QueueTime, PrefillTime, DecodeTime, InferenceTime,
 	KVTransferTime, KVTransferPostTime, KVTransferSize, KVTransferDescriptors,
-	KVBlockLifetime, KVBlockIdleBeforeEvict, KVBlockReuseGap, MooncakeStoreOperation,
+	KVBlockLifetime, KVBlockIdleBeforeEvict, KVBlockReuseGap, MooncakeStoreOperation, RequestPreemptions,
 }
 
 // histogramIndex is n's place in a HistogramSet, -1 for a name that is

@@ -56,6 +56,8 @@ const (
 	KVBlockIdleBeforeEvict HistogramName = "kv_block_idle_before_evict" // vllm:kv_block_idle_before_evict_seconds
 	KVBlockReuseGap        HistogramName = "kv_block_reuse_gap"         // vllm:kv_block_reuse_gap_seconds
 	MooncakeStoreOperation HistogramName = "mooncake_store_operation"   // vllm:mooncake_store_operation_time_seconds
+	// RequestPreemptions is preemptions per finished request (a count).
+	RequestPreemptions HistogramName = "request_preemptions" // vllm:request_num_preemptions
 )
 
 // LatencyHistograms lists every HistogramName in export order.
@@ -156,7 +158,8 @@ type Model struct {
 	CorruptedRequests Value
 	// RejectedByReason is vllm:admission_rejections_total (0.32+) by
 	// reason (max_num_queued_reqs, max_num_queued_tokens): requests refused
-	// at admission because the waiting queue was at its cap.
+	// at admission because waiting plus running requests (or the queued
+	// tokens) were at their cap.
 	RejectedByReason map[string]float64
 
 	// KV transfer counters of the NIXL connector (disaggregated
@@ -203,9 +206,68 @@ type Model struct {
 	// non-zero only with --enable-mfu-metrics).
 	EstimatedFlops, EstimatedReadBytes, EstimatedWriteBytes Value
 
+	// EngineSteps are the engine steps that produced output and StepTokens
+	// the tokens they computed (vllm:iteration_tokens_total's _count and
+	// _sum): the per-step heartbeat.
+	EngineSteps, StepTokens Value
+	// Request shape per finished request, from vLLM histograms kept as
+	// their _sum and _count: n, max_tokens, prompt and generated tokens,
+	// the generation tokens requested, and the raw priority.
+	ParamsN, ParamsMaxTokens, RequestPromptTokens, RequestGenerationTokens, MaxGenerationTokens, RequestPriority SumCount
+	// SchedulerPolicy is vllm:scheduler_policy_info's active policy
+	// (fcfs, priority); QueuePressure vllm:scheduler_queue_pressure (waiting
+	// over max_num_seqs) by reason, max over engines.
+	SchedulerPolicy string
+	QueuePressure   map[string]float64
+	// RecomputedTokens are token executions repeated after a preemption.
+	RecomputedTokens Value
+	// Prefix cache in blocks: lookups, hits, blocks cached now.
+	PrefixBlockQueries, PrefixBlockHits, PrefixBlocksCached Value
+	// KVCacheMemoryBytes is the GPU memory vLLM gave the KV cache
+	// (vllm:available_kv_cache_memory_bytes).
+	KVCacheMemoryBytes Value
+	// SpecAcceptedByPosition: accepted draft tokens by draft position.
+	SpecAcceptedByPosition map[string]float64
+	// KVOffload is the offloading connector's tiers beyond their traffic.
+	KVOffload KVOffload
+	// HF3FS is the HF3FS KV connector's saves and loads.
+	HF3FS HF3FS
+	// LoRAResidency is which LoRA adapters are loaded where.
+	LoRAResidency LoRAResidency
+
 	// ByPriority keeps the TTFT and e2e histograms per `priority` label
 	// value, only when the scraper's per-priority view is enabled (bounded).
 	ByPriority map[string]map[HistogramName]Histogram
+}
+
+// SumCount is a vLLM histogram read for its _sum and _count only.
+type SumCount struct{ Sum, Count Value }
+
+// KVOffload is the offloading connector's tiers (cpu, from
+// kv_offload_cpu_*; the tiering spec's tiers from kv_offload_tiering_*):
+// what fails, usage 0..1 by tier (max over engines and API servers),
+// traffic and block lookups of each tier.
+type KVOffload struct {
+	AllocationFailures, StoresSkipped, PromotionAllocationFailures   Value
+	Usage, WriteUsage, ReadUsage                                     map[string]float64
+	TierReadBytes, TierWriteBytes, TierReadSeconds, TierWriteSeconds map[string]float64
+	BlockQueries, BlockHits                                          map[string]float64
+	PromotionFailures, CascadeFailures                               map[string]float64
+}
+
+// HF3FS is the HF3FS KV connector's failed saves and loads and their
+// durations.
+type HF3FS struct {
+	SaveFailures, LoadFailures Value
+	Save, Load                 SumCount
+}
+
+// LoRAResidency is vLLM's adapter residency: adapters loaded on GPU and
+// on CPU, each adapter's level (gpu, cpu), and load and activation times.
+type LoRAResidency struct {
+	GPULoaded, CPULoaded Value
+	Level                map[string]string
+	Load, Activate       SumCount
 }
 
 // Pod roles of disaggregated prefill/decode serving (vLLM's kv_role:

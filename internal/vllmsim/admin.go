@@ -108,6 +108,7 @@ func (s *Sim) registerControls(mux *http.ServeMux) {
 		"/admin/lora":      func(r *http.Request, w http.ResponseWriter) error { return adminSet(w, r, s.SetLoRA) },
 		"/admin/offload":   func(r *http.Request, w http.ResponseWriter) error { return adminSet(w, r, s.SetOffload) },
 		"/admin/mooncake":  func(r *http.Request, w http.ResponseWriter) error { return adminSet(w, r, s.SetMooncake) },
+		"/admin/hf3fs":     func(r *http.Request, w http.ResponseWriter) error { return adminSet(w, r, s.SetHF3FS) },
 		"/admin/kv_cache_metrics": func(r *http.Request, w http.ResponseWriter) error {
 			return adminSet(w, r, func(v struct {
 				Enabled bool `json:"enabled"`
@@ -184,5 +185,6 @@ func (s *Sim) controlsState() map[string]any {
 		"spec_decode": s.spec, "refusal": s.refuse, "scheduling_policy": s.cfg.SchedulingPolicy,
 		"custom_histogram_buckets": s.cfg.CustomHistogramBuckets,
 		"admission":                s.admission, "pd": s.pd, "lora": s.lora, "offload": map[string]any{"on": s.offloadOn, "config": s.offload},
+		"mooncake": map[string]any{"on": s.mooncakeOn, "config": s.mooncake}, "hf3fs": map[string]any{"on": s.hf3fsOn, "config": s.hf3fs},
 		"kv_cache_metrics": s.kvCacheMetrics}
 }

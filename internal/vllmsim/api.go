@@ -138,15 +138,6 @@ type apiError struct {
 	param   *string
 }
 
-func (e *apiError) body(nested bool) map[string]any {
-	inner := map[string]any{"message": e.message, "type": e.typ, "param": e.param, "code": e.status}
-	if nested {
-		return map[string]any{"error": inner}
-	}
-	inner["object"] = "error"
-	return inner
-}
-
 func badRequest(msg string, param string) *apiError {
 	e := &apiError{status: http.StatusBadRequest, typ: "BadRequestError", message: msg}
 	if param != "" {
@@ -215,7 +206,10 @@ func (s *Sim) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	}
 	body := s.Metrics()
 	ct := "text/plain; version=0.0.4; charset=utf-8"
-	if s.version.main {
+	switch {
+	case s.version.openMetrics:
+		ct = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+	case s.version.main:
 		ct = "text/plain; version=1.0.0; charset=utf-8" // prometheus_client >= 0.23
 	}
 	w.Header().Set("Content-Type", ct)

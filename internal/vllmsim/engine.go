@@ -2,6 +2,7 @@ package vllmsim
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -89,6 +90,10 @@ type engine struct {
 	// the stats-based health check's last progress.
 	lastStepAt time.Time
 	blocked    bool // nothing schedulable until something changes
+	// loraLRU is each adapter ever loaded and its level (gpu, cpu);
+	// loraOrder the adapters by last use, oldest first.
+	loraLRU   map[string]string
+	loraOrder []string
 	// atFinish is running, waiting and KV usage at the last completion
 	// (trtllm-serve logs its iteration stats only then).
 	atFinish [3]float64
@@ -177,6 +182,7 @@ func (e *engine) freeBlocks(r *req) {
 // preempt returns r to the head of the waiting queue; its KV must be recomputed.
 func (e *engine) preempt(r *req) {
 	e.freeBlocks(r)
+	e.stats.recomputed += float64(r.numComputed) // computed again later
 	r.numComputed = 0
 	r.state = stateWaiting
 	r.preemptions++
@@ -313,10 +319,13 @@ func (e *engine) admitWaiting(now time.Time, batch []schedItem, budget int) []sc
 			if e.pool.caching { // vLLM records no prefix-cache stats with caching off
 				e.stats.prefixQueries += float64(r.promptLen)
 				e.stats.prefixHits += float64(r.numComputed)
+				e.stats.prefixBlockQueries += float64(r.promptLen / e.pool.blockSize)
+				e.stats.prefixBlockHits += float64(len(r.blocks))
 			}
 		}
 		e.waiting = append(e.waiting[:i], e.waiting[i+1:]...)
 		lora.add(r)
+		e.loadLoRA(r.lora)
 		r.state = stateRunning
 		e.running = append(e.running, r)
 		// A waiting request always starts from numComputed 0 (new, preempted
@@ -636,3 +645,40 @@ func (e *engine) loraBlocked() int {
 	}
 	return n
 }
+
+// loadLoRA makes adapter a resident on the engine's GPU for a request
+// admitted with it: loaded from disk the first time (kept in CPU memory
+// after), activated on GPU when it is not there, the least recently used
+// GPU adapter moved back to CPU past max_lora.
+func (e *engine) loadLoRA(a string) {
+	if a == "" || e.sim.lora.MaxLoRA == 0 {
+		return
+	}
+	st := e.stats
+	if e.loraLRU == nil {
+		e.loraLRU = map[string]string{}
+	}
+	if _, loaded := e.loraLRU[a]; !loaded {
+		st.loraLoad.observe(loraLoadSeconds)
+	}
+	if e.loraLRU[a] != "gpu" {
+		st.loraActivate.observe(loraActivateSeconds)
+	}
+	e.loraLRU[a] = "gpu"
+	e.loraOrder = append(slices.DeleteFunc(e.loraOrder, func(x string) bool { return x == a }), a)
+	gpu := 0
+	for i := len(e.loraOrder) - 1; i >= 0; i-- {
+		if x := e.loraOrder[i]; e.loraLRU[x] == "gpu" {
+			if gpu++; gpu > e.sim.lora.MaxLoRA {
+				e.loraLRU[x] = "cpu"
+			}
+		}
+	}
+}
+
+// The simulated adapter's load (disk to CPU) and activation (CPU to GPU)
+// times in seconds.
+const (
+	loraLoadSeconds     = 0.4
+	loraActivateSeconds = 0.02
+)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,6 +36,9 @@ type versionSpec struct {
 	// splitsWaiting: vllm:num_requests_waiting counts deferred requests too
 	// (≈0.20+, with num_requests_waiting_by_reason).
 	splitsWaiting bool
+	// openMetrics: the body is OpenMetrics 1.0 (counters' HELP and TYPE
+	// without _total, # EOF), as the Rust front-end serves it.
+	openMetrics bool
 	// server is the inference server spoken (families.Server*; "" vLLM),
 	// labels its children's labels (nil: vLLM's engineLabels).
 	server string
@@ -115,6 +119,14 @@ var (
 			{name: "vllm:gpu_cache_usage_perc", help: "GPU KV-cache usage. 1 means 100 percent usage."}},
 		names("vllm:cpu_cache_usage_perc", "vllm:cpu_prefix_cache_hit_rate", "vllm:gpu_prefix_cache_hit_rate"))
 
+	// The Rust front-end's registry (rust/src/metrics): main's engine and
+	// request families less those it does not register, LoRA info and KV
+	// block residency.
+	layoutRust = slices.Concat(slices.DeleteFunc(slices.Clone(layoutMain[len(processFamilies()):]), func(e entry) bool {
+		return slices.Contains([]string{"vllm:cache_config_info", "vllm:engine_sleep_state", "vllm:mm_cache_queries_total",
+			"vllm:mm_cache_hits_total", "vllm:iteration_tokens_total"}, e.name)
+	}), names("vllm:lora_requests_info", "vllm:kv_block_lifetime_seconds", "vllm:kv_block_idle_before_evict_seconds", "vllm:kv_block_reuse_gap_seconds"))
+
 	// The newest layout (vLLM 0.30-0.33): main plus what came later, the
 	// optional features' families after http_* (their registration order
 	// could not be read), then every family of the table no older layout
@@ -160,6 +172,8 @@ var versions = map[string]*versionSpec{
 		healthDead: 503, main: true, layout: layoutMain, cacheConfig: cacheConfigMain},
 	MetricsLatest: {name: MetricsLatest, vllmVersion: "0.33.0", engineLabel: true, created: true, nestedError: true,
 		healthDead: 503, main: true, priorityLabel: true, layout: layoutLatest, cacheConfig: cacheConfigMain},
+	MetricsRust: {name: MetricsRust, vllmVersion: "0.25.0", engineLabel: true, nestedError: true, healthDead: 503, main: true,
+		openMetrics: true, layout: layoutRust},
 	MetricsV1_0_10: {name: MetricsV1_0_10, vllmVersion: "0.10.2", engineLabel: true, created: true, nestedError: true,
 		healthDead: 500, layout: layout010, cacheConfig: func(*Config) []label {
 			return []label{{"calculate_kv_scales", "False"}, {"cpu_offload_gb", "0"}, {"kv_sharing_fast_prefill", "False"},
@@ -277,9 +291,14 @@ type expoWriter struct {
 	sorted  []label // scratch of appendLabels
 	les     map[float64]string
 	created int // children rendered so far: spaces _created timestamps apart
+	// servers are the API server processes of multiprocess mode (1 else).
+	servers int
 }
 
 func (w *expoWriter) header(name, typ, help string) {
+	if w.v.openMetrics && typ == "counter" {
+		name = strings.TrimSuffix(name, "_total")
+	}
 	w.b = append(w.b, "# HELP "...)
 	w.b = append(w.b, name...)
 	w.b = append(w.b, ' ')
@@ -357,6 +376,9 @@ func (w *expoWriter) family(en entry) {
 	} else {
 		children = w.engineChildren(sp, src)
 	}
+	if sp.Sim.PerProcess && w.servers > 1 {
+		children = perProcess(children, w.servers)
+	}
 	w.render(sp.Name.Name, sp.Type, sp.Help, children)
 }
 
@@ -421,6 +443,23 @@ func (w *expoWriter) priorityChildren(sp families.Spec, src source, e *engine, b
 	}
 	return out
 }
+
+// perProcess is children as a gauge of multiprocess mode "all" shows them:
+// each API server's own series, labelled with its pid.
+func perProcess(children []child, servers int) []child {
+	out := make([]child, 0, len(children)*servers)
+	for _, c := range children {
+		for i := range servers {
+			d := c
+			d.ls = append(slices.Clone(c.ls), label{"pid", strconv.Itoa(firstPID + i)})
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// firstPID is the pid of the first simulated API server.
+const firstPID = 4100
 
 // render writes a family's children (none: nothing, as prometheus_client
 // writes no family without children) and, V1 single-process, the _created
@@ -493,19 +532,22 @@ func (s *Sim) renderMetricsLocked() []byte {
 	// models x 8 engines body is 4 MB: growing it by doubling, and
 	// rendering each label set and value into its own string, once cost
 	// more than the rest of the render).
-	w := &expoWriter{s: s, v: s.version, b: make([]byte, 0, s.lastMetricsLen+s.lastMetricsLen/8+4096)}
+	w := &expoWriter{s: s, v: s.version, b: make([]byte, 0, s.lastMetricsLen+s.lastMetricsLen/8+4096), servers: 1}
 	mp := s.cfg.APIServerCount > 1 && s.version.name != MetricsV0
 	if mp {
 		// --api-server-count > 1: prometheus_client multiprocess mode.
 		v := *s.version
 		v.created, v.sumFirst = false, true
-		w.v = &v
+		w.v, w.servers = &v, s.cfg.APIServerCount
 	}
 	for _, en := range s.version.layout {
 		if mp && en.process {
 			continue
 		}
 		w.family(en)
+	}
+	if s.version.openMetrics {
+		w.b = append(w.b, "# EOF\n"...)
 	}
 	s.lastMetricsLen = len(w.b)
 	return w.b

@@ -107,6 +107,28 @@ var latestFixtures = map[string]func(t *testing.T) *Sim{
 		runFor(s, 60*time.Second)
 		return s
 	},
+	// Two engines behind two API servers (multiprocess mode: no _created,
+	// the CPU tier's gauges per pid, LoRA info summed over servers) with
+	// LoRA adapters, the offloading connector with a disk tier behind its
+	// CPU one, and HF3FS.
+	"connectors": func(t *testing.T) *Sim {
+		s := latestSim(t, Config{DataParallelSize: 2, APIServerCount: 2})
+		for _, err := range []error{
+			s.SetLoRA(LoRAConfig{MaxLoRA: 2, Adapters: []string{"sql-lora", "chat-lora", "summarize-lora"}, LoadFraction: 0.5}),
+			s.SetOffload(Offload{LoadBytesPerSecond: 4e9, StoreBytesPerSecond: 6e9, ExternalQueryTokensPerSecond: 2000, HitRatio: 0.3,
+				CPUUsage: 0.62, CPUWriteUsage: 0.08, CPUReadUsage: 0.05, AllocationFailuresPerSecond: 0.2, StoresSkippedPerSecond: 3,
+				PromotionAllocationFailuresPerSecond: 0.01,
+				Tiers: []OffloadTier{{Name: "disk", ReadBytesPerSecond: 2e8, WriteBytesPerSecond: 5e8, BlockQueriesPerSecond: 40, HitRatio: 0.25,
+					PromotionFailuresPerSecond: 0.05, CascadeFailuresPerSecond: 0.02, WriteUsage: 0.3, ReadUsage: 0.1}}}),
+			s.SetHF3FS(HF3FS{SavesPerSecond: 5, LoadsPerSecond: 2, SaveSeconds: 0.03, LoadSeconds: 0.02, FailFraction: 0.02}),
+		} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		runFor(s, 60*time.Second)
+		return s
+	},
 	// --custom-histogram-buckets for TTFT, ITL and the request latencies.
 	"custom-buckets": func(t *testing.T) *Sim {
 		s := latestSim(t, Config{CustomHistogramBuckets: fixtureBuckets})
@@ -138,16 +160,16 @@ var fixtureBuckets = map[string][]float64{
 
 func fixtureName(name string) string { return "sim-latest-" + name + ".txt" }
 
-// TestLatestFixturesAreReproducible regenerates every sim-latest-* fixture
+// TestFixturesAreReproducible regenerates every sim-latest-* fixture
 // and compares it byte for byte with the copy in collector/vllm/testdata,
 // where the exporter's parser tests read it (-update rewrites them).
-func TestLatestFixturesAreReproducible(t *testing.T) {
+func TestFixturesAreReproducible(t *testing.T) {
 	for name, build := range latestFixtures {
 		t.Run(name, func(t *testing.T) {
 			body := build(t).Metrics()
 			parseMetrics(t, body)
 			p := filepath.Join(vllmTestdata, fixtureName(name))
-			want := testutil.Golden(t, p, body, *update, "run go test ./internal/vllmsim -run TestLatestFixtures -update")
+			want := testutil.Golden(t, p, body, *update, "run go test ./internal/vllmsim -run TestFixturesAreReproducible -update")
 			if !bytes.Equal(body, want) {
 				t.Errorf("%s differs from the simulator's rendering (rerun with -update if the change is intended)\n%s", p, firstDiff(body, want))
 			}

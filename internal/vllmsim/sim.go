@@ -153,10 +153,17 @@ const (
 	// request_priority under the priority policy, custom histogram buckets,
 	// engine_healthy with fault tolerance.
 	MetricsLatest = "v1-0.33"
+	// MetricsRust is main's Rust front-end (VLLM_USE_RUST_FRONTEND=1):
+	// OpenMetrics, one API server, no cache_config_info, sleep state,
+	// multimodal cache, iteration tokens, corrupted requests, KV-connector
+	// or process families.
+	MetricsRust = "v1-rust"
 )
 
 // MetricsVersions lists the accepted Config.MetricsVersion values.
-func MetricsVersions() []string { return []string{MetricsLatest, MetricsV1, MetricsV1_0_10, MetricsV0} }
+func MetricsVersions() []string {
+	return []string{MetricsLatest, MetricsV1, MetricsV1_0_10, MetricsV0, MetricsRust}
+}
 
 // setDefaults fills the zero fields of c with vLLM's defaults, then checks
 // the result.
@@ -267,6 +274,9 @@ func (c *Config) validate() error {
 	if usable := c.usableBlocks(); usable*c.BlockSize < c.MaxModelLen {
 		return fmt.Errorf("vllmsim: KV cache (%d usable blocks × %d) smaller than max_model_len %d", usable, c.BlockSize, c.MaxModelLen)
 	}
+	if c.MetricsVersion == MetricsRust && c.APIServerCount > 1 {
+		return fmt.Errorf("vllmsim: the Rust front-end runs one API server (--api-server-count %d)", c.APIServerCount)
+	}
 	if c.MetricsVersion == MetricsV0 && c.DataParallelSize > 1 {
 		return errors.New("vllmsim: the V0 engine (metrics version v0) has no data parallelism")
 	}
@@ -327,22 +337,21 @@ type Sim struct {
 	specMaxK  int // most draft positions ever enabled (spec families exist from then on)
 	refuse    Refusal
 	refuseAcc float64
-	// production features (late2026.go)
+	// production features (features.go)
 	admission              AdmissionLimit
 	pd                     PD
 	pdFailAcc, pdExpireAcc float64
 	lora                   LoRAConfig
-	loraAcc                float64 // LoRA LoadFraction accumulator (every)
-	loraNext               int     // the adapter the next LoRA request names
-	offload                Offload
-	offloadOn              bool
-	offloadSince           time.Time
-	offloadAcc             offloadTotals
-	mooncake               Mooncake
-	mooncakeOn             bool
-	mooncakeSince          time.Time
-	mooncakeAcc            map[mooncakeKey]*mooncakeTotals
-	kvCacheMetrics         bool
+	loraAcc                float64       // LoRA LoadFraction accumulator (every)
+	loraNext               int           // the adapter the next LoRA request names
+	loraSets               []loraInfoSet // multiprocess mode: recent lora_requests_info label sets
+	// KV connectors (connectors.go)
+	offload                        Offload
+	mooncake                       Mooncake
+	hf3fs                          HF3FS
+	offloadOn, mooncakeOn, hf3fsOn bool
+	traffic                        rates
+	kvCacheMetrics                 bool
 }
 
 // New builds a simulator. It serves nothing until Start (or use Handler).

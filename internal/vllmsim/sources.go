@@ -39,17 +39,11 @@ var sources = map[string]source{
 		}
 		return float64(len(e.waiting))
 	}},
-	"waiting_by_reason": {byLabel: func(e *engine, v string) float64 {
-		blocked := e.loraBlocked() // skipped by the LoRA budget
-		if v == "capacity" {
-			return float64(len(e.waiting) - blocked)
-		}
-		return float64(len(e.deferred) + blocked)
-	}},
-	"kv_usage":    {value: func(e *engine) float64 { return e.pool.usage() }},
-	"sleep_state": {byLabel: func(e *engine, v string) float64 { return e.sim.sleep.legacy(v) }},
-	"fully_awake": {value: func(e *engine) float64 { return b2f(e.sim.sleep.FullyAwake()) }},
-	"policy":      {byLabel: func(e *engine, v string) float64 { return b2f(e.sim.cfg.SchedulingPolicy == v) }},
+	"waiting_by_reason": {byLabel: waitingBy},
+	"kv_usage":          {value: func(e *engine) float64 { return e.pool.usage() }},
+	"sleep_state":       {byLabel: func(e *engine, v string) float64 { return e.sim.sleep.legacy(v) }},
+	"fully_awake":       {value: func(e *engine) float64 { return b2f(e.sim.sleep.FullyAwake()) }},
+	"policy":            {byLabel: func(e *engine, v string) float64 { return b2f(e.sim.cfg.SchedulingPolicy == v) }},
 	"gpu_prefix_hit_rate": {value: func(e *engine) float64 {
 		switch {
 		case !e.pool.caching:
@@ -86,7 +80,7 @@ var sources = map[string]source{
 		}
 		return 0
 	}},
-	"admission_rejections": {byLabel: func(e *engine, v string) float64 { return e.stats.admissionRejections[v] }},
+	"admission_rejections": {custom: admissionRejections},
 	"spec_per_pos": {values: func(s *Sim) []string {
 		out := make([]string, s.specMaxK)
 		for i := range out {
@@ -101,20 +95,56 @@ var sources = map[string]source{
 		return 0
 	}},
 
-	"external_queries":        offloadShare(func(t offloadTotals, _ float64) float64 { return t.queries }),
-	"external_hits":           offloadShare(func(t offloadTotals, _ float64) float64 { return t.hits }),
-	"offload_load_bytes":      offloadShare(func(t offloadTotals, _ float64) float64 { return t.loadBytes }),
-	"offload_load_seconds":    offloadShare(func(t offloadTotals, bw float64) float64 { return t.loadBytes / bw }),
-	"offload_store_bytes":     offloadShare(func(t offloadTotals, _ float64) float64 { return t.storeBytes }),
-	"offload_store_seconds":   offloadShare(func(t offloadTotals, bw float64) float64 { return t.storeBytes / bw }),
-	"offload_bytes_by_type":   {byLabel: offloadByType(false)},
-	"offload_seconds_by_type": {byLabel: offloadByType(true)},
+	"external_queries":                   share("external_queries"),
+	"external_hits":                      share("external_hits"),
+	"offload_load_bytes":                 share("load_bytes"),
+	"offload_load_seconds":               share("load_seconds"),
+	"offload_store_bytes":                share("store_bytes"),
+	"offload_store_seconds":              share("store_seconds"),
+	"offload_bytes_by_type":              offloadByType(false),
+	"offload_seconds_by_type":            offloadByType(true),
+	"offload_allocation_failures":        share("allocation_failures"),
+	"offload_stores_skipped":             share("stores_skipped"),
+	"offload_cpu_usage":                  {value: func(e *engine) float64 { return e.sim.offload.CPUUsage }},
+	"offload_cpu_write_usage":            {value: func(e *engine) float64 { return e.sim.offload.CPUWriteUsage }},
+	"offload_cpu_read_usage":             {value: func(e *engine) float64 { return e.sim.offload.CPUReadUsage }},
+	"tier_write_usage":                   tierUsage(func(t OffloadTier) float64 { return t.WriteUsage }),
+	"tier_read_usage":                    tierUsage(func(t OffloadTier) float64 { return t.ReadUsage }),
+	"tier_read_bytes":                    tierShare("read_bytes"),
+	"tier_write_bytes":                   tierShare("write_bytes"),
+	"tier_read_seconds":                  tierShare("read_seconds"),
+	"tier_write_seconds":                 tierShare("write_seconds"),
+	"tier_block_queries":                 tierShare("block_queries"),
+	"tier_block_hits":                    tierShare("block_hits"),
+	"tier_promotion_failures":            tierShare("promotion_failures"),
+	"tier_cascade_failures":              tierShare("cascade_failures"),
+	"tier_promotion_allocation_failures": share("promotion_allocation_failures"),
 
-	"mooncake_ops":         mooncakeCounter(func(t *mooncakeTotals) float64 { return t.ops }),
-	"mooncake_keys":        mooncakeCounter(func(t *mooncakeTotals) float64 { return t.keys }),
-	"mooncake_bytes":       mooncakeCounter(func(t *mooncakeTotals) float64 { return t.bytes }),
-	"mooncake_failed_keys": mooncakeCounter(func(t *mooncakeTotals) float64 { return t.failedKeys }),
+	"mooncake_ops":         mooncakeCounter("ops"),
+	"mooncake_keys":        mooncakeCounter("keys"),
+	"mooncake_bytes":       mooncakeCounter("bytes"),
+	"mooncake_failed_keys": mooncakeCounter("failed_keys"),
 	"mooncake_time":        {custom: mooncakeTime},
+	"hf3fs_save_failures":  share("hf3fs/save_failures"),
+	"hf3fs_load_failures":  share("hf3fs/load_failures"),
+	"hf3fs_save":           hf3fsTime("save"),
+	"hf3fs_load":           hf3fsTime("load"),
+
+	"recomputed_tokens":    stat(func(st *engineStats) float64 { return st.recomputed }),
+	"prefix_block_queries": stat(func(st *engineStats) float64 { return st.prefixBlockQueries }),
+	"prefix_block_hits":    stat(func(st *engineStats) float64 { return st.prefixBlockHits }),
+	"prefix_blocks_cached": {value: func(e *engine) float64 { return float64(len(e.pool.cached)) }},
+	"kv_memory_bytes": {value: func(e *engine) float64 {
+		c := &e.sim.cfg
+		return float64(c.NumGPUBlocks*c.BlockSize) * c.KVBytesPerToken
+	}},
+	"queue_pressure": {byLabel: func(e *engine, v string) float64 {
+		return waitingBy(e, v) / float64(e.sim.cfg.MaxNumSeqs)
+	}},
+	"lora_gpu_loaded":     {value: func(e *engine) float64 { return loraAt(e, "gpu") }},
+	"lora_cpu_loaded":     {value: func(e *engine) float64 { return loraAt(e, "cpu") + loraAt(e, "gpu") }},
+	"lora_adapter_loaded": {custom: loraLoaded},
+	"lora_load_seconds":   {custom: loraLoadTimes},
 
 	"cache_config":    {custom: cacheConfig},
 	"lora_info":       {custom: loraInfoChildren},
@@ -135,7 +165,9 @@ var features = map[string]func(s *Sim) bool{
 	"lora":             func(s *Sim) bool { return s.lora.MaxLoRA > 0 },
 	"offload":          func(s *Sim) bool { return s.offloadOn && s.offload.Layout != "older" },
 	"offload_older":    func(s *Sim) bool { return s.offloadOn && s.offload.Layout != "newer" },
+	"tiering":          func(s *Sim) bool { return s.offloadOn && len(s.offload.Tiers) > 0 },
 	"mooncake":         func(s *Sim) bool { return s.mooncakeOn },
+	"hf3fs":            func(s *Sim) bool { return s.hf3fsOn },
 }
 
 func boolPy(b bool) string {
@@ -165,9 +197,12 @@ func cacheConfig(w *expoWriter) []child {
 	return out
 }
 
-// loraInfoChildren is vllm:lora_requests_info: the adapters of running and of
-// waiting requests, comma-joined, value the current time (V0 without LoRA:
-// max_lora "0" and empty lists).
+// loraInfoChildren is vllm:lora_requests_info: the adapters of running
+// and of waiting requests, comma-joined, value the current time (V0
+// without LoRA: max_lora "0" and empty lists). With several API servers
+// (multiprocess_mode "sum") each label set is the sum of every server's
+// last time it set it (a second apart here), and earlier label sets linger
+// beside the current one.
 func loraInfoChildren(w *expoWriter) []child {
 	var running, waiting []string
 	add := func(list *[]string, r *req) {
@@ -183,9 +218,33 @@ func loraInfoChildren(w *expoWriter) []child {
 			add(&waiting, r)
 		}
 	}
-	return []child{{ls: []label{{"max_lora", fmt.Sprint(w.s.lora.MaxLoRA)},
-		{"running_lora_adapters", strings.Join(running, ",")}, {"waiting_lora_adapters", strings.Join(waiting, ",")}},
-		v: unixSeconds(w.s.now)}}
+	ls := []label{{"max_lora", fmt.Sprint(w.s.lora.MaxLoRA)},
+		{"running_lora_adapters", strings.Join(running, ",")}, {"waiting_lora_adapters", strings.Join(waiting, ",")}}
+	now := unixSeconds(w.s.now)
+	if w.servers == 1 {
+		return []child{{ls: ls, v: now}}
+	}
+	s := w.s
+	key := labelString(ls)
+	s.loraSets = slices.DeleteFunc(s.loraSets, func(x loraInfoSet) bool { return x.key == key })
+	s.loraSets = append(s.loraSets, loraInfoSet{key: key, ls: ls, at: now})
+	if len(s.loraSets) > 4 {
+		s.loraSets = s.loraSets[1:]
+	}
+	var out []child
+	n := float64(w.servers)
+	for _, x := range s.loraSets {
+		out = append(out, child{ls: x.ls, v: n*x.at - n*(n-1)/2})
+	}
+	return out
+}
+
+// loraInfoSet is a label set of vllm:lora_requests_info and when it was last
+// current.
+type loraInfoSet struct {
+	key string
+	ls  []label
+	at  float64
 }
 
 // sleepResources is vllm:engine_sleep_resource_state{resource, state}: per
@@ -223,4 +282,62 @@ func engineHealthy(w *expoWriter) []child {
 		}
 	}
 	return out
+}
+
+// admissionRejections is vllm:admission_rejections_total as vllm#55812
+// shows it: by reason, no engine label (the model's engines summed).
+func admissionRejections(w *expoWriter) []child {
+	var out []child
+	for _, m := range w.s.cfg.Models {
+		for _, reason := range []string{reasonQueuedReqs, reasonQueuedTokens} {
+			n := 0.0
+			for _, e := range w.s.models[m] {
+				n += e.stats.admissionRejections[reason]
+			}
+			out = append(out, child{ls: []label{{"model_name", m}, {"reason", reason}}, v: n})
+		}
+	}
+	return out
+}
+
+// loraAt counts the engine's adapters at level.
+func loraAt(e *engine, level string) float64 {
+	n := 0.0
+	for _, l := range e.loraLRU {
+		n += b2f(l == level)
+	}
+	return n
+}
+
+// loraLoaded is vllm:lora_adapter_loaded{adapter_name,level,pinned}: 1 per
+// adapter an engine holds, at its level (adapters are never pinned here).
+func loraLoaded(w *expoWriter) []child {
+	var out []child
+	for _, e := range w.s.allEngines() {
+		for _, a := range e.loraOrder {
+			out = append(out, child{ls: append(w.engineLabels(e), label{"adapter_name", a}, label{"level", e.loraLRU[a]}, label{"pinned", "False"}), v: 1})
+		}
+	}
+	return out
+}
+
+// loraLoadTimes is vllm:lora_adapter_load_seconds by transition.
+func loraLoadTimes(w *expoWriter) []child {
+	var out []child
+	for _, e := range w.s.allEngines() {
+		out = append(out, child{ls: append(w.engineLabels(e), label{"transition", "load"}), h: e.stats.loraLoad},
+			child{ls: append(w.engineLabels(e), label{"transition", "activate"}), h: e.stats.loraActivate})
+	}
+	return out
+}
+
+// waitingBy is vllm:num_requests_waiting_by_reason's value of reason v:
+// waiting for capacity, or deferred (requests held by the LoRA budget
+// count as deferred).
+func waitingBy(e *engine, v string) float64 {
+	blocked := e.loraBlocked()
+	if v == "capacity" {
+		return float64(len(e.waiting) - blocked)
+	}
+	return float64(len(e.deferred) + blocked)
 }

@@ -87,16 +87,20 @@ type engineStats struct {
 	generationTokens float64
 	prefixQueries    float64
 	prefixHits       float64
-	success          map[string]float64
-	hist             map[string]*histogram
-	steps            float64
-	stepSeconds      float64
+	// the prefix cache in blocks; tokens computed again after a preemption
+	prefixBlockQueries, prefixBlockHits, recomputed float64
+	// LoRA adapter loads and activations (vllm:lora_adapter_load_seconds)
+	loraLoad, loraActivate *histogram
+	success                map[string]float64
+	hist                   map[string]*histogram
+	steps                  float64
+	stepSeconds            float64
 	// speculative decoding counters; specPerPos[i] counts accepted drafts at position i
 	specDrafts, specDraftTokens, specAccepted float64
 	specPerPos                                []float64
 	// --enable-mfu-metrics estimates
 	flops, readBytes, writeBytes float64
-	// admission rejections by reason; NIXL connector counters (late2026.go)
+	// admission rejections by reason; NIXL connector counters (features.go)
 	admissionRejections                                       map[string]float64
 	nixlFailedTransfers, nixlFailedNotifications, nixlExpired float64
 	// prio holds per-priority-label finished stats (priority policy only)
@@ -142,5 +146,6 @@ func newEngineStats(bounds map[string][]float64) *engineStats {
 	for key, b := range bounds {
 		st.hist[key] = newHistogram(b)
 	}
+	st.loraLoad, st.loraActivate = newHistogram(bounds["lora_load_seconds"]), newHistogram(bounds["lora_load_seconds"])
 	return st
 }

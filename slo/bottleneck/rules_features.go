@@ -11,8 +11,8 @@ import (
 // disaggregated prefill/decode, LoRA adapters and KV block residency.
 
 // admissionLimited: requests are refused at admission (vLLM 0.32+,
-// --max-num-queued-requests / --max-num-queued-tokens) while the queue
-// holds requests: the waiting queue is at its cap. Refusals are the share
+// --max-num-queued-reqs / --max-num-queued-tokens) while requests are
+// queued: waiting plus running at the cap. Refusals are the share
 // of the requests that arrived over the window (refused + finished).
 func (r rules) admissionLimited() Finding {
 	m, w := r.in.Model, r.in.Window
@@ -29,8 +29,9 @@ func (r rules) admissionLimited() Finding {
 	}
 	ev := []Evidence{
 		gate("admission_rejected_ratio", rejected/arrived, ">=", r.th.AdmissionRejectedRatioMin, "ratio"),
-		// vLLM's cap counts every queued request, deferred ones included.
-		gate("requests_waiting", m.Waiting.V, ">=", r.th.QueueingMinWaiting, "requests"),
+		// vLLM's cap (--max-num-queued-reqs, vllm#49445) counts waiting
+		// plus running requests: at the cap the waiting queue may be empty.
+		gate("requests_queued", m.Waiting.V+running(m), ">=", r.th.QueueingMinWaiting, "requests"),
 		note("admission_rejections_per_second", rejected, "1/s"),
 	}
 	if ttft := r.slo(snapshot.TTFT, 0.99); ttft.OK {
@@ -190,4 +191,12 @@ var decodeClasses = []Class{Throttled, CommunicationBound, MemoryBoundDecode, De
 // pod (a decode-side class on a prefill pod).
 func prefillPodSkips(m *snapshot.Model, c Class) bool {
 	return m.Prefill() && slices.Contains(decodeClasses, c)
+}
+
+// running is the model's running requests, 0 when unknown.
+func running(m *snapshot.Model) float64 {
+	if m.Running.OK {
+		return m.Running.V
+	}
+	return 0
 }

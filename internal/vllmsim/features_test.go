@@ -19,13 +19,13 @@ func prompt(n int) []int {
 	return p
 }
 
-// productionSim is a v1-0.33 simulator without background load.
-func productionSim(t *testing.T) *Sim {
+// featureSim is a v1-0.33 simulator without background load.
+func featureSim(t *testing.T) *Sim {
 	return newVirtual(t, Config{MetricsVersion: MetricsLatest, Seed: 7})
 }
 
-func TestProductionFamiliesOnlyWithTheirControl(t *testing.T) {
-	s := productionSim(t)
+func TestFeatureFamiliesOnlyWithTheirControl(t *testing.T) {
+	s := featureSim(t)
 	body := string(s.Metrics())
 	for _, name := range []string{"vllm:admission_rejections", "vllm:nixl_", "vllm:lora_requests_info", "vllm:kv_offload_", "vllm:mooncake_store_"} {
 		if strings.Contains(body, name) {
@@ -35,7 +35,7 @@ func TestProductionFamiliesOnlyWithTheirControl(t *testing.T) {
 }
 
 func TestAdmissionRejectsAtTheQueueCap(t *testing.T) {
-	s := productionSim(t)
+	s := featureSim(t)
 	if err := s.SetAdmission(AdmissionLimit{MaxQueuedRequests: 2}); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestAdmissionRejectsAtTheQueueCap(t *testing.T) {
 }
 
 func TestDecodeRoleWaitsForKVTransfers(t *testing.T) {
-	s := productionSim(t)
+	s := featureSim(t)
 	if err := s.SetPD(PD{Role: RoleDecode, TransferSeconds: 0.2, FailFraction: 0.25}); err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestDecodeRoleWaitsForKVTransfers(t *testing.T) {
 }
 
 func TestPrefillRoleCountsExpiredKV(t *testing.T) {
-	s := productionSim(t)
+	s := featureSim(t)
 	if err := s.SetPD(PD{Role: RolePrefill, ExpireFraction: 0.5}); err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestPrefillRoleCountsExpiredKV(t *testing.T) {
 }
 
 func TestLoRAAdaptersAreListed(t *testing.T) {
-	s := productionSim(t)
+	s := featureSim(t)
 	if err := s.SetLoRA(LoRAConfig{MaxLoRA: 2, Adapters: []string{"sql-lora", "chat-lora"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func loraInfo(t *testing.T, s *Sim) map[string]string {
 // for the base model and for adapters already in the batch run; it runs
 // once an adapter's requests finish.
 func TestLoRABudgetHoldsAdaptersBeyondMaxLoRA(t *testing.T) {
-	s := productionSim(t)
+	s := featureSim(t)
 	if err := s.SetLoRA(LoRAConfig{MaxLoRA: 1, Adapters: []string{"sql-lora", "chat-lora"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestLoRABudgetHoldsAdaptersBeyondMaxLoRA(t *testing.T) {
 // /v1/models lists the adapters after the base model, as vLLM does with
 // --lora-modules: parent the base model, no max_model_len.
 func TestModelsListAdapters(t *testing.T) {
-	s := productionSim(t)
+	s := featureSim(t)
 	if err := s.SetLoRA(LoRAConfig{MaxLoRA: 2, Adapters: []string{"sql-lora", "chat-lora"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +277,7 @@ func TestModelsListAdapters(t *testing.T) {
 
 // With load_fraction the built-in load names the adapters in turn.
 func TestLoRALoadFractionNamesAdaptersInTurn(t *testing.T) {
-	s := productionSim(t)
+	s := featureSim(t)
 	if err := s.SetLoRA(LoRAConfig{MaxLoRA: 2, Adapters: []string{"a", "b"}, LoadFraction: 0.5}); err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func TestLoRALoadFractionNamesAdaptersInTurn(t *testing.T) {
 // Both generations of kv_offload names count the same traffic.
 func TestOffloadLayoutsCountTheSameTraffic(t *testing.T) {
 	for _, layout := range []string{"newer", "older", "both"} {
-		s := productionSim(t)
+		s := featureSim(t)
 		if err := s.SetOffload(Offload{LoadBytesPerSecond: 1e9, StoreBytesPerSecond: 2e9, Layout: layout,
 			ExternalQueryTokensPerSecond: 1000, HitRatio: 0.25}); err != nil {
 			t.Fatal(err)
@@ -372,8 +372,8 @@ func TestMooncakeStoreTraffic(t *testing.T) {
 	}
 }
 
-func TestProductionControlsOverHTTP(t *testing.T) {
-	s := productionSim(t)
+func TestFeatureControlsOverHTTP(t *testing.T) {
+	s := featureSim(t)
 	for _, c := range []struct {
 		path, body string
 		code       int

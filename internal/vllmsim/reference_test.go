@@ -1,6 +1,8 @@
 package vllmsim
 
 import (
+	"bytes"
+	"net/http/httptest"
 	"reflect"
 	"slices"
 	"sort"
@@ -80,10 +82,10 @@ func labelNames(m *dto.Metric) []string {
 	return out
 }
 
-// TestLatestFamiliesMatchReference parses the newest layout's fixtures with
+// TestV1033FamiliesMatchReference parses the newest layout's fixtures with
 // expfmt and checks every family the references name: present, type,
 // labels, HELP; model_name and engine on every vllm:* engine family.
-func TestLatestFamiliesMatchReference(t *testing.T) {
+func TestV1033FamiliesMatchReference(t *testing.T) {
 	fams := map[string]*dto.MetricFamily{}
 	for _, name := range []string{"healthy", "spec-decode"} {
 		for k, v := range parseMetrics(t, readFixture(t, fixtureName(name))) {
@@ -167,14 +169,19 @@ func hasLabel(m *dto.Metric, name string) bool {
 	return false
 }
 
-// TestLatestIsV1PlusNewFamilies: the newest layout keeps every main
+// TestV1033IsMainPlusLaterFamilies: the newest layout keeps every main
 // (2026-08) family with the same type and HELP, in the same relative order,
-// and adds only late-2026 families.
-func TestLatestIsV1PlusNewFamilies(t *testing.T) {
+// and adds only families main does not have.
+func TestV1033IsMainPlusLaterFamilies(t *testing.T) {
 	v1 := headers(trafficSim(t, Config{MetricsVersion: MetricsV1}).Metrics())
 	latest := headers(trafficSim(t, Config{MetricsVersion: MetricsLatest}).Metrics())
-	added := map[string]bool{"vllm:engine_sleep_resource_state": true, "vllm:engine_fully_awake": true,
-		"vllm:scheduler_policy_info": true, "vllm:request_num_preemptions": true, "vllm:request_num_preemptions_created": true}
+	added := map[string]bool{}
+	for _, h := range latest {
+		added[h.name] = !slices.ContainsFunc(v1, func(x famHeader) bool { return x.name == h.name })
+	}
+	if !added["vllm:request_num_preemptions"] || !added["vllm:scheduler_queue_pressure"] {
+		t.Errorf("the newest layout adds nothing main lacks: %v", added)
+	}
 	i := 0
 	for _, h := range latest {
 		if added[h.name] {
@@ -187,5 +194,43 @@ func TestLatestIsV1PlusNewFamilies(t *testing.T) {
 	}
 	if i != len(v1) {
 		t.Errorf("main families missing from the newest layout from %+v on", v1[i])
+	}
+}
+
+// TestRustFrontEndSubset: the Rust front-end's layout is main's without
+// the families its registry lacks, in OpenMetrics (counters named without
+// _total, no _created, # EOF last), with LoRA info when LoRA is on.
+func TestRustFrontEndSubset(t *testing.T) {
+	s := trafficSim(t, Config{MetricsVersion: MetricsRust})
+	if err := s.SetLoRA(LoRAConfig{MaxLoRA: 1, Adapters: []string{"sql-lora"}}); err != nil {
+		t.Fatal(err)
+	}
+	body := s.Metrics()
+	types := map[string]string{}
+	for _, h := range headers(body) {
+		types[h.name] = h.typ
+	}
+	for _, absent := range []string{"vllm:cache_config_info", "vllm:engine_sleep_state", "vllm:mm_cache_queries", "vllm:iteration_tokens_total",
+		"vllm:corrupted_requests", "process_cpu_seconds", "python_info", "vllm:num_preemptions_total"} {
+		if _, ok := types[absent]; ok {
+			t.Errorf("%s in the Rust front-end's body", absent)
+		}
+	}
+	for name, typ := range map[string]string{"vllm:num_preemptions": "counter", "vllm:request_success": "counter", "vllm:kv_cache_usage_perc": "gauge",
+		"vllm:time_to_first_token_seconds": "histogram", "vllm:lora_requests_info": "gauge", "http_request_duration_seconds": "histogram"} {
+		if types[name] != typ {
+			t.Errorf("%s: type %q, want %s", name, types[name], typ)
+		}
+	}
+	if !bytes.HasSuffix(body, []byte("\n# EOF\n")) || bytes.Contains(body, []byte("_created")) || !bytes.Contains(body, []byte("\nvllm:num_preemptions_total{")) {
+		t.Errorf("not an OpenMetrics body of counters without _created:\n%s", body[max(0, len(body)-300):])
+	}
+	if _, err := New(Config{MetricsVersion: MetricsRust, APIServerCount: 2}); err == nil {
+		t.Error("the Rust front-end accepted two API servers")
+	}
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "application/openmetrics-text; version=1.0.0") {
+		t.Errorf("Content-Type %q", ct)
 	}
 }

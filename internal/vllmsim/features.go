@@ -9,14 +9,16 @@ import (
 	"time"
 )
 
-// Controls and families of production vLLM features (issue 24): admission
-// control, the NIXL connector of disaggregated prefill/decode, LoRA
-// adapters and KV offloading. Each family is registered (rendered) only
-// while its control is on, as vLLM registers it only with the feature, and
-// only under --metrics-version v1-0.33.
+// Controls and families of vLLM's optional features: admission control,
+// the NIXL connector of disaggregated prefill/decode, LoRA adapters, KV
+// block residency (the KV connectors' traffic is in connectors.go). Each
+// family is registered (rendered) only while its control is on, as vLLM
+// registers it only with the feature, and only under --metrics-version
+// v1-0.33.
 
-// ErrAdmission is a request refused at admission: the waiting queue is at
-// --max-num-queued-requests or --max-num-queued-tokens (HTTP 503).
+// ErrAdmission is a request refused at admission: waiting plus running
+// requests are at --max-num-queued-reqs, or the queued prompt tokens at
+// --max-num-queued-tokens (HTTP 503).
 var ErrAdmission = errors.New("admission rejected")
 
 // Admission reasons (vllm:admission_rejections_total{reason}).
@@ -25,10 +27,10 @@ const (
 	reasonQueuedTokens = "max_num_queued_tokens"
 )
 
-// AdmissionLimit is vLLM's --max-num-queued-requests /
-// --max-num-queued-tokens (0: no limit): a request arriving while an
-// engine's waiting queue (deferred included) holds that many requests or
-// prompt tokens is refused with 503.
+// AdmissionLimit is vLLM's --max-num-queued-reqs (vllm#49445: caps an
+// engine's waiting plus running requests) and --max-num-queued-tokens (the
+// prompt tokens waiting; 0: no limit): a request arriving at either cap is
+// refused with 503.
 type AdmissionLimit struct {
 	MaxQueuedRequests int `json:"max_queued_requests"`
 	MaxQueuedTokens   int `json:"max_queued_tokens"`
@@ -49,9 +51,9 @@ func (s *Sim) SetAdmission(a AdmissionLimit) error {
 // promptLen tokens, counting a rejection by reason. Called with s.mu held.
 func (s *Sim) admit(e *engine, promptLen int) error {
 	a := s.admission
-	queued := append(append([]*req(nil), e.waiting...), e.deferred...)
+	queued := slices.Concat(e.waiting, e.deferred)
 	reason := ""
-	if a.MaxQueuedRequests > 0 && len(queued) >= a.MaxQueuedRequests {
+	if a.MaxQueuedRequests > 0 && len(queued)+len(e.running) >= a.MaxQueuedRequests {
 		reason = reasonQueuedReqs
 	} else if a.MaxQueuedTokens > 0 {
 		tokens := promptLen
@@ -227,62 +229,6 @@ func (s *Sim) loraBase(name string) string {
 	return ""
 }
 
-// Offload simulates the offloading connector's traffic: KV loaded from
-// the CPU tier into GPU memory and stored to it, in bytes per second, at
-// BandwidthBytesPerSecond (default 25 GB/s, PCIe 5 x16 in practice); Layout
-// picks vLLM's names: "newer" (kv_offload_load_* / store_*), "older"
-// (kv_offload_total_bytes{transfer_type}), "both" (the deprecation period).
-// HitRatio of ExternalQueryTokensPerSecond hit the CPU tier.
-type Offload struct {
-	LoadBytesPerSecond           float64 `json:"load_bytes_per_second"`
-	StoreBytesPerSecond          float64 `json:"store_bytes_per_second"`
-	BandwidthBytesPerSecond      float64 `json:"bandwidth_bytes_per_second"`
-	Layout                       string  `json:"layout"`
-	ExternalQueryTokensPerSecond float64 `json:"external_query_tokens_per_second"`
-	HitRatio                     float64 `json:"hit_ratio"`
-}
-
-// offloadTotals are the offload counters up to offloadSince.
-type offloadTotals struct {
-	loadBytes, storeBytes, queries, hits float64
-}
-
-// SetOffload starts (or, all rates 0, stops adding to) offload traffic.
-func (s *Sim) SetOffload(o Offload) error {
-	if !slices.Contains([]string{"", "newer", "older", "both"}, o.Layout) {
-		return fmt.Errorf("layout must be newer, older or both, got %q", o.Layout)
-	}
-	if o.LoadBytesPerSecond < 0 || o.StoreBytesPerSecond < 0 || o.BandwidthBytesPerSecond < 0 || o.ExternalQueryTokensPerSecond < 0 || !fraction(o.HitRatio) {
-		return fmt.Errorf("offload rates must be >= 0 and hit_ratio in [0,1]")
-	}
-	if o.Layout == "" {
-		o.Layout = "newer"
-	}
-	if o.BandwidthBytesPerSecond == 0 {
-		o.BandwidthBytesPerSecond = 25e9
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.offloadAcc = s.offloadNow()
-	s.offload, s.offloadOn, s.offloadSince = o, true, s.now
-	return nil
-}
-
-// offloadNow is the offload counters at s.now. Called with s.mu held.
-func (s *Sim) offloadNow() offloadTotals {
-	t := s.offloadAcc
-	if !s.offloadOn {
-		return t
-	}
-	dt := s.now.Sub(s.offloadSince).Seconds()
-	o := s.offload
-	t.loadBytes += o.LoadBytesPerSecond * dt
-	t.storeBytes += o.StoreBytesPerSecond * dt
-	t.queries += o.ExternalQueryTokensPerSecond * dt
-	t.hits += o.ExternalQueryTokensPerSecond * o.HitRatio * dt
-	return t
-}
-
 // Histogram keys of the NIXL families.
 const (
 	hNixlXfer  = "nixl_xfer_time"
@@ -320,31 +266,5 @@ func (e *engine) attachResidency() {
 		s := e.sim
 		e.pool.track = newBlockTrack(e.pool.numBlocks, func() time.Time { return s.now },
 			func(h string, v float64) { e.stats.hist[h].observe(v) })
-	}
-}
-
-// offloadShare is an engine's share of a server-wide offload total (the
-// traffic splits evenly over engines).
-func offloadShare(get func(t offloadTotals, bandwidth float64) float64) source {
-	return source{value: func(e *engine) float64 {
-		s := e.sim
-		return get(s.offloadNow(), s.offload.BandwidthBytesPerSecond) / float64(len(s.allEngines()))
-	}}
-}
-
-// offloadByType is the older layout's bytes (or seconds) of one
-// transfer_type for engine e.
-func offloadByType(seconds bool) func(e *engine, tt string) float64 {
-	return func(e *engine, tt string) float64 {
-		return offloadShare(func(t offloadTotals, bw float64) float64 {
-			b := t.loadBytes
-			if tt == "GPU_to_CPU" { // a store to the CPU tier
-				b = t.storeBytes
-			}
-			if seconds {
-				return b / bw
-			}
-			return b
-		}).value(e)
 	}
 }
