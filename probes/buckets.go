@@ -21,7 +21,7 @@ type Bounds struct {
 //     and at every SLO threshold; quantiles come from the native (sparse)
 //     histograms exported beside them (schema 7, buckets 0.54% wide:
 //     histogram_quantile over them is within 1% of the raw probe latencies,
-//     0.27% for a median and 0.54% for a p99 in TestProbeNativeQuantileError). histogram_quantile over these classic
+//     TestProbeNativeQuantileError). histogram_quantile over these classic
 //     buckets alone is coarse (up to one bucket off).
 //   - DefaultBounds are the fine bounds of the histograms the scheduler keeps
 //     for its snapshot (the SLO watchdog's probe SLIs and the bottleneck

@@ -3,6 +3,7 @@ package probes
 import (
 	"encoding/json"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -84,10 +85,7 @@ func contextLength(text string) int {
 	if m == nil {
 		return 0
 	}
-	n := 0
-	for _, c := range m[1] {
-		n = n*10 + int(c-'0')
-	}
+	n, _ := strconv.Atoi(m[1])
 	return n
 }
 

@@ -228,8 +228,7 @@ func meanOfDurations(d []time.Duration) time.Duration {
 // 32 tokens, as a raw client does, and its TTFT, ITL mean and E2E equal
 // the raw client's and the values the stream was built with (first token
 // at 100 ms, 10 ms gaps, last token at 410 ms; the finish-only chunk 9 ms
-// later is not a token). Before, the role delta and the finish-only chunk
-// were counted: 33 gaps, the ITL mean 5% low, E2E 9 ms high.
+// later is not a token).
 func TestITLCountsOnlyChunksWithText(t *testing.T) {
 	clock := newFakeClock()
 	ts := startThirdPartySim(t, clock)

@@ -138,9 +138,9 @@ func (m *metrics) create(profile string) {
 	for _, r := range Reasons {
 		m.failures.WithLabelValues(profile, r)
 	}
-	m.skipped.WithLabelValues(profile, SkipBudget)
-	m.skipped.WithLabelValues(profile, SkipAsleep)
-	m.skipped.WithLabelValues(profile, SkipModelLen)
+	for _, r := range []string{SkipBudget, SkipAsleep, SkipModelLen} {
+		m.skipped.WithLabelValues(profile, r)
+	}
 }
 
 // remove deletes every series of a profile that left the configuration.

@@ -88,40 +88,6 @@ type Result struct {
 // FirstToken reports whether any content arrived.
 func (r *Result) FirstToken() bool { return r.Chunks > 0 }
 
-// chunk is the subset of a vLLM completions/chat stream chunk a probe reads.
-// Both the OpenAI-shaped error ({"error":{...}}) and the pre-0.10.1 flat
-// shape ({"object":"error",...}) are recognised.
-type chunk struct {
-	Object  string          `json:"object"`
-	Error   json.RawMessage `json:"error"`
-	Choices []struct {
-		FinishReason *string `json:"finish_reason"`
-		Text         string  `json:"text"` // completions
-		Delta        struct {
-			Content string `json:"content"`
-			// Reasoning models stream their thinking here (vLLM's
-			// reasoning parsers: reasoning_content, newer reasoning);
-			// those are generated tokens too.
-			ReasoningContent string `json:"reasoning_content"`
-			Reasoning        string `json:"reasoning"`
-		} `json:"delta"` // chat
-	} `json:"choices"`
-	Usage *struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
-	} `json:"usage"`
-}
-
-// hasText reports whether the chunk carries generated text.
-func (c *chunk) hasText() bool {
-	for _, ch := range c.Choices {
-		if ch.Text != "" || ch.Delta.Content != "" || ch.Delta.ReasoningContent != "" || ch.Delta.Reasoning != "" {
-			return true
-		}
-	}
-	return false
-}
-
 type streamOptions struct {
 	IncludeUsage         bool `json:"include_usage"`
 	ContinuousUsageStats bool `json:"continuous_usage_stats"`
@@ -252,12 +218,12 @@ func (t *target) readStream(ctx context.Context, body io.Reader, now func() time
 			done = true
 			continue
 		}
-		c, err := readChunk(data)
-		if err != nil {
+		var c chunk
+		if err := json.Unmarshal(data, &c); err != nil {
 			res.Reason, res.Detail = ReasonStreamError, "a stream event is not JSON"
 			return
 		}
-		if c.isError {
+		if c.isError() {
 			// An error sent as SSE data once the stream had started
 			// (vLLM answers 200 and reports some errors in-stream).
 			res.Reason, res.Detail = ReasonStreamError, "in-stream error"
@@ -273,7 +239,7 @@ func (t *target) readStream(ctx context.Context, body io.Reader, now func() time
 		// a last chunk with just a finish reason (some OpenAI-compatible
 		// servers send one) and the usage chunk are not, and counting them
 		// would add ITL gaps and stretch E2E past the last token.
-		if c.hasText {
+		if c.hasText() {
 			if res.Chunks == 0 {
 				res.TTFT = ev.At.Sub(res.Start)
 			} else {
@@ -282,16 +248,15 @@ func (t *target) readStream(ctx context.Context, body io.Reader, now func() time
 			last = ev.At
 			res.Chunks++
 		}
-		if c.badFinish != "" {
-			res.Reason, res.Detail = ReasonStreamError, "finish_reason "+c.badFinish
+		if bad := c.badFinish(); bad != "" {
+			res.Reason, res.Detail = ReasonStreamError, "finish_reason "+bad
 			return
 		}
 		// The final usage chunk (choices: []) carries the totals; if a
 		// server adds cumulative usage to every chunk the last one wins.
-		if c.hasUsage {
+		if c.Usage != nil {
 			res.HasUsage = true
-			res.PromptTokens = c.promptTokens
-			res.CompletionTokens = c.completionTokens
+			res.PromptTokens, res.CompletionTokens = c.Usage.PromptTokens, c.Usage.CompletionTokens
 		}
 	}
 	// Read to the end of the body (normally just the chunked-encoding

@@ -41,36 +41,36 @@ func profileSeed(name string) uint64 {
 	return h.Sum64()
 }
 
-// tokens returns the token-ID prompt for a completions probe.
-func (p *prompter) tokens(pr *config.ProbeProfile) []int {
-	out := make([]int, pr.InputTokens)
+// picks draws one index in [0, n) per input token: from the profile's
+// fixed sequence within the warm prefix, at random after it.
+func (p *prompter) picks(pr *config.ProbeProfile, n int) []int {
 	warm := pr.WarmPrefix()
 	fixed := rand.New(rand.NewPCG(profileSeed(pr.Name), 0x70726f6265))
-	span := p.idMax - p.idMin
+	out := make([]int, pr.InputTokens)
 	for i := range out {
+		r := p.rng
 		if i < warm {
-			out[i] = p.idMin + fixed.IntN(span)
-		} else {
-			out[i] = p.idMin + p.rng.IntN(span)
+			r = fixed
 		}
+		out[i] = r.IntN(n)
+	}
+	return out
+}
+
+// tokens returns the token-ID prompt for a completions probe.
+func (p *prompter) tokens(pr *config.ProbeProfile) []int {
+	out := p.picks(pr, p.idMax-p.idMin)
+	for i := range out {
+		out[i] += p.idMin
 	}
 	return out
 }
 
 // text returns the chat message for a chat probe: InputTokens words.
 func (p *prompter) text(pr *config.ProbeProfile) string {
-	warm := pr.WarmPrefix()
-	fixed := rand.New(rand.NewPCG(profileSeed(pr.Name), 0x70726f6265))
-	var b strings.Builder
-	for i := range pr.InputTokens {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		if i < warm {
-			b.WriteString(words[fixed.IntN(len(words))])
-		} else {
-			b.WriteString(words[p.rng.IntN(len(words))])
-		}
+	ws := make([]string, pr.InputTokens)
+	for i, k := range p.picks(pr, len(words)) {
+		ws[i] = words[k]
 	}
-	return b.String()
+	return strings.Join(ws, " ")
 }

@@ -3,7 +3,6 @@ package slo
 import (
 	"math"
 	"math/rand"
-	"slices"
 	"testing"
 	"time"
 
@@ -241,56 +240,6 @@ func TestMissingBoundaryIsAnError(t *testing.T) {
 	}
 	if got := w.self.evalErrors.snapshot()["ttft"]; got != 1 {
 		t.Fatalf("evaluation errors for ttft: %v", got)
-	}
-}
-
-// TestRingSumsCacheMatchesFullWalk: the cached sums (buckets before now's
-// summed once per bucket) equal a full walk of the ring after any mix of
-// in-order adds, late adds, adds into now's bucket, gaps past the whole
-// ring, reads at, before and after the newest bucket, a change of spans and
-// a restore from the state file.
-func TestRingSumsCacheMatchesFullWalk(t *testing.T) {
-	rng := rand.New(rand.NewSource(7))
-	r := newRing(time.Second, 20*time.Second) // 21 buckets
-	spans := []time.Duration{time.Second, 3 * time.Second, 10 * time.Second, time.Hour}
-	base := time.Unix(5000, 0)
-	now := base
-	check := func(step int, at time.Time) {
-		t.Helper()
-		b, tot := r.sums(at, spans)
-		wb, wt := r.walk(r.index(at), spans, 0, nil, nil)
-		if !slices.Equal(b, wb) || !slices.Equal(tot, wt) {
-			t.Fatalf("step %d at %v: cached sums %v / %v, full walk %v / %v", step, at.Sub(base), b, tot, wb, wt)
-		}
-	}
-	for step := range 5000 {
-		switch x := rng.Intn(100); {
-		case x < 50: // an event now, maybe in the same bucket as the last read
-			r.add(now, float64(rng.Intn(2)), 1)
-		case x < 60: // a late event, inside or outside the ring
-			r.add(now.Add(-time.Duration(rng.Intn(30))*time.Second), 1, 1)
-		case x < 85:
-			now = now.Add(time.Duration(rng.Intn(1500)) * time.Millisecond)
-		case x < 87:
-			now = now.Add(time.Duration(20+rng.Intn(20)) * time.Second) // past the ring
-		case x < 89:
-			spans = []time.Duration{2 * time.Second, time.Duration(1+rng.Intn(25)) * time.Second}
-			slices.Sort(spans)
-		case x < 90:
-			r2 := newRing(time.Second, 20*time.Second)
-			if err := decodeRing(encodeRing(r), r2); err != nil {
-				t.Fatal(err)
-			}
-			r2.sums(now, spans) // warm its cache, then restore over it
-			if err := decodeRing(encodeRing(r), r2); err != nil {
-				t.Fatal(err)
-			}
-			r = r2
-		}
-		check(step, now)
-		if rng.Intn(10) == 0 {
-			check(step, now.Add(-time.Duration(rng.Intn(5))*time.Second))
-		}
 	}
 }
 

@@ -37,27 +37,15 @@ func increment(prev, cur cumulative) (bad, total float64, reset bool) {
 // backs it: tpot is vLLM's per-request request_time_per_output_token where
 // the server exposes it (>= 0.11) and the inter-token latency otherwise.
 func serverHistogram(m *snapshot.Model, metric string) (snapshot.HistogramName, bool) {
-	var name snapshot.HistogramName
-	switch metric {
-	case "ttft":
-		name = snapshot.TTFT
-	case "itl":
-		name = snapshot.InterTokenLatency
-	case "tpot":
-		if m.Histograms.Has(snapshot.RequestTPOT) {
-			return snapshot.RequestTPOT, true
-		}
-		name = snapshot.InterTokenLatency
-	case "e2e":
-		name = snapshot.E2E
-	case "queue":
-		name = snapshot.QueueTime
-	default:
-		return "", false
+	if metric == "tpot" && m.Histograms.Has(snapshot.RequestTPOT) {
+		return snapshot.RequestTPOT, true
 	}
-	ok := m.Histograms.Has(name)
-	return name, ok
+	name, known := snapshotHistograms[metric]
+	return name, known && m.Histograms.Has(name)
 }
+
+var snapshotHistograms = map[string]snapshot.HistogramName{"ttft": snapshot.TTFT, "itl": snapshot.InterTokenLatency,
+	"tpot": snapshot.InterTokenLatency, "e2e": snapshot.E2E, "queue": snapshot.QueueTime}
 
 // decodeMetric reports whether a latency metric measures decode (owned by
 // the decode pod of a disaggregated pair).
@@ -230,17 +218,7 @@ func probeEvents(s *config.SLO, p *snapshot.Probes) (out map[string]cumulative, 
 		}
 		switch s.Kind {
 		case config.KindLatency:
-			var h snapshot.Histogram
-			switch s.Metric {
-			case "ttft":
-				h = pr.TTFT
-			case "tpot":
-				h = pr.TPOT
-			case "itl":
-				h = pr.ITL
-			case "e2e":
-				h = pr.E2E
-			}
+			h := map[string]snapshot.Histogram{"ttft": pr.TTFT, "tpot": pr.TPOT, "itl": pr.ITL, "e2e": pr.E2E}[s.Metric]
 			c, err := latencyEvents(h, s.Threshold, "probe profile "+n+" "+s.Metric)
 			if err != nil {
 				errs = append(errs, err)

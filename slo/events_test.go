@@ -2,6 +2,8 @@ package slo
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,25 +14,25 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
-// lateServer serves collector/vllm/testdata/vllm-late-2026-dp2-priority-spec.txt (a vLLM
+// fixtureServer serves collector/vllm/testdata/vllm-late-2026-dp2-priority-spec.txt (a vLLM
 // 0.20-0.33 body: custom TTFT buckets, http 5xx answers, sleep states) with
 // series values replaced, and a real scraper reads it.
-type lateServer struct {
+type fixtureServer struct {
 	t    *testing.T
 	base string
 	srv  *testutil.BodyServer
 	s    *vllmcol.Scraper
 }
 
-func newLateServer(t *testing.T) *lateServer {
+func newFixtureServer(t *testing.T) *fixtureServer {
 	raw := testutil.VLLMBody(t, "vllm-late-2026-dp2-priority-spec.txt")
-	l := &lateServer{t: t, base: raw, srv: testutil.NewBodyServer(t, raw)}
+	l := &fixtureServer{t: t, base: raw, srv: testutil.NewBodyServer(t, raw)}
 	l.s = vllmcol.New(vllmcol.Options{URL: l.srv.URL, Interval: 10 * time.Second}, nil)
 	return l
 }
 
 // scrape serves the base body with values replaced and scrapes it at now.
-func (l *lateServer) scrape(now time.Time, values map[string]string) {
+func (l *fixtureServer) scrape(now time.Time, values map[string]string) {
 	l.t.Helper()
 	l.srv.Set(testutil.WithValues(l.t, l.base, values))
 	l.s.ScrapeOnce(context.Background(), now)
@@ -49,7 +51,7 @@ func lateEngine(name, engine string, extra ...string) string {
 // Requests the server refused (5xx) count in the availability SLI as failed
 // events; a deliberately sleeping engine's refusals do not.
 func TestAvailabilityCountsRefusalsNotSleep(t *testing.T) {
-	l := newLateServer(t)
+	l := newFixtureServer(t)
 	w := New(Options{}, holderFor(t, "slos:\n  - {name: avail, kind: availability, objective: 0.99, min_events: 1}\n"), Sources{VLLM: l.s}, nil)
 	stop := `vllm:request_success_total{engine="0",finished_reason="stop",model_name="` + lateModel + `",priority="0"}`
 	l.scrape(t0, nil)
@@ -109,7 +111,7 @@ func resultFor(t *testing.T, w *Watchdog, slo, model string) Result {
 // histogram_buckets); one whose threshold the scrape lacks is marked
 // unmeasurable with its reason and counts nothing.
 func TestCustomBucketsMeasurability(t *testing.T) {
-	l := newLateServer(t)
+	l := newFixtureServer(t)
 	custom := New(Options{}, holderFor(t, `histogram_buckets:
   ttft: [0.05, 0.1, 0.2, 0.35, 0.5, 1, 2, 5]
 slos:
@@ -158,4 +160,71 @@ vllm_slo_unmeasurable{reason="no_bucket_bound",slo="ttft-default"} 1
 			t.Errorf("an unmeasurable SLO has a result: %v", r)
 		}
 	}
+}
+
+// A preemption SLO counts preemptions (bad) against finished requests
+// (total), so bad is not a subset of total: a window can hold preemptions
+// and no finished request (an engine thrashing without completing
+// anything). The watchdog has no ratio for an empty window and never burns
+// on it, even with min_events: 0; the generated rules, where the ratio is
+// +Inf, must not page either. Same input series for both.
+func TestPreemptionWithoutFinishedRequestsAgrees(t *testing.T) {
+	const cfg = `
+slos:
+  - {name: preempt, kind: preemption, threshold: 0.01, min_events: 0}
+`
+	src := &fakeVLLM{}
+	w := New(Options{}, holderFor(t, cfg), Sources{VLLM: src}, nil)
+	tr := &traffic{good: 100}
+	var finished, preempt []float64
+	for k := 0; k <= 60; k++ {
+		if k > 0 {
+			tr.preemptions += 10
+		}
+		now := t0.Add(time.Duration(k) * time.Minute)
+		tickAt(w, src, tr, now)
+		if r := only(t, w); r.Page || r.Ticket {
+			t.Fatalf("watchdog alerted on preemptions without finished requests: %v", r)
+		}
+		finished = append(finished, tr.good)
+		preempt = append(preempt, tr.preemptions)
+	}
+	h, err := holderFromPath(writeTemp(t, "c.yml", cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := GenerateRules(h.Get().SLOs, RuleOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := writeTemp(t, "rules.yml", string(b))
+	var checks []testutil.ExprTest
+	for _, m := range []int{10, 30, 60} {
+		checks = append(checks, testutil.ExprTest{Expr: `ALERTS{slo="preempt"}`, EvalTime: testutil.Duration(time.Duration(m) * time.Minute)})
+	}
+	// A sample every 30 s (the watchdog's minutes, interpolated): every
+	// window, the fast tier's [1m] included, holds two samples or more on
+	// Prometheus 3's left-open ranges.
+	test := testutil.WriteRuleTest(t, t.TempDir(), "test.yml", testutil.RuleTestFile{
+		RuleFiles:          []string{rules},
+		EvaluationInterval: testutil.Duration(time.Minute),
+		Tests: []testutil.RuleTest{{
+			Interval: testutil.Duration(30 * time.Second),
+			InputSeries: []testutil.InputSeries{
+				{Series: `vllm_requests_finished_total{model="m",finished_reason="stop"}`, Values: testutil.Samples(testutil.Interpolate(finished, 2))},
+				{Series: `vllm_preemptions_total{model="m"}`, Values: testutil.Samples(testutil.Interpolate(preempt, 2))},
+			},
+			ExprTests: checks,
+		}},
+	})
+	testutil.RunRuleTests(t, test)
+}
+
+func writeTemp(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -31,13 +31,13 @@ type stateFile struct {
 	Format  string     `json:"format"`
 	Version int        `json:"version"`
 	SavedAt time.Time  `json:"saved_at"`
-	SLOs    []stateSLO `json:"slos"`
+	SLOs    []stateSLO `json:"slos,omitempty"` // encodeState writes the list itself
 }
 
 type stateSLO struct {
 	Name        string        `json:"name"`
 	Fingerprint string        `json:"fingerprint"`
-	Series      []stateSeries `json:"series"`
+	Series      []stateSeries `json:"series,omitempty"` // as SLOs
 }
 
 type stateSeries struct {
@@ -94,7 +94,6 @@ func decodeRing(sr stateRing, r *ring) error {
 	if !sr.Init {
 		return nil
 	}
-	r.changed()
 	r.init, r.head = true, floorDiv(sr.Head*sr.WidthNS, w)
 	for i := range r.bad {
 		r.bad[i], r.total[i] = 0, 0
@@ -136,11 +135,9 @@ func (w *Watchdog) saveLocked(now time.Time) error {
 }
 
 // encodeState writes the checkpoint (a stateFile's JSON) to bw one series
-// at a time, so the encoded file is never held whole: with 16 models and 3
-// days of traffic, marshalling the whole stateFile held its 7 MB of JSON
-// and every ring's bucket list (about 18 MB) at once, on top of the
-// exporter's working heap; now one series' rings (about 230 KB). bw's
-// errors are sticky: the caller's Flush reports them.
+// at a time, so the encoded file (megabytes with many models) is never held
+// whole on top of the working heap. bw's errors are sticky: the caller's
+// Flush reports them.
 func (w *Watchdog) encodeState(bw *bufio.Writer, now time.Time) error {
 	put := func(v any, open bool) error {
 		b, err := json.Marshal(v)
@@ -153,7 +150,7 @@ func (w *Watchdog) encodeState(bw *bufio.Writer, now time.Time) error {
 		_, err = bw.Write(b)
 		return err
 	}
-	if err := put(stateFileHeader{Format: stateFormat, Version: stateVersion, SavedAt: now.UTC()}, true); err != nil {
+	if err := put(stateFile{Format: stateFormat, Version: stateVersion, SavedAt: now.UTC()}, true); err != nil {
 		return err
 	}
 	bw.WriteString(`,"slos":[`)
@@ -162,7 +159,7 @@ func (w *Watchdog) encodeState(bw *bufio.Writer, now time.Time) error {
 		if i > 0 {
 			bw.WriteByte(',')
 		}
-		if err := put(stateSLOHeader{Name: name, Fingerprint: st.fp}, true); err != nil {
+		if err := put(stateSLO{Name: name, Fingerprint: st.fp}, true); err != nil {
 			return err
 		}
 		bw.WriteString(`,"series":[`)
@@ -184,19 +181,6 @@ func (w *Watchdog) encodeState(bw *bufio.Writer, now time.Time) error {
 func (s *series) state(model string) stateSeries {
 	return stateSeries{Model: model, HasLast: s.hasLast, Last: s.last, LastSeen: s.lastSeen.UTC(),
 		Fine: encodeRing(s.fine), Medium: ptr(encodeRing(s.medium)), Coarse: encodeRing(s.coarse), Fast: ptr(encodeRing(s.fast)), Since: ptr(s.since.UTC())}
-}
-
-// stateFileHeader and stateSLOHeader are stateFile and stateSLO without
-// their lists, which encodeState writes element by element.
-type stateFileHeader struct {
-	Format  string    `json:"format"`
-	Version int       `json:"version"`
-	SavedAt time.Time `json:"saved_at"`
-}
-
-type stateSLOHeader struct {
-	Name        string `json:"name"`
-	Fingerprint string `json:"fingerprint"`
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -335,22 +319,20 @@ func (w *Watchdog) apply(sf *stateFile) error {
 				continue
 			}
 			s := st.newSeries(se.Model)
-			if err := decodeRing(se.Fine, s.fine); err != nil {
-				return &stateError{"corrupt", fmt.Errorf("slo %s model %q fine ring: %w", ss.Name, se.Model, err)}
-			}
 			medium := se.Medium
 			if medium == nil {
 				medium = &se.Fine
 			}
-			if err := decodeRing(*medium, s.medium); err != nil {
-				return &stateError{"corrupt", fmt.Errorf("slo %s model %q medium ring: %w", ss.Name, se.Model, err)}
-			}
-			if err := decodeRing(se.Coarse, s.coarse); err != nil {
-				return &stateError{"corrupt", fmt.Errorf("slo %s model %q coarse ring: %w", ss.Name, se.Model, err)}
-			}
-			if se.Fast != nil {
-				if err := decodeRing(*se.Fast, s.fast); err != nil {
-					return &stateError{"corrupt", fmt.Errorf("slo %s model %q fast ring: %w", ss.Name, se.Model, err)}
+			for _, r := range []struct {
+				name string
+				sr   *stateRing
+				r    *ring
+			}{{"fine", &se.Fine, s.fine}, {"medium", medium, s.medium}, {"coarse", &se.Coarse, s.coarse}, {"fast", se.Fast, s.fast}} {
+				if r.sr == nil {
+					continue // no fast ring in the file
+				}
+				if err := decodeRing(*r.sr, r.r); err != nil {
+					return &stateError{"corrupt", fmt.Errorf("slo %s model %q %s ring: %w", ss.Name, se.Model, r.name, err)}
 				}
 			}
 			s.hasLast, s.last, s.lastSeen = se.HasLast, se.Last, se.LastSeen

@@ -1,7 +1,9 @@
 package slo
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -427,5 +429,72 @@ func TestRestoreFromACheckpointWithOneFineRing(t *testing.T) {
 	}
 	if wr := win(t, want[0], "3d"); wr.Total < 1000 || wr.Bad == 0 {
 		t.Fatalf("3d window holds too little to compare: %+v", wr)
+	}
+}
+
+// The checkpoint is replaced atomically: a new file is written and renamed
+// over the old one, so a reader that opened the old checkpoint keeps reading
+// all of it (nothing is truncated or rewritten in place, which is what a
+// crash mid-write would expose), and no temp file is left behind.
+func TestCheckpointReplacedAtomically(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "slo.state")
+	src, tr := &fakeVLLM{}, &traffic{}
+	w := New(Options{StateFile: p}, holderFor(t, ttft99), Sources{VLLM: src}, nil)
+	tickAt(w, src, tr, t0)
+	oldBytes, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	tr.add(90, 10)
+	tickAt(w, src, tr, t0.Add(time.Minute))
+	got, err := io.ReadAll(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, oldBytes) {
+		t.Fatalf("the open old checkpoint changed under its reader (written in place, not renamed):\n was %s\n now %s", oldBytes, got)
+	}
+	newBytes, err := os.ReadFile(p)
+	if err != nil || bytes.Equal(newBytes, oldBytes) {
+		t.Fatalf("no new checkpoint: %v", err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("files beside the checkpoint (temp file left?): %v", entries)
+	}
+}
+
+// A checkpoint that cannot be written is counted (reason "write") and
+// logged; the watchdog keeps evaluating.
+func TestCheckpointWriteFailureIsCounted(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "missing-dir", "slo.state")
+	src, tr := &fakeVLLM{}, &traffic{}
+	w := New(Options{StateFile: p}, holderFor(t, ttft99), Sources{VLLM: src}, nil)
+	tickAt(w, src, tr, t0)
+	tr.add(90, 10)
+	tickAt(w, src, tr, t0.Add(time.Minute))
+	if r := only(t, w); win(t, r, "5m").Total != 100 {
+		t.Fatalf("evaluation stopped after a failed checkpoint: %v", r)
+	}
+	want := `
+# HELP vllm_exporter_slo_state_errors_total SLO state checkpoint problems by reason (corrupt, foreign, version, read, write); a bad file is set aside, not trusted.
+# TYPE vllm_exporter_slo_state_errors_total counter
+vllm_exporter_slo_state_errors_total{reason="corrupt"} 0
+vllm_exporter_slo_state_errors_total{reason="foreign"} 0
+vllm_exporter_slo_state_errors_total{reason="read"} 0
+vllm_exporter_slo_state_errors_total{reason="version"} 0
+vllm_exporter_slo_state_errors_total{reason="write"} 2
+`
+	if err := testutil.CollectAndCompare(w, strings.NewReader(want), "vllm_exporter_slo_state_errors_total"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(w, "vllm_exporter_slo_state_last_save_timestamp_seconds"); n != 0 {
+		t.Fatalf("last save timestamp exported without a successful save")
 	}
 }

@@ -64,14 +64,10 @@ type Options struct {
 	// SaveEvery writes the checkpoint every N ticks (default 1: every tick).
 	SaveEvery int
 	// CheckpointInterval is the least time between two checkpoint writes
-	// (--slo.checkpoint-interval; 0: every SaveEvery-th tick). A write
-	// encodes every ring (64 KB of JSON per model with the shipped SLOs
-	// once 3 days of traffic fill them, 0.43 MB allocated and 2-3 ms with
-	// the fsync: BenchmarkCheckpoint; with the single 30 s ring before,
-	// 447 KB, 3.2 MB and 10 ms, which at every 5 s tick cost more than the
-	// rest of the exporter). After a crash the events since
-	// the last write still come from vLLM's counters at the first tick;
-	// shutdown always writes.
+	// (--slo.checkpoint-interval; 0: every SaveEvery-th tick): a write
+	// encodes every ring and fsyncs (BenchmarkCheckpoint). After a crash
+	// the events since the last write still come from vLLM's counters at
+	// the first tick; shutdown always writes.
 	CheckpointInterval time.Duration
 	// Hooks run after each tick, in order.
 	Hooks []Hook
@@ -208,8 +204,8 @@ type Watchdog struct {
 	mu     sync.Mutex // serialises ticks and guards the fields below
 	states map[string]*sloState
 	// reconciled is the configuration states was last reconciled with:
-	// the holder hands out the same *config.File until a reload, and
-	// fingerprinting every SLO at every tick was a tenth of a tick's CPU.
+	// the holder hands out the same *config.File until a reload, so a tick
+	// need not fingerprint every SLO.
 	reconciled *config.File
 	ticks      int
 	// savedAt is the tick time of the last checkpoint written by a tick;
@@ -381,13 +377,9 @@ func (w *Watchdog) observe(st *sloState, vl *snapshot.VLLM, pr *snapshot.Probes,
 		msg = errs[0].Error()
 		w.self.evalErrors.add(st.cfg.Name)
 	}
-	st.unmeasurable = nil
+	st.unmeasurable = map[string]bool{}
 	for _, err := range errs {
-		var u unmeasurable
-		if errors.As(err, &u) {
-			if st.unmeasurable == nil {
-				st.unmeasurable = map[string]bool{}
-			}
+		if u := (unmeasurable{}); errors.As(err, &u) {
 			st.unmeasurable[u.reason] = true
 		}
 	}
@@ -511,12 +503,9 @@ func sleepingModels(v *snapshot.VLLM) map[string]bool {
 	if v == nil || !v.Up {
 		return nil
 	}
-	var out map[string]bool
+	out := map[string]bool{}
 	for name, m := range v.Models {
 		if m.Asleep() {
-			if out == nil {
-				out = map[string]bool{}
-			}
 			out[name] = true
 		}
 	}

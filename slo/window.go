@@ -2,8 +2,6 @@ package slo
 
 import (
 	"math"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -105,30 +103,15 @@ func Windows(period time.Duration) []time.Duration {
 }
 
 // WindowName is the `window` label value of a duration ("5m", "1d", "1m10s").
-// The names are remembered: every evaluation names each window of each SLO
-// and model, and formatting them anew was a tenth of an evaluation's CPU.
-func WindowName(d time.Duration) string {
-	if s, ok := windowNames.Load(d); ok {
-		return s.(string)
-	}
-	s := model.Duration(d).String()
-	windowNames.Store(d, s)
-	return s
-}
-
-// windowNames holds the few distinct window durations a configuration has
-// (its SLOs' windows and periods, the fast windows).
-var windowNames sync.Map
+func WindowName(d time.Duration) string { return model.Duration(d).String() }
 
 // bucket widths: the fine ring resolves the shortest window in 10 buckets
 // and spans the windows up to 2h (30-day period: 30 s buckets, 241 of
 // them); the medium ring's buckets are 10 fine ones (5 minutes) and span
 // the windows from 6h to 3d (865); the coarse ring covers the whole period
-// in 720 buckets. One 30 s ring over the 3 days held 8,641 buckets, 69 KB
-// per SLO and model; the three rings hold 14 KB. A medium window's oldest
-// edge moves in 5-minute steps: the 6h window sums between 5h55m and 6h of
-// events (the fine ring's: between 5h59m30s and 6h), 1.4 % of its span, 0.1
-// % of the 3d window's.
+// in 720 buckets, so the long windows need no fine buckets. A medium
+// window's oldest edge moves in 5-minute steps (the 6h window sums between
+// 5h55m and 6h of events).
 const (
 	fineBucketsPerShortWindow = 10
 	mediumPerFine             = 10
@@ -172,27 +155,7 @@ type ring struct {
 	total []float32
 	head  int64 // absolute index of the newest bucket
 	init  bool
-	// older caches sums' totals of the buckets before now's: a watchdog
-	// ticks on every vLLM scrape (5 s), several times per bucket (30 s or
-	// 5 minutes for a 30-day SLO), and only now's bucket changes between
-	// those ticks. gen counts the other changes.
-	gen   uint64
-	older sumsCache
 }
-
-// sumsCache is the sums of the buckets end-1 back to each span's start, for
-// one end index, ring generation and set of spans.
-type sumsCache struct {
-	ok         bool
-	end, head  int64
-	gen        uint64
-	spans      []time.Duration
-	bad, total []float64
-}
-
-// changed invalidates the cached sums: the ring changed other than in the
-// cached end's own bucket.
-func (r *ring) changed() { r.gen++ }
 
 func newRing(width, span time.Duration) *ring {
 	n := int((span+width-1)/width) + 1
@@ -219,7 +182,6 @@ func (r *ring) slot(i int64) int {
 // advance moves head forward to i, clearing the buckets it passes.
 func (r *ring) advance(i int64) {
 	if !r.init {
-		r.changed()
 		r.head, r.init = i, true
 		s := r.slot(i)
 		r.bad[s], r.total[s] = 0, 0
@@ -228,7 +190,6 @@ func (r *ring) advance(i int64) {
 	if i <= r.head {
 		return
 	}
-	r.changed()
 	n := int64(len(r.bad))
 	from := r.head + 1
 	if i-from >= n {
@@ -248,9 +209,6 @@ func (r *ring) add(t time.Time, bad, total float64) {
 	if i <= r.head-int64(len(r.bad)) {
 		return
 	}
-	if !r.older.ok || i != r.older.end {
-		r.changed() // a bucket the cached sums may hold
-	}
 	s := r.slot(i)
 	r.bad[s] = float32(float64(r.bad[s]) + bad)
 	r.total[s] = float32(float64(r.total[s]) + total)
@@ -258,62 +216,26 @@ func (r *ring) add(t time.Time, bad, total float64) {
 
 // sums returns, for each span in spans (ascending), the events in the
 // buckets covering (now-span, now]: ceil(span/width) buckets ending at now's.
-// The buckets before now's are summed once per bucket width (sumsCache);
-// every call adds now's own bucket to them. Counts are whole events, so the
-// sums are exact in any order.
+// Counts are whole events, so the sums are exact in any order.
 func (r *ring) sums(now time.Time, spans []time.Duration) (bad, total []float64) {
 	bad = make([]float64, len(spans))
 	total = make([]float64, len(spans))
 	if !r.init {
 		return
 	}
-	end := r.index(now)
-	c := &r.older
-	if !c.ok || c.end != end || c.head != r.head || c.gen != r.gen || !slices.Equal(c.spans, spans) {
-		c.spans = append(c.spans[:0], spans...)
-		c.bad, c.total = r.walk(end, spans, 1, c.bad, c.total)
-		c.end, c.head, c.gen, c.ok = end, r.head, r.gen, true
-	}
+	end, n := r.index(now), int64(len(r.bad))
 	var b, t float64
-	if end <= r.head && end > r.head-int64(len(r.bad)) {
-		s := r.slot(end)
-		b, t = float64(r.bad[s]), float64(r.total[s])
-	}
-	for wi := range spans {
-		bad[wi], total[wi] = c.bad[wi]+b, c.total[wi]+t
-	}
-	return
-}
-
-// walk sums, for each span in spans (ascending), the buckets end-from back
-// to the span's first (ceil(span/width) buckets ending at end's), into bad
-// and total (reused when long enough).
-func (r *ring) walk(end int64, spans []time.Duration, from int64, bad, total []float64) ([]float64, []float64) {
-	bad, total = slices.Grow(bad[:0], len(spans))[:len(spans)], slices.Grow(total[:0], len(spans))[:len(spans)]
-	n := int64(len(r.bad))
-	var b, t float64
-	k := from
-	// Walk back from end-from's slot without a modulo per bucket.
-	slot := r.slot(end - from)
+	k := int64(0)
 	for wi, sp := range spans {
-		cnt := int64((sp + r.width - 1) / r.width)
-		if cnt > n {
-			cnt = n
-		}
-		for ; k < cnt; k++ {
-			i := end - k
-			if i <= r.head && i > r.head-n {
-				b += float64(r.bad[slot])
-				t += float64(r.total[slot])
-			}
-			slot--
-			if slot < 0 {
-				slot = int(n) - 1
+		for cnt := min(int64((sp+r.width-1)/r.width), n); k < cnt; k++ {
+			if i := end - k; i <= r.head && i > r.head-n {
+				b += float64(r.bad[r.slot(i)])
+				t += float64(r.total[r.slot(i)])
 			}
 		}
 		bad[wi], total[wi] = b, t
 	}
-	return bad, total
+	return
 }
 
 func (r *ring) empty() bool {

@@ -62,10 +62,9 @@ func TestBinaryMemoryDefaults(t *testing.T) {
 
 // TestBinaryLinksNoTypeChecker: every pod maps the sidecar's code, so a
 // dependency that links Go's type checker and package loader (go/types,
-// golang.org/x/tools/go/packages; the OpenSLO SDK's validation did, for a
-// subcommand that only writes YAML) costs each pod 8.8 MB of code and the
-// heap its package initialisers build. Tests may use such libraries; the
-// binary may not.
+// golang.org/x/tools/go/packages, as the OpenSLO SDK's validation does) costs
+// each pod its code and init heap. Tests may use such libraries; the binary
+// may not.
 func TestBinaryLinksNoTypeChecker(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
 	if err != nil {

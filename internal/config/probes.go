@@ -43,8 +43,7 @@ var ProbeEndpoints = map[string]ProbeEndpoint{
 }
 
 // Probes is the `probes:` section: synthetic streaming probe profiles and the
-// budgets that keep them invisible to production. Owned by the probes work
-// (issue 4).
+// budgets that keep them invisible to production.
 type Probes struct {
 	// Model is the served model name sent in every probe. Empty means the
 	// first model listed by GET /v1/models.

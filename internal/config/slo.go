@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -217,7 +218,7 @@ func (s *SLO) ValidateWith(buckets func(metric string) []float64) error {
 		if s.Source == SourceProbe && s.Metric == "queue" {
 			return errors.New("metric: queue is only measured by the server (source: server)")
 		}
-		if !isBoundary(b, s.Threshold) {
+		if !slices.Contains(b, s.Threshold) {
 			return fmt.Errorf("threshold: %v is not a bucket boundary of the %s histogram; boundaries are %s (vLLM run with --custom-histogram-buckets: list its bounds under histogram_buckets)",
 				s.Threshold, s.Metric, formatBounds(b))
 		}
@@ -296,15 +297,6 @@ func validateBuckets(m map[string][]float64) error {
 		}
 	}
 	return nil
-}
-
-func isBoundary(b []float64, v float64) bool {
-	for _, x := range b {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 func formatBounds(b []float64) string {

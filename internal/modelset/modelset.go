@@ -13,9 +13,7 @@
 package modelset
 
 import (
-	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -135,13 +133,13 @@ func (s *Set) Admit(name string, seen time.Time) bool {
 		victim := s.longestAbsent()
 		if victim == "" {
 			if s.lim.Stats != nil {
-				s.lim.Stats.add(s.lim.Stats.refused, s.component, 1)
+				s.lim.Stats.refused.WithLabelValues(s.component).Inc()
 			}
 			return false
 		}
 		delete(s.names, victim)
 		if s.lim.Stats != nil {
-			s.lim.Stats.add(s.lim.Stats.evicted, s.component, 1)
+			s.lim.Stats.evicted.WithLabelValues(s.component).Inc()
 		}
 		if s.onEvict != nil {
 			s.onEvict(victim)
@@ -218,7 +216,7 @@ func (s *Set) Expire() []string {
 	}
 	slices.Sort(gone)
 	if s.lim.Stats != nil {
-		s.lim.Stats.add(s.lim.Stats.evicted, s.component, float64(len(gone)))
+		s.lim.Stats.evicted.WithLabelValues(s.component).Add(float64(len(gone)))
 	}
 	s.report()
 	return gone
@@ -230,58 +228,42 @@ func (s *Set) report() {
 	}
 }
 
-var (
-	descTracked = prometheus.NewDesc("vllm_exporter_models_tracked",
-		"Model names the component keeps state for (at most --vllm.max-models).", []string{"component"}, nil)
-	descEvicted = prometheus.NewDesc("vllm_exporter_models_evicted_total",
-		"Model names whose state the component dropped: absent from successful vLLM scrapes for --vllm.model-idle-timeout, or for --vllm.model-grace when a new name needed the place.", []string{"component"}, nil)
-	descRefused = prometheus.NewDesc("vllm_exporter_models_refused_total",
-		"Times the component refused to track a new model name because it already tracked --vllm.max-models names.", []string{"component"}, nil)
-)
-
 // Stats is the Prometheus collector of every Set sharing the limits.
 type Stats struct {
-	mu      sync.Mutex
-	tracked map[string]float64
-	evicted map[string]float64
-	refused map[string]float64
+	tracked          *prometheus.GaugeVec
+	evicted, refused *prometheus.CounterVec
 }
 
 // NewStats returns the collector; components are listed from their first
 // report on.
 func NewStats() *Stats {
-	return &Stats{tracked: map[string]float64{}, evicted: map[string]float64{}, refused: map[string]float64{}}
-}
-
-func (st *Stats) add(m map[string]float64, component string, n float64) {
-	st.mu.Lock()
-	m[component] += n
-	st.mu.Unlock()
+	c := []string{"component"}
+	return &Stats{
+		tracked: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm_exporter_models_tracked",
+			Help: "Model names the component keeps state for (at most --vllm.max-models)."}, c),
+		evicted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm_exporter_models_evicted_total",
+			Help: "Model names whose state the component dropped: absent from successful vLLM scrapes for --vllm.model-idle-timeout, or for --vllm.model-grace when a new name needed the place."}, c),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm_exporter_models_refused_total",
+			Help: "Times the component refused to track a new model name because it already tracked --vllm.max-models names."}, c),
+	}
 }
 
 func (st *Stats) setTracked(component string, n int) {
-	st.mu.Lock()
-	st.tracked[component] = float64(n)
-	if _, ok := st.evicted[component]; !ok {
-		st.evicted[component], st.refused[component] = 0, 0
-	}
-	st.mu.Unlock()
+	st.tracked.WithLabelValues(component).Set(float64(n))
+	st.evicted.WithLabelValues(component)
+	st.refused.WithLabelValues(component)
 }
 
 // Describe implements prometheus.Collector.
 func (st *Stats) Describe(ch chan<- *prometheus.Desc) {
-	ch <- descTracked
-	ch <- descEvicted
-	ch <- descRefused
+	st.tracked.Describe(ch)
+	st.evicted.Describe(ch)
+	st.refused.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
 func (st *Stats) Collect(ch chan<- prometheus.Metric) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	for _, c := range slices.Sorted(maps.Keys(st.tracked)) {
-		ch <- prometheus.MustNewConstMetric(descTracked, prometheus.GaugeValue, st.tracked[c], c)
-		ch <- prometheus.MustNewConstMetric(descEvicted, prometheus.CounterValue, st.evicted[c], c)
-		ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, st.refused[c], c)
-	}
+	st.tracked.Collect(ch)
+	st.evicted.Collect(ch)
+	st.refused.Collect(ch)
 }

@@ -50,7 +50,7 @@ var families = []family{
 		// discoveries (file and HTTP stay): the tests use static targets,
 		// and the build is a fraction of the size and time.
 		tagsFor: func(v string) []string {
-			if minorAtLeast(v, 3, 10) {
+			if !versionLess(v, "3.10") {
 				return []string{"remove_all_sd"}
 			}
 			return nil
@@ -407,15 +407,6 @@ func Tail(s string, lines int) string {
 		ls = append([]string{fmt.Sprintf("[... %d lines before]", len(ls)-lines)}, ls[len(ls)-lines:]...)
 	}
 	return strings.Join(ls, "\n")
-}
-
-// minorAtLeast reports whether version "M.m" is at least maj.min.
-func minorAtLeast(v string, maj, min int) bool {
-	var a, b int
-	if _, err := fmt.Sscanf(v, "%d.%d", &a, &b); err != nil {
-		return false
-	}
-	return a > maj || a == maj && b >= min
 }
 
 // versionLess orders "3.5" before "3.16".

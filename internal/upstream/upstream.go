@@ -4,9 +4,8 @@
 // credentials, proxy, redirects), one way to write the server's URL into
 // logs, errors and pages without its secrets.
 //
-// Why one package: the scraper used to honour HTTP(S)_PROXY while the probes
-// ignored it, so with a proxy variable set the bearer key went to a proxy it
-// was never meant for. A configuration decided in one place cannot diverge.
+// Why one package: if the scraper and the probes decided proxies or TLS
+// apart, a bearer key could go to a proxy meant for neither.
 //
 // Credentials are common/config Secrets (they marshal as <secret>), and the
 // *_file forms (authorization.credentials_file, basic_auth.password_file) are
@@ -139,9 +138,11 @@ func (u *Upstream) Client(name string, opts ...commoncfg.HTTPClientOption) (*htt
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	c := &Client{name: name, opts: opts}
-	if err := c.apply(u.cfg); err != nil {
+	rt, err := newRoundTripper(u.cfg, name, opts...)
+	if err != nil {
 		return nil, err
 	}
+	c.swap(rt, u.cfg.FollowRedirects)
 	u.clients = append(u.clients, c)
 	return &http.Client{Transport: c, CheckRedirect: c.checkRedirect}, nil
 }
@@ -176,21 +177,10 @@ type Client struct {
 	follow atomic.Bool
 }
 
-func (c *Client) apply(cfg commoncfg.HTTPClientConfig) error {
-	rt, err := newRoundTripper(cfg, c.name, c.opts...)
-	if err != nil {
-		return err
-	}
-	c.swap(rt, cfg.FollowRedirects)
-	return nil
-}
-
 func (c *Client) swap(rt http.RoundTripper, follow bool) {
 	c.follow.Store(follow)
 	if old := c.rt.Swap(&rt); old != nil {
-		if ci, ok := (*old).(interface{ CloseIdleConnections() }); ok {
-			ci.CloseIdleConnections()
-		}
+		closeIdle(*old)
 	}
 }
 
@@ -200,8 +190,10 @@ func (c *Client) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // CloseIdleConnections closes the current transport's idle connections.
-func (c *Client) CloseIdleConnections() {
-	if ci, ok := (*c.rt.Load()).(interface{ CloseIdleConnections() }); ok {
+func (c *Client) CloseIdleConnections() { closeIdle(*c.rt.Load()) }
+
+func closeIdle(rt http.RoundTripper) {
+	if ci, ok := rt.(interface{ CloseIdleConnections() }); ok {
 		ci.CloseIdleConnections()
 	}
 }

@@ -204,13 +204,11 @@ func ProbeLines(p *snapshot.Probes) []ProbeLine {
 		if pr == nil {
 			continue
 		}
-		l := ProbeLine{Profile: name, Prefix: pr.Prefix, Requests: pr.Requests, LastError: pr.LastError, Fit: pr.FitNote}
+		l := ProbeLine{Profile: name, Prefix: pr.Prefix, Requests: pr.Requests, LastError: pr.LastError, Fit: pr.FitNote,
+			FailureReasons: map[string]float64{}}
 		for r, n := range pr.Failures {
 			l.Failures += n
 			if n > 0 {
-				if l.FailureReasons == nil {
-					l.FailureReasons = map[string]float64{}
-				}
 				l.FailureReasons[r] = n
 			}
 		}

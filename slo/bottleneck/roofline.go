@@ -308,13 +308,11 @@ func cacheConfigFloat(m *snapshot.Model, key string) (float64, bool) {
 	if m == nil || m.CacheConfig == nil {
 		return 0, false
 	}
-	// The first blank-separated token, as fmt.Sscan read it (which cost
-	// more than the rest of the classifier's tick).
-	v := strings.TrimLeft(m.CacheConfig[key], " \t\r\n")
-	if i := strings.IndexAny(v, " \t\r\n"); i >= 0 {
-		v = v[:i]
+	v := strings.Fields(m.CacheConfig[key]) // the first blank-separated token
+	if len(v) == 0 {
+		return 0, false
 	}
-	f, err := strconv.ParseFloat(v, 64)
+	f, err := strconv.ParseFloat(v[0], 64)
 	if err != nil || !(f > 0 && f <= 1) {
 		return 0, false
 	}

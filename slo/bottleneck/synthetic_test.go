@@ -53,7 +53,7 @@ type regime struct {
 	// deferred is vllm:num_requests_waiting_by_reason{reason="deferred"};
 	// waiting is then the capacity part (a ≈0.20+ server splits them).
 	deferred float64
-	// Production features (issue 24): admission rejections per second;
+	// Optional vLLM features: admission rejections per second;
 	// the mean NIXL KV transfer of a decode pod (seconds) and the pod's
 	// role; LoRA slots (max_lora) and the adapters running and waiting;
 	// KV block residency medians (idle before eviction, reuse gap).
@@ -205,8 +205,8 @@ func (r regime) apply(f *fakeSources, now time.Time, rng *rand.Rand, th config.B
 		}
 	}
 	f.win = map[time.Duration]map[string]*snapshot.Derived{
-		th.Window:         {model: r.production(d(r.hit), n)},
-		th.BaselineWindow: {model: r.production(d(r.hitBase), n)},
+		th.Window:         {model: r.withFeatures(d(r.hit), n)},
+		th.BaselineWindow: {model: r.withFeatures(d(r.hitBase), n)},
 	}
 	if r.gpus > 0 {
 		g := &snapshot.GPU{Time: now, Up: true}
@@ -241,9 +241,9 @@ func (r regime) apply(f *fakeSources, now time.Time, rng *rand.Rand, th config.B
 	}}
 }
 
-// production adds the windowed readings of the production features the
+// withFeatures adds the windowed readings of the optional vLLM features the
 // regime has to w.
-func (r regime) production(w *snapshot.Derived, n func(float64) float64) *snapshot.Derived {
+func (r regime) withFeatures(w *snapshot.Derived, n func(float64) float64) *snapshot.Derived {
 	requests := r.rps * 60
 	if r.rejected > 0 {
 		w.RejectedPerSecond = snapshot.Some(n(r.rejected))

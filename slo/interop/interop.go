@@ -120,11 +120,9 @@ func description(s config.SLO) string {
 	if s.Description != "" {
 		return s.Description
 	}
-	return fmt.Sprintf("SLO %s of the vLLM exporter (objective %s over %s).", s.Name,
-		formatFloat(s.Objective), slo.WindowName(s.PeriodDuration()))
+	return fmt.Sprintf("SLO %s of the vLLM exporter (objective %v over %s).", s.Name,
+		s.Objective, slo.WindowName(s.PeriodDuration()))
 }
-
-func formatFloat(v float64) string { return fmt.Sprint(v) }
 
 // shorthand writes d with a single unit among w, d, h, m, rounding to whole
 // minutes (OpenSLO's duration shorthand has no seconds). Pyrra and OpenSLO

@@ -28,11 +28,8 @@ const (
 //
 // The documents are the specification's v1 objects written from the
 // structs below, not from the OpenSLO Go SDK's types: the SDK's validation
-// pulls golang.org/x/tools/go/packages and go/types into whatever links it
-// (8.8 MB of the sidecar's 26 MB of code, mapped in every pod, and the
-// regular expressions its validators compile at start-up) for a subcommand
-// that only writes YAML. The tests decode and validate the output with the
-// SDK.
+// links go/types and go/packages into every pod for a subcommand that only
+// writes YAML. The tests decode and validate the output with the SDK.
 func OpenSLO(slos []config.SLO, o Options) ([]byte, error) {
 	o.defaults()
 	ps, err := prepare(slos, o)
@@ -117,13 +114,14 @@ type (
 		Spec     any             `yaml:"spec"`
 	}
 	openSLOAlertPolicy struct {
-		Description         string          `yaml:"description,omitempty"`
-		AlertWhenBreaching  bool            `yaml:"alertWhenBreaching"`
-		AlertWhenResolved   bool            `yaml:"alertWhenResolved"`
-		Conditions          []openSLOInline `yaml:"conditions"`
-		NotificationTargets []struct {
-			TargetRef string `yaml:"targetRef"`
-		} `yaml:"notificationTargets"`
+		Description         string             `yaml:"description,omitempty"`
+		AlertWhenBreaching  bool               `yaml:"alertWhenBreaching"`
+		AlertWhenResolved   bool               `yaml:"alertWhenResolved"`
+		Conditions          []openSLOInline    `yaml:"conditions"`
+		NotificationTargets []openSLOTargetRef `yaml:"notificationTargets"`
+	}
+	openSLOTargetRef struct {
+		TargetRef string `yaml:"targetRef"`
 	}
 	openSLOCondition struct {
 		Severity  string `yaml:"severity"`
@@ -160,14 +158,12 @@ func openSLOOf(p prepared, o Options) openSLOObject {
 			c := &cond.Condition
 			c.Kind, c.Op, c.Threshold, c.LookbackWindow, c.AlertAfter = "burnrate", "gt", pr.Factor, long, short
 			policy := openSLOAlertPolicy{
-				Description:        fmt.Sprintf("%s: burn rate above %s over %s and %s (%s).", alert, formatFloat(pr.Factor), long, short, o.RunbookURL+"#"+strings.ToLower(alert)),
-				AlertWhenBreaching: true,
-				AlertWhenResolved:  true,
-				Conditions:         []openSLOInline{{Kind: "AlertCondition", Metadata: openSLOMetadata{Name: name}, Spec: cond}},
+				Description:         fmt.Sprintf("%s: burn rate above %v over %s and %s (%s).", alert, pr.Factor, long, short, o.RunbookURL+"#"+strings.ToLower(alert)),
+				AlertWhenBreaching:  true,
+				AlertWhenResolved:   true,
+				Conditions:          []openSLOInline{{Kind: "AlertCondition", Metadata: openSLOMetadata{Name: name}, Spec: cond}},
+				NotificationTargets: []openSLOTargetRef{{target}},
 			}
-			policy.NotificationTargets = append(policy.NotificationTargets, struct {
-				TargetRef string `yaml:"targetRef"`
-			}{target})
 			policies = append(policies, openSLOInline{Kind: "AlertPolicy", Metadata: openSLOMetadata{Name: name}, Spec: policy})
 		}
 	}

@@ -30,24 +30,20 @@ type pyrraSpec struct {
 }
 
 type pyrraIndicator struct {
-	Ratio   *pyrraRatio   `yaml:"ratio,omitempty"`
-	Latency *pyrraLatency `yaml:"latency,omitempty"`
+	Ratio   *pyrraEvents `yaml:"ratio,omitempty"`
+	Latency *pyrraEvents `yaml:"latency,omitempty"`
 }
 
 type pyrraQuery struct {
 	Metric string `yaml:"metric"`
 }
 
-type pyrraRatio struct {
-	Errors   pyrraQuery `yaml:"errors"`
-	Total    pyrraQuery `yaml:"total"`
-	Grouping []string   `yaml:"grouping"`
-}
-
-type pyrraLatency struct {
-	Success  pyrraQuery `yaml:"success"`
-	Total    pyrraQuery `yaml:"total"`
-	Grouping []string   `yaml:"grouping"`
+// pyrraEvents is a ratio indicator (errors) or a latency one (success).
+type pyrraEvents struct {
+	Errors   *pyrraQuery `yaml:"errors,omitempty"`
+	Success  *pyrraQuery `yaml:"success,omitempty"`
+	Total    pyrraQuery  `yaml:"total"`
+	Grouping []string    `yaml:"grouping"`
 }
 
 type pyrraAlerting struct {
@@ -94,8 +90,8 @@ func Pyrra(slos []config.SLO, o Options) ([]byte, error) {
 			if sel != "" {
 				sel += ","
 			}
-			doc.Spec.Indicator.Latency = &pyrraLatency{
-				Success:  pyrraQuery{Metric: fmt.Sprintf(`%s_bucket{%sle=%q}`, e.Histogram, sel, e.LeValue)},
+			doc.Spec.Indicator.Latency = &pyrraEvents{
+				Success:  &pyrraQuery{Metric: fmt.Sprintf(`%s_bucket{%sle=%q}`, e.Histogram, sel, e.LeValue)},
 				Total:    pyrraQuery{Metric: e.Histogram + "_count" + braces(e.Matchers)},
 				Grouping: []string{"model"},
 			}
@@ -106,8 +102,8 @@ func Pyrra(slos []config.SLO, o Options) ([]byte, error) {
 				note = append(note, fmt.Sprintf("vLLM releases without %s: use %s instead.", e.Histogram, strings.Join(e.Fallbacks, ", ")))
 			}
 		default:
-			doc.Spec.Indicator.Ratio = &pyrraRatio{
-				Errors:   pyrraQuery{Metric: e.Errors},
+			doc.Spec.Indicator.Ratio = &pyrraEvents{
+				Errors:   &pyrraQuery{Metric: e.Errors},
 				Total:    pyrraQuery{Metric: e.Total},
 				Grouping: []string{"model"},
 			}

@@ -7,7 +7,7 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
 
-// Rules of production vLLM's features (issue 24): admission control,
+// Rules that read the series of optional vLLM features: admission control,
 // disaggregated prefill/decode, LoRA adapters and KV block residency.
 
 // admissionLimited: requests are refused at admission (vLLM 0.32+,
