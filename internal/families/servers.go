@@ -50,12 +50,11 @@ var Servers = []Server{
 
 // ServerNamed returns the server called name.
 func ServerNamed(name string) (Server, bool) {
-	for _, s := range Servers {
-		if s.Name == name {
-			return s, true
-		}
+	i := slices.IndexFunc(Servers, func(s Server) bool { return s.Name == name })
+	if i < 0 {
+		return Server{}, false
 	}
-	return Server{}, false
+	return Servers[i], true
 }
 
 // ServerOf is the server whose bodies have schema s.
@@ -78,15 +77,7 @@ func localCache(l Labels) bool {
 
 // labelIs keeps the samples whose label has one of values.
 func labelIs(label string, values ...string) func(Labels) bool {
-	return func(l Labels) bool {
-		v := l.Get(label)
-		for _, x := range values {
-			if v == x {
-				return true
-			}
-		}
-		return false
-	}
+	return func(l Labels) bool { return slices.Contains(values, l.Get(label)) }
 }
 
 // ServerTable renders the table for one server's section of docs/: each

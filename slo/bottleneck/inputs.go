@@ -1,6 +1,10 @@
 package bottleneck
 
-import "github.com/vllm-exporter/vllm_exporter/internal/families"
+import (
+	"slices"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/families"
+)
 
 // Reasons a class cannot be reached because the server has no family for
 // its rule's input (the `reason` label of vllm_bottleneck_class_unavailable):
@@ -37,12 +41,8 @@ func MissingInputs(schema string) map[Class]string {
 	}
 	out := map[Class]string{}
 	for _, n := range needs {
-		any := false
-		for _, s := range n.series {
-			any = any || fills[s]
-		}
-		for _, c := range n.classes {
-			if !any {
+		if !slices.ContainsFunc(n.series, func(s string) bool { return fills[s] }) {
+			for _, c := range n.classes {
 				out[c] = n.reason
 			}
 		}
