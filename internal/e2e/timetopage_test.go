@@ -147,6 +147,11 @@ func TestTimeToPage(t *testing.T) {
 		if err != nil || len(res) < 5 {
 			t.Errorf("%s: 5m event records before the breach: %v %v", r.mode.name, res, err)
 		}
+		// the throttling ticket's baseline, recorded every 5m, in every form
+		res, err = r.a.pc.query(`instance:vllm_request_time_per_output_token_seconds:p50_rate1d`)
+		if err != nil || len(res) < len(servers) || !finite(res) {
+			t.Errorf("%s: TPOT baselines of the %d servers before the breach: %v %v", r.mode.name, len(servers), res, err)
+		}
 	}
 	if t.Failed() {
 		t.FailNow()
