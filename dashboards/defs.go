@@ -65,7 +65,9 @@ func serverVsProbe(title, server, probe string) panel {
 }
 
 // rec selects a fleet recording rule's series (alerts/vllm-recording.yml).
-func rec(level, metric, op, sel string) string { return level + ":" + metric + ":" + op + "{" + sel + "}" }
+func rec(level, metric, op, sel string) string {
+	return level + ":" + metric + ":" + op + "{" + sel + "}"
+}
 
 // overview is the Overview dashboard as data: its rows and panels in
 // screen order. It is long because the dashboard is; one literal keeps the

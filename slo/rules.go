@@ -268,17 +268,14 @@ func latencySLI(s *config.SLO, selector, profileSel string) sli {
 
 // availabilitySLI counts failed requests (the probes' failures, or the
 // server's aborted and errored requests plus those refused before the
-// engine) against all requests.
+// engine) against all requests. A failure series may not exist yet (vLLM
+// V0 creates a finished_reason child on first use): it counts as zero
+// for each model of the totals.
 func availabilitySLI(s *config.SLO, selector, sel string) sli {
 	if s.Source == config.SourceProbe {
-		events := func(w string, _ recorded) string { return sumBy("increase", "vllm_probe_requests_total", sel, w) }
-		return sli{events: events, bad: func(w string, rec recorded) string {
-			// A failure series may not exist yet: count it as zero.
-			zero := events(w, nil)
-			if rec != nil {
-				zero = "sum by (model) (" + rec(eventsRecord(w)) + ")"
-			}
-			return fmt.Sprintf("(\n  %s\n  or\n  0 * %s\n)", sumBy("increase", "vllm_probe_failures_total", sel, w), zero)
+		total := func(w string, _ recorded) string { return sumBy("increase", "vllm_probe_requests_total", sel, w) }
+		return sli{events: total, bad: func(w string, rec recorded) string {
+			return orZero(sumBy("increase", "vllm_probe_failures_total", sel, w), read(rec, eventsRecord(w), total(w, nil)))
 		}}
 	}
 	// Server: requests refused before the engine (5xx, 429;
@@ -294,20 +291,8 @@ func availabilitySLI(s *config.SLO, selector, sel string) sli {
 		}
 		return fmt.Sprintf("(\n  %s\n  or\n  %s\n)", of("vllm_requests_refused_total"), of("vllm_requests_rejected_total"))
 	}
-	// A failure series may not exist yet (vLLM V0 creates a
-	// finished_reason child on first use): count it as zero.
-	const failed = `finished_reason=~"abort|error"`
 	finished := func(w string, rec recorded, ms ...string) string {
-		if rec == nil {
-			return sumBy("increase", "vllm_requests_finished_total", matchers(append([]string{selector}, ms...)...), w)
-		}
-		return "sum by (model) (" + rec(finishedRecord(w), ms...) + ")"
-	}
-	refusedOf := func(w string, rec recorded) string {
-		if rec == nil {
-			return refused(w)
-		}
-		return "sum by (model) (" + rec(refusedRecord(w)) + ")"
+		return read(rec, finishedRecord(w), sumBy("increase", "vllm_requests_finished_total", matchers(append([]string{selector}, ms...)...), w), ms...)
 	}
 	return sli{
 		parts: func(w string) []rule {
@@ -317,13 +302,25 @@ func availabilitySLI(s *config.SLO, selector, sel string) sli {
 			}
 		},
 		events: func(w string, rec recorded) string {
-			return finished(w, rec) + "\n+\n" + refusedOf(w, rec) + "\nor\n" + finished(w, rec)
+			return finished(w, rec) + "\n+\n" + read(rec, refusedRecord(w), refused(w)) + "\nor\n" + finished(w, rec)
 		},
 		bad: func(w string, rec recorded) string {
-			return fmt.Sprintf("(\n  %s\n  or\n  0 * %s\n)\n+\n(\n%s\n  or\n  0 * %s\n)",
-				finished(w, rec, failed), finished(w, rec), indent(refusedOf(w, rec)), finished(w, rec))
+			return orZero(finished(w, rec, `finished_reason=~"abort|error"`), finished(w, rec)) + "\n+\n" + orZero(read(rec, refusedRecord(w), refused(w)), finished(w, rec))
 		},
 	}
+}
+
+// read is raw, or with rec the recorded series name summed by model.
+func read(rec recorded, name, raw string, ms ...string) string {
+	if rec == nil {
+		return raw
+	}
+	return "sum by (model) (" + rec(name, ms...) + ")"
+}
+
+// orZero is expr, or 0 for each model of total where expr has none.
+func orZero(expr, total string) string {
+	return "(\n" + indent(expr) + "\n  or\n  0 * " + total + "\n)"
 }
 
 func indent(s string) string {
@@ -383,16 +380,15 @@ func newSLORules(s *config.SLO, opts RuleOptions) *sloRules {
 }
 
 // records are the SLO's recording rules. Only the short windows (the
-// shortest burn-rate window and the fast tier's) read raw series: their
-// events and bad events (and the parts those read), each read once, with
-// the classic/native and TPOT/ITL choices made there. Every longer window
-// and the period derive from the shortest window's records, and the
-// page's context (stall hold, waiting queue) is recorded too, so the
-// alerts read recorded series only.
+// shortest burn-rate window b and the fast tier's) read raw series, each
+// once: events, bad events (and the parts those read), where the
+// classic/native and TPOT/ITL choices are made. The longer windows, the
+// period and the page's context (stall hold, waiting queue) derive from
+// recorded series, so the alerts read nothing else.
 func (r *sloRules) records() []rule {
-	x, names, sel, lbl, period := r.x, r.names, r.sel, r.lbl, r.period
+	x, names, sel, period := r.x, r.names, r.sel, r.period
 	var out []rule
-	add := func(name, expr string) { out = append(out, rule{Record: name, Expr: expr, Labels: lbl}) }
+	add := func(name, expr string) { out = append(out, rule{Record: name, Expr: expr, Labels: r.lbl}) }
 	rec := func(name string, ms ...string) string {
 		return name + matchers(append([]string{fmt.Sprintf("slo=%q", r.s.Name)}, ms...)...)
 	}
@@ -412,29 +408,24 @@ func (r *sloRules) records() []rule {
 		add(badRecord(w), x.bad(w, rec))
 		add(errorRatioRecord(w), badRecord(w)+sel+" / "+eventsRecord(w)+sel)
 	}
-	// A longer window W sums the records of the shortest window b over
-	// the last W - b: each record counts the b before it, so every event
-	// counted lies within W, those of its first and last b in fewer
-	// records than the rest. Every event is counted as often in both sums
-	// (b / evaluation interval records), so the ratio needs no interval.
-	// Its event count cannot divide by that count; a subquery stepping by
-	// b reads one record per b-long tile, and the tiles cover W once:
+	// A longer window W (and the period, over all of it) sums the b
+	// records of its last W - b: each record counts the b before it, so
+	// every event counted lies within W, and each is counted in as many
+	// records (b / evaluation interval) in both sums, whatever the
+	// interval. Its event count tiles W with a subquery stepping by b:
 	// exact when the evaluation interval divides b (15s, 30s, 1m, 5m for
-	// 5m), unbiased otherwise.
+	// 5m), unbiased otherwise. docs/slo.md says what changes near an edge.
 	b := names[0]
-	for i, w := range names[1:] {
-		if slices.Contains(raw, w) {
-			continue
-		}
-		ratioOver := WindowName(r.ws[i+1] - r.ws[0])
-		add(errorRatioRecord(w), fmt.Sprintf("sum_over_time(%s%s[%s])\n/\nsum_over_time(%s%s[%s])",
-			badRecord(b), sel, ratioOver, eventsRecord(b), sel, ratioOver))
+	sums := func(w, over string) {
+		add(errorRatioRecord(w), fmt.Sprintf("sum_over_time(%s%s[%s])\n/\nsum_over_time(%s%s[%s])", badRecord(b), sel, over, eventsRecord(b), sel, over))
 		add(eventsRecord(w), fmt.Sprintf("sum_over_time(%s%s[%s:%s])", eventsRecord(b), sel, w, b))
 	}
-	// The period as the long windows, over the whole period.
-	add(errorRatioRecord(period), fmt.Sprintf("sum_over_time(%s%s[%s])\n/\nsum_over_time(%s%s[%s])",
-		badRecord(b), sel, period, eventsRecord(b), sel, period))
-	add(eventsRecord(period), fmt.Sprintf("sum_over_time(%s%s[%s:%s])", eventsRecord(b), sel, period, b))
+	for i, w := range names[1:] {
+		if !slices.Contains(raw, w) {
+			sums(w, WindowName(r.ws[i+1]-r.ws[0]))
+		}
+	}
+	sums(period, period)
 	add(budgetRecord, fmt.Sprintf("1 - %s%s / %s", errorRatioRecord(period), sel, fmtFloat(r.budget)))
 	add(objectiveRecord, fmt.Sprintf("vector(%s)", fmtFloat(r.s.Objective)))
 	add(stallRecord+WindowName(StallAftermath), recentStall(r.s.Source, r.opts.Selector))
