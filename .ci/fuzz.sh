@@ -36,8 +36,8 @@ for pkg in $(go list ./...); do
     fuzz_target "$pkg" "$f" "$log" || rc=$?
     # Go before 1.27 can fail a target at the -fuzztime deadline with a
     # bare "context deadline exceeded" when a worker is still mid-input on
-    # a loaded machine (go.dev/issue/75804, a race in the fuzz coordinator;
-    # CI hit it once on FuzzLineCache). That failure writes no failing
+    # a loaded machine (go.dev/issue/75804, a race in the fuzz coordinator).
+    # That failure writes no failing
     # input and prints no panic or test error; it alone is retried, once.
     # A real finding writes "Failing input written to" and fails at once.
     retried=""

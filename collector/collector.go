@@ -2,12 +2,13 @@
 // (vLLM scraper, GPU sampler, probe scheduler, SLO watchdog) the way
 // node_exporter reports its collectors: one `up` and one duration series per
 // named loop. Loops report after each run; /metrics only reads the results.
+// Descs and Metrics are what a component needs to render its latest state as
+// const metrics in its Collect.
 package collector
 
 import (
 	"maps"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -83,29 +84,55 @@ func (h *Health) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (h *Health) Collect(ch chan<- prometheus.Metric) {
 	h.mu.Lock()
-	names := make([]string, 0, len(h.last))
-	for n := range h.last {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	results := make([]outcome, len(names))
-	for i, n := range names {
-		results[i] = h.last[n]
-	}
-	absent := make(map[string]string, len(h.absent))
-	for k, v := range h.absent {
-		absent[k] = v
-	}
+	last, absent := maps.Clone(h.last), maps.Clone(h.absent)
 	h.mu.Unlock()
+	m := Metrics(ch)
 	for _, n := range slices.Sorted(maps.Keys(absent)) {
-		ch <- prometheus.MustNewConstMetric(h.absentDesc, prometheus.GaugeValue, 1, n, absent[n])
+		m.Gauge(h.absentDesc, 1, n, absent[n])
 	}
-	for i, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(last)) {
 		up := 0.0
-		if results[i].ok {
+		if last[n].ok {
 			up = 1
 		}
-		ch <- prometheus.MustNewConstMetric(h.up, prometheus.GaugeValue, up, n)
-		ch <- prometheus.MustNewConstMetric(h.duration, prometheus.GaugeValue, results[i].took.Seconds(), n)
+		m.Gauge(h.up, up, n)
+		m.Gauge(h.duration, last[n].took.Seconds(), n)
 	}
+}
+
+// Descs is a collector's Descs, gathered as they are made, for its Describe.
+type Descs []*prometheus.Desc
+
+// New makes a Desc with variable labels and keeps it in ds.
+func (ds *Descs) New(name, help string, labels ...string) *prometheus.Desc {
+	d := prometheus.NewDesc(name, help, labels, nil)
+	*ds = append(*ds, d)
+	return d
+}
+
+// Describe sends every Desc of ds.
+func (ds Descs) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range ds {
+		ch <- d
+	}
+}
+
+// Metrics is a Collect's channel, sending const metrics made from the
+// latest state. A series that cannot be made (a label value that is not
+// UTF-8) goes as an invalid metric: the gather reports it and the rest of
+// /metrics is still served.
+type Metrics chan<- prometheus.Metric
+
+// Send sends one gauge or counter sample.
+func (ch Metrics) Send(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
+	m, err := prometheus.NewConstMetric(d, t, v, labels...)
+	if err != nil {
+		m = prometheus.NewInvalidMetric(d, err)
+	}
+	ch <- m
+}
+
+// Gauge sends one gauge sample.
+func (ch Metrics) Gauge(d *prometheus.Desc, v float64, labels ...string) {
+	ch.Send(d, prometheus.GaugeValue, v, labels...)
 }

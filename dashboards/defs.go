@@ -1,6 +1,9 @@
 package dashboards
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 var (
 	modelVar    = variable{Name: "model", Label: "Model", Metric: "vllm_requests_running", LabelName: "model"}
@@ -14,7 +17,7 @@ var (
 const rooflineNoValue = "No roofline: start the exporter with --model.weight-bytes (and --model.memory-bandwidth on a host without an NVIDIA GPU); vllm_bottleneck_class_unavailable says which input is missing"
 
 // budgetDesc explains the budget panels' young-period view.
-const budgetDesc = "Fraction of each SLO's error budget left over its period (exporter watchdog; the worst replica per model, from the fleet recording rules). While the watchdog has observed less than a tenth of the period, the panel shows how much of the period it has covered instead: a budget computed over 45 minutes of a 30-day period reads -2000% after one bad burst. Probe SLOs (model=\"\") stay visible whatever the Model variable selects."
+const budgetDesc = "Fraction of each SLO's error budget left (exporter watchdog; the worst replica per model, from the fleet recording rules). Until the watchdog has observed a whole period (30 days by default; vllm_slo_period_covered_ratio) the budget covers only the part seen so far, so one bad burst early on overspends it many times over and it reads negative: a budget computed over 45 minutes of a 30-day period reads -2000% after one. While less than a tenth of the period is covered, the panel shows the share covered instead. Probe SLOs (model=\"\") stay visible whatever the Model variable selects."
 
 // budgetTargets: the budget where at least a tenth of the period is
 // covered, the coverage where less is (one query, so the panel always has
@@ -50,17 +53,34 @@ func capacityPlanPanel() panel {
 
 func all() []dashboard { return []dashboard{overview(), slos(), gpu(), probes()} }
 
-// serverVsProbe plots p50 and p99 of a server histogram (vLLM's, re-exported
-// per model) and of the matching probe histogram (per profile), as the
-// fleet recording rules record them across replicas.
-func serverVsProbe(title, server, probe string) panel {
+// windowQuantiles says what the probe window quantiles are.
+const windowQuantiles = "Exact quantiles of each pod's probes over the last 5 minutes (vllm_probe_*_window_seconds, interpolated between the probes themselves as vllm bench serve does), the same whatever histogram storage Prometheus uses."
+
+// probeWindow is the slowest selected pod's window quantile per profile
+// (by adds labels: instance for one line per pod).
+func probeWindow(quantile, metric, filter string, by ...string) string {
+	return fmt.Sprintf(`max by (%s) (%s{quantile="%s",%s})`, strings.Join(append(by, "profile"), ", "), metric, quantile, filter)
+}
+
+// serverVsProbe plots p50 and p99 of vLLM's histogram per model as the
+// fleet recording rules record it across replicas (the first of servers a
+// model has: a fallback for older layouts) beside the probes' window
+// quantiles (per profile, the slowest selected pod's).
+func serverVsProbe(title, desc, probe string, servers ...string) panel {
+	server := func(op string) string {
+		var alts []string
+		for _, s := range servers {
+			alts = append(alts, rec("model", s, op, mdl))
+		}
+		return strings.Join(alts, " or ")
+	}
 	return panel{Title: title, Type: "timeseries", Unit: "s",
-		Desc: "Server-side quantiles from vLLM's histograms vs. the exporter's synthetic streaming probes (client view, includes network and API overhead), over all replicas (recording rules).",
+		Desc: "Server-side quantiles from vLLM's histograms over all replicas (recording rules) vs. the exporter's synthetic streaming probes (client view, includes network and API overhead). Probe lines: " + windowQuantiles + desc,
 		Targets: []target{
-			q(rec("model", server, "p99_rate5m", mdl), "server p99 {{model}}"),
-			q(rec("model", server, "p50_rate5m", mdl), "server p50 {{model}}"),
-			q(rec("profile", probe, "p99_rate5m", ""), "probe p99 {{profile}}"),
-			q(rec("profile", probe, "p50_rate5m", ""), "probe p50 {{profile}}"),
+			q(server("p99_rate5m"), "server p99 {{model}}"),
+			q(server("p50_rate5m"), "server p50 {{model}}"),
+			q(probeWindow("0.99", probe, inst), "probe p99 {{profile}}"),
+			q(probeWindow("0.5", probe, inst), "probe p50 {{profile}}"),
 		}}
 }
 
@@ -94,14 +114,17 @@ func overview() dashboard {
 					Targets: []target{q(`sum by (alertname, severity) (ALERTS{alertstate="firing"})`, "{{alertname}}")}},
 			}},
 			{Title: "Latency: server vs probe", Panels: []panel{
-				serverVsProbe("TTFT p50 / p99", "vllm_time_to_first_token_seconds", "vllm_probe_time_to_first_token_seconds"),
-				serverVsProbe("TPOT p50 / p99", "vllm_request_time_per_output_token_seconds", "vllm_probe_time_per_output_token_seconds"),
-				{Title: "E2E request latency p50 / p99", Type: "timeseries", Unit: "s", W: 12,
+				serverVsProbe("TTFT p50 / p99", "", "vllm_probe_time_to_first_token_window_seconds", "vllm_time_to_first_token_seconds"),
+				serverVsProbe("TPOT p50 / p99", " Server lines: vLLM's per-request TPOT (vllm:request_time_per_output_token_seconds, vLLM 0.11+); where a server has none (older vLLM, simulators) its inter-token latency, as the TPOT SLO measures it then.",
+					"vllm_probe_time_per_output_token_window_seconds", "vllm_request_time_per_output_token_seconds", "vllm_inter_token_latency_seconds"),
+				withWidth(serverVsProbe("Inter-token latency p50 / p99", " vLLM observes one gap per engine step (a step that emits several tokens, with speculative decoding, is one), the probes one per streamed chunk.",
+					"vllm_probe_inter_token_latency_window_seconds", "vllm_inter_token_latency_seconds"), 8),
+				{Title: "E2E request latency p50 / p99", Type: "timeseries", Unit: "s", W: 8,
 					Targets: []target{
 						q(rec("model", "vllm_e2e_request_latency_seconds", "p99_rate5m", mdl), "p99 {{model}}"),
 						q(rec("model", "vllm_e2e_request_latency_seconds", "p50_rate5m", mdl), "p50 {{model}}"),
 					}},
-				{Title: "Queue time p50 / p99", Type: "timeseries", Unit: "s", W: 12,
+				{Title: "Queue time p50 / p99", Type: "timeseries", Unit: "s", W: 8,
 					Targets: []target{
 						q(rec("model", "vllm_request_queue_time_seconds", "p99_rate5m", mdl), "p99 {{model}}"),
 						q(rec("model", "vllm_request_queue_time_seconds", "p50_rate5m", mdl), "p50 {{model}}"),
@@ -363,21 +386,35 @@ func gpu() dashboard {
 
 func probes() dashboard {
 	p := `profile=~"$profile",` + inst
-	pq := func(quantile, metric string) string { return hq(quantile, metric, p, "profile") }
+	// one line per pod and profile: a window quantile does not aggregate
+	pw := func(quantile, metric string) target {
+		return q(probeWindow(quantile, metric, p, "instance"), map[string]string{"0.99": "p99", "0.5": "p50"}[quantile]+" {{profile}} {{instance}}")
+	}
+	pair := func(title, metric string) panel {
+		return panel{Title: title, Type: "timeseries", Unit: "s", W: 6, Desc: windowQuantiles,
+			Targets: []target{pw("0.99", metric), pw("0.5", metric)}}
+	}
+	pooled := func(metric, legend string) target {
+		return q(hq("0.99", metric, p, "profile"), legend+" p99 {{profile}}")
+	}
 	return dashboard{
 		File: "vllm-probes.json", UID: "vllm-exporter-probes", Title: "vLLM / Probes",
 		Desc: "Synthetic streaming probes: what a client sees (TTFT, TPOT, ITL, e2e), failures, and the gap to the server's own view.",
 		Vars: []variable{instanceVar, profileVar},
 		Rows: []row{
 			{Title: "Probe latency", Panels: []panel{
-				{Title: "Probe TTFT p50 / p99", Type: "timeseries", Unit: "s",
-					Targets: []target{q(pq("0.99", "vllm_probe_time_to_first_token_seconds"), "p99 {{profile}}"), q(pq("0.5", "vllm_probe_time_to_first_token_seconds"), "p50 {{profile}}")}},
-				{Title: "Probe TPOT p50 / p99", Type: "timeseries", Unit: "s",
-					Targets: []target{q(pq("0.99", "vllm_probe_time_per_output_token_seconds"), "p99 {{profile}}"), q(pq("0.5", "vllm_probe_time_per_output_token_seconds"), "p50 {{profile}}")}},
-				{Title: "Probe inter-token latency p99", Type: "timeseries", Unit: "s",
-					Targets: []target{q(pq("0.99", "vllm_probe_inter_token_latency_seconds"), "p99 {{profile}}")}},
-				{Title: "Probe e2e latency p50 / p99", Type: "timeseries", Unit: "s",
-					Targets: []target{q(pq("0.99", "vllm_probe_e2e_latency_seconds"), "p99 {{profile}}"), q(pq("0.5", "vllm_probe_e2e_latency_seconds"), "p50 {{profile}}")}},
+				pair("Probe TTFT p50 / p99", "vllm_probe_time_to_first_token_window_seconds"),
+				pair("Probe TPOT p50 / p99", "vllm_probe_time_per_output_token_window_seconds"),
+				pair("Probe inter-token latency p50 / p99", "vllm_probe_inter_token_latency_window_seconds"),
+				pair("Probe e2e latency p50 / p99", "vllm_probe_e2e_latency_window_seconds"),
+				{Title: "Probe p99 across the selected pods (histograms)", Type: "timeseries", Unit: "s", W: 24,
+					Desc: "p99 of the probe histograms summed over the selected pods: exact to about 1% where Prometheus stores native histograms (scrape_native_histograms); from the classic buckets alone (Prometheus 3's default, and NHCB) up to a bucket off, so read one pod's quantiles in the panels above.",
+					Targets: []target{
+						pooled("vllm_probe_time_to_first_token_seconds", "TTFT"),
+						pooled("vllm_probe_time_per_output_token_seconds", "TPOT"),
+						pooled("vllm_probe_inter_token_latency_seconds", "ITL"),
+						pooled("vllm_probe_e2e_latency_seconds", "e2e"),
+					}},
 			}},
 			{Title: "Probe results", Panels: []panel{
 				{Title: "Probes per second", Type: "timeseries", Unit: "reqps", W: 8,
@@ -501,3 +538,5 @@ func newerVLLMRow() row {
 			}},
 	}}
 }
+
+func withWidth(p panel, w int) panel { p.W = w; return p }

@@ -3,12 +3,10 @@ package probes
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/pem"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httptrace"
 	"os"
 	"path/filepath"
 	"sync"
@@ -16,37 +14,67 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vllm-exporter/vllm_exporter/internal/rawconn"
 	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 )
 
-// readLog sits above the probe's stamped connection: it logs every socket
-// read (bytes and the clock at the stamp) and then moves the clock on by a
-// second, standing in for whatever time the HTTP and SSE layers take before
-// the probe gets to the bytes.
+// readLog is the probe's dialled connection: it logs every socket read
+// (bytes, and the clock when it returned) and moves the clock on by a
+// second before each read returns, standing in for the wait on the
+// network, so every read has a time of its own.
 type readLog struct {
 	net.Conn
 	clk  *fakeClock
+	read chan<- struct{} // told of each read
 	mu   sync.Mutex
 	raw  []byte
 	ends []int       // cumulative offset in raw after each read
-	at   []time.Time // clock when each read returned (= its stamp)
+	at   []time.Time // clock when each read returned
 }
 
 func (r *readLog) Read(p []byte) (int, error) {
 	n, err := r.Conn.Read(p)
 	if n > 0 {
+		at := r.clk.Add(time.Second)
 		r.mu.Lock()
 		r.raw = append(r.raw, p[:n]...)
 		r.ends = append(r.ends, len(r.raw))
-		r.at = append(r.at, r.clk.Now())
+		r.at = append(r.at, at)
 		r.mu.Unlock()
-		r.clk.Add(time.Second)
+		select {
+		case r.read <- struct{}{}:
+		default:
+		}
 	}
 	return n, err
 }
 
-func (r *readLog) NetConn() net.Conn { return r.Conn }
+// halves writes each event in two parts (its "data: " and the rest), each
+// flushed and then held until the client has read something, so an
+// event's bytes come in over two reads and no two events share one.
+type halves struct {
+	http.ResponseWriter
+	ctx  context.Context
+	read <-chan struct{}
+}
+
+func (h halves) Write(p []byte) (int, error) {
+	k := min(len(p), len("data: "))
+	n, err := h.ResponseWriter.Write(p[:k])
+	if err != nil {
+		return n, err
+	}
+	h.Flush()
+	m, err := h.ResponseWriter.Write(p[k:])
+	return n + m, err
+}
+
+func (h halves) Flush() {
+	h.ResponseWriter.(http.Flusher).Flush()
+	select {
+	case <-h.read:
+	case <-h.ctx.Done():
+	}
+}
 
 // arrival is when the read that delivered raw[:end] returned.
 func (r *readLog) arrival(t *testing.T, end int) time.Time {
@@ -60,15 +88,23 @@ func (r *readLog) arrival(t *testing.T, end int) time.Time {
 	return time.Time{}
 }
 
-func TestChunksStampedAtSocketRead(t *testing.T) {
+// Each chunk is stamped with the read that delivered its last byte: not an
+// earlier one (an event split over reads), not a later one (events the
+// transport buffered together), and the probe's TTFT, ITL and E2E are
+// differences of those stamps.
+func TestChunksStampedByTheReadThatDeliversThem(t *testing.T) {
+	read := make(chan struct{}, 64)
 	srv := newFakeVLLM(t, func(w http.ResponseWriter, r *http.Request, req request) {
-		writeStream(w, r.URL.Path, req, streamSpec{multi: 2})
+		for len(read) > 0 {
+			<-read // the request's own reads
+		}
+		writeStream(halves{w, r.Context(), read}, r.URL.Path, req, streamSpec{multi: 2})
 	})
 	clk := newFakeClock()
 	var logs []*readLog
 	var mu sync.Mutex
-	client := mustNewClient(t, clk.Now, func(c net.Conn) net.Conn {
-		l := &readLog{Conn: c, clk: clk}
+	client := mustNewClient(t, func(c net.Conn) net.Conn {
+		l := &readLog{Conn: c, clk: clk, read: read}
 		mu.Lock()
 		logs = append(logs, l)
 		mu.Unlock()
@@ -100,10 +136,10 @@ func TestChunksStampedAtSocketRead(t *testing.T) {
 		t.Fatalf("%d content events in the bytes, probe saw %d chunks", len(arrivals), res.Chunks)
 	}
 	if want := arrivals[0].Sub(res.Start); res.TTFT != want {
-		t.Errorf("TTFT %v, want %v (the socket read of the first chunk)", res.TTFT, want)
+		t.Errorf("TTFT %v, want %v (the read that delivered the first chunk)", res.TTFT, want)
 	}
 	if want := arrivals[len(arrivals)-1].Sub(res.Start); res.E2E != want {
-		t.Errorf("E2E %v, want %v (the socket read of the last chunk)", res.E2E, want)
+		t.Errorf("E2E %v, want %v (the read that delivered the last chunk)", res.E2E, want)
 	}
 	for i, g := range res.ITL {
 		if want := arrivals[i+1].Sub(arrivals[i]); g != want {
@@ -116,7 +152,10 @@ func TestChunksStampedAtSocketRead(t *testing.T) {
 	t.Logf("%d socket reads; TTFT %v E2E %v", len(l.at), res.TTFT, res.E2E)
 }
 
-func TestProbeClientHTTP1AndStampThroughTLS(t *testing.T) {
+// The probe client speaks HTTP/1.1 even to a server offering HTTP/2, over
+// TLS trusted through the shared connection's tls_config, and dials through
+// the test's wrapper.
+func TestProbeClientSpeaksHTTP1OverTLS(t *testing.T) {
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor != 1 {
 			t.Errorf("probe spoke %s", r.Proto)
@@ -126,10 +165,6 @@ func TestProbeClientHTTP1AndStampThroughTLS(t *testing.T) {
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	defer srv.Close()
-	var stamped *stampConn
-	var mu sync.Mutex
-	// The server's certificate is trusted through the shared connection's
-	// tls_config (a CA file), as an operator would configure it.
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
 	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
 		t.Fatal(err)
@@ -140,26 +175,12 @@ func TestProbeClientHTTP1AndStampThroughTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := newClient(time.Now, func(c net.Conn) net.Conn {
-		mu.Lock()
-		stamped = c.(*stampConn)
-		mu.Unlock()
-		return c
-	}, up)
+	var read atomic.Int64
+	client, err := newClient(func(c net.Conn) net.Conn { return &countConn{Conn: c, in: &read, out: new(atomic.Int64)} }, up)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// What the probe sees (GotConn's connection, TLS over go-conntrack's
-	// wrapper over the stamped one) leads to the stamp.
-	var got atomic.Pointer[stampConn]
-	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
-		got.Store(stamperOf(info.Conn))
-	}})
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := client.Do(req)
+	resp, err := client.Get(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,29 +188,15 @@ func TestProbeClientHTTP1AndStampThroughTLS(t *testing.T) {
 	if resp.ProtoMajor != 1 {
 		t.Fatalf("response over %s", resp.Proto)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if stamped == nil || stamped.lastRead().IsZero() {
-		t.Fatal("no stamped read on the TLS connection")
-	}
-	if got.Load() != stamped {
-		t.Fatal("stamperOf does not find the stamp under the client's TLS connection")
-	}
-	if raw := rawconn.Raw(stamped.Conn); raw != rawconn.Enabled {
-		t.Fatalf("the probe connection reads raw: %v, want %v (internal/rawconn)", raw, rawconn.Enabled)
-	}
-	if got := stamperOf(tls.Client(stamped, &tls.Config{})); got != stamped {
-		t.Fatal("stamperOf does not see through TLS")
-	}
-	if stamperOf(&net.TCPConn{}) != nil {
-		t.Fatal("stamperOf found a stamp on a plain connection")
+	if read.Load() == 0 {
+		t.Fatal("the TLS connection was not dialled through the wrapper")
 	}
 }
 
 // mustNewClient is newClient on the default connection to vLLM.
-func mustNewClient(t testing.TB, now func() time.Time, wrap func(net.Conn) net.Conn) *http.Client {
+func mustNewClient(t testing.TB, wrap func(net.Conn) net.Conn) *http.Client {
 	t.Helper()
-	c, err := newClient(now, wrap, nil)
+	c, err := newClient(wrap, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

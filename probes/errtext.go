@@ -13,17 +13,12 @@ import (
 // maxDetail bounds the server error text a failed probe keeps (runes).
 const maxDetail = 240
 
-// secretLike matches credentials an error text might echo: bearer tokens,
-// OpenAI-style keys and key=value / "key": "value" pairs whose name says
-// secret. They are replaced before the text is kept anywhere.
-var secretLike = regexp.MustCompile(`(?i)(bearer\s+)[^\s"',;]+|\bsk-[a-z0-9_\-]{8,}|((?:api[_-]?key|token|password|secret|authorization)["']?\s*[:=]\s*["']?)[^\s"',;}]+`)
-
 // errorDetail is the human-readable text of a server's error body: the
 // message of vLLM's OpenAI-shaped {"error":{"message":...}}, of the older
 // flat {"object":"error","message":...}, of FastAPI's {"detail":...}, or the
 // body itself; credentials scrubbed, white space collapsed, control
 // characters dropped, truncated to maxDetail runes.
-func errorDetail(body []byte, u *upstream.Upstream) string {
+func errorDetail(body []byte, sc *upstream.Scrubber) string {
 	text := strings.TrimSpace(string(body))
 	var e struct {
 		Error   json.RawMessage `json:"error"`
@@ -48,13 +43,12 @@ func errorDetail(body []byte, u *upstream.Upstream) string {
 			text = string(e.Detail)
 		}
 	}
-	return cleanDetail(text, u)
+	return cleanDetail(text, sc)
 }
 
 // cleanDetail scrubs, flattens and truncates an error text.
-func cleanDetail(text string, u *upstream.Upstream) string {
-	text = upstream.Scrub(text, u.Secrets()...)
-	text = secretLike.ReplaceAllString(text, "${1}${2}xxxxx")
+func cleanDetail(text string, sc *upstream.Scrubber) string {
+	text = sc.Scrub(text)
 	if !utf8.ValidString(text) {
 		text = strings.ToValidUTF8(text, "?")
 	}

@@ -221,25 +221,25 @@ func TestErrorDetail(t *testing.T) {
 		{`{"detail":"Not Found"}`, "Not Found"},
 		{`{"error":"plain string"}`, "plain string"},
 		{"<html>\n<b>gateway</b></html>", "<html> <b>gateway</b></html>"},
-		{`{"error":{"message":"key sk-abcdefghijklmnop and api_key=hunter2 and Bearer tok123"}}`, "key xxxxx and api_key=xxxxx and Bearer xxxxx"},
+		{`{"error":{"message":"key sk-abcdefghijklmnop and api_key=hunter2 and Bearer tok123"}}`, "key sk-xxxxx and api_key=xxxxx and Bearer xxxxx"},
 	}
 	for _, c := range cases {
-		if got := errorDetail([]byte(c.body), accessFor("")); got != c.want {
+		if got := errorDetail([]byte(c.body), scrubberFor("")); got != c.want {
 			t.Errorf("errorDetail(%q) = %q, want %q", c.body, got, c.want)
 		}
 	}
-	long := errorDetail([]byte(strings.Repeat("x", 1000)), accessFor(""))
+	long := errorDetail([]byte(strings.Repeat("x", 1000)), scrubberFor(""))
 	if n := len([]rune(long)); n != maxDetail+1 || !strings.HasSuffix(long, "…") {
 		t.Errorf("long text kept %d runes", n)
 	}
-	if got := errorDetail([]byte(`{"error":{"message":"token MYKEY rejected"}}`), accessFor("MYKEY")); strings.Contains(got, "MYKEY") {
+	if got := errorDetail([]byte(`{"error":{"message":"token MYKEY rejected"}}`), scrubberFor("MYKEY")); strings.Contains(got, "MYKEY") {
 		t.Errorf("configured key kept: %q", got)
 	}
 }
 
-// accessFor is a connection that sends key as its bearer token (none when
-// key is empty).
-func accessFor(key string) *upstream.Upstream {
+// scrubberFor is the scrubber of a connection that sends key as its bearer
+// token (none when key is empty).
+func scrubberFor(key string) *upstream.Scrubber {
 	cfg := upstream.DefaultHTTPClientConfig()
 	if key != "" {
 		cfg.Authorization = &commoncfg.Authorization{Type: "Bearer", Credentials: commoncfg.Secret(key)}
@@ -248,7 +248,9 @@ func accessFor(key string) *upstream.Upstream {
 	if err != nil {
 		panic(err)
 	}
-	return u
+	sc := upstream.NewScrubber("http://vllm:8000", "")
+	sc.Follow(u)
+	return sc
 }
 
 func TestContextLengthInErrorText(t *testing.T) {

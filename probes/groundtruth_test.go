@@ -104,11 +104,11 @@ func startLockstep(t *testing.T, cfg vllmsim.Config) *lockstep {
 }
 
 // scheduler builds a Scheduler on the simulator's clock whose own client
-// (newClient, as in production) counts the bytes its stamped connections read.
+// (newClient, as in production) counts the bytes its connections read.
 func (ls *lockstep) scheduler(t *testing.T, yaml string) *Scheduler {
 	h, _ := writeConfig(t, yaml)
 	clk := simClock{ls.sim}
-	client := mustNewClient(t, clk.Now, func(c net.Conn) net.Conn { return &countConn{Conn: c, in: &ls.read, out: new(atomic.Int64)} })
+	client := mustNewClient(t, func(c net.Conn) net.Conn { return &countConn{Conn: c, in: &ls.read, out: new(atomic.Int64)} })
 	return New(Options{URL: ls.url, Clock: clk, Client: client}, h, nil)
 }
 

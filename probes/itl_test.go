@@ -237,7 +237,7 @@ func TestITLCountsOnlyChunksWithText(t *testing.T) {
 	raw := rawClient(t, &ts.read, ts.url, clock.Now)
 
 	h, _ := writeConfig(t, probesYAML("mimic", profile("chat", "chat", 16, 32, ", timeout: 9s")))
-	client, err := newClient(clock.Now, func(c net.Conn) net.Conn { return &countConn{Conn: c, in: &ts.read, out: new(atomic.Int64)} }, nil)
+	client, err := newClient(func(c net.Conn) net.Conn { return &countConn{Conn: c, in: &ts.read, out: new(atomic.Int64)} }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

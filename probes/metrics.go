@@ -2,9 +2,11 @@ package probes
 
 import (
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/model"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
@@ -29,6 +31,8 @@ type metrics struct {
 	lastTTFT, ttftGap    *prometheus.GaugeVec
 	target               *prometheus.GaugeVec // profile -> the model or adapter it probes
 	stalled              prometheus.Gauge
+	// window are the exact window quantiles, by latency (Recent).
+	window [numLatencies]*prometheus.Desc
 }
 
 // The probe histograms' native resolution (see newHistogram).
@@ -53,16 +57,24 @@ func newHistogram(name, help string, buckets []float64) *prometheus.HistogramVec
 	}, []string{"profile"})
 }
 
+// latencySeries are the probe histograms' names, by latency; the window
+// summaries' are the same with "_window" before the unit.
+var latencySeries = [numLatencies]string{"vllm_probe_time_to_first_token_seconds", "vllm_probe_time_per_output_token_seconds",
+	"vllm_probe_inter_token_latency_seconds", "vllm_probe_e2e_latency_seconds"}
+
+// windowHelp says what each window summary holds, by latency.
+var windowHelp = [numLatencies]string{"time to first token", "time per output token", "inter-chunk latency", "end-to-end latency"}
+
 func newMetrics(b Bounds) *metrics {
 	p := []string{"profile"}
-	return &metrics{
-		ttft: newHistogram("vllm_probe_time_to_first_token_seconds",
+	m := &metrics{
+		ttft: newHistogram(latencySeries[latencyTTFT],
 			"Probe time to first token in seconds: request sent to the first stream chunk that carries generated text, measured by the exporter.", b.TTFT),
-		tpot: newHistogram("vllm_probe_time_per_output_token_seconds",
+		tpot: newHistogram(latencySeries[latencyTPOT],
 			"Probe time per output token in seconds: (e2e - ttft) / (usage.completion_tokens - 1), measured by the exporter.", b.TPOT),
-		itl: newHistogram("vllm_probe_inter_token_latency_seconds",
+		itl: newHistogram(latencySeries[latencyITL],
 			"Probe inter-chunk latency in seconds: each gap between successive stream chunks that carry generated text, measured by the exporter.", b.ITL),
-		e2e: newHistogram("vllm_probe_e2e_latency_seconds",
+		e2e: newHistogram(latencySeries[latencyE2E],
 			"Probe end-to-end latency in seconds: request sent to the last content chunk, measured by the exporter.", b.E2E),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm_probe_requests_total",
 			Help: "Synthetic probe requests sent to vLLM."}, p),
@@ -86,6 +98,27 @@ func newMetrics(b Bounds) *metrics {
 			Help: "1 for the served model or LoRA adapter each probe profile sends to (the profile's model, else probes.model, else the first model /v1/models lists): joins a profile's series to what it measures."}, []string{"profile", "model"}),
 		stalled: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vllm_engine_stalled",
 			Help: "1 while probes get no token and vLLM reports running requests but its generation-token counter does not move."}),
+	}
+	for i, name := range latencySeries {
+		name = strings.TrimSuffix(name, "_seconds") + "_window_seconds"
+		m.window[i] = prometheus.NewDesc(name, "Probe "+windowHelp[i]+" in seconds, exact quantiles of the profile's successful probes over the trailing window (linear interpolation, as vllm bench serve), measured by the exporter; _sum and _count are cumulative.",
+			[]string{"profile", "window"}, nil)
+	}
+	return m
+}
+
+// collectWindows renders the window quantiles of r: a quantile line only
+// where the window holds an observation.
+func (m *metrics) collectWindows(ch chan<- prometheus.Metric, r *Recent) {
+	w := model.Duration(QuantileWindow).String()
+	for profile, lws := range r.Windows {
+		for i, lw := range lws {
+			q := map[float64]float64{}
+			if lw.N > 0 {
+				q[0.5], q[0.99] = lw.P50, lw.P99
+			}
+			ch <- prometheus.MustNewConstSummary(m.window[i], uint64(lw.Count), lw.Sum, q, profile, w)
+		}
 	}
 }
 

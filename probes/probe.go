@@ -9,11 +9,9 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
@@ -66,7 +64,7 @@ type Result struct {
 	// max_model_len even shrunk (Detail says so).
 	Refused    bool
 	StatusCode int
-	// RetryAfter is the server's Retry-After on 503, if any.
+	// RetryAfter is the server's Retry-After on 503 or 429, if any.
 	RetryAfter time.Duration
 
 	// Chunks counts the stream chunks that carry generated text (a
@@ -180,7 +178,7 @@ func buildRequest(pr *config.ProbeProfile, model string, prompt []int, text stri
 type target struct {
 	baseURL   string
 	client    *http.Client
-	upstream  *upstream.Upstream // whose credentials error texts are scrubbed of
+	scrub     *upstream.Scrubber // what error texts are scrubbed with
 	now       func() time.Time
 	maxEvent  int
 	requestID string
@@ -192,11 +190,6 @@ func (t *target) do(ctx context.Context, pr *config.ProbeProfile, body []byte, p
 	res := Result{Profile: pr.Name, Start: t.now()}
 	ctx, cancel := context.WithTimeout(ctx, pr.Timeout)
 	defer cancel()
-	// The connection the request goes out on: its reads stamp the chunks.
-	var conn atomic.Pointer[stampConn]
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
-		conn.Store(stamperOf(info.Conn))
-	}})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.baseURL+path, bytes.NewReader(body))
 	if err != nil {
 		res.Reason = ReasonConnect
@@ -216,14 +209,14 @@ func (t *target) do(ctx context.Context, pr *config.ProbeProfile, body []byte, p
 	res.StatusCode = resp.StatusCode
 	if resp.StatusCode != http.StatusOK {
 		res.Reason = statusReason(resp.StatusCode)
-		if resp.StatusCode == http.StatusServiceUnavailable {
-			res.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+		if overloaded(resp.StatusCode) {
+			res.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), t.now())
 		}
 		// Read a little (the connection can then be reused) for the
 		// server's error text, kept scrubbed and truncated.
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		res.Detail = fmt.Sprintf("HTTP %d", resp.StatusCode)
-		if d := errorDetail(b, t.upstream); d != "" {
+		if d := errorDetail(b, t.scrub); d != "" {
 			res.Detail += ": " + d
 		}
 		if resp.StatusCode < 500 && contextLengthError(res.Detail) {
@@ -231,18 +224,7 @@ func (t *target) do(ctx context.Context, pr *config.ProbeProfile, body []byte, p
 		}
 		return res
 	}
-	now := t.now
-	if sc := conn.Load(); sc != nil {
-		// Called only after the body's Read returned bytes, which a socket
-		// read of this response delivered: lastRead is that read.
-		now = func() time.Time {
-			if at := sc.lastRead(); !at.IsZero() {
-				return at
-			}
-			return t.now()
-		}
-	}
-	t.readStream(ctx, resp.Body, now, pr, &res)
+	t.readStream(ctx, resp.Body, t.now, pr, &res)
 	return res
 }
 
@@ -279,7 +261,7 @@ func (t *target) readStream(ctx context.Context, body io.Reader, now func() time
 			// An error sent as SSE data once the stream had started
 			// (vLLM answers 200 and reports some errors in-stream).
 			res.Reason, res.Detail = ReasonStreamError, "in-stream error"
-			if d := errorDetail(data, t.upstream); d != "" {
+			if d := errorDetail(data, t.scrub); d != "" {
 				res.Detail += ": " + d
 			}
 			if contextLengthError(res.Detail) {
@@ -353,7 +335,7 @@ func (t *target) transportDetail(reason string, pr *config.ProbeProfile, err err
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		return "the stream ended before [DONE]"
 	}
-	return cleanDetail(err.Error(), t.upstream)
+	return cleanDetail(err.Error(), t.scrub)
 }
 
 // classifyErr maps a transport or body-read error: the probe's own deadline
@@ -376,17 +358,28 @@ func statusReason(code int) string {
 	return ReasonHTTP4xx
 }
 
+// overloaded: the server asks for less load (503 Service Unavailable, 429
+// Too Many Requests); the probes back off from the first one and honour
+// its Retry-After.
+func overloaded(code int) bool {
+	return code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests
+}
+
+// maxRetryAfter bounds what a Retry-After can ask for (the scheduler caps
+// it at backoff_max too): a day, so a hostile value cannot overflow.
+const maxRetryAfter = 24 * time.Hour
+
 // parseRetryAfter reads delta-seconds or an HTTP date; 0 when absent/bad.
 func parseRetryAfter(v string, now time.Time) time.Duration {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0
 	}
-	if n, err := strconv.Atoi(v); err == nil && n > 0 {
-		return time.Duration(n) * time.Second
+	if n, err := strconv.ParseUint(v, 10, 64); err == nil && n > 0 {
+		return time.Duration(min(n, uint64(maxRetryAfter/time.Second))) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
+		return min(t.Sub(now), maxRetryAfter)
 	}
 	return 0
 }
@@ -439,12 +432,12 @@ func (t *target) discoverModel(ctx context.Context, timeout time.Duration, want 
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return "", 0, reason, "GET /v1/models: " + cleanDetail(err.Error(), t.upstream)
+		return "", 0, reason, "GET /v1/models: " + cleanDetail(err.Error(), t.scrub)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return "", 0, statusReason(resp.StatusCode), fmt.Sprintf("GET /v1/models: HTTP %d: %s", resp.StatusCode, errorDetail(b, t.upstream))
+		return "", 0, statusReason(resp.StatusCode), fmt.Sprintf("GET /v1/models: HTTP %d: %s", resp.StatusCode, errorDetail(b, t.scrub))
 	}
 	var m modelsResponse
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&m); err != nil {
@@ -465,7 +458,7 @@ func (t *target) discoverModel(ctx context.Context, timeout time.Duration, want 
 			listed = append(listed[:maxListedModels], fmt.Sprintf("… %d more", len(listed)-maxListedModels))
 		}
 		return "", 0, ReasonUnknownModel, cleanDetail(fmt.Sprintf("model %q is not served (neither a model nor a LoRA adapter): GET /v1/models lists %s",
-			want, strings.Join(listed, ", ")), t.upstream)
+			want, strings.Join(listed, ", ")), t.scrub)
 	case want != "":
 		return want, 0, "", "" // nothing listed: the probe itself will tell
 	}

@@ -7,6 +7,8 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -249,26 +251,41 @@ func checkOnce(t *testing.T, s *Scheduler, profile, want string) {
 	}
 }
 
-func TestBackoffOnFailuresAnd503(t *testing.T) {
+// TestBackoffOnFailuresAndOverload: failures back off exponentially; a 503
+// or a 429 (the server asking for less load) doubles from the first one and
+// its Retry-After, in seconds or as an HTTP date on the injected clock, is
+// honoured up to backoff_max.
+func TestBackoffOnFailuresAndOverload(t *testing.T) {
 	for _, c := range []struct {
 		code       int
-		retryAfter string
+		retryAfter string          // "date+N": an HTTP date N seconds after the request
 		want       []time.Duration // gaps between successive probes
 	}{
 		// 500: first failure keeps the interval, then doubles, capped at 40s.
 		{500, "", []time.Duration{10, 20, 40, 40, 40}},
-		// 503: doubles from the first one.
+		// 503 and 429: double from the first one.
 		{503, "", []time.Duration{20, 40, 40, 40, 40}},
+		{429, "", []time.Duration{20, 40, 40, 40, 40}},
 		// Retry-After beyond the back-off is honoured (up to the cap).
 		{503, "35", []time.Duration{35, 40, 40, 40, 40}},
+		{429, "35", []time.Duration{35, 40, 40, 40, 40}},
+		{429, "date+33", []time.Duration{33, 40, 40, 40, 40}},
+		// An absurd one is held to backoff_max.
+		{429, "999999999999999", []time.Duration{40, 40, 40, 40, 40}},
+		{429, "date+100000000", []time.Duration{40, 40, 40, 40, 40}},
+		// On a 500 Retry-After means nothing.
+		{500, "35", []time.Duration{10, 20, 40, 40, 40}},
 	} {
+		clk := newFakeClock()
 		srv := newFakeVLLM(t, func(w http.ResponseWriter, r *http.Request, _ request) {
-			if c.retryAfter != "" {
+			if n, ok := strings.CutPrefix(c.retryAfter, "date+"); ok {
+				secs, _ := strconv.Atoi(n)
+				w.Header().Set("Retry-After", clk.Now().Add(time.Duration(secs)*time.Second).UTC().Format(http.TimeFormat))
+			} else if c.retryAfter != "" {
 				w.Header().Set("Retry-After", c.retryAfter)
 			}
 			w.WriteHeader(c.code)
 		})
-		clk := newFakeClock()
 		h, _ := writeConfig(t, strings.Replace(probesYAML("m", profile("p", "completions", 8, 2, "")), "backoff_max: 1m", "backoff_max: 40s", 1))
 		s := New(Options{URL: srv.URL, Clock: clk}, h, nil)
 		start := clk.Now()
@@ -285,13 +302,8 @@ func TestBackoffOnFailuresAnd503(t *testing.T) {
 		for i := 1; i < len(at) && i <= len(c.want); i++ {
 			gaps = append(gaps, (at[i]-at[i-1])/time.Second)
 		}
-		if len(gaps) != len(c.want) {
-			t.Fatalf("%d: probes at %v", c.code, at)
-		}
-		for i := range gaps {
-			if gaps[i] != c.want[i] {
-				t.Fatalf("%d: gaps %v s, want %v s", c.code, gaps, c.want)
-			}
+		if !slices.Equal(gaps, c.want) {
+			t.Errorf("%d Retry-After %q: gaps %v s, want %v s (probes at %v)", c.code, c.retryAfter, gaps, c.want, at)
 		}
 	}
 }
@@ -556,13 +568,7 @@ func TestRunAndReload(t *testing.T) {
 		t.Fatalf("changed request shape kept vllm_probe_requests_total %v", v)
 	}
 
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(s)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
+	for _, mf := range gatherPedantic(t, s) {
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "profile" && l.GetValue() == "first" {

@@ -86,7 +86,8 @@ func TestProbesNeverFollowRedirects(t *testing.T) {
 func TestParseRetryAfter(t *testing.T) {
 	now := time.Unix(990, 0)
 	for v, want := range map[string]time.Duration{"35": 35 * time.Second, time.Unix(1000, 0).UTC().Format(http.TimeFormat): 10 * time.Second,
-		"": 0, "-3": 0, "soon": 0, time.Unix(900, 0).UTC().Format(http.TimeFormat): 0} {
+		"": 0, "-3": 0, "soon": 0, "1.5": 0, time.Unix(900, 0).UTC().Format(http.TimeFormat): 0,
+		"99999999999999999": maxRetryAfter, time.Unix(990+1e9, 0).UTC().Format(http.TimeFormat): maxRetryAfter} {
 		if got := parseRetryAfter(v, now); got != want {
 			t.Errorf("Retry-After %q: %v, want %v", v, got, want)
 		}

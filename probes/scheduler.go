@@ -7,6 +7,7 @@
 package probes
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -47,6 +48,13 @@ type Options struct {
 	// URL is the vLLM server's base URL (http://host:port); a trailing
 	// /metrics is ignored. Probes never go anywhere else.
 	URL string
+	// URLs, when more than one, are the API servers of the one vLLM server
+	// (one per data-parallel rank); probes go to the first that is up, or to
+	// each in turn (probes.api_servers). URL is then ignored.
+	URLs []string
+	// Up says whether URLs[i] answered the scraper's last scrape; nil: all
+	// are taken as up.
+	Up func(i int) bool
 	// APIKey is sent as "Authorization: Bearer". Never logged. Shorthand
 	// for an Upstream whose configuration has only that credential;
 	// ignored when Upstream is set.
@@ -67,10 +75,8 @@ type Options struct {
 	// into the Scheduler.
 	ServerTTFT func(model string, window time.Duration) snapshot.Value
 	// Client sends the probes; nil means the probes' own client from
-	// Upstream: HTTP/1.1, the configured TLS, credentials and proxy, and
-	// every socket read timestamped so chunk times are socket-read times.
-	// With a caller's client chunk times are taken when the response body's
-	// Read returns instead.
+	// Upstream: HTTP/1.1, the configured TLS, credentials and proxy. Chunk
+	// times are taken when the response body's Read returns their bytes.
 	Client *http.Client
 	// Clock defaults to the real monotonic clock.
 	Clock Clock
@@ -89,6 +95,7 @@ type Scheduler struct {
 	opts    Options
 	baseURL string
 	urlErr  error
+	scrub   *upstream.Scrubber // error texts go out without the URL's and the connection's secrets
 	clock   Clock
 	logger  log.Logger
 	m       *metrics
@@ -97,7 +104,10 @@ type Scheduler struct {
 	model   atomic.Pointer[string] // effective model, for Model()
 	wake    chan struct{}
 
+	baseURLs []string // of Options.URLs, when several
+
 	mu         sync.Mutex
+	turn       int  // the next of baseURLs with api_servers: each
 	asleep     bool // the latest scrape says the engine sleeps on purpose
 	cfg        config.Probes
 	profiles   map[string]*profileState
@@ -112,6 +122,9 @@ type Scheduler struct {
 	limits   map[string]int
 	fitNotes map[string]string // profile -> its fit decision, when not as is
 	failLog  *ratelog.Limiter  // failure lines, per profile and reason
+
+	recent     []ProbeRecord // the last RecentProbes finished probes, oldest first
+	recentView atomic.Pointer[Recent]
 }
 
 type profileState struct {
@@ -131,6 +144,7 @@ type profileState struct {
 	samples                              []timedValue // successful TTFTs, for the gap
 	gap                                  snapshot.Value
 	target                               string // the model vllm_probe_target_info names
+	windows                              [numLatencies]window
 }
 
 type timedValue struct {
@@ -174,7 +188,7 @@ func New(opts Options, holder *config.Holder, logger log.Logger) *Scheduler {
 	// are scrubbed of its credentials.
 	opts.Upstream = opts.upstream()
 	if opts.Client == nil {
-		opts.Client, clientErr = newClient(opts.Clock.Now, nil, opts.Upstream)
+		opts.Client, clientErr = newClient(nil, opts.Upstream)
 	}
 	seed := opts.Seed
 	if seed == 0 {
@@ -199,6 +213,16 @@ func New(opts Options, holder *config.Holder, logger log.Logger) *Scheduler {
 		failLog:  ratelog.New(failLogEvery),
 	}
 	s.baseURL, s.urlErr = BaseURL(opts.URL)
+	if len(opts.URLs) > 1 {
+		s.urlErr = nil
+		for _, u := range opts.URLs {
+			b, err := BaseURL(u)
+			s.baseURLs, s.urlErr = append(s.baseURLs, b), cmp.Or(s.urlErr, err)
+		}
+		s.baseURL = s.baseURLs[0]
+	}
+	s.scrub = upstream.NewScrubber(opts.URL, opts.APIKey)
+	s.scrub.Follow(opts.Upstream)
 	if s.urlErr != nil {
 		level.Error(logger).Log("msg", "probes cannot run: bad vLLM URL", "err", s.urlErr)
 	} else if clientErr != nil {
@@ -373,6 +397,8 @@ func (s *Scheduler) dueJobs(now time.Time) []*job {
 	}
 	if skipped {
 		s.publishLocked(now)
+	} else {
+		s.publishRecentLocked(now) // the windows slide while nothing is probed
 	}
 	return jobs
 }
@@ -531,7 +557,7 @@ func (s *Scheduler) ProbeOnce(ctx context.Context, profile string) (Result, erro
 
 // execute sends an admitted probe and records its result.
 func (s *Scheduler) execute(ctx context.Context, j *job) Result {
-	t := &target{baseURL: s.baseURL, client: s.opts.Client, upstream: s.opts.Upstream,
+	t := &target{baseURL: s.pickBase(), client: s.opts.Client, scrub: s.scrub,
 		now: s.clock.Now, maxEvent: s.opts.MaxEventBytes, requestID: j.reqID}
 	if s.opts.VLLM != nil {
 		// Look at vLLM once more just before the deadline: a request the
@@ -567,6 +593,27 @@ func (s *Scheduler) execute(ctx context.Context, j *job) Result {
 		s.opts.Health.Report("probes", s.clock.Now().Sub(res.Start), s.urlErr)
 	}
 	return res
+}
+
+// pickBase is the API server a probe goes to: with several, the first up
+// (the first when none is), or the next in turn.
+func (s *Scheduler) pickBase() string {
+	if s.baseURLs == nil {
+		return s.baseURL
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cfg.APIServers == config.APIServersEach {
+		b := s.baseURLs[s.turn%len(s.baseURLs)]
+		s.turn++
+		return b
+	}
+	for i, b := range s.baseURLs {
+		if s.opts.Up == nil || s.opts.Up(i) {
+			return b
+		}
+	}
+	return s.baseURL
 }
 
 // resolveTarget asks /v1/models for the model to probe (when none is
@@ -810,7 +857,9 @@ func (s *Scheduler) record(j *job, res *Result) {
 	} else {
 		st.consecutive = 0
 		s.observeLatencies(st, res)
+		st.slideWindows(end, res)
 	}
+	s.remember(j, res, end)
 	s.updateGapLocked(st, end)
 	s.publishLocked(end)
 }
@@ -835,12 +884,12 @@ func (s *Scheduler) observeLatencies(st *profileState, res *Result) {
 
 // backoffLocked pushes the next slot out after failures: the first failure
 // keeps the normal interval, each further consecutive one doubles the wait,
-// a 503 doubles from the start and honours Retry-After; all capped at
-// backoff_max (never below the interval).
+// a 503 or 429 doubles from the start and honours Retry-After; all capped
+// at backoff_max (never below the interval).
 func (s *Scheduler) backoffLocked(st *profileState, res *Result, end time.Time) {
 	st.consecutive++
 	k := st.consecutive - 1
-	if res.StatusCode == http.StatusServiceUnavailable {
+	if overloaded(res.StatusCode) {
 		k = st.consecutive
 	}
 	if k <= 0 {
@@ -969,11 +1018,7 @@ func deltaMedian(newer, older snapshot.Histogram) snapshot.Value {
 
 func median(v []float64) float64 {
 	sort.Float64s(v)
-	n := len(v)
-	if n%2 == 1 {
-		return v[n/2]
-	}
-	return (v[n/2-1] + v[n/2]) / 2
+	return quantile(v, 0.5)
 }
 
 // publishLocked stores a fresh immutable snapshot.
@@ -995,6 +1040,7 @@ func (s *Scheduler) publishLocked(now time.Time) {
 		}
 	}
 	s.latest.Store(p)
+	s.publishRecentLocked(now)
 }
 
 // Model is the served model name probes use: the configured one, else the
@@ -1022,6 +1068,9 @@ func (s *Scheduler) Describe(ch chan<- *prometheus.Desc) {
 	for _, c := range s.m.collectors() {
 		c.Describe(ch)
 	}
+	for _, d := range s.m.window {
+		ch <- d
+	}
 }
 
 // Collect implements prometheus.Collector. It renders the state the probes
@@ -1030,6 +1079,7 @@ func (s *Scheduler) Collect(ch chan<- prometheus.Metric) {
 	for _, c := range s.m.collectors() {
 		c.Collect(ch)
 	}
+	s.m.collectWindows(ch, s.Recent())
 }
 
 func b2f(b bool) float64 {

@@ -12,14 +12,13 @@
 #   - the Go heap in use (go_memory_classes_heap_{objects,unused}_bytes)
 #     at its peak and on average, against the image's GOMEMLIMIT;
 #   - the scrape cycle (vllm_exporter_scrape_duration_seconds: fetch,
-#     filter, parse, normalize, derive), median and longest;
+#     scan, normalize, derive), median and longest;
 #   - CPU seconds per second and the goroutine count (first and last);
 #   - the trend: RssAnon at the end of each 5 minutes and the largest heap
 #     in use within them, so a level still being reached shows as such;
-#   - the bytes one scrape allocates against the body's size, and the live
-#     heap the scraper retains between scrapes, from collector/vllm's
-#     BenchmarkScrapeBody run on a body of the same simulator (needs the Go
-#     toolchain; SKIP_BENCH=1 leaves it out).
+#   - the bytes one scrape allocates against the body's size and its time,
+#     from collector/vllm's BenchmarkScrape run on a body of the same
+#     simulator (needs the Go toolchain; SKIP_BENCH=1 leaves it out).
 #
 #   scripts/growth.sh [MINUTES] [NAME=BINARY ...]
 #
@@ -192,12 +191,11 @@ for size in $SIZES; do
   kill "$sim_pid" 2>/dev/null || true
   wait "$sim_pid" 2>/dev/null || true
   if [ "$SKIP_BENCH" != 1 ]; then
-    echo "growth: BenchmarkScrapeBody on the ${size} body" >&2
-    out=$(SCRAPE_BODY="$work/body-$size.txt" go test -count=1 -run '^$' -bench '^BenchmarkScrapeBody$' -benchtime 20x ./collector/vllm/ 2>&1 | awk '/^BenchmarkScrapeBody/')
+    echo "growth: BenchmarkScrape on the ${size} body" >&2
+    out=$(SCRAPE_BODY="$work/body-$size.txt" go test -count=1 -run '^$' -bench '^BenchmarkScrape$/^file/scrape$' -benchtime 20x -benchmem ./collector/vllm/ 2>&1 | awk '/^BenchmarkScrape\/file/')
     bench_rows+=("$(echo "$out" | awk -v s="$size" -v b="$body" '{
-      for (i = 1; i < NF; i++) { if ($(i + 1) == "alloc-per-body-byte") r = $i; if ($(i + 1) == "ns/op") ns = $i
-        if ($(i + 1) == "retained-bytes") k = $i }
-      printf "%-6s %9.0f %12.0f %8.2fx %10.1f %12.0f", s, b / 1024, r * b / 1024, r, ns / 1e6, k / 1024 }')")
+      for (i = 1; i < NF; i++) { if ($(i + 1) == "B/op") a = $i; if ($(i + 1) == "ns/op") ns = $i }
+      printf "%-6s %9.0f %12.0f %8.2fx %10.1f", s, b / 1024, a / 1024, a / b, ns / 1e6 }')")
   fi
 done
 
@@ -215,8 +213,7 @@ echo "at the first sample and the end. Builds named on the command line ran side
 printf "\ntrend: RssAnon at the end of each 5 minutes / the largest Go heap in use within them (MiB)\n\n"
 for r in "${trends[@]}"; do echo "$r"; done
 if [ "${#bench_rows[@]}" -gt 0 ]; then
-  printf "\nallocations per scrape (collector/vllm BenchmarkScrapeBody on the same body, counters moving),\n"
-  printf "and the live heap the scraper retains between scrapes:\n\n"
-  printf "%-6s %9s %12s %9s %10s %12s\n" "size" "body KiB" "alloc KiB" "of body" "ms/scrape" "retained KiB"
+  printf "\nallocations per scrape (collector/vllm BenchmarkScrape on the same body):\n\n"
+  printf "%-6s %9s %12s %9s %10s\n" "size" "body KiB" "alloc KiB" "of body" "ms/scrape"
   for r in "${bench_rows[@]}"; do echo "$r"; done
 fi

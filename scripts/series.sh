@@ -61,7 +61,7 @@ families() {
 group() {
   awk '{
     g = "vLLM-derived (vllm_*)"
-    if ($1 ~ /^vllm_probe_.*_seconds$/ && $1 !~ /_last_|_gap_/) g = "probe histograms"
+    if ($1 ~ /^vllm_probe_.*_seconds$/ && $1 !~ /_last_|_gap_/) g = "probe histograms and window quantiles"
     else if ($1 ~ /^vllm_probe_/ || $1 == "vllm_engine_stalled") g = "probe counters and gauges"
     else if ($1 ~ /^vllm_slo_/) g = "SLO watchdog (vllm_slo_*)"
     else if ($1 ~ /^vllm_(bottleneck|health_verdict|capacity_)/) g = "verdicts (bottleneck, health, capacity)"

@@ -7,13 +7,12 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
-	"github.com/vllm-exporter/vllm_exporter/internal/exposition"
+	"github.com/vllm-exporter/vllm_exporter/collector"
 )
 
-// descs are the Descs of the watchdog's series, for its Writer.
-var descs = exposition.Descs{}
+// descs are the Descs of the watchdog's series.
+var descs collector.Descs
 
 var (
 	sloLabels = []string{"slo", "model"}
@@ -27,7 +26,7 @@ var (
 		"Error-budget burn rate over the window (error ratio divided by 1 - objective), computed by the exporter's SLO watchdog.",
 		append(sloLabels, "window")...)
 	descBudget = descs.New("vllm_slo_error_budget_remaining_ratio",
-		"Fraction of the SLO period's error budget left (1 = untouched, 0 = spent, negative = overspent), computed by the exporter's SLO watchdog.", sloLabels...)
+		"Fraction of the SLO period's error budget left (1 = untouched, 0 = spent, negative = overspent) over the part of the period the exporter's SLO watchdog has observed so far (vllm_slo_period_covered_ratio).", sloLabels...)
 	descAlert = descs.New("vllm_slo_alert_state",
 		"1 while the SLO watchdog's multi-window multi-burn-rate condition holds (severity critical = page, warning = ticket), else 0.",
 		append(sloLabels, "severity")...)
@@ -87,32 +86,12 @@ type selfMetrics struct {
 func newSelfMetrics() selfMetrics { return selfMetrics{} }
 
 // Describe implements prometheus.Collector.
-func (w *Watchdog) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range descs.All() {
-		ch <- d
-	}
-}
+func (w *Watchdog) Describe(ch chan<- *prometheus.Desc) { descs.Describe(ch) }
 
 // Collect implements prometheus.Collector: the const metrics of the latest
-// tick's results, made at each call. /metrics does not come this way: it
-// reads Gather, which writes the same series (TestWatchdogGatherIsTheRegistrys).
-func (w *Watchdog) Collect(ch chan<- prometheus.Metric) { w.render(exposition.ToChannel(ch)) }
-
-// Gather implements prometheus.Gatherer: the latest tick's results written
-// straight into metric families (exposition.Writer), without a registry's
-// const metrics and hashing. It does no work besides.
-func (w *Watchdog) Gather() ([]*dto.MetricFamily, error) { return w.gatherer.Gather() }
-
-// Transactional is Gather for /metrics (promhttp.HandlerForTransactional):
-// the families are written into memory lent for the request and written
-// into again by a later one (exposition.Writers).
-func (w *Watchdog) Transactional() prometheus.TransactionalGatherer {
-	return w.gatherer.Transactional()
-}
-
-// render takes the series of the latest tick's results and the watchdog's
-// own counters into e.
-func (w *Watchdog) render(e exposition.Sink) {
+// tick's results and the watchdog's own counters. It does no work besides.
+func (w *Watchdog) Collect(ch chan<- prometheus.Metric) {
+	e := collector.Metrics(ch)
 	gauge := e.Gauge
 	for _, r := range w.Status() {
 		gauge(descObjective, r.Objective, r.SLO, r.Model)
@@ -149,7 +128,7 @@ func (w *Watchdog) render(e exposition.Sink) {
 	}
 	errs := w.self.stateErrors.snapshot()
 	for _, reason := range stateErrorReasons {
-		e.Emit(descStateErrors, prometheus.CounterValue, errs[reason], reason)
+		e.Send(descStateErrors, prometheus.CounterValue, errs[reason], reason)
 	}
 	if ns := w.self.lastSave.Load(); ns != 0 {
 		gauge(descStateSaved, float64(ns)/1e9)
@@ -163,7 +142,7 @@ func (w *Watchdog) render(e exposition.Sink) {
 	}
 	ev := w.self.evalErrors.snapshot()
 	for _, k := range slices.Sorted(maps.Keys(ev)) {
-		e.Emit(descEvalErrors, prometheus.CounterValue, ev[k], k)
+		e.Send(descEvalErrors, prometheus.CounterValue, ev[k], k)
 	}
 }
 

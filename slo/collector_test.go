@@ -30,7 +30,7 @@ func TestCollectorOutput(t *testing.T) {
 # TYPE vllm_slo_alert_state gauge
 vllm_slo_alert_state{model="m",severity="critical",slo="ttft"} 0
 vllm_slo_alert_state{model="m",severity="warning",slo="ttft"} 1
-# HELP vllm_slo_error_budget_remaining_ratio Fraction of the SLO period's error budget left (1 = untouched, 0 = spent, negative = overspent), computed by the exporter's SLO watchdog.
+# HELP vllm_slo_error_budget_remaining_ratio Fraction of the SLO period's error budget left (1 = untouched, 0 = spent, negative = overspent) over the part of the period the exporter's SLO watchdog has observed so far (vllm_slo_period_covered_ratio).
 # TYPE vllm_slo_error_budget_remaining_ratio gauge
 vllm_slo_error_budget_remaining_ratio{model="m",slo="ttft"} -4
 # HELP vllm_slo_objective_ratio SLO objective: the fraction of events that must be good over the period, from the SLO config.

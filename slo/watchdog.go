@@ -21,7 +21,6 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
-	"github.com/vllm-exporter/vllm_exporter/internal/exposition"
 	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
@@ -229,7 +228,6 @@ type Watchdog struct {
 	status       atomic.Pointer[[]Result]
 	unmeasurable atomic.Pointer[map[string][]string]
 	self         selfMetrics
-	gatherer     *exposition.Gatherer // of render, for /metrics
 }
 
 // New creates a Watchdog and restores its window state from
@@ -252,7 +250,6 @@ func New(opts Options, holder *config.Holder, src Sources, logger log.Logger) *W
 		self:   newSelfMetrics(),
 	}
 	w.models = w.newModelSet()
-	w.gatherer = exposition.NewGatherer(descs, w.render)
 	empty := []Result{}
 	w.status.Store(&empty)
 	w.reconcile(holder.Get())

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -38,6 +39,10 @@ type options struct {
 	adminAddr   string
 	logLevel    string
 	rate, burst float64 // load overrides; 0 keeps the scenario's
+	// multiPort serves each data-parallel rank on its own port, as vLLM's
+	// --data-parallel-multi-port-external-lb, with a supervisor.
+	multiPort      bool
+	supervisorPort int
 }
 
 func run(args []string) error {
@@ -64,6 +69,8 @@ func parseFlags(args []string) (options, error) {
 	app.Flag("admin.listen-address", "Optional second address serving the same routes, so /admin stays reachable while the main port is down.").StringVar(adminAddr)
 	app.Flag("served-model-name", "Model name served; repeat for several models (each gets its own engines).").Default("meta-llama/Llama-3.1-8B-Instruct").StringsVar(&cfg.Models)
 	app.Flag("data-parallel-size", "Engines per model (engine label 0..N-1).").Default("1").IntVar(&cfg.DataParallelSize)
+	app.Flag("data-parallel-multi-port-external-lb", "Serve each data-parallel rank as its own API server on port+rank (one engine each, its own /metrics, /admin and faults), as vLLM does; a supervisor answers /health, /ready and /readyz.").BoolVar(&o.multiPort)
+	app.Flag("data-parallel-supervisor-port", "Port of the supervisor with --data-parallel-multi-port-external-lb.").Default("9256").IntVar(&o.supervisorPort)
 	app.Flag("api-server-count", "API server processes; > 1 switches V1 /metrics to multiprocess style (no _created, no python/process).").Default("1").IntVar(&cfg.APIServerCount)
 	app.Flag("max-num-seqs", "Max running sequences per engine.").Default("128").IntVar(&cfg.MaxNumSeqs)
 	app.Flag("max-num-batched-tokens", "Token budget per engine step (chunked prefill).").Default("8192").IntVar(&cfg.MaxNumBatchedTokens)
@@ -112,23 +119,22 @@ func parseFlags(args []string) (options, error) {
 
 // serve runs the simulator (and the admin listener) until SIGINT/SIGTERM.
 func serve(o options, logger log.Logger) error {
-	cfg, adminAddr, rate, burst := o.cfg, o.adminAddr, o.rate, o.burst
-
-	sim, err := vllmsim.New(cfg)
-	if err != nil {
-		return err
-	}
-	if rate > 0 || burst > 0 {
-		sc := sim.Scenario()
-		if rate > 0 {
-			sc.Load.Rate = rate
-		}
-		if burst > 0 {
-			sc.Load.Burstiness = burst
-		}
-		if err := sim.ApplyScenario(sc); err != nil {
+	cfg, adminAddr := o.cfg, o.adminAddr
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if o.multiPort {
+		rk, err := startRanks(o)
+		if err != nil {
 			return err
 		}
+		defer rk.Close()
+		level.Info(logger).Log("msg", "vllm-sim listening, one API server per rank", "ranks", len(rk.Sims), "first", rk.Sims[0].URL(), "supervisor", rk.SupervisorURL())
+		<-ctx.Done()
+		return nil
+	}
+	sim, err := newSim(cfg, o)
+	if err != nil {
+		return err
 	}
 	if err := sim.Start(); err != nil {
 		return err
@@ -141,14 +147,51 @@ func serve(o options, logger log.Logger) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	<-ctx.Done()
 	level.Info(logger).Log("msg", "shutting down")
 	if admin != nil {
 		_ = admin.Close()
 	}
 	return nil
+}
+
+// newSim builds a simulator with the load overrides applied.
+func newSim(cfg vllmsim.Config, o options) (*vllmsim.Sim, error) {
+	sim, err := vllmsim.New(cfg)
+	if err != nil || (o.rate <= 0 && o.burst <= 0) {
+		return sim, err
+	}
+	sc := sim.Scenario()
+	if o.rate > 0 {
+		sc.Load.Rate = o.rate
+	}
+	if o.burst > 0 {
+		sc.Load.Burstiness = o.burst
+	}
+	return sim, sim.ApplyScenario(sc)
+}
+
+// startRanks serves --data-parallel-size ranks, rank r on port+r of
+// --web.listen-address (port 0: each on a free port) with seed+r, and the
+// supervisor.
+func startRanks(o options) (*vllmsim.Ranks, error) {
+	host, port, err := net.SplitHostPort(o.cfg.Addr)
+	first, perr := strconv.Atoi(port)
+	if err != nil || perr != nil || o.adminAddr != "" || o.cfg.DataParallelSize < 2 {
+		return nil, errors.New("--data-parallel-multi-port-external-lb needs --web.listen-address with a port, --data-parallel-size >= 2 and no --admin.listen-address (each rank serves its own /admin)")
+	}
+	sims, addrs := make([]*vllmsim.Sim, o.cfg.DataParallelSize), make([]string, o.cfg.DataParallelSize)
+	for r := range sims {
+		cfg := o.cfg
+		cfg.DataParallelSize, cfg.Seed = 1, o.cfg.Seed+int64(r)
+		if sims[r], err = newSim(cfg, o); err != nil {
+			return nil, err
+		}
+		if addrs[r] = o.cfg.Addr; first > 0 {
+			addrs[r] = net.JoinHostPort(host, strconv.Itoa(first+r))
+		}
+	}
+	return vllmsim.StartRanks(sims, addrs, net.JoinHostPort(host, strconv.Itoa(o.supervisorPort)))
 }
 
 // serveAdmin serves the simulator's routes on a second address too (nil

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -36,5 +39,53 @@ func TestRunRejectsBadControlFlags(t *testing.T) {
 		if err := run(args); err == nil {
 			t.Errorf("%v: no error", args)
 		}
+	}
+}
+
+// TestMultiPortExternalLB: with --data-parallel-multi-port-external-lb each
+// rank is an API server of its own (its engine only on its /metrics) and
+// the supervisor answers /health; the flag needs several ranks and a port.
+func TestMultiPortExternalLB(t *testing.T) {
+	for _, args := range [][]string{
+		{"--data-parallel-multi-port-external-lb"},
+		{"--data-parallel-multi-port-external-lb", "--data-parallel-size=2", "--web.listen-address=127.0.0.1"},
+		{"--data-parallel-multi-port-external-lb", "--data-parallel-size=2", "--admin.listen-address=127.0.0.1:0"},
+	} {
+		o, err := parseFlags(args)
+		if err == nil {
+			_, err = startRanks(o)
+		}
+		if err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+	o, err := parseFlags([]string{"--data-parallel-multi-port-external-lb", "--data-parallel-size=2", "--web.listen-address=127.0.0.1:0",
+		"--data-parallel-supervisor-port=0", "--no-load-gen"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rk, err := startRanks(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rk.Close()
+	for r, s := range rk.Sims {
+		resp, err := http.Get(s.URL() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), fmt.Sprintf(`engine="%d"`, r)) || strings.Contains(string(b), fmt.Sprintf(`engine="%d"`, 1-r)) {
+			t.Errorf("rank %d's /metrics does not show its engine alone", r)
+		}
+	}
+	resp, err := http.Get(rk.SupervisorURL() + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("supervisor /health: %d", resp.StatusCode)
 	}
 }

@@ -172,7 +172,7 @@ func TestLandingPageLinksOnlyServedRoutes(t *testing.T) {
 		if _, err := c.app.Parse(args); err != nil {
 			t.Fatal(err)
 		}
-		startPprof(*c.flags.pprof, x)
+		startPprof(c.flags, x)
 		h, err := x.routes(&flags{telemetryPath: "/metrics"})
 		if err != nil {
 			t.Fatal(err)

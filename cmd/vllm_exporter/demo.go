@@ -27,16 +27,17 @@ var demoScenarios = []struct {
 	{"stalled", 1 * time.Minute},
 }
 
+// demoConfig is the simulated vLLM of --demo (the README's tour runs it on
+// a virtual clock).
+func demoConfig(seed int64) vllmsim.Config {
+	return vllmsim.Config{Addr: "127.0.0.1:0", LoadGen: true, Scenario: demoScenarios[0].name, Seed: seed}
+}
+
 // startDemo starts a simulated vLLM (internal/vllmsim) on 127.0.0.1 with its
 // built-in load generator, in real time, and returns its base URL. The
 // simulator cycles through demoScenarios until ctx ends or stop is called.
 func startDemo(ctx context.Context, logger log.Logger) (vllmURL string, stop func(), err error) {
-	sim, err := vllmsim.New(vllmsim.Config{
-		Addr:     "127.0.0.1:0",
-		LoadGen:  true,
-		Scenario: "healthy",
-		Seed:     time.Now().UnixNano(),
-	})
+	sim, err := vllmsim.New(demoConfig(time.Now().UnixNano()))
 	if err != nil {
 		return "", nil, err
 	}

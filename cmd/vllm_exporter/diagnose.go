@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,11 +19,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
 
-	"github.com/vllm-exporter/vllm_exporter/collector/gpu"
-	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
-	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
-	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 	"github.com/vllm-exporter/vllm_exporter/probes"
 	"github.com/vllm-exporter/vllm_exporter/slo"
 	"github.com/vllm-exporter/vllm_exporter/slo/bottleneck"
@@ -35,9 +32,11 @@ type bottleneckFlags struct {
 	cost bottleneck.CostSpec
 }
 
-// diagnoseUses are the serving flags diagnose and capacity read: they watch
-// vLLM like the exporter does (fromAppFlags).
-var diagnoseUses = append([]string{"config.file", "collector.gpu", "probe.enabled", "model.", "cost."}, vllmAccessFlags...)
+// diagnoseUses are the serving flags diagnose and capacity read: they wire
+// the exporter's own components (runDiagnose), so every flag that changes
+// what the classifier sees is theirs too.
+var diagnoseUses = append([]string{"config.file", "collector.gpu", "probe.enabled", "model.", "cost.", "gpu.peak-flops", "gpu.peak-memory-bandwidth",
+	"vllm.scrape-interval", "vllm.windows", "vllm.role", "vllm.max-body-bytes"}, vllmAccessFlags...)
 
 func newDiagnoseCommand(app *kingpin.Application, f *flags) command {
 	c := command{name: "diagnose", help: "Watch a vLLM server for --duration, classify its bottleneck and print a report (SLOs, evidence, roofline, recommended knob).", uses: diagnoseUses}
@@ -92,7 +91,7 @@ func startBottleneck(b *bottleneckFlags, interval time.Duration, x *exporter, sr
 		opts.SLOHolds = sloHolds(w)
 	}
 	c := bottleneck.New(opts, x.config, src, log.With(x.logger, "component", "bottleneck"))
-	if err := x.registerWritten(c); err != nil {
+	if err := x.registry.Register(c); err != nil {
 		return nil, err
 	}
 	if w != nil {
@@ -125,92 +124,23 @@ func sloHolds(w interface{ Status() []slo.Result }) func(model string, now time.
 	}
 }
 
-// diagnoseOpts is one diagnose run.
+// diagnoseOpts is what a diagnose run adds to the exporter's flags.
 type diagnoseOpts struct {
-	url, configFile    string
-	upstream           *upstream.Upstream
-	timeout            time.Duration
-	duration, interval time.Duration
-	window             time.Duration
-	output             string
-	spec               bottleneck.ModelSpec
-	cost               bottleneck.CostSpec
-	// gpu is sampled once per tick when set (NVML, or a mock in tests).
-	gpu gpuSampler
-	// probes sends a cold/warm probe pair every probeEvery ticks.
-	probes     bool
-	probeEvery int
+	duration time.Duration
+	output   string
 	// now/sleep: a virtual clock in tests; nil = wall clock.
 	now   func() time.Time
 	sleep func(context.Context, time.Duration) error
 }
 
-// gpuSampler is what diagnose needs of collector/gpu's Sampler.
-type gpuSampler interface {
-	SampleOnce(now time.Time) *snapshot.GPU
-	Latest() *snapshot.GPU
-}
-
-// diagnoseGPU opens NVML unless --no-collector.gpu; nil when there is no
-// GPU collector in this build. NVML failing to initialise is not an error:
-// the sampler reports down and the report says which classes need a GPU.
-func diagnoseGPU(f *gpuFlags, logger log.Logger) (*gpu.Sampler, error) {
-	if !*f.enabled {
-		return nil, nil
-	}
-	s, err := gpu.NewFromLibrary(gpu.Options{}, log.With(logger, "component", "gpu"))
-	if errors.Is(err, gpu.ErrBuiltWithoutNVML) {
-		return nil, nil
-	}
-	return s, err
-}
-
 func setupDiagnose(cmd *kingpin.CmdClause, f *flags) func(context.Context, log.Logger) error {
 	o := &diagnoseOpts{}
-	cmd.Flag("duration", "How long to watch.").Default("60s").DurationVar(&o.duration)
-	cmd.Flag("interval", "Scrape and classify every this long.").Default("5s").DurationVar(&o.interval)
-	cmd.Flag("window", "Window for rates and quantiles (overrides bottleneck.window; shortened to --duration when longer).").Default("30s").DurationVar(&o.window)
+	cmd.Flag("duration", "How long to watch (one scrape every --vllm.scrape-interval, as the exporter scrapes); at least bottleneck.window plus hold_ticks+1 scrapes for a verdict on full windows.").Default("90s").DurationVar(&o.duration)
 	cmd.Flag("output", "Report format. One of: [text, json]").PlaceHolder("text|json").Default("text").EnumVar(&o.output, "text", "json")
-	cmd.Flag("probe-every", "Send the cold/warm probe pair every this many ticks (--no-probe.enabled: never).").Default("2").IntVar(&o.probeEvery)
-	o.probes = true
 	return func(ctx context.Context, logger log.Logger) error {
-		done, err := fromAppFlags(o, f, logger)
-		if err != nil {
-			return err
-		}
-		defer done()
-		_, err = runDiagnose(ctx, *o, os.Stdout, logger)
+		_, err := runDiagnose(ctx, f, *o, os.Stdout, logger)
 		return err
 	}
-}
-
-// fromAppFlags fills o from the app-level flags (core's --vllm.*,
-// --config.file, --collector.gpu, --probe.enabled and ours) and opens NVML;
-// done releases it.
-func fromAppFlags(o *diagnoseOpts, f *flags, logger log.Logger) (done func(), err error) {
-	if err := f.bottleneck.validate(); err != nil {
-		return nil, err
-	}
-	o.url, o.configFile = f.vllmURL, f.configFile
-	o.timeout = f.timeout
-	if o.timeout <= 0 {
-		o.timeout = vllm.DefaultTimeout
-	}
-	cfg, err := config.Load(o.configFile)
-	if err != nil {
-		return nil, err
-	}
-	if o.upstream, err = connectVLLM(cfg, f); err != nil {
-		return nil, err
-	}
-	o.spec, o.cost = f.bottleneck.spec, f.bottleneck.cost
-	o.probes = o.probes && f.probe.enabled
-	g, err := diagnoseGPU(f.gpu, logger)
-	if err != nil || g == nil {
-		return func() {}, err
-	}
-	o.gpu = g
-	return g.Close, nil
 }
 
 // usageError is a command-line mistake: exit status 2, like a flag that
@@ -225,73 +155,62 @@ func (e usageError) Unwrap() error { return e.error }
 // model could be diagnosed: every scrape failed or no model was served.
 var errNotDiagnosed = errors.New("could not diagnose: no model was seen in a successful scrape")
 
-// diagnoseThresholds is the config's bottleneck section with the window
-// fitted to the watch: a --window longer than --duration is shortened to
-// it (the note says so) rather than refused.
-func diagnoseThresholds(configFile string, o diagnoseOpts) (config.Bottleneck, []string, error) {
-	cfg, err := config.Load(configFile)
-	if err != nil {
-		return config.Bottleneck{}, nil, err
-	}
-	th := cfg.Bottleneck
-	var notes []string
-	switch {
-	case o.interval <= 0 || o.duration <= 0 || o.window <= 0:
-		return th, nil, usageError{errors.New("--interval, --duration and --window must be positive")}
-	case o.duration < 2*o.interval:
-		return th, nil, usageError{fmt.Errorf("--duration (%v) must be at least 2 x --interval (%v): a rate needs two scrapes", o.duration, o.interval)}
-	}
-	window := o.window
-	if window > o.duration {
-		window = o.duration
-		notes = append(notes, fmt.Sprintf("--window %v is longer than --duration; rates and quantiles use the whole %v watch", o.window, o.duration))
-	}
-	if window < 2*o.interval {
-		window = 2 * o.interval
-		notes = append(notes, fmt.Sprintf("--window %v is shorter than 2 x --interval; rates and quantiles use %v", o.window, window))
-	}
-	th.Window = window
-	th.BaselineWindow = max(o.duration, window+o.interval)
-	// One verdict per tick is what a one-shot report states (see
-	// bottleneck.OneShotClass); hysteresis is for a live exporter.
-	return th, notes, nil
+// diagnoseFlags are the exporter's flags as diagnose wires them: no SLO
+// checkpoint (the state file is the running exporter's), no pprof, no demo.
+func diagnoseFlags(f *flags) *flags {
+	df := *f
+	sf, none, off := *f.slo, "", false
+	sf.stateFile = &none
+	df.slo, df.pprof, df.demo = &sf, &off, false
+	return &df
 }
 
-// runDiagnose watches o.url and writes the report to w.
-func runDiagnose(ctx context.Context, o diagnoseOpts, w io.Writer, logger log.Logger) (bottleneck.Report, error) {
-	th, notes, err := diagnoseThresholds(o.configFile, o)
+// runDiagnose wires the serving exporter's own components from f (the same
+// configuration, thresholds, SLOs, windows, hysteresis and probes) and,
+// instead of serving them, drives them for o.duration: scrape every
+// --vllm.scrape-interval, the GPUs sampled and the probes' schedule run at
+// each scrape, the SLO watchdog (which ticks the classifier as its hook)
+// evaluating each scrape as it lands. The report states what the running
+// exporter would publish at the end of that time.
+func runDiagnose(ctx context.Context, f *flags, o diagnoseOpts, w io.Writer, logger log.Logger) (bottleneck.Report, error) {
+	if o.duration < 2*f.interval {
+		return bottleneck.Report{}, usageError{fmt.Errorf("--duration (%v) must be at least 2 x --vllm.scrape-interval (%v): a rate needs two scrapes", o.duration, f.interval)}
+	}
+	df := diagnoseFlags(f)
+	x, stop, err := newExporter(ctx, df, logger)
 	if err != nil {
 		return bottleneck.Report{}, err
 	}
-	scraper := vllm.New(vllm.Options{
-		URL: o.url, Interval: o.interval, Timeout: o.timeout, Upstream: o.upstream,
-		// The classifier reads th.Window only; its baseline is its own.
-		Windows: []time.Duration{th.Window},
-	}, log.With(logger, "component", "vllm"))
-	src := bottleneck.Sources{VLLM: scraper}
-	scrape := scraper.ScrapeOnce
-	if o.gpu != nil {
-		src.GPU = o.gpu
-		scrape = func(ctx context.Context, now time.Time) {
-			o.gpu.SampleOnce(now)
-			scraper.ScrapeOnce(ctx, now)
-		}
+	defer stop()
+	if err := x.wire(df); err != nil {
+		return bottleneck.Report{}, err
 	}
-	var probe func(context.Context, time.Time)
-	if o.probes {
-		pair, err := newProbePair(o, scraper, logger)
-		if err != nil {
-			return bottleneck.Report{}, err
-		}
-		defer pair.wait()
-		src.Probes, probe = pair.sched, pair.send
+	if x.gpu != nil {
+		defer x.gpu.Close()
 	}
-	c := bottleneck.New(bottleneck.Options{Model: o.spec, Cost: o.cost, Thresholds: &th}, nil,
-		src, log.With(logger, "component", "bottleneck"))
-	rep := bottleneck.Watch(ctx, c, bottleneck.WatchOptions{
-		Target: o.url, Duration: o.duration, Interval: o.interval,
-		Scrape: scrape, Probe: probe, ProbeEvery: o.probeEvery, Now: o.now, Sleep: o.sleep,
-		Window: th.Window, GPUHour: o.cost.GPUHour,
+	cfg := x.config.Get()
+	var notes []string
+	th := cfg.Bottleneck
+	if need := th.Window + time.Duration(th.HoldTicks+1)*f.interval; o.duration < need {
+		notes = append(notes, fmt.Sprintf("the %v watch is shorter than %v (bottleneck.window %v and hold_ticks %d + 1 scrapes): the windowed rules and rates need a full window and a class hold_ticks ticks to be published, as in the exporter; this report shows what there was",
+			o.duration, need, th.Window, th.HoldTicks))
+	}
+	probeCtx, cancelProbes := context.WithCancel(ctx)
+	probes := backgroundProbes{sched: x.probes}
+	defer probes.wait()
+	defer cancelProbes() // probes still streaming at the end are abandoned, not recorded
+	rep := bottleneck.Watch(ctx, x.classifier, bottleneck.WatchOptions{
+		Target: df.vllmURL, Duration: o.duration, Interval: f.interval,
+		Scrape: func(ctx context.Context, now time.Time) {
+			if x.gpu != nil {
+				x.gpu.SampleOnce(now)
+			}
+			x.vllm.ScrapeOnce(ctx, now)
+		},
+		Probe: func(_ context.Context, now time.Time) { probes.tick(probeCtx, now) },
+		Tick:  x.slo.Tick,
+		SLOs:  func(model string) []bottleneck.SLOLine { return sloLines(x.slo.Status(), cfg, model) },
+		Now:   o.now, Sleep: o.sleep, GPUHour: f.bottleneck.cost.GPUHour,
 	})
 	rep.Notes = append(notes, rep.Notes...)
 	render := bottleneck.RenderText
@@ -307,78 +226,68 @@ func runDiagnose(ctx context.Context, o diagnoseOpts, w io.Writer, logger log.Lo
 	return rep, nil
 }
 
-// The cold/warm probe pair diagnose sends: identical lengths, the warm one
-// repeating one fixed prompt (a prefix cache serves it after the first), the
-// cold one unique each time. A warm TTFT no better than the cold one is the
-// prefix_cache_miss signal.
-const (
-	diagnoseCold = "diagnose-cold"
-	diagnoseWarm = "diagnose-warm"
-)
-
-const probePairYAML = `probes:
-  model: %q
-  max_requests_per_minute: 60
-  token_id_min: %d
-  token_id_max: %d
-  profiles:
-    - {name: %s, endpoint: completions, input_tokens: 1024, output_tokens: 8, prefix: cold, interval: 1h, timeout: 10s}
-    - {name: %s, endpoint: completions, input_tokens: 1024, output_tokens: 8, prefix: warm, interval: 1h, timeout: 10s}
-`
-
-type probePair struct {
+// backgroundProbes runs the probe scheduler's due probes at each tick
+// without holding the watch up (a probe streams for a while), one tick's
+// probes at a time, as the scheduler's own loop runs them.
+type backgroundProbes struct {
 	sched *probes.Scheduler
 	wg    sync.WaitGroup
 	busy  atomic.Bool
 }
 
-// newProbePair builds a probe scheduler for the pair only (the model and
-// token range come from --config.file's probes section). Probes are sent on
-// demand, never on the scheduler's own timers.
-func newProbePair(o diagnoseOpts, scraper *vllm.Scraper, logger log.Logger) (*probePair, error) {
-	cfg, err := config.Load(o.configFile)
-	if err != nil {
-		return nil, err
-	}
-	// config.Holder loads from a file only: write the pair's section to one.
-	f, err := os.CreateTemp("", "vllm_exporter-diagnose-*.yml")
-	if err != nil {
-		return nil, err
-	}
-	defer os.Remove(f.Name())
-	_, err = fmt.Fprintf(f, probePairYAML, cfg.Probes.Model, cfg.Probes.TokenIDMin, cfg.Probes.TokenIDMax, diagnoseCold, diagnoseWarm)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, err
-	}
-	holder, err := config.NewHolder(f.Name())
-	if err != nil {
-		return nil, fmt.Errorf("diagnose probe profiles: %w", err)
-	}
-	sched := probes.New(probes.Options{URL: o.url, Upstream: o.upstream, VLLM: scraper.Latest}, holder, log.With(logger, "component", "probes"))
-	return &probePair{sched: sched}, nil
-}
-
-// send starts the pair in the background unless it is still running: cold,
-// then warm, one after the other. Sent together they would share one engine
-// step and so one first-token time, hiding any prefix-cache gain.
-func (p *probePair) send(ctx context.Context, _ time.Time) {
-	if !p.busy.CompareAndSwap(false, true) {
+func (b *backgroundProbes) tick(ctx context.Context, now time.Time) {
+	if b.sched == nil || !b.busy.CompareAndSwap(false, true) {
 		return
 	}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		defer p.busy.Store(false)
-		for _, name := range []string{diagnoseCold, diagnoseWarm} {
-			_, _ = p.sched.ProbeOnce(ctx, name) // failures are counted in the scheduler's snapshot
-		}
-	}()
+	b.wg.Go(func() {
+		defer b.busy.Store(false)
+		b.sched.Tick(ctx, now)
+	})
 }
 
-func (p *probePair) wait() { p.wg.Wait() }
+func (b *backgroundProbes) wait() { b.wg.Wait() }
+
+// sloLines are the SLO watchdog's results for model (and the probe SLOs)
+// with their configured objectives, over everything the watchdog saw.
+func sloLines(results []slo.Result, cfg *config.File, model string) []bottleneck.SLOLine {
+	byName := map[string]config.SLO{}
+	for _, c := range cfg.SLOs {
+		byName[c.Name] = c
+	}
+	var out []bottleneck.SLOLine
+	for _, r := range results {
+		if r.Model != model && r.Model != "" {
+			continue
+		}
+		pw := r.PeriodWindow
+		l := bottleneck.SLOLine{Name: r.SLO, Objective: sloObjective(byName[r.SLO]), Bad: pw.Bad, Total: pw.Total, Page: r.Page, Ticket: r.Ticket}
+		if pw.BurnRate.OK {
+			l.BurnRate = &pw.BurnRate.V
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// sloObjective says what an SLO promises, e.g. "ttft <= 1 s for 99% of
+// requests".
+func sloObjective(c config.SLO) string {
+	pct := strconv.FormatFloat(100*c.Objective, 'f', -1, 64) + "%"
+	switch c.Kind {
+	case "latency":
+		return fmt.Sprintf("%s %s <= %s for %s of %s", c.Source, c.Metric, strconv.FormatFloat(c.Threshold, 'f', -1, 64)+" s", pct, sloEvents(c))
+	case "preemption":
+		return fmt.Sprintf("at most %s preemptions per finished request", strconv.FormatFloat(c.Threshold, 'f', -1, 64))
+	}
+	return fmt.Sprintf("%s %s good for %s of %s", c.Source, c.Kind, pct, sloEvents(c))
+}
+
+func sloEvents(c config.SLO) string {
+	if c.Source == "probe" {
+		return "probes"
+	}
+	return "requests"
+}
 
 func setupCapacity(cmd *kingpin.CmdClause, f *flags) func(context.Context, log.Logger) error {
 	var daily, perGPU, headroom float64
@@ -386,18 +295,11 @@ func setupCapacity(cmd *kingpin.CmdClause, f *flags) func(context.Context, log.L
 	cmd.Flag("daily-requests", "Requests per day to plan for.").Required().Float64Var(&daily)
 	cmd.Flag("requests-per-second-per-gpu", "Sustained requests/s one GPU serves within the SLOs (e.g. vllm_capacity_requests_per_second / GPUs); 0 = measure it by watching --vllm.url for --duration.").Float64Var(&perGPU)
 	cmd.Flag("headroom", "Multiplier for traffic spikes (default: bottleneck.headroom, 2).").Float64Var(&headroom)
-	cmd.Flag("duration", "How long to watch when measuring.").Default("60s").DurationVar(&o.duration)
-	cmd.Flag("interval", "Scrape every this long when measuring.").Default("5s").DurationVar(&o.interval)
-	cmd.Flag("window", "Rate window when measuring.").Default("30s").DurationVar(&o.window)
+	cmd.Flag("duration", "How long to watch when measuring (as diagnose does).").Default("90s").DurationVar(&o.duration)
 	return func(ctx context.Context, logger log.Logger) error {
 		basis := ""
 		if perGPU == 0 {
-			done, err := fromAppFlags(o, f, logger)
-			if err != nil {
-				return err
-			}
-			defer done()
-			m, err := measurePerGPU(ctx, *o, logger)
+			m, err := measurePerGPU(ctx, f, *o, logger)
 			if err != nil {
 				return err
 			}
@@ -420,8 +322,8 @@ type perGPUMeasure struct {
 // the models it serves). When the server was not saturated that is only
 // its offered load: the figure becomes the KV-capacity extrapolation, and
 // basis says so.
-func measurePerGPU(ctx context.Context, o diagnoseOpts, logger log.Logger) (perGPUMeasure, error) {
-	rep, err := runDiagnose(ctx, o, io.Discard, logger)
+func measurePerGPU(ctx context.Context, f *flags, o diagnoseOpts, logger log.Logger) (perGPUMeasure, error) {
+	rep, err := runDiagnose(ctx, f, o, io.Discard, logger)
 	if err != nil && !errors.Is(err, errNotDiagnosed) {
 		return perGPUMeasure{}, err
 	}
@@ -449,7 +351,7 @@ func measurePerGPU(ctx context.Context, o diagnoseOpts, logger log.Logger) (perG
 		}
 	}
 	if m.perGPU == 0 {
-		return perGPUMeasure{}, fmt.Errorf("no throughput was sustained within the SLOs while watching %s for %v (%d scrapes, %d failed); give --requests-per-second-per-gpu", o.url, o.duration, rep.Scrapes, rep.ScrapeErrors)
+		return perGPUMeasure{}, fmt.Errorf("no throughput was sustained within the SLOs while watching %s for %v (%d scrapes, %d failed); give --requests-per-second-per-gpu", f.vllmURL, o.duration, rep.Scrapes, rep.ScrapeErrors)
 	}
 	switch {
 	case len(lower) > 0:

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -14,13 +13,17 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vllm-exporter/vllm_exporter/collector/gpu"
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 
@@ -34,27 +37,40 @@ import (
 
 var updateGolden = flag.Bool("update", false, "rewrite golden files")
 
-// diagnoseSim runs `diagnose` for a minute of the simulator's virtual clock
-// in one preset.
-func diagnoseSim(t *testing.T, scenario, output string) (bottleneck.Report, string) {
+// parseFlags parses an exporter command line.
+func parseFlags(t *testing.T, args ...string) *flags {
 	t.Helper()
-	return diagnoseSimWith(t, scenario, diagnoseOpts{output: output})
+	app, f, _ := newApp()
+	if _, err := app.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
-func diagnoseSimWith(t *testing.T, scenario string, o diagnoseOpts) (bottleneck.Report, string) {
+// diagnoseArgs are the command line of the diagnose tests against sim: no
+// NVML, no probes (a virtual clock gives them no meaningful timings), the
+// roofline from flags.
+func diagnoseArgs(sim *vllmsim.Sim, more ...string) []string {
+	return append([]string{"--vllm.url=" + sim.URL(), "--no-collector.gpu", "--no-probe.enabled",
+		"--model.parameters=8e9", "--model.bytes-per-parameter=2", "--model.memory-bandwidth=2.68e12", "--model.kv-cache-bytes=7e9",
+		"--cost.gpu-hour=2.5"}, more...)
+}
+
+// onVirtualClock is a watch of d on sim's virtual clock: each of diagnose's
+// sleeps advances the simulator.
+func onVirtualClock(sim *vllmsim.Sim, d time.Duration, output string) diagnoseOpts {
+	return diagnoseOpts{duration: d, output: output, now: sim.Now,
+		sleep: func(_ context.Context, d time.Duration) error { sim.Advance(d); return nil }}
+}
+
+// diagnoseSim runs `diagnose` for a minute of the simulator's virtual clock
+// in one preset, once the regime is under way.
+func diagnoseSim(t *testing.T, scenario, output string, args ...string) (bottleneck.Report, string) {
 	t.Helper()
 	s := startSim(t, scenario, 3)
-	s.Advance(30 * time.Second) // the regime is under way when diagnose starts
+	s.Advance(30 * time.Second)
 	var out bytes.Buffer
-	o.url, o.timeout, o.duration, o.interval, o.window = s.URL(), 5*time.Second, time.Minute, 5*time.Second, 30*time.Second
-	o.spec = bottleneck.ModelSpec{Parameters: 8e9, BytesPerParameter: 2, MemoryBandwidth: 2.68e12, KVCacheBytes: 7e9}
-	o.cost = bottleneck.CostSpec{GPUHour: 2.5}
-	o.now = s.Now
-	o.sleep = func(_ context.Context, d time.Duration) error {
-		s.Advance(d)
-		return nil
-	}
-	rep, err := runDiagnose(context.Background(), o, &out, log.NewNopLogger())
+	rep, err := runDiagnose(context.Background(), parseFlags(t, diagnoseArgs(s, args...)...), onVirtualClock(s, 90*time.Second, output), &out, log.NewNopLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,10 +123,11 @@ func TestDiagnoseOnSimulator(t *testing.T) {
 			if m.Class != c.want || m.Recommendation == "" || len(m.Evidence) == 0 {
 				t.Fatalf("class %s (want %s), recommendation %q, evidence %v", m.Class, c.want, m.Recommendation, m.Evidence)
 			}
-			if rep.Scrapes != 13 || rep.ScrapeErrors != 0 {
+			if rep.Scrapes != 19 || rep.ScrapeErrors != 0 { // 90 s at 5 s, both ends included
 				t.Errorf("scrapes %d, errors %d", rep.Scrapes, rep.ScrapeErrors)
 			}
-			for _, want := range []string{"BOTTLENECK: " + string(c.want), "RECOMMENDATION: " + m.Recommendation, "Decode roofline", "SLO at p95"} {
+			for _, want := range []string{"BOTTLENECK: " + string(c.want), "RECOMMENDATION: " + m.Recommendation, "Decode roofline", "SLOs (configured",
+				"ttft-p99       server ttft <= 1 s for 99% of requests", "tpot-p99       server tpot <= 0.1 s for 99% of requests"} {
 				if !strings.Contains(txt, want) {
 					t.Errorf("report lacks %q", want)
 				}
@@ -134,11 +151,9 @@ func TestDiagnoseJSON(t *testing.T) {
 func TestDiagnoseUnreachable(t *testing.T) {
 	var out bytes.Buffer
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	rep, err := runDiagnose(context.Background(), diagnoseOpts{
-		url: "http://127.0.0.1:1", timeout: time.Second, duration: 20 * time.Second, interval: 5 * time.Second, window: 10 * time.Second,
-		output: "text", now: func() time.Time { return now },
-		sleep: func(_ context.Context, d time.Duration) error { now = now.Add(d); return nil },
-	}, &out, log.NewNopLogger())
+	f := parseFlags(t, "--vllm.url=http://127.0.0.1:1", "--vllm.timeout=1s", "--no-collector.gpu", "--no-probe.enabled")
+	rep, err := runDiagnose(context.Background(), f, diagnoseOpts{duration: 20 * time.Second, output: "text", now: func() time.Time { return now },
+		sleep: func(_ context.Context, d time.Duration) error { now = now.Add(d); return nil }}, &out, log.NewNopLogger())
 	if !errors.Is(err, errNotDiagnosed) {
 		t.Fatalf("err = %v, want errNotDiagnosed (exit status 1) after the report", err)
 	}
@@ -147,23 +162,20 @@ func TestDiagnoseUnreachable(t *testing.T) {
 	}
 }
 
-// A --window longer than --duration is fitted to the watch (and said so);
-// a --duration too short for two scrapes is a usage error (exit status 2).
-func TestDiagnoseFitsTheWindowToTheDuration(t *testing.T) {
+// A watch too short for a verdict on full windows says so; a --duration
+// too short for two scrapes is a usage error (exit status 2).
+func TestDiagnoseShortWatch(t *testing.T) {
 	s := startSim(t, "healthy", 4)
 	var out bytes.Buffer
-	rep, err := runDiagnose(context.Background(), diagnoseOpts{url: s.URL(), timeout: 5 * time.Second, duration: 20 * time.Second,
-		interval: 5 * time.Second, window: time.Minute, output: "text", now: s.Now,
-		sleep: func(_ context.Context, d time.Duration) error { s.Advance(d); return nil }}, &out, log.NewNopLogger())
-	if err != nil || len(rep.Models) != 1 || !strings.Contains(out.String(), "note: --window 1m0s is longer than --duration") ||
-		!strings.Contains(out.String(), "watched 20s") || rep.Models[0].Throughput.RequestsPerSecond == nil {
+	rep, err := runDiagnose(context.Background(), parseFlags(t, diagnoseArgs(s)...), onVirtualClock(s, 20*time.Second, "text"), &out, log.NewNopLogger())
+	if err != nil || len(rep.Models) != 1 || !strings.Contains(out.String(), "note: the 20s watch is shorter than 1m15s (bottleneck.window 1m0s and hold_ticks 2 + 1 scrapes)") ||
+		!strings.Contains(out.String(), "watched 20s") || rep.Models[0].Throughput.RequestsPerSecond != nil {
 		t.Fatalf("err %v, report:\n%s", err, out.String())
 	}
-	_, err = runDiagnose(context.Background(), diagnoseOpts{url: s.URL(), duration: 5 * time.Second,
-		interval: 5 * time.Second, window: time.Minute}, &bytes.Buffer{}, log.NewNopLogger())
+	_, err = runDiagnose(context.Background(), parseFlags(t, diagnoseArgs(s)...), onVirtualClock(s, 5*time.Second, "text"), &bytes.Buffer{}, log.NewNopLogger())
 	var coded interface{ ExitCode() int }
 	if !errors.As(err, &coded) || coded.ExitCode() != 2 {
-		t.Fatalf("--duration = --interval: err %v, want a usage error (exit 2)", err)
+		t.Fatalf("--duration = --vllm.scrape-interval: err %v, want a usage error (exit 2)", err)
 	}
 }
 
@@ -199,35 +211,78 @@ func TestDiagnoseCommandLine(t *testing.T) {
 	}
 }
 
-// cappedGPU is one H100 sampled per tick with its power cap active.
-type cappedGPU struct{ last *snapshot.GPU }
-
-func (g *cappedGPU) SampleOnce(now time.Time) *snapshot.GPU {
-	g.last = &snapshot.GPU{Time: now, Up: true, Devices: []snapshot.GPUDevice{{
-		Index: 0, Name: "NVIDIA H100 80GB HBM3", Up: true, UtilGPU: snapshot.Some(0.9),
-		PeakMemBandwidthBytesPerSecond: snapshot.Some(3.35e12), MemoryTotalBytes: snapshot.Some(80e9),
-		ThrottleReasons: map[string]bool{"sw_power_cap": true},
-		SMClockHz:       snapshot.Some(0.8e9), MaxSMClockHz: snapshot.Some(1.98e9), // a lowered power limit
-	}}}
-	return g.last
+// cappedNVML is an NVML library with one H100 whose software power cap
+// holds its SM clocks at 40% of their maximum (a lowered power limit).
+func cappedNVML() nvml.Interface {
+	d := &mock.Device{}
+	hardFillMock(d, func() nvml.Return { return nvml.ERROR_NOT_SUPPORTED })
+	d.GetUUIDFunc = func() (string, nvml.Return) { return "GPU-capped-0", nvml.SUCCESS }
+	d.GetNameFunc = func() (string, nvml.Return) { return "NVIDIA H100 80GB HBM3", nvml.SUCCESS }
+	d.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{Gpu: 90, Memory: 40}, nvml.SUCCESS }
+	d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
+		return nvml.Memory{Total: 80e9, Used: 70e9, Free: 10e9}, nvml.SUCCESS
+	}
+	d.GetMemoryBusWidthFunc = func() (uint32, nvml.Return) { return 5120, nvml.SUCCESS }
+	d.GetMaxClockInfoFunc = func(c nvml.ClockType) (uint32, nvml.Return) {
+		if c == nvml.CLOCK_MEM {
+			return 2619, nvml.SUCCESS
+		}
+		return 1980, nvml.SUCCESS
+	}
+	d.GetClockInfoFunc = func(c nvml.ClockType) (uint32, nvml.Return) {
+		if c == nvml.CLOCK_MEM {
+			return 2619, nvml.SUCCESS
+		}
+		return 800, nvml.SUCCESS
+	}
+	d.GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) { return 0x4, nvml.SUCCESS } // sw_power_cap
+	lib := &mock.Interface{}
+	hardFillMock(lib, func() nvml.Return { return nvml.ERROR_NOT_SUPPORTED })
+	lib.InitFunc = func() nvml.Return { return nvml.SUCCESS }
+	lib.ShutdownFunc = func() nvml.Return { return nvml.SUCCESS }
+	lib.ExtensionsFunc = func() nvml.ExtendedInterface {
+		return &mock.ExtendedInterface{LookupSymbolFunc: func(string) error { return nil }}
+	}
+	lib.DeviceGetCountFunc = func() (int, nvml.Return) { return 1, nvml.SUCCESS }
+	lib.DeviceGetHandleByIndexFunc = func(int) (nvml.Device, nvml.Return) { return d, nvml.SUCCESS }
+	lib.DeviceGetHandleByUUIDFunc = func(string) (nvml.Device, nvml.Return) { return d, nvml.SUCCESS }
+	return lib
 }
-func (g *cappedGPU) Latest() *snapshot.GPU { return g.last }
 
-// With a GPU sampled each tick and an interactive latency contract from
-// --config.file, the simulator's throttled preset reads as throttled.
-func TestDiagnoseThrottledWithGPU(t *testing.T) {
-	cfg := filepath.Join(t.TempDir(), "config.yml")
-	if err := os.WriteFile(cfg, []byte("bottleneck:\n  tpot_target_seconds: 0.015\n"), 0o644); err != nil {
+// useNVML makes the exporter's GPU collector read lib for the test.
+func useNVML(t *testing.T, lib nvml.Interface) {
+	newGPUSampler = func(o gpu.Options, l log.Logger) (*gpu.Sampler, error) { return gpu.New(lib, o, l), nil }
+	t.Cleanup(func() { newGPUSampler = gpu.NewFromLibrary })
+}
+
+// writeConfig writes a --config.file for the test.
+func writeConfig(t *testing.T, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rep, txt := diagnoseSimWith(t, "throttled", diagnoseOpts{output: "text", configFile: cfg, gpu: &cappedGPU{}})
-	if len(rep.Models) != 1 || rep.Models[0].Class != bottleneck.Throttled {
-		t.Fatalf("report:\n%s", txt)
+	return path
+}
+
+// With the GPU collector on a power-capped GPU and an interactive latency
+// contract from --config.file, the simulator's throttled preset reads as
+// throttled.
+func TestDiagnoseThrottledWithGPU(t *testing.T) {
+	useNVML(t, cappedNVML())
+	cfg := writeConfig(t, "bottleneck:\n  tpot_target_seconds: 0.015\n")
+	s := startSim(t, "throttled", 3)
+	s.Advance(30 * time.Second)
+	args := slices.DeleteFunc(diagnoseArgs(s, "--config.file="+cfg, "--collector.gpu"), func(a string) bool { return a == "--no-collector.gpu" })
+	var out bytes.Buffer
+	rep, err := runDiagnose(context.Background(), parseFlags(t, args...), onVirtualClock(s, 90*time.Second, "text"), &out, log.NewNopLogger())
+	if err != nil || len(rep.Models) != 1 || rep.Models[0].Class != bottleneck.Throttled {
+		t.Fatalf("err %v, report:\n%s", err, out.String())
 	}
 	if len(rep.GPUs) != 1 || rep.Models[0].Roofline.BandwidthSource != "gpu" || len(rep.Models[0].Unavailable) != 0 {
 		t.Errorf("GPU not used: gpus %v, roofline %+v, unavailable %v", rep.GPUs, rep.Models[0].Roofline, rep.Models[0].Unavailable)
 	}
-	checkGolden(t, "diagnose_throttled_gpu.txt", maskNumbers(txt))
+	checkGolden(t, "diagnose_throttled_gpu.txt", maskNumbers(out.String()))
 }
 
 // TestStartBottleneck starts the serve-side classifier the way wire
@@ -254,8 +309,7 @@ func TestStartBottleneck(t *testing.T) {
 		x.vllm.ScrapeOnce(context.Background(), s.Now())
 	}
 	classifier.Tick(s.Now())
-	mfs, done, err := x.metricsGatherer().Gather()
-	defer done()
+	mfs, err := x.registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,104 +385,6 @@ func TestSLOHoldsFromWatchdog(t *testing.T) {
 	}
 }
 
-// firstChunkDelay measures how late this machine, now, delivers the first
-// streamed chunk of a request whose own simulated work is one ~6 ms engine
-// step: the slowest of a few streamed one-token completions against a
-// real-time simulator. That is the scheduling delay any probe TTFT of the
-// same run may carry on top of the simulated time.
-func firstChunkDelay(t *testing.T) time.Duration {
-	t.Helper()
-	s := vllmsimtest.Start(t, vllmsim.Config{Seed: 1})
-	body := fmt.Sprintf(`{"model":%q,"prompt":"x","max_tokens":1,"stream":true}`, s.Config().Models[0])
-	var worst time.Duration
-	for range 10 {
-		start := time.Now()
-		resp, err := http.Post(s.URL()+"/v1/completions", "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		line, err := bufio.NewReader(resp.Body).ReadString('\n')
-		d := time.Since(start)
-		resp.Body.Close()
-		if err != nil || !strings.HasPrefix(line, "data: ") {
-			t.Fatalf("baseline request: %q, %v", line, err)
-		}
-		worst = max(worst, d)
-	}
-	return worst
-}
-
-// TestDiagnoseProbePairRealTime runs diagnose with the cold/warm probe pair
-// against the simulator on its real-time clock (probe timings need one),
-// once with prefix caching and once without: only the second is a
-// prefix_cache_miss, decided by the probe pair.
-//
-// Its margins come from a baseline measured in the same run. A probe's TTFT
-// is the simulated time plus this machine's delivery delay L (measured by
-// firstChunkDelay): a cached probe's ~0.01 s + L, an uncached one's prefill
-// time P + L. The simulator's prefill is slowed so that P is at least 8 L
-// (and at least 6x the default speed, ~0.3 s, which keeps the default
-// 0.06/0.08/0.1 s probe buckets out of play), so the warm/cold ratio is
-// below ~0.2 with prefix caching and above ~0.9 without, whatever the load,
-// either side of warm_cold_ttft_ratio_max 0.5. The run lasts long enough
-// for at least 3 pairs at that speed.
-func TestDiagnoseProbePairRealTime(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real-time simulator run")
-	}
-	// (The default ratio, 0.8, is pinned by the synthetic suite, which has
-	// no wall clock.)
-	cfg := filepath.Join(t.TempDir(), "config.yml")
-	if err := os.WriteFile(cfg, []byte("bottleneck:\n  warm_cold_ttft_ratio_max: 0.5\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	const inputTokens = 1024 // probePairYAML's input_tokens
-	delay := firstChunkDelay(t).Seconds()
-	cost := vllmsim.DefaultCost
-	defaultPrefill := inputTokens * cost.PerPrefillToken
-	prefill := max(6*defaultPrefill, 8*delay)
-	if prefill > 4 {
-		// The pair's probes time out at 10 s; a machine this slow cannot
-		// run the test meaningfully.
-		t.Fatalf("this machine delivers a first chunk %.2fs late: too loaded for a real-time probe test", delay)
-	}
-	cost.PerPrefillToken *= prefill / defaultPrefill
-	pair := 2*(prefill+delay) + 0.2 // two probes, each with 8 decode steps
-	duration := max(6*time.Second, time.Duration(4*pair*float64(time.Second)))
-	t.Logf("baseline first-chunk delay %.3fs: uncached prefill %.2fs, run %v", delay, prefill, duration)
-	for _, disable := range []bool{false, true} {
-		s := vllmsimtest.Start(t, vllmsim.Config{Seed: 9, DisablePrefixCaching: disable, Cost: cost})
-		rep, err := runDiagnose(context.Background(), diagnoseOpts{
-			url: s.URL(), timeout: 5 * time.Second, duration: duration, interval: 500 * time.Millisecond,
-			window: time.Second, output: "text", probes: true, probeEvery: 1, configFile: cfg,
-		}, &bytes.Buffer{}, log.NewNopLogger())
-		s.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen := map[string]float64{}
-		for _, l := range rep.Probes {
-			seen[l.Prefix] += l.Requests
-		}
-		if seen["cold"] < 3 || seen["warm"] < 3 || len(rep.Models) != 1 {
-			t.Fatalf("prefix caching disabled=%v: probes %+v, models %d", disable, rep.Probes, len(rep.Models))
-		}
-		medians := map[string]float64{}
-		for _, l := range rep.Probes {
-			if l.MedianTTFT != nil {
-				medians[l.Prefix] = *l.MedianTTFT
-			}
-		}
-		t.Logf("prefix caching disabled=%v: probes sent %v, median TTFT %v", disable, seen, medians)
-		// The pair decides the last tick's verdict, which the one-shot
-		// report states (no hysteresis in a report).
-		m := rep.Models[0]
-		if miss := m.Class == bottleneck.PrefixCacheMiss; miss != disable {
-			t.Errorf("prefix caching disabled=%v: class %s (also %v), evidence %+v, probes %+v, median TTFT %v", disable, m.Class, m.AlsoHeld, m.Evidence, rep.Probes, medians)
-		}
-	}
-}
-
 // Without --requests-per-second-per-gpu, capacity measures it. The healthy
 // preset (2 req/s offered, nothing waiting, KV ~2%) is not saturated and
 // too far from it to extrapolate (more than 10x): its throughput is offered
@@ -439,9 +395,7 @@ func TestCapacityMeasured(t *testing.T) {
 	measure := func(scenario string) (perGPUMeasure, error) {
 		s := startSim(t, scenario, 4)
 		s.Advance(30 * time.Second)
-		return measurePerGPU(context.Background(), diagnoseOpts{url: s.URL(), timeout: 5 * time.Second,
-			duration: time.Minute, interval: 5 * time.Second, window: 30 * time.Second, now: s.Now,
-			sleep: func(_ context.Context, d time.Duration) error { s.Advance(d); return nil }}, log.NewNopLogger())
+		return measurePerGPU(context.Background(), parseFlags(t, diagnoseArgs(s)...), onVirtualClock(s, 90*time.Second, "text"), log.NewNopLogger())
 	}
 	m, err := measure("healthy")
 	if err != nil || m.perGPU < 1 || !strings.Contains(m.basis, "LOWER BOUND") || !strings.Contains(m.basis, "not saturated") {
@@ -473,9 +427,7 @@ func TestDiagnoseSlowGPUWithoutNVMLSaysWhatItCannotRuleOut(t *testing.T) {
 	}
 	s.Advance(2 * time.Minute)
 	var out bytes.Buffer
-	rep, err := runDiagnose(context.Background(), diagnoseOpts{url: s.URL(), timeout: 5 * time.Second, duration: time.Minute,
-		interval: 5 * time.Second, window: 30 * time.Second, output: "text", now: s.Now,
-		sleep: func(_ context.Context, d time.Duration) error { s.Advance(d); return nil }}, &out, log.NewNopLogger())
+	rep, err := runDiagnose(context.Background(), parseFlags(t, diagnoseArgs(s)...), onVirtualClock(s, 90*time.Second, "text"), &out, log.NewNopLogger())
 	if err != nil || len(rep.Models) != 1 {
 		t.Fatalf("err %v, models %d", err, len(rep.Models))
 	}
@@ -486,17 +438,23 @@ func TestDiagnoseSlowGPUWithoutNVMLSaysWhatItCannotRuleOut(t *testing.T) {
 	t.Logf("20x slower GPU, no NVML: %s; cannot rule out: %v", m.Class, m.CannotRuleOut)
 }
 
-// diagnose against a model with a 1,024-token context. A server that lists
-// max_model_len (the simulator, like vLLM): the cold/warm pair (1,024 + 8
-// tokens) is shrunk to 1,016 + 8, the report says so and the probes
-// succeed. A third-party simulator that lists no limit and answers the
-// oversized pair with an in-stream error: the first pair fails, the report
-// gives the reason (context_length) and the server's error text, not only
-// "N sent, N failed", and the length that error names fits the later pairs.
-func TestDiagnoseProbePairFitsSmallContext(t *testing.T) {
+// diagnose runs the configured probe profiles, as the exporter does,
+// against a model with a 1,024-token context. A server that lists
+// max_model_len (the simulator, like vLLM): the 1,024 + 8-token profile is
+// shrunk to 1,016 + 8, the report says so and the probes succeed. A
+// third-party simulator that lists no limit and answers the oversized
+// probe with an in-stream error: the first probe fails, the report gives
+// the reason (context_length) and the server's error text, not only "N
+// sent, N failed", and the length that error names fits the later probes.
+func TestDiagnoseProbesFitSmallContext(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-time simulator run")
 	}
+	cfg := writeConfig(t, `probes:
+  max_requests_per_minute: 600
+  profiles:
+    - {name: long, endpoint: completions, input_tokens: 1024, output_tokens: 8, prefix: cold, interval: 2s, jitter: 0s, timeout: 1500ms}
+`)
 	for _, listed := range []bool{true, false} {
 		sim, err := vllmsim.New(vllmsim.Config{Seed: 5, MaxModelLen: 1024})
 		if err != nil {
@@ -527,10 +485,8 @@ func TestDiagnoseProbePairFitsSmallContext(t *testing.T) {
 			h.ServeHTTP(w, r)
 		}))
 		var out bytes.Buffer
-		rep, err := runDiagnose(context.Background(), diagnoseOpts{
-			url: srv.URL, timeout: 5 * time.Second, duration: 3 * time.Second, interval: 500 * time.Millisecond,
-			window: time.Second, output: "text", probes: true, probeEvery: 1,
-		}, &out, log.NewNopLogger())
+		f := parseFlags(t, "--vllm.url="+srv.URL, "--vllm.scrape-interval=500ms", "--vllm.timeout=400ms", "--no-collector.gpu", "--config.file="+cfg)
+		rep, err := runDiagnose(context.Background(), f, diagnoseOpts{duration: 5 * time.Second, output: "text"}, &out, log.NewNopLogger())
 		srv.Close()
 		sim.Close()
 		if err != nil {
@@ -550,12 +506,164 @@ func TestDiagnoseProbePairFitsSmallContext(t *testing.T) {
 			}
 			continue
 		}
-		// The first pair fails; the length its error names fits the rest.
+		// The first probe fails; the length its error names fits the rest.
 		if failed < 1 || failed >= sent || !strings.Contains(txt, "failed (context_length ") ||
 			!strings.Contains(txt, "last error: context_length: in-stream error: This model's maximum context length is 1024 tokens. However, you requested 1032 tokens.") ||
 			!strings.Contains(txt, "input_tokens 1024 -> 1016, output_tokens 8") {
 			t.Errorf("unlisted max_model_len: %v of %v failed; the report must give the reason, the server's text and the fit:\n%s", failed, sent, txt)
 		}
-		t.Logf("report of the failing pair:\n%s", txt[strings.Index(txt, "Probes:"):])
+		t.Logf("report of the failing probes:\n%s", txt[strings.Index(txt, "Probes:"):])
+	}
+}
+
+// tickHook reports each SLO watchdog tick.
+type tickHook chan time.Time
+
+func (h tickHook) Tick(now time.Time) { h <- now }
+
+// servingExporter is the serving exporter wired from args, its SLO
+// watchdog following the scraper as it does when serving (its loop
+// evaluates each scrape as it lands and ticks the classifier); its scrape,
+// GPU and probe loops are stepped on the simulator's clock instead.
+type servingExporter struct {
+	t      *testing.T
+	x      *exporter
+	ticked tickHook
+}
+
+func startServingExporter(t *testing.T, args ...string) *servingExporter {
+	t.Helper()
+	x, _ := wiredExporter(t, args...)
+	e := &servingExporter{t: t, x: x, ticked: make(tickHook, 16)}
+	x.slo.AddHook(e.ticked)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { x.slo.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-e.ticked // the start-up evaluation
+	return e
+}
+
+// step runs the exporter's due probes, samples its GPUs and scrapes at now,
+// and waits for the watchdog to evaluate that scrape.
+func (e *servingExporter) step(ctx context.Context, now time.Time) {
+	if e.x.probes != nil {
+		e.x.probes.Tick(ctx, now)
+	}
+	if e.x.gpu != nil {
+		e.x.gpu.SampleOnce(now)
+	}
+	e.x.vllm.ScrapeOnce(ctx, now)
+	deadline := time.After(time.Minute)
+	for {
+		select {
+		case at := <-e.ticked:
+			if at.Equal(now) {
+				return
+			}
+		case <-deadline:
+			e.t.Fatalf("the watchdog did not evaluate the scrape at %v", now)
+		}
+	}
+}
+
+// One classifier, one verdict: `diagnose` and the serving exporter, wired
+// from the same command line against the same simulated server and stepped
+// through the same 90 s of its clock (one scrape every 5 s), publish the
+// same class, and it is the scenario's. The exporter evaluates each scrape
+// as its watchdog loop sees it land; diagnose drives the same components
+// tick by tick.
+func TestDiagnoseNamesTheExportersClass(t *testing.T) {
+	probeCfg := "probes:\n  max_requests_per_minute: 60\n  backoff_max: 5s\n  profiles:\n" +
+		"    - {name: short-chat, endpoint: chat, input_tokens: 128, output_tokens: 32, prefix: cold, interval: 5s, jitter: 0s, timeout: 4s}\n"
+	trickle, _ := vllmsim.ScenarioPreset("healthy")
+	trickle.Name, trickle.Load.Rate = "trickle", 0.3
+	cases := []struct {
+		name     string
+		scenario string            // preset
+		custom   *vllmsim.Scenario // instead of a preset
+		want     bottleneck.Class
+		config   string   // --config.file contents
+		args     []string // beside diagnoseArgs
+		gpu      bool     // a power-capped GPU instead of no NVML
+		at45s    func(*vllmsim.Sim) error
+		start    func(*vllmsim.Sim) error
+	}{
+		{name: "healthy underloaded", custom: &trickle, want: bottleneck.BatchTooSmall},
+		{name: "healthy loaded", scenario: "healthy", want: bottleneck.NearOptimal},
+		{name: "queueing", scenario: "queueing", want: bottleneck.Queueing},
+		{name: "kv exhausted", scenario: "kv_exhausted", want: bottleneck.KVCacheExhausted},
+		{name: "prefix miss", scenario: "prefix_warm", want: bottleneck.PrefixCacheMiss,
+			at45s: func(s *vllmsim.Sim) error { return s.SetScenario("prefix_cold") }},
+		{name: "throttled", scenario: "throttled", want: bottleneck.Throttled, gpu: true,
+			config: "bottleneck:\n  tpot_target_seconds: 0.015\n"},
+		{name: "stalled", scenario: "stalled", want: bottleneck.EngineStalled},
+		// Every probe answered 500 (a gateway in front of vLLM) while
+		// the users' traffic flows: not "send more load".
+		{name: "probes failing", custom: &trickle, want: bottleneck.ProbesFailing, config: probeCfg, args: []string{"--probe.enabled"},
+			start: func(s *vllmsim.Sim) error { return s.SetRefusal(vllmsim.Refusal{Status: 500, Fraction: 1}) }},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			// The virtual clock starts now: the probe scheduler times its
+			// first probes on the wall clock, the later ones on the watch's.
+			s := vllmsimtest.Start(t, vllmsim.Config{VirtualClock: true, LoadGen: true, Seed: int64(20 + i), Start: time.Now()})
+			var err error
+			if c.custom != nil {
+				err = s.ApplyScenario(*c.custom)
+			} else {
+				err = s.SetScenario(c.scenario)
+			}
+			if err == nil && c.start != nil {
+				err = c.start(s)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := append(diagnoseArgs(s), c.args...)
+			if c.config != "" {
+				args = append(args, "--config.file="+writeConfig(t, c.config))
+			}
+			if c.gpu {
+				useNVML(t, cappedNVML())
+				args = append(slices.DeleteFunc(args, func(a string) bool { return a == "--no-collector.gpu" }), "--collector.gpu")
+			}
+			if slices.Contains(c.args, "--probe.enabled") {
+				args = slices.DeleteFunc(args, func(a string) bool { return a == "--no-probe.enabled" })
+			}
+			s.Advance(30 * time.Second) // the regime is under way
+			ctx := context.Background()
+			exp := startServingExporter(t, args...)
+			start := s.Now()
+			exp.step(ctx, start)
+			o := onVirtualClock(s, 90*time.Second, "text")
+			o.sleep = func(ctx context.Context, d time.Duration) error {
+				s.Advance(d)
+				if c.at45s != nil && s.Now().Sub(start) == 45*time.Second {
+					if err := c.at45s(s); err != nil {
+						return err
+					}
+				}
+				exp.step(ctx, s.Now())
+				return nil
+			}
+			var out bytes.Buffer
+			rep, err := runDiagnose(ctx, parseFlags(t, args...), o, &out, log.NewNopLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			sts := exp.x.classifier.States()
+			if len(rep.Models) != 1 || len(sts) != 1 {
+				t.Fatalf("diagnose models %d, exporter models %d", len(rep.Models), len(sts))
+			}
+			got, served := rep.Models[0], sts[0]
+			t.Logf("%s: exporter %s (raw %s), diagnose %s (pending %q)", c.name, served.Class, served.Raw, got.Class, got.Pending)
+			if got.Class != served.Class || got.Pending != served.Candidate {
+				t.Errorf("diagnose says %s (pending %q), the exporter publishes %s (pending %q)", got.Class, got.Pending, served.Class, served.Candidate)
+			}
+			if got.Class != c.want {
+				t.Errorf("class %s, want %s; report:\n%s", got.Class, c.want, out.String())
+			}
+		})
 	}
 }

@@ -99,7 +99,7 @@ func setupGPU(f *gpuFlags, reg prometheus.Registerer, health collector.Reporter,
 			a.Absent(gpu.CollectorName, reason)
 		}
 	}
-	s, err := newGPUSampler(gpu.Options{Interval: *f.interval, Health: health}, logger)
+	s, err := newGPUSampler(gpu.Options{Interval: *f.interval, Health: health, AbsenceExpected: !f.forced}, logger)
 	if errors.Is(err, gpu.ErrBuiltWithoutNVML) {
 		if !f.forced {
 			absent("built_without_nvml", err.Error())

@@ -8,11 +8,15 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vllm-exporter/vllm_exporter/collector"
 	"github.com/vllm-exporter/vllm_exporter/collector/gpu"
 	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim/vllmsimtest"
 )
@@ -147,4 +151,36 @@ func TestFaultGPULostMidRun(t *testing.T) {
 	h.stop()
 	sim.Close()
 	hardCheckLeaks(t, before, 32<<20)
+}
+
+// TestGPUAbsenceWarnsOnlyWhenForced: on a host without NVML (Init fails)
+// or without a GPU, auto mode says so at info (the absence is expected) and
+// writes no warning; --collector.gpu, which asked for GPUs, warns once.
+func TestGPUAbsenceWarnsOnlyWhenForced(t *testing.T) {
+	noLib := &mock.Interface{InitFunc: func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }}
+	noGPU, _ := hardFakeNVML(0)
+	for name, lib := range map[string]nvml.Interface{"no NVML": noLib, "no GPU": noGPU} {
+		newGPUSampler = func(o gpu.Options, l log.Logger) (*gpu.Sampler, error) { return gpu.New(lib, o, l), nil }
+		t.Cleanup(func() { newGPUSampler = gpu.NewFromLibrary })
+		for _, forced := range []bool{false, true} {
+			var logs strings.Builder
+			logger := level.NewFilter(log.NewLogfmtLogger(&logs), level.AllowInfo())
+			args := []string{}
+			if forced {
+				args = append(args, "--collector.gpu")
+			}
+			s, err := setupGPU(parseGPUFlags(t, args...), prometheus.NewRegistry(), collector.NewHealth(), logger)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s != nil {
+				s.SampleOnce(time.Now())
+				s.Close()
+			}
+			warns, said := strings.Count(logs.String(), "level=warn"), strings.Count(logs.String(), `level=info msg="no GPU collector on this host`)
+			if forced && warns != 1 || !forced && (warns != 0 || said != 1) {
+				t.Errorf("%s, forced=%v: %d warnings, %d info lines on the absence; want 1 warning forced, else none and one info line:\n%s", name, forced, warns, said, logs.String())
+			}
+		}
+	}
 }

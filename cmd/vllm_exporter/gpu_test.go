@@ -129,7 +129,7 @@ func TestGPUAbsentReason(t *testing.T) {
 //     with the reason (vllm_exporter_collector_absent{collector="gpu"}) and
 //     no up series for it, so VLLMExporterCollectorDown cannot fire;
 //   - forced: the collector is down (vllm_exporter_collector_up 0), which
-//     tickets, and one warning says why.
+//     tickets, and one warning says why (auto mode warns of nothing).
 //
 // None exports a vllm_gpu_* series, and all exit cleanly on SIGTERM.
 // Skipped with -short, and where NVML initialises (a driver is installed).
@@ -211,6 +211,11 @@ func TestBinaryWithoutNVIDIADriver(t *testing.T) {
 			logs := p.Logs.String()
 			if n := strings.Count(logs, b.wantLog); n != 1 {
 				t.Fatalf("%q logged %d times, want once:\n%s", b.wantLog, n, logs)
+			}
+			for line := range strings.Lines(logs) {
+				if !b.forced && strings.Contains(line, "level=warn") && strings.Contains(line, "component=gpu") {
+					t.Errorf("auto mode warns about an absence it expects: %s", line)
+				}
 			}
 		})
 	}

@@ -45,7 +45,7 @@ func hardStart(t *testing.T, client *http.Client, args ...string) *hardExporter 
 		t.Fatalf("flags %q: %v", args, err)
 	}
 	logs := &testutil.SyncBuffer{}
-	logger, slogger := newLogger(f.logLevel, f.logFormat, logs)
+	logger, slogger := newLogger(f.logLevel, f.logFormat, logs, f.scrubber())
 	if client == nil {
 		client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	}

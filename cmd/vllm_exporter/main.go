@@ -16,13 +16,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	stdlog "log"
 	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
@@ -38,6 +41,8 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
 	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
+	"github.com/vllm-exporter/vllm_exporter/internal/ratelog"
+	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 )
 
 const program = "vllm_exporter"
@@ -60,6 +65,7 @@ type flags struct {
 	timeout      time.Duration
 	timeoutSet   bool // --vllm.timeout given: it must then be shorter than the interval
 	maxBodyBytes int64
+	maxSeries    int
 	windows      string
 	optIn        []string
 	maxModels    int
@@ -69,6 +75,12 @@ type flags struct {
 	basicUser    string
 	basicPWFile  string
 	proxyFromEnv bool
+
+	// vllmURL is the first of vllmURLs (--vllm.url); *Set: given.
+	vllmURLs         []string
+	urlSet, ranksSet bool
+	ranks            int
+	supervisorURL    string
 
 	enableLifecycle bool
 	perPriority     bool
@@ -85,6 +97,35 @@ type flags struct {
 	slo        *sloFlags
 	bottleneck *bottleneckFlags
 	pprof      *bool
+
+	scrub *upstream.Scrubber // see scrubber
+}
+
+// urlList is --vllm.url: repeatable, the first also kept alone.
+type urlList struct {
+	first *string
+	all   *[]string
+}
+
+func (u urlList) Set(v string) error {
+	if len(*u.all) == 0 {
+		*u.first = v
+	}
+	*u.all = append(*u.all, v)
+	return nil
+}
+
+func (u urlList) String() string     { return strings.Join(*u.all, ",") }
+func (u urlList) IsCumulative() bool { return true }
+
+// scrubber is what every output of the process (logs, errors, pages, the
+// pprof command line) is scrubbed of secrets with; made once the command
+// line is parsed.
+func (f *flags) scrubber() *upstream.Scrubber {
+	if f.scrub == nil {
+		f.scrub = upstream.NewScrubber(f.vllmURL, os.Getenv("VLLM_API_KEY"))
+	}
+	return f.scrub
 }
 
 func newApp() (*kingpin.Application, *flags, *kingpin.CmdClause) {
@@ -97,10 +138,13 @@ func newApp() (*kingpin.Application, *flags, *kingpin.CmdClause) {
 	app.Flag("web.disable-exporter-metrics", "Exclude the exporter's own go_* and process_* metrics.").BoolVar(&f.disableExpMets)
 	app.Flag("web.go-memstats", "Also export the Go runtime's go_memstats_* series (25); by default the exporter's heap is go_memory_classes_heap_objects_bytes + go_memory_classes_heap_unused_bytes.").BoolVar(&f.goMemStats)
 	app.Flag("web.all-runtime-series", "Also export the Go runtime and process series no shipped panel reads (go_gc_duration_seconds, go_threads, go_info, go_gc_gogc_percent, go_sched_gomaxprocs_threads, process_start_time_seconds, process_virtual_memory_*, process_network_*, promhttp_metric_handler_errors_total); by default go_* and process_* are the eight the Overview dashboard's exporter row reads.").BoolVar(&f.allRuntime)
-	app.Flag("vllm.url", "Base URL of the vLLM server (its /metrics is scraped; probes use the same server).").Default("http://localhost:8000").StringVar(&f.vllmURL)
+	app.Flag("vllm.url", "Base URL of the vLLM server (its /metrics is scraped; probes use the same server). Repeatable: the API servers of one vLLM server (--data-parallel-multi-port-external-lb: one per rank), scraped and exported as one server; see also --vllm.data-parallel-ranks.").Default("http://localhost:8000").IsSetByUser(&f.urlSet).SetValue(urlList{&f.vllmURL, &f.vllmURLs})
+	app.Flag("vllm.data-parallel-ranks", "API servers of a vLLM server run with --data-parallel-multi-port-external-lb (its --data-parallel-size-local): --vllm.url is the first rank's, the others answer on the next ports; scraped and exported as one server, each reported in vllm_exporter_endpoint_up.").Default("1").IsSetByUser(&f.ranksSet).IntVar(&f.ranks)
+	app.Flag("vllm.supervisor-url", "Base URL of vLLM's data-parallel supervisor (--data-parallel-supervisor-port, 9256 by default) with several API servers: its /health (200 while every rank's is) is asked at every scrape, as vllm_exporter_supervisor_healthy.").StringVar(&f.supervisorURL)
 	app.Flag("vllm.scrape-interval", "How often to scrape vLLM's /metrics.").Default(vllm.DefaultInterval.String()).DurationVar(&f.interval)
 	app.Flag("vllm.timeout", "Timeout of one scrape of vLLM's /metrics; must be shorter than --vllm.scrape-interval (default 4s, or the scrape interval when that is shorter).").Default(vllm.DefaultTimeout.String()).IsSetByUser(&f.timeoutSet).DurationVar(&f.timeout)
-	app.Flag("vllm.max-body-bytes", "Largest /metrics body accepted, after gzip decompression (scrape error reason body_too_large); the lines the exporter parses may take at most 1.5 times this in memory, estimated while the body streams (reason parse_too_large).").Default(fmt.Sprint(vllm.DefaultMaxBodyBytes)).Int64Var(&f.maxBodyBytes)
+	app.Flag("vllm.max-body-bytes", "Largest /metrics body accepted, after gzip decompression (scrape error reason body_too_large).").Default(fmt.Sprint(vllm.DefaultMaxBodyBytes)).Int64Var(&f.maxBodyBytes)
+	app.Flag("vllm.max-series", "Most series of the families the exporter reads in one /metrics body, which is what its series cache holds (scrape error reason too_many_series); the simulator's 16 models x 16 engines has about 56,000.").Default(fmt.Sprint(vllm.DefaultMaxSeries)).IntVar(&f.maxSeries)
 	app.Flag("vllm.windows", "Comma-separated windows for derived rates and quantiles (the classifier and the probes read them; their series are exported only with --vllm.opt-in=window-series).").Default("1m,5m").StringVar(&f.windows)
 	app.Flag("vllm.opt-in", "Also export series that are off by default because no shipped alert, panel or verdict reads them; repeatable or comma-separated: window-series (per --vllm.windows window: rates, ratios, window quantile summaries), expected-metric-present (vllm_exporter_expected_metric_missing 0 for present families), or the name of an opt-in vLLM family (vllm_request_inference_time_seconds, vllm_cache_config_info, vllm_estimated_flops_per_gpu_total, ...; docs/cost.md lists them).").StringsVar(&f.optIn)
 	app.Flag("vllm.max-models", "Most vLLM model names (model_name label values) the exporter keeps state and series for, in the scraper, its windows, the SLO watchdog and its state file alike; samples of further names are dropped and counted.").Default(fmt.Sprint(modelset.DefaultMax)).IntVar(&f.maxModels)
@@ -156,24 +200,13 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	c := newCLI()
-	c.app.UsageWriter(stdout)
-	c.app.ErrorWriter(stderr)
-	c.app.Terminate(func(code int) { os.Exit(code) })
-
-	name, err := c.app.Parse(args)
-	if err == nil {
-		err = checkCommandFlags(c.app, c.commands, name, args)
-	}
-	if err == nil && name == c.serve.FullCommand() {
-		err = validateFlags(c.flags)
-	}
+	c, name, err := parseArgs(args, stdout, stderr)
+	f := c.flags
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", program, err)
+		fmt.Fprintf(stderr, "%s: %s\n", program, f.scrubber().Scrub(err.Error()))
 		return 2
 	}
-	f := c.flags
-	logger, slogger := newLogger(f.logLevel, f.logFormat, stderr)
+	logger, slogger := newLogger(f.logLevel, f.logFormat, stderr, f.scrubber())
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -189,6 +222,44 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// parseArgs parses the command line and, for serving, checks every flag's
+// value (validate.go); an error names the flag.
+func parseArgs(args []string, stdout, stderr io.Writer) (*cli, string, error) {
+	c := newCLI()
+	c.app.UsageWriter(stdout)
+	c.app.ErrorWriter(stderr)
+	c.app.Terminate(func(code int) { os.Exit(code) })
+	name, err := c.app.Parse(args)
+	if err != nil {
+		err = namedFlagError(c.app, args, err)
+	}
+	if err == nil {
+		err = checkCommandFlags(c.app, c.commands, name, args)
+	}
+	if err == nil && name == c.serve.FullCommand() {
+		err = validateFlags(c.flags)
+	}
+	return c, name, err
+}
+
+// namedFlagError names the flag whose value kingpin refused: its errors say
+// what is wrong with a value (an enum's choices, a duration's syntax), not
+// whose. Setting each given value again finds the one that fails.
+func namedFlagError(app *kingpin.Application, args []string, err error) error {
+	ctx, cerr := app.ParseContext(args)
+	if cerr != nil {
+		return err // unknown flags and the like: kingpin names them
+	}
+	for _, el := range ctx.Elements {
+		if fc, ok := el.Clause.(*kingpin.FlagClause); ok && el.Value != nil {
+			if m := fc.Model(); m.Value.Set(*el.Value) != nil {
+				return fmt.Errorf("--%s: %w", m.Name, err)
+			}
+		}
+	}
+	return err
 }
 
 // runCommand runs a subcommand and maps its error to the exit status.
@@ -208,14 +279,16 @@ func runCommand(ctx context.Context, cmd *command, logger log.Logger) int {
 }
 
 // newLogger builds the go-kit logger used everywhere, and the *slog.Logger
-// view of it that exporter-toolkit wants.
-func newLogger(lvl, format string, w io.Writer) (log.Logger, *slog.Logger) {
+// view of it that exporter-toolkit wants. Every value of every line passes
+// through scrub, under the level filter (filtered lines cost nothing).
+func newLogger(lvl, format string, w io.Writer, scrub *upstream.Scrubber) (log.Logger, *slog.Logger) {
 	var logger log.Logger
 	if format == "json" {
 		logger = log.NewJSONLogger(log.NewSyncWriter(w))
 	} else {
 		logger = log.NewLogfmtLogger(log.NewSyncWriter(w))
 	}
+	logger = scrub.Logger(logger)
 	allow := map[string]level.Option{"debug": level.AllowDebug(), "info": level.AllowInfo(), "warn": level.AllowWarn(), "error": level.AllowError()}[lvl]
 	logger = level.NewFilter(logger, allow)
 	slevel := map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}[lvl]
@@ -225,21 +298,25 @@ func newLogger(lvl, format string, w io.Writer) (log.Logger, *slog.Logger) {
 }
 
 func checkConfig(f *flags, stdout, stderr io.Writer) int {
+	failed := func(format string, args ...any) int {
+		fmt.Fprintln(stderr, f.scrubber().Scrub(fmt.Sprintf(format, args...)))
+		return 1
+	}
 	cfg, err := config.Load(f.configFile)
 	if err != nil {
-		fmt.Fprintf(stderr, "config: %v\n", err)
-		return 1
+		return failed("--config.file: %v", err)
 	}
 	if wc := *f.web.WebConfigFile; wc != "" {
 		if err := web.Validate(wc); err != nil {
-			fmt.Fprintf(stderr, "web config %s: %v\n", wc, err)
-			return 1
+			return failed("--web.config.file: %s: %v", wc, err)
 		}
 		fmt.Fprintf(stdout, "web config %s is valid\n", wc)
 	}
+	if _, err := f.resolveServers(cfg); err != nil && !f.demo {
+		return failed("%v", err)
+	}
 	if _, err := connectVLLM(cfg, f); err != nil {
-		fmt.Fprintf(stderr, "config: %v\n", err)
-		return 1
+		return failed("%v", err) // names its flag or vllm: key
 	}
 	fmt.Fprintf(stdout, "config %s is valid (%d SLOs)\n", cfg.Source, len(cfg.SLOs))
 	return 0
@@ -271,10 +348,12 @@ func parseWindows(s string, interval time.Duration) ([]time.Duration, error) {
 }
 
 // newHTTPServer bounds every phase of a connection, so slow or stuck
-// clients cannot pin goroutines and file descriptors.
-func newHTTPServer(h http.Handler) *http.Server {
+// clients cannot pin goroutines and file descriptors. Its error lines (TLS
+// handshakes that fail) go to logger, rate-limited, not to stderr.
+func newHTTPServer(h http.Handler, logger log.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
+		ErrorLog:          stdlog.New(newErrorLog(logger), "", 0),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -340,8 +419,8 @@ func reload(h *config.Holder, logger log.Logger) error {
 // and reload.
 func (x *exporter) routes(f *flags) (http.Handler, error) {
 	mux := http.NewServeMux()
-	mux.Handle("GET "+f.telemetryPath, promhttp.HandlerForTransactional(runtimeFilter(x.metricsGatherer(), f.allRuntime, f.goMemStats), promhttp.HandlerOpts{
-		ErrorLog:            promhttpLogger{x.logger},
+	mux.Handle("GET "+f.telemetryPath, promhttp.HandlerFor(runtimeFilter(x.registry, f.allRuntime, f.goMemStats), promhttp.HandlerOpts{
+		ErrorLog:            newErrorLog(x.logger),
 		ErrorHandling:       promhttp.ContinueOnError,
 		MaxRequestsInFlight: 10,
 		// No promhttp Timeout: it wraps the handler in http.TimeoutHandler,
@@ -375,7 +454,7 @@ func (x *exporter) routes(f *flags) (http.Handler, error) {
 			return
 		}
 		if err := reload(x.config, x.logger); err != nil {
-			http.Error(w, "reload failed: "+err.Error(), http.StatusInternalServerError)
+			http.Error(w, "reload failed: "+f.scrubber().Scrub(err.Error()), http.StatusInternalServerError)
 			return
 		}
 		fmt.Fprintln(w, "Reloaded")
@@ -386,34 +465,58 @@ func (x *exporter) routes(f *flags) (http.Handler, error) {
 	if f.telemetryPath != "/" && f.telemetryPath != "" {
 		// Link only what is served: the profiling links only with
 		// --web.enable-pprof (startPprof adds the route).
-		profiling := "false"
-		if _, ok := x.handlers["GET /debug/pprof/"]; ok {
-			profiling = "true"
-		}
-		links := []web.LandingLinks{
-			{Address: f.telemetryPath, Text: "Metrics"},
-			{Address: "/-/healthy", Text: "Health"},
-			{Address: "/-/ready", Text: "Readiness"},
-		}
+		links := []pageLink{{f.telemetryPath, "Metrics"}, {"/-/healthy", "Health"}, {"/-/ready", "Readiness"}}
 		if _, ok := x.handlers["GET /-/vllm/healthy"]; ok {
-			links = append(links, web.LandingLinks{Address: "/-/vllm/healthy", Text: "vLLM health verdict"})
+			links = append(links, pageLink{"/-/vllm/healthy", "vLLM health verdict"}, pageLink{"/-/vllm/ready", "vLLM readiness"})
 		}
-		landing, err := web.NewLandingPage(web.LandingConfig{
-			Profiling:   profiling,
-			Name:        "vLLM Exporter",
-			Description: "Prometheus exporter for vLLM (scraping " + vllm.RedactedURL(x.vllmURL) + ")",
-			Version:     version.Info(),
-			Links:       links,
-		})
-		if err != nil {
-			return nil, err
+		if _, ok := x.handlers["GET /debug/pprof/"]; ok {
+			links = append(links, pageLink{"/debug/pprof/", "Profiling"})
 		}
-		mux.Handle("/", landing)
+		mux.Handle("GET /{$}", x.statusHandler(links))
 	}
 	return mux, nil
 }
 
-// promhttpLogger adapts go-kit to promhttp's Println logger.
-type promhttpLogger struct{ logger log.Logger }
+// errorLogEvery: how often a library's error of one kind is logged.
+const errorLogEvery = time.Minute
 
-func (l promhttpLogger) Println(v ...any) { level.Error(l.logger).Log("msg", fmt.Sprint(v...)) }
+// errorLog writes the error lines of promhttp (its Println) and of
+// net/http's server (a log.Logger's output) at error level, rate-limited:
+// a client that drops its connection makes promhttp log an error for every
+// family it could not write, and every port scan or plain-HTTP health check
+// of a TLS listener one handshake error, the same text but for the
+// connection's address. Lines are limited per text without its digits: the
+// first is logged, the next after errorLogEvery with the number held back.
+type errorLog struct {
+	logger log.Logger
+	now    func() time.Time
+	mu     sync.Mutex
+	limit  *ratelog.Limiter
+}
+
+func newErrorLog(logger log.Logger) *errorLog {
+	return &errorLog{logger: logger, now: time.Now, limit: ratelog.New(errorLogEvery)}
+}
+
+func (l *errorLog) Println(v ...any) { l.log(fmt.Sprintln(v...)) }
+
+func (l *errorLog) Write(p []byte) (int, error) {
+	l.log(string(p))
+	return len(p), nil
+}
+
+func (l *errorLog) log(msg string) {
+	msg = strings.TrimSuffix(msg, "\n")
+	key := strings.Map(func(r rune) rune {
+		if unicode.IsDigit(r) {
+			return -1
+		}
+		return r
+	}, msg)
+	l.mu.Lock()
+	ok, suppressed := l.limit.Allow(key[:min(len(key), 120)], l.now())
+	l.mu.Unlock()
+	if ok {
+		level.Error(l.logger).Log("msg", msg, "suppressed", suppressed)
+	}
+}

@@ -292,7 +292,7 @@ func TestLandingPageRedactsURL(t *testing.T) {
 // header timeout (10s in production; shortened here), and every other phase
 // of a connection is bounded too.
 func TestHTTPServerTimeouts(t *testing.T) {
-	srv := newHTTPServer(http.NotFoundHandler())
+	srv := newHTTPServer(http.NotFoundHandler(), log.NewNopLogger())
 	if srv.ReadHeaderTimeout <= 0 || srv.ReadTimeout <= 0 || srv.WriteTimeout <= 0 || srv.IdleTimeout <= 0 {
 		t.Fatalf("unbounded server: %+v", srv)
 	}

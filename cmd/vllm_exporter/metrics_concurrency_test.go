@@ -20,9 +20,9 @@ import (
 )
 
 // /metrics answered by several clients at once, in the text and the
-// protobuf format, while vLLM is scraped and the SLOs tick: the written
-// families are lent to each request and written into again once given
-// back, so an answer that read memory being written would show it. Every
+// protobuf format, while vLLM is scraped and the SLOs tick: each answer
+// renders the state the loops publish meanwhile, so a render that read
+// state being written would show it (and the race detector would). Every
 // answer must decode, name each family once and each series once, and
 // after the first scrape hold vLLM's series and every model's SLO series.
 func TestMetricsAnsweredWhileScraping(t *testing.T) {

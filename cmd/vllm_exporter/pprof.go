@@ -1,8 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/pprof"
+	"os"
+	"strings"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log/level"
@@ -18,15 +21,24 @@ func addPprofFlags(app *kingpin.Application) *bool {
 		Default("false").Bool()
 }
 
-// startPprof adds the profiling routes when enabled.
-func startPprof(enabled bool, x *exporter) {
-	if !enabled {
+// startPprof adds the profiling routes when enabled. The command line is
+// served scrubbed: pprof's own handler would show a password in --vllm.url.
+func startPprof(f *flags, x *exporter) {
+	if !*f.pprof {
 		return
 	}
 	// Registered explicitly on our mux: the package's init only fills
 	// http.DefaultServeMux, which the exporter never serves.
 	x.handle("GET /debug/pprof/", http.HandlerFunc(pprof.Index))
-	x.handle("GET /debug/pprof/cmdline", http.HandlerFunc(pprof.Cmdline))
+	x.handle("GET /debug/pprof/cmdline", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		args := make([]string, len(os.Args))
+		for i, a := range os.Args {
+			args[i] = f.scrubber().Scrub(a)
+		}
+		fmt.Fprint(w, strings.Join(args, "\x00"))
+	}))
 	x.handle("GET /debug/pprof/profile", http.HandlerFunc(pprof.Profile))
 	x.handle("GET /debug/pprof/symbol", http.HandlerFunc(pprof.Symbol))
 	x.handle("GET /debug/pprof/trace", http.HandlerFunc(pprof.Trace))

@@ -44,6 +44,8 @@ func startProbes(f *probeFlags, x *exporter, up *upstream.Upstream, scraper *vll
 	}
 	sched := probes.New(probes.Options{
 		URL:      x.vllmURL,
+		URLs:     x.vllmURLs,
+		Up:       scraper.EndpointUp,
 		Upstream: up,
 		VLLM:     scraper.Latest,
 		ServerTTFT: func(model string, w time.Duration) snapshot.Value {

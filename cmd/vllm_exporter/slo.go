@@ -31,7 +31,7 @@ func startSLO(f *sloFlags, x *exporter, src slo.Sources) (*slo.Watchdog, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := x.registerWritten(w); err != nil {
+	if err := x.registry.Register(w); err != nil {
 		return nil, fmt.Errorf("registering the SLO watchdog: %w", err)
 	}
 	x.goRun(w.Run)

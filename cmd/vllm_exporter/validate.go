@@ -9,13 +9,18 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/prometheus/exporter-toolkit/web"
+
 	"github.com/vllm-exporter/vllm_exporter/collector/vllm"
-	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
+	"github.com/vllm-exporter/vllm_exporter/internal/config"
 )
 
 // Bounds of the serving flags that have no natural one. They are far from
@@ -25,6 +30,8 @@ const (
 	// maxBodyBytesLimit: vLLM's largest real bodies are 140 KB, the
 	// simulator's 16 models x 16 engines 8.2 MB; 1 GiB is a typo.
 	maxBodyBytesLimit = 1 << 30
+	// maxSeriesLimit: a series costs the cache about 250 bytes.
+	maxSeriesLimit = 10_000_000
 	// maxModelsLimit: every model costs its series in the scraper, its
 	// windows and the SLO watchdog; a thousand is not a sidecar's job.
 	maxModelsLimit = 1024
@@ -74,9 +81,12 @@ func validateFlags(f *flags) error {
 }
 
 func validateCoreFlags(f *flags) error {
+	if err := validateWebFlags(f.web); err != nil {
+		return err
+	}
 	if !f.demo {
-		if err := upstream.ValidateURL(f.vllmURL); err != nil {
-			return fmt.Errorf("--vllm.url: %w", err)
+		if _, err := f.resolveServers(config.Default()); err != nil {
+			return err
 		}
 	}
 	if err := positiveDuration("vllm.scrape-interval", f.interval); err != nil {
@@ -93,6 +103,9 @@ func validateCoreFlags(f *flags) error {
 	}
 	if f.maxBodyBytes <= 0 || f.maxBodyBytes > maxBodyBytesLimit {
 		return fmt.Errorf("--vllm.max-body-bytes: must be in [1, %d], got %d", maxBodyBytesLimit, f.maxBodyBytes)
+	}
+	if f.maxSeries <= 0 || f.maxSeries > maxSeriesLimit {
+		return fmt.Errorf("--vllm.max-series: must be in [1, %d], got %d", maxSeriesLimit, f.maxSeries)
 	}
 	if err := vllm.ValidateOptIn(optInList(f.optIn)); err != nil {
 		return err
@@ -114,6 +127,79 @@ func validateCoreFlags(f *flags) error {
 	}
 	if p := f.telemetryPath; !strings.HasPrefix(p, "/") || strings.ContainsAny(p, " \t{}") {
 		return fmt.Errorf("--web.telemetry-path: must be a path starting with /, got %q", p)
+	}
+	return nil
+}
+
+// resolveServers is where vLLM's API servers are: in the flags, or in the
+// vllm: section of cf when it names them (then the flags must not).
+func (f *flags) resolveServers(cf *config.File) (config.Servers, error) {
+	s, name := config.Servers{URLs: f.vllmURLs, DataParallelRanks: f.ranks, SupervisorURL: f.supervisorURL}, "--vllm.url"
+	if file := cf.VLLM.Servers; len(file.URLs) > 0 {
+		if f.urlSet || f.ranksSet || f.supervisorURL != "" {
+			return s, errors.New("--vllm.url, --vllm.data-parallel-ranks and --vllm.supervisor-url, or vllm.urls in --config.file: use one")
+		}
+		s, name = file, "vllm.urls"
+	}
+	urls, err := s.Resolve()
+	if err != nil {
+		return s, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := s.CheckSupervisor(len(urls)); err != nil {
+		return s, fmt.Errorf("--vllm.supervisor-url: %w", err)
+	}
+	s.URLs = urls
+	return s, nil
+}
+
+// servers resolves the API servers for the running exporter (none with
+// --demo): the first is f.vllmURL; several are returned with the
+// supervisor. A reload that would change them fails: they take effect at
+// start.
+func (f *flags) servers(h *config.Holder) ([]string, string, error) {
+	if f.demo {
+		return nil, "", nil
+	}
+	s, err := f.resolveServers(h.Get())
+	if err != nil {
+		return nil, "", err
+	}
+	f.vllmURL = s.URLs[0]
+	h.Check(func(cf *config.File) error {
+		if now, err := f.resolveServers(cf); err != nil || !slices.Equal(now.URLs, s.URLs) || now.SupervisorURL != s.SupervisorURL {
+			return errors.Join(err, errors.New("vllm: urls, data_parallel_ranks and supervisor_url take effect at start only; restart the exporter"))
+		}
+		return nil
+	})
+	if len(s.URLs) == 1 {
+		return nil, "", nil
+	}
+	return s.URLs, s.SupervisorURL, nil
+}
+
+// validateWebFlags refuses a listen address that cannot be listened on and
+// a web configuration file that does not load, before anything starts.
+func validateWebFlags(w *web.FlagConfig) error {
+	if w == nil {
+		return nil
+	}
+	for _, addr := range *w.WebListenAddresses {
+		_, port, err := net.SplitHostPort(addr)
+		if err == nil {
+			if n, nerr := strconv.Atoi(port); nerr == nil && (n < 0 || n > 65535) {
+				err = fmt.Errorf("port %d is not in [0, 65535]", n)
+			} else if nerr != nil {
+				_, err = net.LookupPort("tcp", port) // a service name, from /etc/services
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("--web.listen-address: %q: %v", addr, err)
+		}
+	}
+	if wc := *w.WebConfigFile; wc != "" {
+		if err := web.Validate(wc); err != nil {
+			return fmt.Errorf("--web.config.file: %s: %v", wc, err)
+		}
 	}
 	return nil
 }

@@ -49,7 +49,13 @@ type exporter struct {
 	// --config.file and the --vllm.* shortcuts) the scraper and the probes
 	// share.
 	upstream *upstream.Upstream
-	vllmURL  string // base URL, also what probes talk to
+	// scrub is the process's one scrubber (flags.scrubber), following upstream.
+	scrub   *upstream.Scrubber
+	vllmURL string // base URL, also what probes talk to
+	// vllmURLs and supervisorURL: a vLLM server of several API servers
+	// (nil and "" for one).
+	vllmURLs      []string
+	supervisorURL string
 	// models is the bound on model names shared by every per-model
 	// structure (scraper, windows, SLO watchdog and its state file).
 	models modelset.Limits
@@ -62,11 +68,9 @@ type exporter struct {
 	slo        *slo.Watchdog
 	classifier *bottleneck.Classifier
 	verdict    *vllmhealth.Tracker
+	scrapes    *scrapeLog // the last scrapes of vLLM, for the status page
 
 	loops []func(ctx context.Context)
-	// written are the gatherers of the components that write their own
-	// families for /metrics (registerWritten), served beside the registry.
-	written []prometheus.TransactionalGatherer
 
 	// handlers are HTTP routes (ServeMux pattern -> handler) beside the
 	// core's, e.g. /debug/pprof/ behind --web.enable-pprof.
@@ -121,14 +125,20 @@ func newExporter(ctx context.Context, f *flags, logger log.Logger) (*exporter, f
 	}
 	holder, err := config.NewHolder(f.configFile)
 	if err != nil {
-		return nil, nil, fmt.Errorf("loading config: %w", err)
+		return nil, nil, fmt.Errorf("--config.file: %w", err)
+	}
+	urls, supervisor, err := f.servers(holder)
+	if err != nil {
+		return nil, nil, err
 	}
 	up, err := connectVLLM(holder.Get(), f)
 	if err != nil {
 		return nil, nil, err
 	}
+	f.scrubber().Follow(up)
 	x := &exporter{
 		logger:   logger,
+		scrub:    f.scrubber(),
 		registry: prometheus.NewRegistry(),
 		config:   holder,
 		health:   collector.NewHealth(),
@@ -137,6 +147,7 @@ func newExporter(ctx context.Context, f *flags, logger log.Logger) (*exporter, f
 		models: modelset.Limits{Max: f.maxModels, IdleTimeout: f.modelIdle, Grace: f.modelGrace, Stats: modelset.NewStats(),
 			GraceOverride: func() time.Duration { return holder.Get().Models.Grace }},
 	}
+	x.vllmURLs, x.supervisorURL = urls, supervisor
 	followReloads(holder, up, f, logger)
 	stop := func() {}
 	if f.demo {
@@ -144,13 +155,13 @@ func newExporter(ctx context.Context, f *flags, logger log.Logger) (*exporter, f
 		if err != nil {
 			return nil, nil, fmt.Errorf("--demo: %w", err)
 		}
-		x.vllmURL, stop = url, stopDemo
+		x.vllmURL, x.vllmURLs, stop = url, nil, stopDemo
 		level.Info(logger).Log("msg", "demo mode: scraping the simulated vLLM", "url", url)
 	}
 	reloadGauges := configReloadCollectors(holder)
 	x.registry.MustRegister(versioncollector.NewCollector(program), x.health, x.models.Stats, reloadGauges[0], reloadGauges[1], startTimeGauge(time.Now()))
 	if !f.disableExpMets {
-		x.registry.MustRegister(goCollector(f.goMemStats), processCollector(f.allRuntime, logger))
+		x.registry.MustRegister(goCollector(f.goMemStats), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return x, stop, nil
 }
@@ -190,7 +201,7 @@ func (x *exporter) wire(f *flags) error {
 	if x.verdict, err = startVLLMHealth(x, verdictSources(x.vllm, x.probes, x.classifier), x.slo); err != nil {
 		return fmt.Errorf("vllmhealth: %w", err)
 	}
-	startPprof(*f.pprof, x)
+	startPprof(f, x)
 	return nil
 }
 
@@ -250,101 +261,31 @@ func startScraper(f *flags, x *exporter) (*vllm.Scraper, error) {
 	if err != nil {
 		return nil, err
 	}
+	x.scrapes = &scrapeLog{next: x.health, scrub: x.scrub.Scrub}
 	s := vllm.New(vllm.Options{
 		URL:          x.vllmURL,
+		URLs:         x.vllmURLs,
+		Supervisor:   x.supervisorURL,
 		Interval:     f.interval,
 		Timeout:      f.timeout,
 		MaxBodyBytes: f.maxBodyBytes,
+		MaxSeries:    f.maxSeries,
 		Windows:      windows,
 		Upstream:     x.upstream,
 		Models:       x.models,
-		Health:       x.health,
+		Health:       x.scrapes,
 		PerPriority:  f.perPriority,
 		OptIn:        optInList(f.optIn),
 		Role:         f.role,
 		Readers:      windowReaders(x.config.Get()),
 	}, log.With(x.logger, "component", "vllm"))
+	x.scrapes.latest = s.Latest
 	x.config.Subscribe(func(cf *config.File) { s.SetReaders(windowReaders(cf)...) })
-	// The scraper writes its families once per scrape (vllm.Scraper.Gather).
-	if err := x.registerWritten(s); err != nil {
+	if err := x.registry.Register(s); err != nil {
 		return nil, err
 	}
 	x.goRun(s.Run)
 	return s, nil
-}
-
-// describedOnly is a collector's descriptors without its metrics.
-type describedOnly struct{ prometheus.Collector }
-
-func (describedOnly) Collect(chan<- prometheus.Metric) {}
-
-// writtenCollector is a component that writes its own families for
-// /metrics (internal/exposition) and lends them for one request at a time
-// (Transactional: the memory they are written into is given back when the
-// request has encoded them, and written into again by a later one).
-type writtenCollector interface {
-	prometheus.Collector
-	Transactional() prometheus.TransactionalGatherer
-}
-
-// registerWritten registers c's descriptors (so the registry still refuses
-// a collector whose series would clash with c's) and serves c's series on
-// /metrics from c.Transactional, which writes them itself instead of as
-// const metrics the registry would gather, hash and copy at every request:
-// the vLLM scraper, the SLO watchdog and the classifier, 5,000 series at
-// 16 models x 8 engines.
-func (x *exporter) registerWritten(c writtenCollector) error {
-	if err := x.registry.Register(describedOnly{c}); err != nil {
-		return err
-	}
-	x.written = append(x.written, c.Transactional())
-	return nil
-}
-
-// metricsGatherer is what /metrics serves: the registry's families (the
-// exporter's own collectors) and those of the components that write their
-// own (registerWritten). They share no family name (the registry holds
-// every component's descriptors); one that appeared twice would be served
-// once, from the first, with an error. Call done once the families are
-// encoded.
-func (x *exporter) metricsGatherer() prometheus.TransactionalGatherer {
-	return append(mergedGatherer{prometheus.ToTransactionalGatherer(x.registry)}, x.written...)
-}
-
-// mergedGatherer serves the families of its gatherers, by name; a name
-// that two of them gather is served from the first, with an error.
-// client_golang's prometheus.Gatherers merges too, but it checks and hashes
-// every series again (the per-series work the written families avoid) and
-// copies each family: the writers already give a registry's order and
-// consistency (TestWrittenFamiliesAreTheRegistrys), so names are all that
-// can clash here. Its done gives back what each gatherer lent.
-type mergedGatherer []prometheus.TransactionalGatherer
-
-func (g mergedGatherer) Gather() ([]*dto.MetricFamily, func(), error) {
-	errs := prometheus.MultiError{}
-	var mfs []*dto.MetricFamily
-	dones := make([]func(), 0, len(g))
-	seen := map[string]bool{}
-	for _, each := range g {
-		more, done, err := each.Gather()
-		dones = append(dones, done)
-		errs.Append(err)
-		for _, mf := range more {
-			if seen[mf.GetName()] {
-				errs.Append(fmt.Errorf("metric family %q is gathered twice; served once", mf.GetName()))
-				continue
-			}
-			seen[mf.GetName()] = true
-			mfs = append(mfs, mf)
-		}
-	}
-	slices.SortFunc(mfs, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
-	done := func() {
-		for _, d := range dones {
-			d()
-		}
-	}
-	return mfs, done, errs.MaybeUnwrap()
 }
 
 // windowReaders are the windows read from the scraper's history besides
@@ -375,7 +316,7 @@ func (f *flags) shortcuts() upstream.Shortcuts {
 // connectVLLM is the connection to vLLM that cf's vllm: section and the
 // --vllm.* shortcuts describe.
 func connectVLLM(cf *config.File, f *flags) (*upstream.Upstream, error) {
-	cfg, err := upstream.Resolve(cf.VLLM, f.vllmURL, f.shortcuts())
+	cfg, err := upstream.Resolve(cf.VLLM.HTTPClientConfig, f.vllmURL, f.shortcuts())
 	if err != nil {
 		return nil, err
 	}
@@ -391,7 +332,7 @@ func followReloads(h *config.Holder, up *upstream.Upstream, f *flags, logger log
 		return err
 	})
 	h.Subscribe(func(cf *config.File) {
-		cfg, err := upstream.Resolve(cf.VLLM, f.vllmURL, f.shortcuts())
+		cfg, err := upstream.Resolve(cf.VLLM.HTTPClientConfig, f.vllmURL, f.shortcuts())
 		if err == nil {
 			err = up.Apply(cfg)
 		}
@@ -420,7 +361,7 @@ func (x *exporter) serve(ctx context.Context, f *flags, slogger *slog.Logger) er
 	if err != nil {
 		return err
 	}
-	srv := newHTTPServer(handler)
+	srv := newHTTPServer(handler, x.logger)
 	errc := make(chan error, 1)
 	go func() { errc <- web.ListenAndServe(srv, f.web, slogger) }()
 	select {
@@ -456,46 +397,23 @@ var runtimeSeriesRead = map[string]bool{
 // runtimeFilter drops, from what g gathers, the runtime and process
 // families no shipped panel reads, unless all is set; go_memstats_* pass
 // only when they were asked for (memStats, --web.go-memstats).
-func runtimeFilter(g prometheus.TransactionalGatherer, all, memStats bool) prometheus.TransactionalGatherer {
+func runtimeFilter(g prometheus.Gatherer, all, memStats bool) prometheus.Gatherer {
 	if all {
 		return g
 	}
-	return filtered{g, memStats}
-}
-
-// filtered is runtimeFilter's gatherer.
-type filtered struct {
-	g        prometheus.TransactionalGatherer
-	memStats bool
-}
-
-func (f filtered) Gather() ([]*dto.MetricFamily, func(), error) {
-	mfs, done, err := f.g.Gather()
-	memStats := f.memStats
-	return slices.DeleteFunc(mfs, func(mf *dto.MetricFamily) bool {
-		name := mf.GetName()
-		switch {
-		case runtimeSeriesRead[name]:
-			return false
-		case strings.HasPrefix(name, "go_memstats_"):
-			return !memStats
-		}
-		return strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_") || strings.HasPrefix(name, "promhttp_")
-	}), done, err
-}
-
-// processCollector is collector.Process (the four process series the
-// dashboards read, at a quarter of client_golang's cost), or client_golang's
-// collector with --web.all-runtime-series or where /proc cannot be read.
-func processCollector(all bool, logger log.Logger) prometheus.Collector {
-	if !all {
-		c, err := collector.NewProcess()
-		if err == nil {
-			return c
-		}
-		level.Warn(logger).Log("msg", "cannot read /proc/self; process series from client_golang's collector", "err", err)
-	}
-	return collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		mfs, err := g.Gather()
+		return slices.DeleteFunc(mfs, func(mf *dto.MetricFamily) bool {
+			name := mf.GetName()
+			switch {
+			case runtimeSeriesRead[name]:
+				return false
+			case strings.HasPrefix(name, "go_memstats_"):
+				return !memStats
+			}
+			return strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_") || strings.HasPrefix(name, "promhttp_")
+		}), err
+	})
 }
 
 // goCollector is the Go runtime collector: client_golang's base set

@@ -2,19 +2,19 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/vllm-exporter/vllm_exporter/collector/gpu"
 	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
@@ -87,9 +87,8 @@ func TestRuntimeFilterKeepsWhatPanelsRead(t *testing.T) {
 	names := func(all, memStats bool) map[string]bool {
 		reg := prometheus.NewRegistry()
 		own := prometheus.NewGauge(prometheus.GaugeOpts{Name: "vllm_exporter_own", Help: "h"})
-		reg.MustRegister(goCollector(memStats), processCollector(all, log.NewNopLogger()), own)
-		mfs, done, err := runtimeFilter(prometheus.ToTransactionalGatherer(reg), all, memStats).Gather()
-		defer done()
+		reg.MustRegister(goCollector(memStats), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), own)
+		mfs, err := runtimeFilter(reg, all, memStats).Gather()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,19 +167,17 @@ func TestScraperHistoryFollowsItsReaders(t *testing.T) {
 	}
 }
 
-// /metrics serves the registry's families and the scraper's, gathered by
-// the scraper, in name order; the registry still refuses a collector that
-// would clash with the scraper's series, and a name gathered twice is
-// served once with an error.
-func TestMetricsGathererMergesTheScraperByName(t *testing.T) {
+// /metrics serves every component from the one registry, in name order,
+// and the registry refuses a collector that would clash with the scraper's
+// series.
+func TestMetricsServesEveryComponentFromTheRegistry(t *testing.T) {
 	x, _ := wiredExporter(t, "--vllm.url=http://127.0.0.1:1", "--no-collector.gpu", "--no-probe.enabled")
 	clash := prometheus.NewGauge(prometheus.GaugeOpts{Name: "vllm_up", Help: "not the scraper's"})
 	if err := x.registry.Register(clash); err == nil {
 		t.Error("the registry took a second vllm_up beside the scraper's")
 	}
 	x.vllm.ScrapeOnce(context.Background(), time.Now()) // vLLM is down: vllm_up 0
-	mfs, done, err := x.metricsGatherer().Gather()
-	done()
+	mfs, err := x.registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,28 +188,16 @@ func TestMetricsGathererMergesTheScraperByName(t *testing.T) {
 	if !slices.IsSorted(names) {
 		t.Errorf("families not in name order: %v", names)
 	}
-	for _, want := range []string{"vllm_up", "vllm_exporter_scrapes_total", "vllm_exporter_collector_up", "vllm_health_verdict"} {
+	for _, want := range []string{"vllm_up", "vllm_exporter_scrapes_total", "vllm_exporter_collector_up", "vllm_health_verdict", "vllm_exporter_slo_state_restored"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("/metrics lacks %s: %v", want, names)
 		}
-	}
-
-	twice := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
-		return []*dto.MetricFamily{{Name: proto.String("vllm_up")}, {Name: proto.String("a_first")}}, nil
-	})
-	mfs, done, err = mergedGatherer{x.metricsGatherer(), prometheus.ToTransactionalGatherer(twice)}.Gather()
-	done()
-	if err == nil || !strings.Contains(err.Error(), `"vllm_up" is gathered twice`) {
-		t.Errorf("a name gathered twice: err %v", err)
-	}
-	if mfs[0].GetName() != "a_first" {
-		t.Errorf("merged families start with %s", mfs[0].GetName())
 	}
 }
 
 // wiredExporter is the exporter that args describe, wired, stopped at the
 // end of the test.
-func wiredExporter(t *testing.T, args ...string) (*exporter, *flags) {
+func wiredExporter(t testing.TB, args ...string) (*exporter, *flags) {
 	t.Helper()
 	app, f, _ := newApp()
 	if _, err := app.Parse(args); err != nil {
@@ -229,48 +214,27 @@ func wiredExporter(t *testing.T, args ...string) (*exporter, *flags) {
 	return x, f
 }
 
-// The components that write their own families for /metrics (the scraper,
-// the SLO watchdog, the classifier) serve exactly the series a pedantic
-// registry gathers from them as plain collectors: on a simulator with
-// several models and engines, with every optional SLO series on, before the
-// first scrape, while the SLOs burn and the classifier's verdicts move, and
-// after vLLM goes down (every verdict unavailable). /metrics gathers them
-// into memory lent for the request and written into again by a later one:
-// each state is gathered twice (the second from what the first gave back),
-// and families a request still encodes are not touched by the requests and
-// scrapes meanwhile.
-func TestWrittenFamiliesAreTheRegistrys(t *testing.T) {
+// The scraper, the SLO watchdog and the classifier gather cleanly on a
+// pedantic registry (every series checked against its Desc, none twice):
+// on a simulator with several models and engines, with every optional SLO
+// series on, before the first scrape, while the SLOs burn and the
+// classifier's verdicts move, and after vLLM goes down (every verdict
+// unavailable).
+func TestComponentsGatherPedantically(t *testing.T) {
 	sim := vllmsimtest.Start(t, vllmsim.Config{VirtualClock: true, LoadGen: true, Seed: 11, Scenario: "kv_exhausted",
 		Models: []string{"model-a", "model-b", "model-c"}, DataParallelSize: 2})
 	x, _ := wiredExporter(t, "--vllm.url="+sim.URL(), "--no-collector.gpu", "--no-probe.enabled",
 		"--slo.window-events", "--slo.period-window-series", "--slo.error-ratio-series", "--vllm.opt-in=window-series")
-	if x.slo == nil || x.classifier == nil || len(x.written) != 3 {
-		t.Fatalf("want the scraper, the watchdog and the classifier writing their families; %d gatherers", len(x.written))
+	if x.slo == nil || x.classifier == nil {
+		t.Fatal("want the watchdog and the classifier wired")
 	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(x.vllm, x.slo, x.classifier)
 	compare := func(what string, wantSeries int, wantFamilies ...string) {
 		t.Helper()
-		first, done, err := mergedGatherer(x.written).Gather()
+		got, err := reg.Gather()
 		if err != nil {
-			t.Fatalf("%s: written: %v", what, err)
-		}
-		once := testutil.Encode(t, first)
-		done()
-		got, done, err := mergedGatherer(x.written).Gather()
-		if err != nil {
-			t.Fatalf("%s: written again: %v", what, err)
-		}
-		defer done()
-		if again := testutil.Encode(t, got); again != once {
-			t.Fatalf("%s: gathered again into the memory given back, the families differ:\n--- first\n%s\n--- again\n%s", what, once, again)
-		}
-		reg := prometheus.NewPedanticRegistry()
-		reg.MustRegister(x.vllm, x.slo, x.classifier)
-		want, err := reg.Gather()
-		if err != nil {
-			t.Fatalf("%s: registry: %v", what, err)
-		}
-		if g, w := testutil.Encode(t, got), testutil.Encode(t, want); g != w {
-			t.Fatalf("%s: written families differ from the registry's:\n--- written\n%s\n--- registry\n%s", what, g, w)
+			t.Fatalf("%s: %v", what, err)
 		}
 		series := 0
 		for _, mf := range got {
@@ -279,7 +243,7 @@ func TestWrittenFamiliesAreTheRegistrys(t *testing.T) {
 		t.Logf("%s: %d series", what, series)
 		for _, name := range wantFamilies {
 			if !slices.ContainsFunc(got, func(mf *dto.MetricFamily) bool { return mf.GetName() == name }) {
-				t.Errorf("%s: no %s written", what, name)
+				t.Errorf("%s: no %s gathered", what, name)
 			}
 		}
 		if series < wantSeries {
@@ -287,27 +251,10 @@ func TestWrittenFamiliesAreTheRegistrys(t *testing.T) {
 		}
 	}
 	compare("before the first scrape", 10)
-	var held []*dto.MetricFamily
-	var heldDone func()
-	var heldText string
 	for i := range 30 {
-		if i == 10 { // a slow request encodes across a scrape and two more requests
-			held, heldDone, _ = mergedGatherer(x.written).Gather()
-			heldText = testutil.Encode(t, held)
-		}
 		sim.Advance(15 * time.Second)
 		x.vllm.ScrapeOnce(context.Background(), sim.Now())
 		x.slo.Tick(sim.Now())
-		if i == 10 {
-			for range 2 {
-				_, done, _ := mergedGatherer(x.written).Gather()
-				done()
-			}
-			if now := testutil.Encode(t, held); now != heldText {
-				t.Fatalf("families a request still encodes changed under it:\n--- then\n%s\n--- now\n%s", heldText, now)
-			}
-			heldDone()
-		}
 		switch i {
 		case 0:
 			compare("after the first scrape", 400, "vllm_slo_objective_ratio", "vllm_bottleneck", "vllm_time_to_first_token_seconds")
@@ -332,4 +279,33 @@ func TestWrittenFamiliesAreTheRegistrys(t *testing.T) {
 		t.Fatalf("after vLLM answered 500: class %q, want %s", st.Class, bottleneck.ServerUnavailable)
 	}
 	compare("after vLLM answered 500", 100, "vllm_bottleneck", "vllm_up", "vllm_slo_burn_rate")
+}
+
+// BenchmarkMetricsRender is what /metrics renders of the scraper, the SLO
+// watchdog and the classifier: one registry Gather of their const metrics,
+// after 70 scrapes and ticks of the simulator under load, for a one-model
+// pod and for 16 models x 8 engines, side by side in one run.
+func BenchmarkMetricsRender(b *testing.B) {
+	for _, size := range []struct {
+		name            string
+		models, engines int
+	}{{"1x1", 1, 1}, {"16x8", 16, 8}} {
+		b.Run(size.name, func(b *testing.B) {
+			var models []string
+			for i := range size.models {
+				models = append(models, fmt.Sprintf("model-%d", i))
+			}
+			sim := vllmsimtest.Start(b, vllmsim.Config{VirtualClock: true, LoadGen: true, Seed: 3, Models: models, DataParallelSize: size.engines})
+			x, _ := wiredExporter(b, "--vllm.url="+sim.URL(), "--no-collector.gpu", "--no-probe.enabled")
+			for range 70 {
+				sim.Advance(15 * time.Second)
+				x.vllm.ScrapeOnce(context.Background(), sim.Now())
+				x.slo.Tick(sim.Now())
+			}
+			if !x.vllm.Latest().Up {
+				b.Fatal(x.vllm.Latest().Error)
+			}
+			testutil.BenchmarkGather(b, x.vllm, x.slo, x.classifier)
+		})
+	}
 }

@@ -4,6 +4,7 @@ package gpu
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -59,27 +60,18 @@ func (s *Sampler) recordEvent(data nvml.EventData) {
 	if s.closed {
 		return
 	}
-	var target *device
-	for _, d := range s.devs {
-		if d.dev != nil && data.Device != nil && d.dev == data.Device {
-			target = d
-			break
-		}
-	}
-	if target == nil && data.Device != nil {
+	// By handle, else by UUID (a handle re-acquired since the event).
+	i := slices.IndexFunc(s.devs, func(d *device) bool { return data.Device != nil && d.dev == data.Device })
+	if i < 0 && data.Device != nil {
 		if uuid, ret := data.Device.GetUUID(); ret == nvml.SUCCESS {
-			for _, d := range s.devs {
-				if d.uuid == uuid {
-					target = d
-					break
-				}
-			}
+			i = slices.IndexFunc(s.devs, func(d *device) bool { return d.uuid == uuid })
 		}
 	}
-	if target == nil {
+	if i < 0 {
 		level.Warn(s.logger).Log("msg", "Xid event from an unknown GPU", "xid", data.EventData)
 		return
 	}
+	target := s.devs[i]
 	if target.xid == nil {
 		target.xid = map[uint64]float64{}
 	}

@@ -37,16 +37,22 @@ func (g *gpmState) free(lib nvml.Interface) {
 	g.prev, g.cur, g.prevOK = nil, nil, false
 }
 
-// The GPM metrics requested every sample, in this order.
-var gpmMetricIDs = []nvml.GpmMetricId{
-	nvml.GPM_METRIC_DRAM_BW_UTIL,
-	nvml.GPM_METRIC_SM_UTIL,
-	nvml.GPM_METRIC_SM_OCCUPANCY,
-	nvml.GPM_METRIC_ANY_TENSOR_UTIL,
-	nvml.GPM_METRIC_PCIE_TX_PER_SEC,
-	nvml.GPM_METRIC_PCIE_RX_PER_SEC,
-	nvml.GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC,
-	nvml.GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC,
+// gpmMetrics are the GPM metrics requested every sample, in this order:
+// the field each lands in and the divisor to base units (percent to a
+// ratio; MiB/s to bytes per second, dividing by 2^-20 exactly).
+var gpmMetrics = []struct {
+	id    nvml.GpmMetricId
+	div   float64
+	field func(*snapshot.GPUDevice) *snapshot.Value
+}{
+	{nvml.GPM_METRIC_DRAM_BW_UTIL, 100, func(o *snapshot.GPUDevice) *snapshot.Value { return &o.DRAMBandwidthUtil }},
+	{nvml.GPM_METRIC_SM_UTIL, 100, func(o *snapshot.GPUDevice) *snapshot.Value { return &o.SMUtil }},
+	{nvml.GPM_METRIC_SM_OCCUPANCY, 100, func(o *snapshot.GPUDevice) *snapshot.Value { return &o.SMOccupancy }},
+	{nvml.GPM_METRIC_ANY_TENSOR_UTIL, 100, func(o *snapshot.GPUDevice) *snapshot.Value { return &o.TensorActivity }},
+	{nvml.GPM_METRIC_PCIE_TX_PER_SEC, 1.0 / (1 << 20), func(o *snapshot.GPUDevice) *snapshot.Value { return &o.PCIeTxBytesPerSecond }},
+	{nvml.GPM_METRIC_PCIE_RX_PER_SEC, 1.0 / (1 << 20), func(o *snapshot.GPUDevice) *snapshot.Value { return &o.PCIeRxBytesPerSecond }},
+	{nvml.GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC, 1.0 / (1 << 20), func(o *snapshot.GPUDevice) *snapshot.Value { return &o.NVLinkTxBytesPerSecond }},
+	{nvml.GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC, 1.0 / (1 << 20), func(o *snapshot.GPUDevice) *snapshot.Value { return &o.NVLinkRxBytesPerSecond }},
 }
 
 // setupGPM asks NVML once per acquired handle whether the GPU supports GPM
@@ -59,7 +65,7 @@ func (s *Sampler) setupGPM(d *device) {
 	}
 	if !s.has(symGpmQuery) || !s.has(symGpmAlloc) || !s.has(symGpmGet) || !s.has(symGpmMetrics) {
 		g.checked, g.supported, g.cause = true, false, "driver_not_supported"
-		s.warnOnceInfo("gpm:"+d.uuid, "msg", "GPM metrics unavailable: the NVIDIA driver has no GPM functions (r520 or newer needed)", "gpu", d.index, "uuid", d.uuid)
+		s.logOnce(level.Info, "gpm:"+d.uuid, "msg", "GPM metrics unavailable: the NVIDIA driver has no GPM functions (r520 or newer needed)", "gpu", d.index, "uuid", d.uuid)
 		return
 	}
 	sup, ret := s.lib.GpmQueryDeviceSupport(d.dev)
@@ -88,19 +94,11 @@ func (s *Sampler) setupGPM(d *device) {
 		}
 	}
 	if g.cause != "" {
-		s.warnOnceInfo("gpm:"+d.uuid, "msg", "GPM metrics unavailable on this GPU (they need Hopper or newer and a recent driver); DRAM bandwidth, SM occupancy and tensor activity series are absent",
+		s.logOnce(level.Info, "gpm:"+d.uuid, "msg", "GPM metrics unavailable on this GPU (they need Hopper or newer and a recent driver); DRAM bandwidth, SM occupancy and tensor activity series are absent",
 			"gpu", d.index, "uuid", d.uuid, "reason", g.cause, "nvml", retName(ret))
 		return
 	}
 	g.supported = true
-}
-
-func (s *Sampler) warnOnceInfo(key string, kv ...interface{}) {
-	if s.warned[key] {
-		return
-	}
-	s.warned[key] = true
-	level.Info(s.logger).Log(kv...)
 }
 
 // sampleGPM takes this window's GPM sample and, when the previous one is
@@ -120,7 +118,7 @@ func (s *Sampler) sampleGPM(r *reader, out *snapshot.GPUDevice, now time.Time) {
 		// GPM as unsupported from now on.
 		g.supported, g.cause, g.prevOK = false, "sample_not_supported", false
 		out.GPMSupported, out.GPMUnsupportedCause = false, g.cause
-		s.warnOnceInfo("gpm:"+d.uuid, "msg", "GPM sampling not supported on this GPU; GPM series are absent", "gpu", d.index, "uuid", d.uuid)
+		s.logOnce(level.Info, "gpm:"+d.uuid, "msg", "GPM sampling not supported on this GPU; GPM series are absent", "gpu", d.index, "uuid", d.uuid)
 		return
 	}
 	if !r.check("gpm_sample", ret) {
@@ -130,36 +128,18 @@ func (s *Sampler) sampleGPM(r *reader, out *snapshot.GPUDevice, now time.Time) {
 	if g.prevOK {
 		req := &nvml.GpmMetricsGetType{
 			Version:    nvml.GPM_METRICS_GET_VERSION,
-			NumMetrics: uint32(len(gpmMetricIDs)),
+			NumMetrics: uint32(len(gpmMetrics)),
 			Sample1:    g.prev,
 			Sample2:    g.cur,
 		}
-		for i, id := range gpmMetricIDs {
-			req.Metrics[i].MetricId = uint32(id)
+		for i, m := range gpmMetrics {
+			req.Metrics[i].MetricId = uint32(m.id)
 		}
 		if r.check("gpm_metrics", s.lib.GpmMetricsGet(req)) {
-			for i := 0; i < len(gpmMetricIDs) && i < int(req.NumMetrics); i++ {
-				m := req.Metrics[i]
-				if nvml.Return(m.NvmlReturn) != nvml.SUCCESS {
-					continue
-				}
-				switch nvml.GpmMetricId(m.MetricId) {
-				case nvml.GPM_METRIC_DRAM_BW_UTIL:
-					out.DRAMBandwidthUtil = snapshot.Some(m.Value / 100)
-				case nvml.GPM_METRIC_SM_UTIL:
-					out.SMUtil = snapshot.Some(m.Value / 100)
-				case nvml.GPM_METRIC_SM_OCCUPANCY:
-					out.SMOccupancy = snapshot.Some(m.Value / 100)
-				case nvml.GPM_METRIC_ANY_TENSOR_UTIL:
-					out.TensorActivity = snapshot.Some(m.Value / 100)
-				case nvml.GPM_METRIC_PCIE_TX_PER_SEC: // MiB/s
-					out.PCIeTxBytesPerSecond = snapshot.Some(m.Value * (1 << 20))
-				case nvml.GPM_METRIC_PCIE_RX_PER_SEC:
-					out.PCIeRxBytesPerSecond = snapshot.Some(m.Value * (1 << 20))
-				case nvml.GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC:
-					out.NVLinkTxBytesPerSecond = snapshot.Some(m.Value * (1 << 20))
-				case nvml.GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC:
-					out.NVLinkRxBytesPerSecond = snapshot.Some(m.Value * (1 << 20))
+			for i, m := range gpmMetrics {
+				got := req.Metrics[i]
+				if i < int(req.NumMetrics) && nvml.GpmMetricId(got.MetricId) == m.id && nvml.Return(got.NvmlReturn) == nvml.SUCCESS {
+					*m.field(out) = snapshot.Some(got.Value / m.div)
 				}
 			}
 		}

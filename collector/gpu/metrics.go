@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vllm-exporter/vllm_exporter/collector"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
 
@@ -30,7 +31,8 @@ var clockEventReasons = []struct {
 
 // Descs are built once; every series carries the gpu index and uuid.
 var (
-	devLabels = []string{"gpu", "uuid"}
+	// descs are the device series' Descs, in the order they are made.
+	descs collector.Descs
 
 	// The standalone self-metrics use collector.Health's exact HELP text: a
 	// registry refuses one name with two HELP strings.
@@ -39,100 +41,95 @@ var (
 	collectorDurationDesc = prometheus.NewDesc("vllm_exporter_collector_duration_seconds",
 		"Duration of the collector's last run in seconds.", []string{"collector"}, nil)
 
-	infoDesc = prometheus.NewDesc("vllm_gpu_info",
+	infoDesc = devDesc("vllm_gpu_info",
 		"GPU identity from NVML (name, driver, CUDA version, PCI bus id, memory bus width, peak memory bandwidth); value is always 1.",
-		[]string{"gpu", "uuid", "name", "driver_version", "cuda_version", "pci_bus_id", "memory_bus_width_bits", "peak_memory_bandwidth_bytes_per_second"}, nil)
-	upDesc = prometheus.NewDesc("vllm_gpu_up",
-		"Whether NVML could read this GPU in the last sample (0 while the GPU is lost).", devLabels, nil)
-	utilDesc = prometheus.NewDesc("vllm_gpu_utilization_ratio",
-		"Fraction of NVML's own last sample period (1/6 s to 1 s, by GPU) in which a kernel ran on the GPU, from nvmlDeviceGetUtilizationRates.", devLabels, nil)
-	memUtilDesc = prometheus.NewDesc("vllm_gpu_memory_controller_utilization_ratio",
-		"Fraction of NVML's own last sample period (1/6 s to 1 s, by GPU) in which device memory was read or written, from nvmlDeviceGetUtilizationRates.", devLabels, nil)
-	memUsedDesc = prometheus.NewDesc("vllm_gpu_memory_used_bytes",
-		"Device memory in use in bytes, from nvmlDeviceGetMemoryInfo.", devLabels, nil)
-	memFreeDesc = prometheus.NewDesc("vllm_gpu_memory_free_bytes",
-		"Free device memory in bytes, from nvmlDeviceGetMemoryInfo.", devLabels, nil)
-	memTotalDesc = prometheus.NewDesc("vllm_gpu_memory_total_bytes",
-		"Total device memory in bytes, from nvmlDeviceGetMemoryInfo.", devLabels, nil)
-	powerDesc = prometheus.NewDesc("vllm_gpu_power_watts",
-		"Power draw in watts, from nvmlDeviceGetPowerUsage.", devLabels, nil)
-	powerLimitDesc = prometheus.NewDesc("vllm_gpu_power_limit_watts",
-		"Enforced power limit in watts, from nvmlDeviceGetEnforcedPowerLimit.", devLabels, nil)
-	energyDesc = prometheus.NewDesc("vllm_gpu_energy_joules_total",
-		"Energy consumed since the driver was loaded in joules, from nvmlDeviceGetTotalEnergyConsumption.", devLabels, nil)
-	smClockDesc = prometheus.NewDesc("vllm_gpu_sm_clock_hertz",
-		"Current SM clock in hertz, from nvmlDeviceGetClockInfo(NVML_CLOCK_SM).", devLabels, nil)
-	memClockDesc = prometheus.NewDesc("vllm_gpu_memory_clock_hertz",
-		"Current memory clock in hertz, from nvmlDeviceGetClockInfo(NVML_CLOCK_MEM).", devLabels, nil)
-	smClockMaxDesc = prometheus.NewDesc("vllm_gpu_sm_clock_max_hertz",
-		"Maximum SM clock in hertz, from nvmlDeviceGetMaxClockInfo(NVML_CLOCK_SM).", devLabels, nil)
-	memClockMaxDesc = prometheus.NewDesc("vllm_gpu_memory_clock_max_hertz",
-		"Maximum memory clock in hertz, from nvmlDeviceGetMaxClockInfo(NVML_CLOCK_MEM).", devLabels, nil)
-	tempDesc = prometheus.NewDesc("vllm_gpu_temperature_celsius",
-		"GPU die temperature in degrees Celsius, from nvmlDeviceGetTemperature.", devLabels, nil)
-	clockEventDesc = prometheus.NewDesc("vllm_gpu_clock_event_active",
+		"name", "driver_version", "cuda_version", "pci_bus_id", "memory_bus_width_bits", "peak_memory_bandwidth_bytes_per_second")
+	upDesc = devDesc("vllm_gpu_up",
+		"Whether NVML could read this GPU in the last sample (0 while the GPU is lost).")
+	utilDesc = devDesc("vllm_gpu_utilization_ratio",
+		"Fraction of NVML's own last sample period (1/6 s to 1 s, by GPU) in which a kernel ran on the GPU, from nvmlDeviceGetUtilizationRates.")
+	memUtilDesc = devDesc("vllm_gpu_memory_controller_utilization_ratio",
+		"Fraction of NVML's own last sample period (1/6 s to 1 s, by GPU) in which device memory was read or written, from nvmlDeviceGetUtilizationRates.")
+	memUsedDesc = devDesc("vllm_gpu_memory_used_bytes",
+		"Device memory in use in bytes, from nvmlDeviceGetMemoryInfo.")
+	memFreeDesc = devDesc("vllm_gpu_memory_free_bytes",
+		"Free device memory in bytes, from nvmlDeviceGetMemoryInfo.")
+	memTotalDesc = devDesc("vllm_gpu_memory_total_bytes",
+		"Total device memory in bytes, from nvmlDeviceGetMemoryInfo.")
+	powerDesc = devDesc("vllm_gpu_power_watts",
+		"Power draw in watts, from nvmlDeviceGetPowerUsage.")
+	powerLimitDesc = devDesc("vllm_gpu_power_limit_watts",
+		"Enforced power limit in watts, from nvmlDeviceGetEnforcedPowerLimit.")
+	energyDesc = devDesc("vllm_gpu_energy_joules_total",
+		"Energy consumed since the driver was loaded in joules, from nvmlDeviceGetTotalEnergyConsumption.")
+	smClockDesc = devDesc("vllm_gpu_sm_clock_hertz",
+		"Current SM clock in hertz, from nvmlDeviceGetClockInfo(NVML_CLOCK_SM).")
+	memClockDesc = devDesc("vllm_gpu_memory_clock_hertz",
+		"Current memory clock in hertz, from nvmlDeviceGetClockInfo(NVML_CLOCK_MEM).")
+	smClockMaxDesc = devDesc("vllm_gpu_sm_clock_max_hertz",
+		"Maximum SM clock in hertz, from nvmlDeviceGetMaxClockInfo(NVML_CLOCK_SM).")
+	memClockMaxDesc = devDesc("vllm_gpu_memory_clock_max_hertz",
+		"Maximum memory clock in hertz, from nvmlDeviceGetMaxClockInfo(NVML_CLOCK_MEM).")
+	tempDesc = devDesc("vllm_gpu_temperature_celsius",
+		"GPU die temperature in degrees Celsius, from nvmlDeviceGetTemperature.")
+	clockEventDesc = devDesc("vllm_gpu_clock_event_active",
 		"Whether a clock-event (throttle) reason is active now (1) or not (0), from nvmlDeviceGetCurrentClocksEventReasons.",
-		[]string{"gpu", "uuid", "reason"}, nil)
-	clockEventSecondsDesc = prometheus.NewDesc("vllm_gpu_clock_event_seconds_total",
+		"reason")
+	clockEventSecondsDesc = devDesc("vllm_gpu_clock_event_seconds_total",
 		"Time the clocks were held below target by a policy in seconds, from nvmlDeviceGetViolationStatus.",
-		[]string{"gpu", "uuid", "reason"}, nil)
-	pcieTxDesc = prometheus.NewDesc("vllm_gpu_pcie_tx_bytes_per_second",
-		"PCIe bytes per second sent by the GPU, from GPM over the sampler window where supported, else nvmlDeviceGetPcieThroughput.", devLabels, nil)
-	pcieRxDesc = prometheus.NewDesc("vllm_gpu_pcie_rx_bytes_per_second",
-		"PCIe bytes per second received by the GPU, from GPM over the sampler window where supported, else nvmlDeviceGetPcieThroughput.", devLabels, nil)
-	nvlinkTxDesc = prometheus.NewDesc("vllm_gpu_nvlink_tx_bytes_per_second",
-		"NVLink bytes per second sent over all links, from GPM where supported, else NVLink throughput field counters over the sampler window.", devLabels, nil)
-	nvlinkRxDesc = prometheus.NewDesc("vllm_gpu_nvlink_rx_bytes_per_second",
-		"NVLink bytes per second received over all links, from GPM where supported, else NVLink throughput field counters over the sampler window.", devLabels, nil)
-	eccDesc = prometheus.NewDesc("vllm_gpu_ecc_errors_total",
+		"reason")
+	pcieTxDesc = devDesc("vllm_gpu_pcie_tx_bytes_per_second",
+		"PCIe bytes per second sent by the GPU, from GPM over the sampler window where supported, else nvmlDeviceGetPcieThroughput.")
+	pcieRxDesc = devDesc("vllm_gpu_pcie_rx_bytes_per_second",
+		"PCIe bytes per second received by the GPU, from GPM over the sampler window where supported, else nvmlDeviceGetPcieThroughput.")
+	nvlinkTxDesc = devDesc("vllm_gpu_nvlink_tx_bytes_per_second",
+		"NVLink bytes per second sent over all links, from GPM where supported, else NVLink throughput field counters over the sampler window.")
+	nvlinkRxDesc = devDesc("vllm_gpu_nvlink_rx_bytes_per_second",
+		"NVLink bytes per second received over all links, from GPM where supported, else NVLink throughput field counters over the sampler window.")
+	eccDesc = devDesc("vllm_gpu_ecc_errors_total",
 		"Memory ECC errors since the driver was loaded, by type (corrected, uncorrected), from nvmlDeviceGetTotalEccErrors(volatile).",
-		[]string{"gpu", "uuid", "type"}, nil)
-	remappedDesc = prometheus.NewDesc("vllm_gpu_remapped_rows",
+		"type")
+	remappedDesc = devDesc("vllm_gpu_remapped_rows",
 		"Memory rows remapped, by type (correctable, uncorrectable), from nvmlDeviceGetRemappedRows.",
-		[]string{"gpu", "uuid", "type"}, nil)
-	remapPendingDesc = prometheus.NewDesc("vllm_gpu_remapped_rows_pending",
-		"Whether a row remap is pending and needs a GPU reset (1) or not (0), from nvmlDeviceGetRemappedRows.", devLabels, nil)
-	remapFailureDesc = prometheus.NewDesc("vllm_gpu_remapped_rows_failure",
-		"Whether a row remap has failed (1) or not (0), from nvmlDeviceGetRemappedRows.", devLabels, nil)
-	xidDesc = prometheus.NewDesc("vllm_gpu_xid_events_total",
+		"type")
+	remapPendingDesc = devDesc("vllm_gpu_remapped_rows_pending",
+		"Whether a row remap is pending and needs a GPU reset (1) or not (0), from nvmlDeviceGetRemappedRows.")
+	remapFailureDesc = devDesc("vllm_gpu_remapped_rows_failure",
+		"Whether a row remap has failed (1) or not (0), from nvmlDeviceGetRemappedRows.")
+	xidDesc = devDesc("vllm_gpu_xid_events_total",
 		"Xid critical error events seen since the exporter started, by xid, from an NVML event set.",
-		[]string{"gpu", "uuid", "xid"}, nil)
-	lastXidDesc = prometheus.NewDesc("vllm_gpu_last_xid_event_timestamp_seconds",
-		"Unix time of the last Xid critical error event seen by the exporter (0 if none), from an NVML event set.", devLabels, nil)
-	procMemDesc = prometheus.NewDesc("vllm_gpu_process_memory_used_bytes",
+		"xid")
+	lastXidDesc = devDesc("vllm_gpu_last_xid_event_timestamp_seconds",
+		"Unix time of the last Xid critical error event seen by the exporter (0 if none), from an NVML event set.")
+	procMemDesc = devDesc("vllm_gpu_process_memory_used_bytes",
 		"GPU memory used by a running compute process in bytes, from nvmlDeviceGetComputeRunningProcesses.",
-		[]string{"gpu", "uuid", "pid"}, nil)
-	peakBWDesc = prometheus.NewDesc("vllm_gpu_memory_bandwidth_peak_bytes_per_second",
-		"Theoretical peak memory bandwidth in bytes per second: max memory clock x bus width x 2 (double data rate) / 8, from nvmlDeviceGetMaxClockInfo and nvmlDeviceGetMemoryBusWidth.", devLabels, nil)
-	dramBWDesc = prometheus.NewDesc("vllm_gpu_dram_bandwidth_utilization_ratio",
-		"Fraction of peak DRAM bandwidth used over the sampler window, from GPM (NVML_GPM_METRIC_DRAM_BW_UTIL).", devLabels, nil)
-	smUtilDesc = prometheus.NewDesc("vllm_gpu_sm_utilization_ratio",
-		"Fraction of SMs busy over the sampler window, from GPM (NVML_GPM_METRIC_SM_UTIL).", devLabels, nil)
-	smOccDesc = prometheus.NewDesc("vllm_gpu_sm_occupancy_ratio",
-		"Resident warps over the maximum over the sampler window, from GPM (NVML_GPM_METRIC_SM_OCCUPANCY).", devLabels, nil)
-	tensorDesc = prometheus.NewDesc("vllm_gpu_tensor_activity_ratio",
-		"Fraction of cycles any tensor pipe was active over the sampler window, from GPM (NVML_GPM_METRIC_ANY_TENSOR_UTIL).", devLabels, nil)
-	gpmSupportedDesc = prometheus.NewDesc("vllm_gpu_gpm_supported",
+		"pid")
+	peakBWDesc = devDesc("vllm_gpu_memory_bandwidth_peak_bytes_per_second",
+		"Theoretical peak memory bandwidth in bytes per second: max memory clock x bus width x 2 (double data rate) / 8, from nvmlDeviceGetMaxClockInfo and nvmlDeviceGetMemoryBusWidth.")
+	dramBWDesc = devDesc("vllm_gpu_dram_bandwidth_utilization_ratio",
+		"Fraction of peak DRAM bandwidth used over the sampler window, from GPM (NVML_GPM_METRIC_DRAM_BW_UTIL).")
+	smUtilDesc = devDesc("vllm_gpu_sm_utilization_ratio",
+		"Fraction of SMs busy over the sampler window, from GPM (NVML_GPM_METRIC_SM_UTIL).")
+	smOccDesc = devDesc("vllm_gpu_sm_occupancy_ratio",
+		"Resident warps over the maximum over the sampler window, from GPM (NVML_GPM_METRIC_SM_OCCUPANCY).")
+	tensorDesc = devDesc("vllm_gpu_tensor_activity_ratio",
+		"Fraction of cycles any tensor pipe was active over the sampler window, from GPM (NVML_GPM_METRIC_ANY_TENSOR_UTIL).")
+	gpmSupportedDesc = devDesc("vllm_gpu_gpm_supported",
 		"Whether NVML GPM metrics (Hopper and newer) are available on this GPU (1) or not (0, reason says why).",
-		[]string{"gpu", "uuid", "reason"}, nil)
+		"reason")
 )
 
-var allDescs = []*prometheus.Desc{
-	collectorUpDesc, collectorDurationDesc, infoDesc, upDesc, utilDesc, memUtilDesc, memUsedDesc,
-	memFreeDesc, memTotalDesc, powerDesc, powerLimitDesc, energyDesc, smClockDesc, memClockDesc,
-	smClockMaxDesc, memClockMaxDesc, tempDesc, clockEventDesc, clockEventSecondsDesc, pcieTxDesc,
-	pcieRxDesc, nvlinkTxDesc, nvlinkRxDesc, eccDesc, remappedDesc, remapPendingDesc, remapFailureDesc,
-	xidDesc, lastXidDesc, procMemDesc, peakBWDesc, dramBWDesc, smUtilDesc, smOccDesc, tensorDesc,
-	gpmSupportedDesc,
+// devDesc makes a device series' Desc: labels gpu, uuid, then extra.
+func devDesc(name, help string, extra ...string) *prometheus.Desc {
+	return descs.New(name, help, append([]string{"gpu", "uuid"}, extra...)...)
 }
 
 func describe(ch chan<- *prometheus.Desc, selfMetrics bool) {
-	for _, d := range allDescs {
-		if !selfMetrics && (d == collectorUpDesc || d == collectorDurationDesc) {
-			continue
-		}
-		ch <- d
+	if selfMetrics {
+		ch <- collectorUpDesc
+		ch <- collectorDurationDesc
 	}
+	descs.Describe(ch)
 }
 
 func b2f(b bool) float64 {
@@ -155,33 +152,37 @@ func render(ch chan<- prometheus.Metric, s *snapshot.GPU, selfMetrics bool) {
 	if s == nil {
 		return
 	}
+	m := collector.Metrics(ch)
 	if selfMetrics {
-		ch <- prometheus.MustNewConstMetric(collectorUpDesc, prometheus.GaugeValue, b2f(s.Up), CollectorName)
-		ch <- prometheus.MustNewConstMetric(collectorDurationDesc, prometheus.GaugeValue, s.SampleDuration.Seconds(), CollectorName)
+		m.Gauge(collectorUpDesc, b2f(s.Up), CollectorName)
+		m.Gauge(collectorDurationDesc, s.SampleDuration.Seconds(), CollectorName)
 	}
 	for i := range s.Devices {
-		renderDevice(ch, s, &s.Devices[i])
+		renderDevice(m, s, &s.Devices[i])
 	}
 }
 
-func renderDevice(ch chan<- prometheus.Metric, s *snapshot.GPU, d *snapshot.GPUDevice) {
+// renderDevice sends one GPU's series; a label value that is not UTF-8 (a
+// name as the driver reports it) spoils that series only, not the gather.
+func renderDevice(m collector.Metrics, s *snapshot.GPU, d *snapshot.GPUDevice) {
 	idx := strconv.Itoa(d.Index)
-	gauge := func(desc *prometheus.Desc, v snapshot.Value, extra ...string) {
+	send := func(t prometheus.ValueType, desc *prometheus.Desc, v snapshot.Value, extra ...string) {
 		if v.OK {
-			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v.V, append([]string{idx, d.UUID}, extra...)...)
+			m.Send(desc, t, v.V, append([]string{idx, d.UUID}, extra...)...)
 		}
 	}
+	gauge := func(desc *prometheus.Desc, v snapshot.Value, extra ...string) {
+		send(prometheus.GaugeValue, desc, v, extra...)
+	}
 	counter := func(desc *prometheus.Desc, v snapshot.Value, extra ...string) {
-		if v.OK {
-			ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, v.V, append([]string{idx, d.UUID}, extra...)...)
-		}
+		send(prometheus.CounterValue, desc, v, extra...)
 	}
 	gauge(upDesc, snapshot.Some(b2f(d.Up)))
 	if !d.Up {
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(infoDesc, prometheus.GaugeValue, 1, idx, d.UUID, d.Name,
-		s.DriverVersion, s.CUDAVersion, d.PCIBusID, fmtFloat(d.MemoryBusWidthBits), fmtFloat(d.PeakMemBandwidthBytesPerSecond))
+	gauge(infoDesc, snapshot.Some(1), d.Name, s.DriverVersion, s.CUDAVersion, d.PCIBusID,
+		fmtFloat(d.MemoryBusWidthBits), fmtFloat(d.PeakMemBandwidthBytesPerSecond))
 	gauge(utilDesc, d.UtilGPU)
 	gauge(memUtilDesc, d.UtilMemory)
 	gauge(memUsedDesc, d.MemoryUsedBytes)

@@ -32,6 +32,10 @@ type Options struct {
 	// _duration_seconds for "gpu" and the Sampler does not; when nil (a
 	// standalone Sampler) the Sampler exports those two series itself.
 	Health collector.Reporter
+	// AbsenceExpected: a host without NVML or without a GPU is no news (the
+	// exporter's auto mode, which reports the collector absent instead), so
+	// saying so is logged at debug, not as a warning.
+	AbsenceExpected bool
 }
 
 func (o Options) withDefaults() Options {

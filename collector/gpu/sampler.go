@@ -100,7 +100,7 @@ func New(lib nvml.Interface, opts Options, logger log.Logger) *Sampler {
 	}
 	if ret := lib.Init(); ret != nvml.SUCCESS {
 		s.initErr = "nvml init: " + retName(ret)
-		level.Warn(s.logger).Log("msg", "NVML is unavailable, the GPU collector is disabled", "err", s.initErr)
+		s.absence().Log("msg", "NVML is unavailable, the GPU collector is disabled", "err", s.initErr)
 		s.publish(&snapshot.GPU{Time: s.clock(), Error: s.initErr})
 		return s
 	}
@@ -217,7 +217,10 @@ func (s *Sampler) SampleOnce(now time.Time) *snapshot.GPU {
 		}
 		if len(s.devs) == 0 {
 			snap.Error = "no GPU visible to NVML"
-			s.warnOnce("no-gpu", "msg", "NVML initialised but no GPU is visible; GPU collector reports down")
+			if !s.warned["no-gpu"] {
+				s.warned["no-gpu"] = true
+				s.absence().Log("msg", "NVML initialised but no GPU is visible; GPU collector reports down")
+			}
 			break
 		}
 		snap.Up = true
@@ -288,7 +291,7 @@ func (s *Sampler) acquire(d *device) {
 	wasLost := d.uuid != "" && !d.up
 	d.uuid = uuid
 	r := &reader{s: s, d: d}
-	if v, ok := readString(r, "name", dev.GetName); ok {
+	if v, ok := read(r, "name", dev.GetName); ok {
 		d.name = v
 	}
 	if p, ok := read(r, "pci_info", dev.GetPciInfo); ok {
@@ -379,11 +382,7 @@ func (s *Sampler) sampleDevice(d *device, now time.Time) snapshot.GPUDevice {
 	s.sampleInterconnect(r, d.dev, &out, now)
 
 	if d.xid != nil {
-		out.XidTotal = make(map[uint64]float64, len(d.xid))
-		for k, v := range d.xid {
-			out.XidTotal[k] = v
-		}
-		out.LastFatalXidTime = d.lastXid
+		out.XidTotal, out.LastFatalXidTime = maps.Clone(d.xid), d.lastXid
 	}
 
 	if r.lost {
@@ -431,18 +430,18 @@ func (s *Sampler) sampleCore(r *reader, dev nvml.Device, out *snapshot.GPUDevice
 // sampleThrottling reads the clock event (throttle) reasons now and the
 // time spent throttled per policy.
 func (s *Sampler) sampleThrottling(r *reader, dev nvml.Device, out *snapshot.GPUDevice) {
-	// Drivers before r535 only have the older name of the same call.
+	// Drivers before r535 only have the older name of the same call; a
+	// symbol the driver lacks is never called.
 	reasons := dev.GetCurrentClocksEventReasons
 	if !s.has(symClocksEventReasons) {
-		reasons = nil
-		if s.has(symClocksThrottleReasons) {
-			reasons = dev.GetCurrentClocksThrottleReasons
-		}
+		reasons = dev.GetCurrentClocksThrottleReasons
 	}
-	if mask, ok := readIf(r, reasons != nil, "clocks_event_reasons", reasons); ok {
-		out.ThrottleReasons = make(map[string]bool, len(clockEventReasons))
-		for _, ce := range clockEventReasons {
-			out.ThrottleReasons[ce.Reason] = mask&ce.Bit != 0
+	if s.has(symClocksEventReasons) || s.has(symClocksThrottleReasons) {
+		if mask, ok := read(r, "clocks_event_reasons", reasons); ok {
+			out.ThrottleReasons = make(map[string]bool, len(clockEventReasons))
+			for _, ce := range clockEventReasons {
+				out.ThrottleReasons[ce.Reason] = mask&ce.Bit != 0
+			}
 		}
 	}
 	for _, p := range violationPolicies {
@@ -574,13 +573,23 @@ func (s *Sampler) sampleNVLinkCounters(r *reader, out *snapshot.GPUDevice, now t
 	d.nvlPrevTx, d.nvlPrevRx, d.nvlPrevTime, d.nvlPrevOK = tx, rx, now, true
 }
 
-// warnOnce logs a warning the first time key is seen.
-func (s *Sampler) warnOnce(key string, kv ...interface{}) {
-	if s.warned[key] {
-		return
+// absence is where a missing NVML or GPU is logged (Options.AbsenceExpected).
+func (s *Sampler) absence() log.Logger {
+	if s.opts.AbsenceExpected {
+		return level.Debug(s.logger)
 	}
-	s.warned[key] = true
-	level.Warn(s.logger).Log(kv...)
+	return level.Warn(s.logger)
+}
+
+// warnOnce logs a warning the first time key is seen.
+func (s *Sampler) warnOnce(key string, kv ...any) { s.logOnce(level.Warn, key, kv...) }
+
+// logOnce logs at lvl the first time key is seen.
+func (s *Sampler) logOnce(lvl func(log.Logger) log.Logger, key string, kv ...any) {
+	if !s.warned[key] {
+		s.warned[key] = true
+		lvl(s.logger).Log(kv...)
+	}
 }
 
 // reader collects one device's reads: ERROR_GPU_IS_LOST stops further reads,
@@ -613,19 +622,6 @@ func read[T any](r *reader, field string, f func() (T, nvml.Return)) (T, bool) {
 	}
 	v, ret := f()
 	return v, r.check(field, ret)
-}
-
-// readIf is read when cond holds (f may be nil otherwise).
-func readIf[T any](r *reader, cond bool, field string, f func() (T, nvml.Return)) (T, bool) {
-	if !cond {
-		var zero T
-		return zero, false
-	}
-	return read(r, field, f)
-}
-
-func readString(r *reader, field string, f func() (string, nvml.Return)) (string, bool) {
-	return read(r, field, f)
 }
 
 func read1[A, T any](r *reader, field string, f func(A) (T, nvml.Return), a A) (T, bool) {

@@ -500,7 +500,8 @@ func TestFieldValueDecode(t *testing.T) {
 // (the pedantic registry in golden() checks this too), and names are unique.
 func TestDescribeCoversCollect(t *testing.T) {
 	seen := map[string]bool{}
-	for _, d := range allDescs {
+	all := append([]*prometheus.Desc{collectorUpDesc, collectorDurationDesc}, descs...)
+	for _, d := range all {
 		s := d.String()
 		if seen[s] {
 			t.Fatalf("duplicate desc %s", s)
@@ -512,7 +513,7 @@ func TestDescribeCoversCollect(t *testing.T) {
 		ns = append(ns, k)
 	}
 	sort.Strings(ns)
-	if len(ns) != len(allDescs) || len(ns) != 36 {
+	if len(ns) != len(all) || len(ns) != 36 {
 		t.Fatalf("%d descs", len(ns))
 	}
 }
@@ -634,5 +635,28 @@ func TestStandaloneSelfMetricsBesideHealth(t *testing.T) {
 	}
 	if n != 4 {
 		t.Fatalf("%d collector self-metric series, want 4 (up and duration for vllm and gpu)", n)
+	}
+}
+
+// TestNonUTF8NameSpoilsOnlyItsSeries: a GPU name that is not UTF-8 (the
+// driver's bytes as they are) makes vllm_gpu_info an invalid metric the
+// gather reports, while the GPU's other series are still served: Collect
+// never panics on a label value.
+func TestNonUTF8NameSpoilsOnlyItsSeries(t *testing.T) {
+	dev := newFakeDev(0, "GPU-00000000-0000-0000-0000-000000000000")
+	dev.name = "NVIDIA \xff"
+	s := sampledTwice(t, newFakeLib(t, dev), nil)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(s)
+	mfs, err := reg.Gather()
+	if err == nil || !strings.Contains(err.Error(), "vllm_gpu_info") {
+		t.Fatalf("gather error %v, want one naming vllm_gpu_info", err)
+	}
+	names := map[string]bool{}
+	for _, mf := range mfs {
+		names[mf.GetName()] = true
+	}
+	if names["vllm_gpu_info"] || !names["vllm_gpu_up"] || !names["vllm_gpu_power_watts"] {
+		t.Fatalf("families %v: want the GPU's series without vllm_gpu_info", names)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"os"
@@ -12,53 +14,101 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/families"
 )
 
-// FuzzIngest feeds two arbitrary bodies a minute apart through parse,
-// normalize, derive and render, and gathers the result through a pedantic
-// registry: whatever vLLM (or something pretending to be it) sends, the
-// exporter must neither panic nor produce an invalid exposition.
-func FuzzIngest(f *testing.F) {
-	// Small seeds only: the fuzzer minimizes every new interesting input
-	// (up to a minute each), which on multi-KB bodies eats the whole run.
-	f.Add([]byte("# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\",model_name=\"m\"} 3\n"),
-		[]byte("# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"1\",model_name=\"m\"} 4\n"), false)
-	f.Add([]byte("# TYPE vllm:request_success_total counter\nvllm:request_success_total{finished_reason=\"stop\",model_name=\"m\"} 9\n"),
-		[]byte("# TYPE vllm:request_success_total counter\nvllm:request_success_total{finished_reason=\"stop\",model_name=\"m\"} 2\n"), false)
-	f.Add([]byte("# TYPE vllm:num_preemptions counter\nvllm:num_preemptions_total{model_name=\"m\"} 5 # {a=\"b\"} 1\n# EOF\n"), []byte("# EOF\n"), true)
-	f.Add([]byte("# TYPE vllm:e2e_request_latency_seconds histogram\nvllm:e2e_request_latency_seconds_bucket{le=\"1\",model_name=\"m\"} 5\nvllm:e2e_request_latency_seconds_bucket{le=\"+Inf\",model_name=\"m\"} 3\n"),
-		[]byte("# TYPE vllm:e2e_request_latency_seconds histogram\nvllm:e2e_request_latency_seconds_bucket{le=\"1\",model_name=\"m\"} -1\n"), false)
-	f.Fuzz(func(t *testing.T, a, b []byte, openMetrics bool) {
-		ct := "text/plain; version=0.0.4"
-		if openMetrics {
-			ct = "application/openmetrics-text; version=1.0.0"
-		}
-		s := New(Options{URL: "http://127.0.0.1:1"}, nil)
-		reg := prometheus.NewPedanticRegistry()
-		reg.MustRegister(s)
-		for i, body := range [][]byte{a, b} {
-			s.mu.Lock()
-			s.ingest(t0.Add(time.Duration(i)*time.Minute), time.Now(), body, ct, nil, "", nil)
-			s.mu.Unlock()
-			if _, err := reg.Gather(); err != nil {
-				t.Fatalf("invalid exposition after body %d: %v", i, err)
+// FuzzScan reads three bodies in turn through one scanner, whose series
+// cache then holds the earlier ones', and each through a fresh scanner: the
+// cache must not change what a body reads or drops, or whether it is
+// refused. What it reads must be what a registry accepts again (UTF-8
+// label values within the bound), and a text body that prometheus/common's
+// parser accepts must be accepted. (The seeds under testdata/fuzz/FuzzScan
+// are bodies whose families move between scrapes.)
+func FuzzScan(f *testing.F) {
+	h := "# HELP vllm:e2e_request_latency_seconds e2e\n# TYPE vllm:e2e_request_latency_seconds histogram\n"
+	hist := h + "vllm:e2e_request_latency_seconds_bucket{le=\"1\",model_name=\"m\"} 5\nvllm:e2e_request_latency_seconds_bucket{le=\"+Inf\",model_name=\"m\"} 6\n"
+	gauge := "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\",model_name=\"m\"} 3\n"
+	f.Add([]byte(gauge+hist), []byte(hist+gauge), []byte(gauge+hist+hist), false)
+	f.Add([]byte(hist+"vllm:e2e_request_latency_seconds_sum{model_name=\"m\"} 2\n"), []byte(gauge+"vllm:e2e_request_latency_seconds_count{model_name=\"m\"} x\n"), []byte(gauge), false)
+	f.Add([]byte("# TYPE vllm:num_preemptions counter\nvllm:num_preemptions_total{model_name=\"m\"} 5 # {a=\"b\"} 1\n# EOF\n"),
+		[]byte("{\"vllm:num_requests_running\",\"model_name\"=\"m\"} NaN\n"), []byte("vllm:num_preemptions_total{model_name=\"m\"} -1\n"), true)
+	f.Fuzz(func(t *testing.T, a, b, c []byte, openMetrics bool) {
+		cached := newScanner()
+		for i, body := range [][]byte{a, b, c} {
+			var withCache, fresh result
+			err := cached.scan(bytes.NewReader(body), 1<<20, 64, &withCache)
+			once := newScanner()
+			ferr := once.scan(bytes.NewReader(body), 1<<20, 64, &fresh)
+			if (err == nil) != (ferr == nil) {
+				t.Fatalf("body %d: with the cache %v, fresh %v", i, err, ferr)
+			}
+			if err != nil {
+				if !openMetrics && bytes.Count(body, []byte("\n")) == bytes.Count(bytes.TrimRight(body, "\n"), []byte("\n"))+1 {
+					p := expfmt.NewTextParser(model.UTF8Validation)
+					if _, perr := p.TextToMetricFamilies(bytes.NewReader(body)); perr == nil && !errors.Is(err, errTooManySeries) && !hasLongLine(body) {
+						t.Fatalf("body %d: the text parser accepts it, the scanner says %v", i, err)
+					}
+				}
+				continue
+			}
+			if got, want := scanned(cached), scanned(once); got != want {
+				t.Fatalf("body %d reads differently with the cache:\n%s\nfresh:\n%s", i, got, want)
+			}
+			if !maps.Equal(withCache.dropped, fresh.dropped) {
+				t.Fatalf("body %d drops %v with the cache, %v fresh", i, withCache.dropped, fresh.dropped)
+			}
+			for _, vs := range cached.values {
+				for _, e := range vs {
+					for _, v := range e.labels.All() {
+						if !utf8.ValidString(v) || len(v) > MaxLabelValueBytes {
+							t.Fatalf("body %d: read label value %q", i, v)
+						}
+					}
+				}
 			}
 		}
-		s.Window(30 * time.Second)
 	})
 }
 
-// A fetch error goes through the same path.
-func TestIngestFetchError(t *testing.T) {
-	s := New(Options{URL: "http://127.0.0.1:1"}, nil)
-	s.mu.Lock()
-	s.ingest(t0, time.Now(), nil, "", nil, ReasonConnect, errors.New("refused"))
-	s.mu.Unlock()
-	if l := s.Latest(); l.Up || l.Error != ReasonConnect {
-		t.Fatalf("%+v", l)
+// scanned is what a scan read, as text.
+func scanned(s *scanner) string {
+	var b strings.Builder
+	for fam := range famNames {
+		for _, e := range s.values[fam] {
+			fmt.Fprintf(&b, "%s{%s} %v\n", famNames[fam], pairsOf(e.labels), e.v)
+		}
+		for _, e := range s.bad[fam] {
+			fmt.Fprintf(&b, "bad %s{%s} %v\n", famNames[fam], pairsOf(e.labels), e.v)
+		}
+		for _, c := range s.kids[fam] {
+			fmt.Fprintf(&b, "%s{%s} %v sum %v count %v has %d dup %v\n", famNames[fam], pairsOf(c.labels), c.buckets, c.sum, c.count, c.has, c.dup)
+		}
 	}
+	fmt.Fprintf(&b, "vllm %v helps %v\n", s.anyVLLM, s.helps)
+	return b.String()
+}
+
+func pairsOf(l families.Labels) string {
+	var b strings.Builder
+	for n, v := range l.All() {
+		fmt.Fprintf(&b, "%s=%q,", n, v)
+	}
+	return b.String()
+}
+
+func hasLongLine(body []byte) bool {
+	for _, l := range bytes.Split(body, []byte("\n")) {
+		if len(l) >= maxLineBytes {
+			return true
+		}
+	}
+	return false
 }
 
 // bodyTransport answers every request with one canned /metrics response, so

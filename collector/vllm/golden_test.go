@@ -65,11 +65,12 @@ vllm_exporter_scrape_errors_total{reason="http_4xx"} 0
 vllm_exporter_scrape_errors_total{reason="http_5xx"} 0
 vllm_exporter_scrape_errors_total{reason="http_status"} 0
 vllm_exporter_scrape_errors_total{reason="parse"} 0
-vllm_exporter_scrape_errors_total{reason="parse_too_large"} 0
 vllm_exporter_scrape_errors_total{reason="timeout"} 0
 vllm_exporter_scrape_errors_total{reason="tls"} 0
+vllm_exporter_scrape_errors_total{reason="too_many_series"} 0
 # TYPE vllm_exporter_samples_dropped_total counter
 vllm_exporter_samples_dropped_total{reason="bucket_mismatch"} 0
+vllm_exporter_samples_dropped_total{reason="duplicate"} 0
 vllm_exporter_samples_dropped_total{reason="engine_limit"} 0
 vllm_exporter_samples_dropped_total{reason="finished_reason_limit"} 0
 vllm_exporter_samples_dropped_total{reason="invalid_histogram"} 0
@@ -77,6 +78,8 @@ vllm_exporter_samples_dropped_total{reason="label_value_too_long"} 0
 vllm_exporter_samples_dropped_total{reason="line_too_long"} 0
 vllm_exporter_samples_dropped_total{reason="lora_adapter_limit"} 0
 vllm_exporter_samples_dropped_total{reason="model_limit"} 0
+vllm_exporter_samples_dropped_total{reason="negative_counter"} 0
+vllm_exporter_samples_dropped_total{reason="non_finite"} 0
 `
 
 func TestGoldenV1Main(t *testing.T) {

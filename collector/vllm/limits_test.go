@@ -1,13 +1,13 @@
 package vllm
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -34,11 +34,45 @@ func simBody(t testing.TB, models, engines int) []byte {
 	return sim.Metrics()
 }
 
-// TestTwiceTheLargestBodyScrapes: the body of 16 models x 16 engines, twice
-// the 16 x 8 body whose parsed lines used to sit 4 % under the parsed-lines
-// cap (a cliff: a slightly larger server failed every scrape), scrapes at
-// the default limits with every model and engine, and its parse estimate
-// leaves a fifth of the budget free.
+// streamTransport answers every request with a fresh body from newBody,
+// in-process, so that what a scrape allocates is the scraper's alone.
+type streamTransport func() (io.Reader, http.Header)
+
+func (f streamTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	b, h := f()
+	return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(b), Header: h, Request: r, ContentLength: -1}, nil
+}
+
+// repeatReader repeats line forever: an endless body.
+type repeatReader struct {
+	line []byte
+	off  int
+}
+
+func (r *repeatReader) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		c := copy(p[n:], r.line[r.off:])
+		n += c
+		r.off = (r.off + c) % len(r.line)
+	}
+	return n, nil
+}
+
+// readSeries is a body of n distinct series of a family the exporter
+// reads, all of one model: each costs a place in the series cache.
+func readSeries(n int) []byte {
+	var b bytes.Buffer
+	b.WriteString("# TYPE vllm:num_requests_running gauge\n")
+	for i := range n {
+		fmt.Fprintf(&b, "vllm:num_requests_running{engine=\"%d\",model_name=\"m\"} 1\n", i)
+	}
+	return b.Bytes()
+}
+
+// TestTwiceTheLargestBodyScrapes: the body of 16 models x 16 engines
+// scrapes at the default limits with every model and engine, its series
+// leaving more than a third of --vllm.max-series free.
 func TestTwiceTheLargestBodyScrapes(t *testing.T) {
 	base, double := simBody(t, 16, 8), simBody(t, 16, 16)
 	if r := float64(len(double)) / float64(len(base)); r < 1.9 {
@@ -60,38 +94,32 @@ func TestTwiceTheLargestBodyScrapes(t *testing.T) {
 			t.Fatalf("model %s: %d engines, want 16", name, len(m.PerEngine))
 		}
 	}
-	var dst bytes.Buffer
-	st, err := readNeeded(bufio.NewReaderSize(nil, maxLineBytes), bytes.NewReader(double), DefaultMaxBodyBytes, &dst, nil, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	budget := parseBudget(DefaultMaxBodyBytes)
-	t.Logf("16x16 body %.1f MB (16x8: %.1f MB), kept %.1f MB, parse estimate %.1f MB of the %.1f MB budget",
-		float64(len(double))/1e6, float64(len(base))/1e6, float64(dst.Len())/1e6, float64(st.cost)/1e6, float64(budget)/1e6)
-	if st.cost > budget*4/5 {
-		t.Fatalf("the 16x16 body takes %d of the %d parse budget: less than a fifth left", st.cost, budget)
+	n := len(s.scan.series)
+	t.Logf("16x16 body %.1f MB: %d series read of the %d allowed", float64(len(double))/1e6, n, DefaultMaxSeries)
+	if n > DefaultMaxSeries*2/3 {
+		t.Fatalf("the 16x16 body's %d series take more than two thirds of --vllm.max-series (%d)", n, DefaultMaxSeries)
 	}
 }
 
 // TestScrapeOverALimitNamesIt: a body over --vllm.max-body-bytes fails with
-// reason body_too_large, one within it whose lines would cost more than
-// the parse budget with parse_too_large; each error says which limit and
-// by how much, and the next good body scrapes again.
+// reason body_too_large, one with more series than --vllm.max-series with
+// too_many_series; each error says which limit, and the next good body
+// scrapes again. A line over the line bound is skipped and counted.
 func TestScrapeOverALimitNamesIt(t *testing.T) {
-	const limit = 4 << 20 // parse budget 6 MiB
+	const limit = 4 << 20
 	good := fixture(t, "vllm-main-2026-08-v1.txt")
-	// Short single-model samples: the costliest lines to parse per byte.
-	short := neededLines(3 << 20)
 	srv := newFakeVLLM(t, nil, "text/plain")
 	var logs bytes.Buffer
-	s := New(Options{URL: srv.URL, MaxBodyBytes: limit}, log.NewLogfmtLogger(&logs))
+	s := New(Options{URL: srv.URL, MaxBodyBytes: limit, MaxSeries: 1000}, log.NewLogfmtLogger(&logs))
+	long := append([]byte(`vllm:num_requests_running{model_name="m",x="`), bytes.Repeat([]byte("y"), maxLineBytes)...)
 	for i, c := range []struct {
 		body   []byte
 		reason string
 		says   string
 	}{
 		{bytes.Repeat(good, limit/len(good)+1), ReasonBodyTooLarge, "body exceeds --vllm.max-body-bytes (4194304 bytes)"},
-		{short, ReasonParseTooLarge, "would take more memory to parse than the parse budget (1.5 x --vllm.max-body-bytes)"},
+		{readSeries(1001), ReasonTooManySeries, "more series of the families the exporter reads than --vllm.max-series (1000)"},
+		{append(append(long, "\"} 1\n"...), good...), "", ""},
 		{good, "", ""},
 	} {
 		srv.set(c.body, nil)
@@ -106,73 +134,64 @@ func TestScrapeOverALimitNamesIt(t *testing.T) {
 			t.Fatalf("scrape errors %v, want one %s", s.errors, c.reason)
 		}
 	}
+	if s.dropped[DropLineTooLong] != 1 || s.Latest().Models[llama] == nil {
+		t.Fatalf("line_too_long drops %v, models %v: the long line is skipped, the rest read", s.dropped, s.Latest().Models)
+	}
 }
 
-// TestParseCostBoundsParseMemory: for bodies of every shape a hostile or
-// large server can send (short samples of one model, many labels per
-// sample, long label values, histograms with many buckets, a real 16 x 8
-// body), the streaming estimate is at least the memory the parse holds
-// (the kept lines plus the parsed families, measured as live heap), so the
-// parse budget bounds memory; for a real body it is within 1.5 times of
-// it, so the budget does not refuse real servers for nothing. (The
-// constants were calibrated on these shapes with a margin of 10-20 %.)
-func TestParseCostBoundsParseMemory(t *testing.T) {
-	lines := func(n int, f func(i int) string) []byte {
-		var b bytes.Buffer
-		for i := range n {
-			b.WriteString(f(i))
-		}
-		return b.Bytes()
-	}
-	long := strings.Repeat("x", 500)
-	var many strings.Builder
-	for i := range 40 {
-		fmt.Fprintf(&many, ",l%d=\"v\"", i)
-	}
-	shapes := []struct {
-		name string
-		body []byte
-		real bool
+// allocatedBy returns the bytes f allocates, with the collector off so that
+// the figure is exact: an upper bound of the heap f can need at its peak.
+func allocatedBy(f func()) uint64 {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	runtime.GC()
+	var a, b runtime.MemStats
+	runtime.ReadMemStats(&a)
+	f()
+	runtime.ReadMemStats(&b)
+	return b.TotalAlloc - a.TotalAlloc
+}
+
+// TestHostileBodiesCostBoundedMemory: an endless body, a gzip bomb and a
+// 10 MB label value each cost a scrape the reading of --vllm.max-body-bytes
+// and little memory; a body of series up to --vllm.max-series costs about
+// its series.
+func TestHostileBodiesCostBoundedMemory(t *testing.T) {
+	const limit = 4 << 20
+	plain := http.Header{"Content-Type": {"text/plain; version=0.0.4"}}
+	gz := http.Header{"Content-Type": {"text/plain; version=0.0.4"}, "Content-Encoding": {"gzip"}}
+	junk := []byte("python_gc_objects_collected_total{generation=\"0\"} 382.0\n")
+	bomb := gzipped(t, bytes.Repeat(junk, 4*limit/len(junk))) // 16 MiB compressed to a few KB
+	huge := append(append([]byte("vllm:num_requests_running{model_name=\""), bytes.Repeat([]byte("x"), 10<<20)...), "\"} 1\n"...)
+	full := readSeries(10_000)
+	// Fixed costs: the gzip state, the failed snapshot.
+	const fixed = 256 << 10
+	for _, f := range []struct {
+		name   string
+		body   func() (io.Reader, http.Header)
+		reason string
+		most   uint64 // the allocation allowed for one scrape
 	}{
-		{"short samples of one model", neededLines(1 << 20), false},
-		{"many labels per sample", append([]byte("# TYPE vllm:num_requests_running gauge\n"), lines(4000, func(i int) string {
-			return fmt.Sprintf("vllm:num_requests_running{engine=\"%d\",model_name=\"m\"%s} 1\n", i, many.String())
-		})...), false},
-		{"long label values", append([]byte("# TYPE vllm:num_requests_waiting gauge\n"), lines(2000, func(i int) string {
-			return fmt.Sprintf("vllm:num_requests_waiting{engine=\"%d\",model_name=\"%s%d\"} 1\n", i, long, i)
-		})...), false},
-		{"histogram of many buckets", append([]byte("# TYPE vllm:time_to_first_token_seconds histogram\n"), lines(20000, func(i int) string {
-			return fmt.Sprintf("vllm:time_to_first_token_seconds_bucket{engine=\"%d\",le=\"%d\",model_name=\"m\"} %d\n", i/500, i%500, i)
-		})...), false},
-		{"simulator, 16 models x 8 engines", simBody(t, 16, 8), true},
-	}
-	for _, sh := range shapes {
-		t.Run(sh.name, func(t *testing.T) {
-			var dst bytes.Buffer
-			st, err := readNeeded(bufio.NewReaderSize(nil, maxLineBytes), bytes.NewReader(sh.body), 1<<30, &dst, nil, nil, nil)
-			if err != nil {
-				t.Fatal(err)
+		{"endless body of families not read", func() (io.Reader, http.Header) { return &repeatReader{line: junk}, plain }, ReasonBodyTooLarge, fixed},
+		{"gzip bomb", func() (io.Reader, http.Header) { return bytes.NewReader(bomb), gz }, ReasonBodyTooLarge, fixed},
+		{"10 MB label value", func() (io.Reader, http.Header) { return bytes.NewReader(huge), plain }, ReasonBodyTooLarge, fixed},
+		{"endless body of one series", func() (io.Reader, http.Header) {
+			return &repeatReader{line: []byte("vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 1\n")}, plain
+		}, ReasonBodyTooLarge, fixed},
+		// New series each scrape: each is parsed and cached once.
+		{"10,000 series, new at each scrape", func() (io.Reader, http.Header) {
+			return bytes.NewReader(bytes.ReplaceAll(full, []byte(`engine="`), []byte(fmt.Sprintf(`engine="%d-`, time.Now().UnixNano())))), plain
+		}, "", fixed + 1024*10_000},
+	} {
+		t.Run(f.name, func(t *testing.T) {
+			s := New(Options{URL: "http://vllm.test", MaxBodyBytes: limit, Client: &http.Client{Transport: streamTransport(f.body)}}, nil)
+			s.ScrapeOnce(context.Background(), t0) // warm: first-use allocations
+			n := allocatedBy(func() { s.ScrapeOnce(context.Background(), t0.Add(5*time.Second)) })
+			if l := s.Latest(); l.Up != (f.reason == "") || l.Error != f.reason {
+				t.Fatalf("up %v reason %q, want %q", l.Up, l.Error, f.reason)
 			}
-			if e := EstimateParseCost(sh.body); e != st.cost {
-				t.Fatalf("EstimateParseCost %d, the scraper's estimate %d", e, st.cost)
-			}
-			var before, after runtime.MemStats
-			runtime.GC()
-			runtime.ReadMemStats(&before)
-			e, err := parseFiltered(dst.Bytes(), "text/plain", &st, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			runtime.GC()
-			runtime.ReadMemStats(&after)
-			held := int64(after.HeapAlloc) - int64(before.HeapAlloc) + int64(dst.Len())
-			runtime.KeepAlive(e)
-			t.Logf("kept %d bytes, estimate %d, held %d (estimate/held %.2f)", dst.Len(), st.cost, held, float64(st.cost)/float64(held))
-			if st.cost < held {
-				t.Fatalf("estimate %d below the %d bytes the parse holds", st.cost, held)
-			}
-			if sh.real && float64(st.cost) > 1.5*float64(held) {
-				t.Fatalf("estimate %d over 1.5x the %d bytes a real body's parse holds", st.cost, held)
+			t.Logf("allocated %d KiB in one scrape (allowed %d KiB)", n>>10, f.most>>10)
+			if n > f.most {
+				t.Fatalf("one scrape allocated %d bytes, more than %d", n, f.most)
 			}
 		})
 	}

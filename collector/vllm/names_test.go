@@ -10,17 +10,18 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vllm-exporter/vllm_exporter/internal/families"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/exporter.md's family table from MarkdownTable()")
 
 // rowProblem says what is missing or contradictory in a row, "" if nothing.
-func rowProblem(f *family) string {
+func rowProblem(f *families.Family) string {
 	sinks := 0
 	// A row reading label values (Labels) exports its Map or Out: the Map
 	// is then not a second place.
-	for _, set := range []bool{f.Value != nil, f.Map != nil && f.Labels == nil, f.Info != nil, f.State != nil, f.StateMap != nil, f.Hist != "", f.Server != nil, f.Labels != nil} {
+	for _, set := range []bool{f.Value != nil, f.Map != nil && f.ReadLabels == nil, f.Info != nil, f.State != nil, f.StateMap != nil, f.Hist != "", f.Server != nil, f.ReadLabels != nil} {
 		if set {
 			sinks++
 		}
@@ -32,19 +33,19 @@ func rowProblem(f *family) string {
 		return fmt.Sprintf("%d places for a reading, want exactly one", sinks)
 	case (f.Map != nil || f.Server != nil) && (f.Label == "" || f.Limit.Max == 0):
 		return "a by-label reading needs Label and Limit"
-	case f.StateMap != nil && f.KeyLabel == "", (f.State != nil || f.StateMap != nil) && (f.StateLabel == "" || len(f.States) == 0 || f.Agg != aggLeastAwake):
-		return "a state set needs StateLabel, States (and KeyLabel for a map) and aggLeastAwake"
-	case f.Hist != "" && (f.Type != typeHistogram || f.Agg != aggBuckets || (f.Unit != "" && !strings.HasSuffix(f.Exported, "_"+f.Unit))):
-		return "a histogram is typeHistogram with aggBuckets, its name ending in its unit"
-	case f.Agg == aggSumCount && f.Count == nil, f.Agg == aggMean && f.Value == nil:
+	case f.StateMap != nil && f.KeyLabel == "", (f.State != nil || f.StateMap != nil) && (f.StateLabel == "" || len(f.States) == 0 || f.Agg != families.LeastAwake):
+		return "a state set needs StateLabel, States (and KeyLabel for a map) and families.LeastAwake"
+	case f.Hist != "" && (f.Type != families.Histogram || f.Agg != families.Buckets || (f.Unit != "" && !strings.HasSuffix(f.Exported, "_"+f.Unit))):
+		return "a histogram is families.Histogram with families.Buckets, its name ending in its unit"
+	case f.Agg == families.SumCount && f.Count == nil, f.Agg == families.Mean && f.Value == nil:
 		return "aggregation " + f.Agg.String() + " needs Count / Value"
-	case f.Engine != nil && (f.Scope != scopeEngine || f.EngineHelp == ""), f.Scope == scopeEngine && f.Engine == nil:
-		return "per-engine rows have scopeEngine, Engine and EngineHelp"
-	case f.Server != nil && (f.Scope != scopeServer || f.Out == nil):
+	case f.Engine != nil && (f.Scope != families.ScopeEngine || f.EngineHelp == ""), f.Scope == families.ScopeEngine && f.Engine == nil:
+		return "per-engine rows have families.ScopeEngine, Engine and EngineHelp"
+	case f.Server != nil && (f.Scope != families.ScopeServer || f.Out == nil):
 		return "a reading into the server snapshot is server-wide and exported through Out"
-	case f.Labels != nil && ((f.Map == nil) == (f.Out == nil) || (f.Scope == scopeServer) != (f.Share != nil) || f.Limit.Drop == ""):
+	case f.ReadLabels != nil && ((f.Map == nil) == (f.Out == nil) || (f.Scope == families.ScopeServer) != (f.Share != nil) || f.Limit.Drop == ""):
 		return "a reading of label values exports one of Map and Out, is shared when server-wide, and counts what its bound drops"
-	case !strings.HasPrefix(f.Exported, "vllm_") || (f.Type == typeCounter) != strings.HasSuffix(f.Exported, "_total"):
+	case !strings.HasPrefix(f.Exported, "vllm_") || (f.Type == families.Counter) != strings.HasSuffix(f.Exported, "_total"):
 		return "exported names start with vllm_, and only counters end in _total"
 	case !f.WindowOnly && f.Help == "":
 		return "no HELP"
@@ -57,8 +58,8 @@ func rowProblem(f *family) string {
 // misses something fails here, not at a scrape.
 func TestFamilyRowsAreWellFormed(t *testing.T) {
 	exported := map[string]bool{}
-	for i := range families {
-		f := &families[i]
+	for i := range families.Rows {
+		f := &families.Rows[i]
 		if p := rowProblem(f); p != "" {
 			t.Errorf("%s (row %d): %s", f.Exported, i, p)
 		}
@@ -68,16 +69,20 @@ func TestFamilyRowsAreWellFormed(t *testing.T) {
 		exported[f.Exported] = true
 	}
 	// The check itself can fail: rows with a piece missing are refused.
-	counter := families[slices.IndexFunc(families, func(f family) bool { return f.Exported == "vllm_preemptions_total" })]
-	broken := map[string]func(f *family){
-		"no place":   func(f *family) { f.Value = nil },
-		"two places": func(f *family) { f.Map = func(m *snapshot.Model) *map[string]float64 { return &m.FinishedByReason } },
-		"unbounded label": func(f *family) {
+	counter := families.Rows[slices.IndexFunc(families.Rows, func(f families.Family) bool { return f.Exported == "vllm_preemptions_total" })]
+	broken := map[string]func(f *families.Family){
+		"no place": func(f *families.Family) { f.Value = nil },
+		"two places": func(f *families.Family) {
+			f.Map = func(m *snapshot.Model) *map[string]float64 { return &m.FinishedByReason }
+		},
+		"unbounded label": func(f *families.Family) {
 			f.Value, f.Map, f.Label = nil, func(m *snapshot.Model) *map[string]float64 { return &m.FinishedByReason }, "x"
 		},
-		"counter name":      func(f *family) { f.Exported = "vllm_preemptions" },
-		"engine view":       func(f *family) { f.Scope = scopeEngine },
-		"mean without sink": func(f *family) { f.Agg, f.Value, f.Hist, f.Type = aggMean, nil, snapshot.TTFT, typeHistogram },
+		"counter name": func(f *families.Family) { f.Exported = "vllm_preemptions" },
+		"engine view":  func(f *families.Family) { f.Scope = families.ScopeEngine },
+		"mean without sink": func(f *families.Family) {
+			f.Agg, f.Value, f.Hist, f.Type = families.Mean, nil, snapshot.TTFT, families.Histogram
+		},
 	}
 	for name, breakRow := range broken {
 		f := counter
@@ -99,14 +104,14 @@ func TestTableRowsAreExported(t *testing.T) {
 	for d := range ch {
 		all += d.String() + "\n"
 	}
-	for _, f := range families {
+	for _, f := range families.Rows {
 		if !strings.Contains(all, `fqName: "`+f.Exported+`"`) {
 			t.Errorf("table row %s is not an exported series", f.Exported)
 		}
 	}
 	table := MarkdownTable()
-	if got := strings.Count(table, "\n"); got != len(families)+2 {
-		t.Errorf("markdown table has %d lines, want %d", got, len(families)+2)
+	if got := strings.Count(table, "\n"); got != len(families.Rows)+2 {
+		t.Errorf("markdown table has %d lines, want %d", got, len(families.Rows)+2)
 	}
 }
 
@@ -160,7 +165,7 @@ func docHoldsTable(t *testing.T, path, table, test string) {
 // Every histogram family of the table has a place in a model's
 // HistogramSet (Set panics on a name it does not list).
 func TestEveryHistogramFamilyHasAPlaceInTheSet(t *testing.T) {
-	for _, f := range families {
+	for _, f := range families.Rows {
 		if f.Hist == "" {
 			continue
 		}

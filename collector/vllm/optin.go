@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/families"
 )
 
 // Series that are off by default because no shipped alert, dashboard
@@ -24,9 +26,9 @@ const (
 // exported name of every opt-in family.
 func OptInNames() []string {
 	out := []string{OptInWindowSeries, OptInExpectedPresent}
-	for i := range families {
-		if families[i].OptIn {
-			out = append(out, families[i].Exported)
+	for i := range families.Rows {
+		if families.Rows[i].OptIn {
+			out = append(out, families.Rows[i].Exported)
 		}
 	}
 	return out
@@ -52,6 +54,6 @@ func optInSet(names []string) map[string]bool {
 }
 
 // exported reports whether the row's series are exported under optIn.
-func (f *family) exported(optIn map[string]bool) bool {
+func exported(f *families.Family, optIn map[string]bool) bool {
 	return !f.OptIn || optIn[f.Exported]
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vllm-exporter/vllm_exporter/internal/families"
 	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
 
@@ -65,15 +66,15 @@ func TestOptInSeriesAreOffByDefault(t *testing.T) {
 	// Every opt-in family of the table: off by default, on with its name
 	// where the fixture has it.
 	body := string(fixture(t, "vllm-main-2026-08-v1.txt"))
-	for i := range families {
-		f := &families[i]
+	for i := range families.Rows {
+		f := &families.Rows[i]
 		if !f.OptIn || f.WindowOnly {
 			continue
 		}
 		if strings.Contains(def, "\n"+f.Exported+"{") || strings.Contains(def, "\n"+f.Exported+"_bucket{") {
 			t.Errorf("defaults export the opt-in family %s", f.Exported)
 		}
-		if !strings.Contains(body, f.Names[0]+"{") {
+		if !strings.Contains(body, f.Names[0].Name+"{") {
 			continue
 		}
 		if got := metricsWith(t, []string{f.Exported}); !strings.Contains(got, "\n"+f.Exported) {
@@ -120,8 +121,8 @@ func TestUnknownOptInRefused(t *testing.T) {
 // dashboard panel reads; the rest of the table is opt-in (docs/cost.md).
 func TestDefaultFamiliesAreReadByShippedFiles(t *testing.T) {
 	read := testutil.ShippedReader(t)
-	for i := range families {
-		f := &families[i]
+	for i := range families.Rows {
+		f := &families.Rows[i]
 		if f.OptIn || f.WindowOnly {
 			continue
 		}

@@ -1,13 +1,13 @@
-// Package vllm scrapes a vLLM server's /metrics on its own interval,
-// normalizes vLLM's version-dependent metric names into one stable model per
-// served model, keeps a bounded history of snapshots, derives windowed rates
-// and quantiles from it, and exposes the result as const metrics made once
-// per scrape of vLLM, by the first Prometheus scrape that reads it.
+// Package vllm scrapes a vLLM server's /metrics on its own interval: a
+// streaming scanner reads the body into a cache of the series the family
+// table (internal/families) reads, the normalizer turns them into one stable
+// snapshot per served model whatever vLLM's version calls them, a bounded
+// history of snapshots gives windowed rates and quantiles, and Collect
+// renders the last scrape's state as const metrics. A Prometheus scrape of
+// the exporter never reaches vLLM.
 package vllm
 
 import (
-	"bufio"
-	"bytes"
 	"compress/gzip"
 	"context"
 	"crypto/tls"
@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -26,10 +27,8 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vllm-exporter/vllm_exporter/collector"
-	"github.com/vllm-exporter/vllm_exporter/internal/exposition"
 	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
 	"github.com/vllm-exporter/vllm_exporter/internal/ratelog"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
@@ -40,12 +39,11 @@ import (
 const (
 	DefaultInterval = 5 * time.Second
 	DefaultTimeout  = 4 * time.Second
-	// DefaultMaxBodyBytes bounds a decompressed /metrics body: real vLLM
-	// bodies are 30-140 KB, the simulator's 16 models x 8 engines 4.1 MB,
-	// 16 x 16 8.2 MB; 16 MiB leaves room past twice the 16 x 8 body. The
-	// body streams, so this bounds reading time; what bounds memory is the
-	// parse budget derived from it (parseBudget).
-	DefaultMaxBodyBytes = 16 << 20
+	// DefaultMaxBodyBytes bounds a decompressed /metrics body, past the
+	// simulator's 16 models x 16 engines. The series cache holds about one
+	// body's keys, so this bounds its memory with DefaultMaxSeries
+	// (TestFaultMatrixPeakRSS).
+	DefaultMaxBodyBytes = 12 << 20
 )
 
 // DefaultWindows are the windows derived values are computed over.
@@ -60,11 +58,11 @@ const (
 	ReasonHTTP5xx       = "http_5xx"
 	ReasonHTTPStatus    = "http_status"     // any other non-200 status
 	ReasonBodyTooLarge  = "body_too_large"  // the body passed --vllm.max-body-bytes
-	ReasonParseTooLarge = "parse_too_large" // the lines to parse passed the parse budget (1.5 x --vllm.max-body-bytes)
+	ReasonTooManySeries = "too_many_series" // the body held more series the exporter reads than --vllm.max-series
 	ReasonParse         = "parse"           // includes a corrupt gzip stream
 )
 
-var reasons = []string{ReasonConnect, ReasonTLS, ReasonTimeout, ReasonHTTP4xx, ReasonHTTP5xx, ReasonHTTPStatus, ReasonBodyTooLarge, ReasonParseTooLarge, ReasonParse}
+var reasons = []string{ReasonConnect, ReasonTLS, ReasonTimeout, ReasonHTTP4xx, ReasonHTTP5xx, ReasonHTTPStatus, ReasonBodyTooLarge, ReasonTooManySeries, ReasonParse}
 
 // CollectorName is the name the scraper reports under
 // vllm_exporter_collector_up{collector}.
@@ -74,10 +72,20 @@ const CollectorName = "vllm"
 type Options struct {
 	// URL is vLLM's base URL (http://host:8000); "/metrics" is appended
 	// unless the path already ends with it.
-	URL          string
+	URL string
+	// URLs, when more than one, are the API servers of one vLLM server
+	// (--data-parallel-multi-port-external-lb: one per rank), scraped
+	// together as that server (endpoints.go); URL is then ignored.
+	URLs []string
+	// Supervisor is the base URL of vLLM's data-parallel supervisor, whose
+	// /health is asked at every scrape (vllm_exporter_supervisor_healthy).
+	Supervisor   string
 	Interval     time.Duration
 	Timeout      time.Duration
 	MaxBodyBytes int64
+	// MaxSeries bounds the series of the families the exporter reads in
+	// one body (--vllm.max-series), which is what the series cache holds.
+	MaxSeries int
 	// Windows are derived at every scrape and exported with a `window` label.
 	Windows []time.Duration
 	// Readers are the windows other components read through Window (the
@@ -130,16 +138,16 @@ type Scraper struct {
 	clientErr  error // why no client could be built (every scrape fails with it)
 	descs      *descs
 	optIn      map[string]bool // Options.OptIn as a set
+	// eps are the API servers of a server of several (nil for one); scan
+	// is then the view of them all the normalizer reads.
+	eps           []*endpoint
+	supervisorURL string         // its /health, "" none
+	supervisor    snapshot.Value // what it answered last; guarded by mu
 
 	// mu serialises scrapes and guards the fields below it.
 	mu         sync.Mutex
 	norm       *normalizer
-	cache      parseCache    // the last body's families, for a body with the same lines
-	buf        bytes.Buffer  // the kept lines of the body being scraped
-	keptSize   int           // the size of the last good body's kept lines
-	moved      wholeBackoff  // bodies read whole after one whose families moved
-	lines      lineCache     // the line filter's decisions on the last body
-	br         *bufio.Reader // reads the body, line by line
+	scan       *scanner
 	scrapes    float64
 	errors     map[string]float64
 	lastOK     time.Time
@@ -154,20 +162,14 @@ type Scraper struct {
 	dropLog          *ratelog.Limiter
 
 	histMu  sync.RWMutex
-	history []*snapshot.VLLM // oldest first, bounded by prune
-	past    pastStore        // the storage of history's slimmed snapshots; guarded by histMu
+	history []*snapshot.VLLM // oldest first, bounded by prune; all but the newest slimmed
 	readers []time.Duration  // Options.Readers, then SetReaders', less Windows; guarded by histMu
 
 	latest atomic.Pointer[snapshot.VLLM]
 	// windows: the last scrape's derived values for Windows and readers.
 	windows atomic.Pointer[map[time.Duration]map[string]*snapshot.Derived]
-	// state is what the last scrape left for /metrics; gathered holds the
-	// metric families of one state, written by the first Gather after it
-	// into a Writer lent by writers. gathered under renderMu.
-	state    atomic.Pointer[renderState]
-	renderMu sync.Mutex
-	gathered *gathering
-	writers  *exposition.Writers
+	// state is what the last scrape left for /metrics.
+	state atomic.Pointer[renderState]
 
 	// pub announces each stored snapshot to consumers (the SLO watchdog
 	// and classifier evaluate on it instead of on a timer of their own).
@@ -185,6 +187,9 @@ func New(opts Options, logger log.Logger) *Scraper {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if opts.MaxSeries <= 0 {
+		opts.MaxSeries = DefaultMaxSeries
+	}
 	if opts.Windows == nil {
 		opts.Windows = DefaultWindows
 	}
@@ -199,7 +204,7 @@ func New(opts Options, logger log.Logger) *Scraper {
 		// common/config's transport never decompresses transparently: we
 		// ask for gzip ourselves so that the size limit applies to the
 		// decompressed body too.
-		client, clientErr = opts.Upstream.Client("vllm_scrape", upstream.RawDial())
+		client, clientErr = opts.Upstream.Client("vllm_scrape")
 	}
 	s := &Scraper{
 		opts:       opts,
@@ -211,7 +216,7 @@ func New(opts Options, logger log.Logger) *Scraper {
 		descs:      newDescs(),
 		optIn:      optInSet(opts.OptIn),
 		norm:       newNormalizer(),
-		br:         bufio.NewReaderSize(nil, maxLineBytes),
+		scan:       newScanner(),
 		errors:     map[string]float64{},
 		models:     opts.Models.NewSet(CollectorName),
 		dropped:    map[string]float64{},
@@ -219,18 +224,23 @@ func New(opts Options, logger log.Logger) *Scraper {
 
 		loggedUnexpected: map[string]bool{},
 	}
-	s.writers = exposition.NewWriters(s.descs.exposition)
 	s.norm.admit = func(name string) bool { return s.models.Admit(name, s.scrapeNow) }
 	s.models.OnEvict(func(name string) {
 		level.Info(s.logger).Log("msg", "model absent from successful scrapes for --vllm.model-grace gives its place under --vllm.max-models to a new name; its state is dropped", "model", name, "grace", s.models.Grace())
 	})
 	s.norm.perPriority = opts.PerPriority
+	if len(opts.URLs) > 1 {
+		s.eps = make([]*endpoint, len(opts.URLs))
+		for i, u := range opts.URLs {
+			s.eps[i] = &endpoint{url: MetricsURL(u), scan: newScanner(), carried: map[carriedKey]*carried{}}
+		}
+		s.metricsURL, s.logURL = s.eps[0].url, RedactedURL(s.eps[0].url)
+		if opts.Supervisor != "" {
+			s.supervisorURL = strings.TrimSuffix(opts.Supervisor, "/") + "/health"
+		}
+	}
 	s.SetReaders(opts.Readers...)
-	s.past.span = int(s.fineSpan() / opts.Interval)
 	s.keepState(nil, nil, nil, 0)
-	// A registry checks the Descs once (names unique, labels valid);
-	// Gather writes the families without one.
-	prometheus.NewRegistry().MustRegister(s)
 	return s
 }
 
@@ -386,108 +396,36 @@ func (s *Scraper) ScrapeOnce(ctx context.Context, now time.Time) {
 	defer s.mu.Unlock()
 	began := time.Now()
 	s.scrapeNow = now
-	// Collections mostly start while a scrape runs (it is most of what the
-	// exporter allocates) and count what is live then. Families gathered
-	// for /metrics since the last scrape (1.9 MB at 16 models x 8 engines)
-	// are read by no request once this scrape stores its state; kept to
-	// then, they were live through the scrape after every Prometheus
-	// request and in the marks of the collections it started, whose heap
-	// goal is twice the mark. A request before then gathers the old state
-	// anew.
-	s.forgetGathered(nil)
-	// One deadline for the scrape, a second read of the body included.
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	ct, st, reason, err := s.fetch(ctx, s.moved.stream())
-	if err == nil && st.held != nil && st.held.rereadWhole() {
-		// The body's families moved between parts of the cached body: the
-		// lines the sink let go are needed (keptSink). Read it again, whole;
-		// the next bodies are held whole too, for longer each time it
-		// happens again, so a server that does this every scrape is not
-		// read twice every scrape.
-		s.moved.happened()
-		level.Debug(s.logger).Log("msg", "vLLM body's families moved; reading it again whole", "url", s.logURL, "next_bodies_held_whole", s.moved.left)
-		s.cache.reset()
-		ct, st, reason, err = s.fetch(ctx, false)
-	} else if err == nil && st.held != nil {
-		s.moved.streamedFine()
+	res := &result{}
+	var reason string
+	var err error
+	if s.eps == nil {
+		reason, err = s.fetch(ctx, s.metricsURL, s.scan, res)
+		s.scrapes++
+	} else {
+		reason, err = s.fetchAll(ctx, now, res)
 	}
-	s.ingest(now, began, s.buf.Bytes(), ct, &st, reason, err)
-	// Between scrapes hold no buffer of a whole body's kept lines: they are
-	// read only while a scrape runs, and at 16 models x 8 engines their
-	// 2.6 MB were a fifth of the live heap, which the GC doubles into its
-	// goal. The next scrape allocates one buffer an eighth larger than
-	// this good body (fetch) instead of growing one by doubling. A failed
-	// (oversize) body leaves the size of the last good one.
-	//
-	// A scrape that streams into the parse cache needs a buffer of one
-	// part (keptSink; 0.4 MB at 16 x 8), and every scrape does: that one is
-	// held. Dropped, it was allocated anew at every scrape (a quarter of
-	// what the exporter allocated) and counted as live or not depending on
-	// whether a collection began during a scrape; held, it is the same
-	// memory at every collection.
-	if err == nil {
-		s.keptSize = int(st.kept)
-	}
-	if c := s.buf.Cap(); c > keepBufferBytes && c > 2*s.partBufferSize() {
-		s.buf = bytes.Buffer{}
-	}
-}
-
-// keepBufferBytes is the largest kept-lines buffer held from one scrape to
-// the next when the next does not stream into the parse cache: one model's
-// (about 50 KB) is reused, a large server's is not.
-const keepBufferBytes = 256 << 10
-
-// partBufferSize is the buffer the next scrape takes when it streams into
-// the parse cache (the cached body's largest part, an eighth more and 64
-// KiB for a part that grew); 0 when it cannot stream. One up to twice that
-// (the allocator rounds up) is held between scrapes; a whole body's at
-// 16 x 8 is eight times that.
-func (s *Scraper) partBufferSize() int {
-	if !s.cache.streams() || s.moved.left > 0 {
-		return 0
-	}
-	return bufferFor(s.cache.largestPart)
-}
-
-// bufferFor is the buffer taken for n bytes of kept lines.
-func bufferFor(n int) int { return n + n/8 + 64<<10 }
-
-// ingest parses a fetched body (or records the fetch error), appends the
-// snapshot to the history, derives the windows and prepares /metrics. pre
-// is what readNeeded found when body is its output, nil for a raw body.
-// Called with s.mu held.
-func (s *Scraper) ingest(now, began time.Time, body []byte, ct string, pre *streamed, reason string, err error) {
 	snap := &snapshot.VLLM{Time: now}
-	var res *result
 	if err == nil {
-		cache := &s.cache
-		if !cacheable(pre, s.opts.MaxBodyBytes) {
-			cache.reset()
-			cache = nil
-		}
-		e, perr := parseFiltered(body, ct, pre, cache)
-		if perr != nil {
-			reason, err = ReasonParse, perr
-		} else {
-			res = s.norm.normalize(e)
-			snap = res.vllm
-			snap.Time, snap.Up = now, true
-			assignRoles(snap, s.opts.Role)
-			// Only a successful scrape ages the names it lacks.
-			s.models.Scraped(now, func(name string) bool { _, ok := snap.Models[name]; return ok })
-			for _, gone := range s.models.Expire() {
-				level.Info(s.logger).Log("msg", "model absent from successful scrapes for --vllm.model-idle-timeout; its state is dropped", "model", gone, "idle_timeout", s.models.IdleTimeout())
-			}
+		s.norm.normalize(s.scan, res)
+		snap = res.vllm
+		snap.Time, snap.Up = now, true
+		assignRoles(snap, s.opts.Role)
+		// Only a successful scrape ages the names it lacks.
+		s.models.Scraped(now, func(name string) bool { _, ok := snap.Models[name]; return ok })
+		for _, gone := range s.models.Expire() {
+			level.Info(s.logger).Log("msg", "model absent from successful scrapes for --vllm.model-idle-timeout; its state is dropped", "model", gone, "idle_timeout", s.models.IdleTimeout())
 		}
 	}
 	took := time.Since(began)
-	s.scrapes++
 	if err != nil {
-		s.cache.reset() // a failed scrape keeps no body's families
+		res = nil
 		snap.Error = reason
-		s.errors[reason]++
+		if s.eps == nil {
+			s.errors[reason]++
+		}
 		lvl := level.Debug
 		if reason != s.lastReason {
 			lvl = level.Warn
@@ -495,18 +433,16 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct string, pre *stre
 		lvl(s.logger).Log("msg", "vLLM scrape failed", "url", s.logURL, "reason", reason, "err", err)
 	} else {
 		s.lastOK = now
-		s.logScrape(now, snap, res, pre)
+		s.logScrape(now, snap, res)
 	}
 	s.lastReason = reason
 
 	s.histMu.Lock()
-	s.history = append(s.history, snap)
-	// Pruned first, so the room of a snapshot that left is there for the
-	// one slimmed now: the history never holds more than the span.
-	s.prune()
-	if n := len(s.history); n > 1 {
-		s.history[n-2] = s.past.slim(s.history[n-2])
+	if n := len(s.history); n > 0 {
+		s.history[n-1] = slim(s.history[n-1])
 	}
+	s.history = append(s.history, snap)
+	s.prune()
 	windows := make(map[time.Duration]map[string]*snapshot.Derived, len(s.opts.Windows)+len(s.readers))
 	for _, d := range slices.Concat(s.opts.Windows, s.readers) {
 		windows[d] = windowOf(s.history, d, s.tolerance(d))
@@ -522,11 +458,45 @@ func (s *Scraper) ingest(now, began time.Time, body []byte, ct string, pre *stre
 	s.pub.Publish()
 }
 
+// slim is snap as the history keeps it once it is no longer the newest:
+// without what only the newest snapshot is read for. Windows read counters
+// and histograms; per-engine gauges, label sets and by-label gauges are
+// rendered from the newest alone (TestSlimmedHistoryDerivesTheSame keeps
+// this list honest).
+func slim(snap *snapshot.VLLM) *snapshot.VLLM {
+	if !snap.Up || len(snap.Models) == 0 {
+		return snap
+	}
+	out := *snap
+	out.Models = make(map[string]*snapshot.Model, len(snap.Models))
+	for name, m := range snap.Models {
+		c := *m
+		c.PerEngine, c.CacheConfig, c.ByPriority = nil, nil, nil
+		c.WaitingByReason, c.Sleep.Resources = nil, nil
+		c.LoRA.Running, c.LoRA.Waiting = nil, nil
+		c.KVOffloadLoadBytes, c.KVOffloadStoreBytes = nil, nil
+		c.KVOffloadLoadSeconds, c.KVOffloadStoreSeconds = nil, nil
+		c.MooncakeOps, c.MooncakeOpErrors, c.MooncakeKeys, c.MooncakeBytes, c.MooncakeFailedKeys = nil, nil, nil, nil, nil
+		out.Models[name] = &c
+	}
+	return &out
+}
+
+// keepState stores the state /metrics shows until the next scrape.
+func (s *Scraper) keepState(snap *snapshot.VLLM, res *result, windows map[time.Duration]map[string]*snapshot.Derived, took time.Duration) {
+	var up []bool
+	for _, ep := range s.eps {
+		up = append(up, ep.up)
+	}
+	s.state.Store(&renderState{snap: snap, res: res, windows: windows, took: took, scrapes: s.scrapes,
+		errors: maps.Clone(s.errors), dropped: maps.Clone(s.dropped), lastOK: s.lastOK, endpoints: up, supervisor: s.supervisor})
+}
+
 // logScrape reports what a successful scrape found: it logs a recovery and
 // a new schema, counts the samples the line reader dropped, and logs drops
 // and label values it did not understand (each rate-limited). Called with
 // s.mu held.
-func (s *Scraper) logScrape(now time.Time, snap *snapshot.VLLM, res *result, pre *streamed) {
+func (s *Scraper) logScrape(now time.Time, snap *snapshot.VLLM, res *result) {
 	if s.lastReason != "" {
 		level.Info(s.logger).Log("msg", "vLLM scrape recovered", "url", s.logURL, "schema", snap.Schema)
 	}
@@ -535,14 +505,6 @@ func (s *Scraper) logScrape(now time.Time, snap *snapshot.VLLM, res *result, pre
 		level.Info(s.logger).Log("msg", "vLLM metric schema detected", "schema", snap.Schema,
 			"models", len(snap.Models), "missing", strings.Join(snap.Missing, ","))
 		s.lastSchema = snap.Schema
-	}
-	if pre != nil && pre.refused > 0 {
-		res.drop(DropModelLimit, "samples of model names beyond --vllm.max-models dropped while reading the body")
-		res.dropped[DropModelLimit] += float64(pre.refused - 1)
-	}
-	if pre != nil && pre.long > 0 {
-		res.drop(DropLineTooLong, fmt.Sprintf("%d lines of families the exporter reads were longer than %d bytes", pre.long, maxLineBytes))
-		res.dropped[DropLineTooLong] += float64(pre.long - 1)
 	}
 	s.logDrops(now, res)
 	for _, u := range res.unexpectedValues {
@@ -589,12 +551,10 @@ func (s *Scraper) prune() {
 		age := end.Sub(h.Time)
 		switch {
 		case age > keep:
-			s.past.release(h)
 			continue
 		case age > fine:
 			// Failed scrapes carry nothing an old window could start from.
 			if !h.Up || (!lastCoarse.IsZero() && h.Time.Sub(lastCoarse) < step) {
-				s.past.release(h)
 				continue
 			}
 			lastCoarse = h.Time
@@ -602,38 +562,33 @@ func (s *Scraper) prune() {
 		out = append(out, h)
 	}
 	if maxLen := 2*int(fine/s.opts.Interval) + 2*int(keep/step) + 8; len(out) > maxLen {
-		for _, h := range out[:len(out)-maxLen] {
-			s.past.release(h)
-		}
 		out = append(out[:0], out[len(out)-maxLen:]...)
 	}
 	clear(s.history[len(out):])
 	s.history = out
 }
 
-// fetch streams the body's needed lines into s.buf (readNeeded) and returns
-// its Content-Type, or the error reason.
-// stream false holds the kept lines whole (no keptSink patching).
-// ScrapeOnce sets the deadline.
-func (s *Scraper) fetch(ctx context.Context, stream bool) (contentType string, st streamed, reason string, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.metricsURL, nil)
+// fetch GETs the body at metricsURL and scans it into sc, or returns the
+// error reason. ScrapeOnce sets the deadline.
+func (s *Scraper) fetch(ctx context.Context, metricsURL string, sc *scanner, res *result) (reason string, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
 	if err != nil {
 		// The parse error quotes the URL, password included.
-		if verr := upstream.ValidateURL(s.metricsURL); verr != nil {
-			return "", st, ReasonConnect, verr
+		if verr := upstream.ValidateURL(metricsURL); verr != nil {
+			return ReasonConnect, verr
 		}
-		return "", st, ReasonConnect, fmt.Errorf("cannot build a request for %s", s.logURL)
+		return ReasonConnect, fmt.Errorf("cannot build a request for %s", RedactedURL(metricsURL))
 	}
 	// Ask for the classic text format: vLLM's negotiating route would
-	// otherwise be free to pick OpenMetrics.
+	// otherwise be free to pick OpenMetrics (which the scanner reads too).
 	req.Header.Set("Accept", "text/plain;version=0.0.4;q=1,text/plain;q=0.9,*/*;q=0.1")
 	req.Header.Set("Accept-Encoding", "gzip")
 	if s.clientErr != nil {
-		return "", st, ReasonConnect, s.clientErr
+		return ReasonConnect, s.clientErr
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return "", st, transportReason(ctx, err), err
+		return transportReason(ctx, err), err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -645,52 +600,36 @@ func (s *Scraper) fetch(ctx context.Context, stream bool) (contentType string, s
 		case resp.StatusCode >= 400:
 			r = ReasonHTTP4xx
 		}
-		return "", st, r, fmt.Errorf("unexpected HTTP status %s", resp.Status)
+		return r, fmt.Errorf("unexpected HTTP status %s", resp.Status)
 	}
 	if resp.ContentLength > s.opts.MaxBodyBytes {
-		return "", st, ReasonBodyTooLarge, fmt.Errorf("Content-Length %d exceeds --vllm.max-body-bytes=%d", resp.ContentLength, s.opts.MaxBodyBytes)
+		return ReasonBodyTooLarge, fmt.Errorf("Content-Length %d exceeds --vllm.max-body-bytes=%d", resp.ContentLength, s.opts.MaxBodyBytes)
 	}
 	var body io.Reader = resp.Body
 	if strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
 		gz, err := gzip.NewReader(io.LimitReader(resp.Body, s.opts.MaxBodyBytes+1))
 		if err != nil {
 			if r := bodyReason(ctx, err); r != "" {
-				return "", st, r, err
+				return r, err
 			}
-			return "", st, ReasonParse, fmt.Errorf("gzip: %w", err)
+			return ReasonParse, fmt.Errorf("gzip: %w", err)
 		}
 		defer gz.Close()
 		body = gz
 	}
-	s.buf.Reset()
-	// A body the parse cache can take as it streams holds only a part of
-	// its kept lines (keptSink); any other holds them all.
-	var pc *parseCache
-	if stream && !strings.Contains(resp.Header.Get("Content-Type"), "openmetrics") {
-		pc = &s.cache
-	}
-	n := s.keptSize
-	if pc.streams() {
-		n = pc.largestPart
-	}
-	if s.buf.Cap() < n {
-		s.buf.Grow(bufferFor(n))
-	}
-	st, err = readNeeded(s.br, body, s.opts.MaxBodyBytes, &s.buf, &modelFilter{admit: s.norm.admit, decided: map[string]bool{}}, &s.lines, pc)
-	s.br.Reset(nil) // do not keep the response body reachable
+	err = sc.scan(body, s.opts.MaxBodyBytes, s.opts.MaxSeries, res)
 	switch {
+	case err == nil:
+		return "", nil
 	case errors.Is(err, errBodyTooLarge):
-		return "", st, ReasonBodyTooLarge, fmt.Errorf("%w (%d bytes)", err, s.opts.MaxBodyBytes)
-	case errors.Is(err, errParseTooLarge):
-		return "", st, ReasonParseTooLarge, fmt.Errorf("%w: %d bytes estimated after %d bytes read, budget %d; raise --vllm.max-body-bytes (and the memory limit) for a server this large",
-			err, st.cost, st.read, parseBudget(s.opts.MaxBodyBytes))
-	case err != nil:
-		if r := bodyReason(ctx, err); r != "" {
-			return "", st, r, err
-		}
-		return "", st, ReasonParse, fmt.Errorf("reading body: %w", err)
+		return ReasonBodyTooLarge, fmt.Errorf("%w (%d bytes)", err, s.opts.MaxBodyBytes)
+	case errors.Is(err, errTooManySeries):
+		return ReasonTooManySeries, fmt.Errorf("%w (%d); raise --vllm.max-series (and the memory limit) for a server this large", err, s.opts.MaxSeries)
 	}
-	return resp.Header.Get("Content-Type"), st, "", nil
+	if r := bodyReason(ctx, err); r != "" {
+		return r, err
+	}
+	return ReasonParse, fmt.Errorf("reading body: %w", err)
 }
 
 // transportReason classifies an error from Client.Do.

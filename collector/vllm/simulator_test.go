@@ -161,7 +161,7 @@ func sumLines(t *testing.T, body []byte, family, labels string) float64 {
 // The simulator's newest layout (internal/vllmsim --metrics-version
 // latest), one rendered body per /admin control: every control shows in
 // the snapshot the way the exporter's rules read it.
-func TestSimLatestFixtures(t *testing.T) {
+func TestSimulatorFixtures(t *testing.T) {
 	scrape := func(name string, mod func(*Options)) *snapshot.Model {
 		t.Helper()
 		srv := newFakeVLLM(t, fixture(t, name), "text/plain; version=1.0.0; charset=utf-8")

@@ -2,7 +2,9 @@ package vllm
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"reflect"
 	"slices"
@@ -14,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
+	"github.com/vllm-exporter/vllm_exporter/internal/vllmsim"
 )
 
 // v1Series names one series of the V1 fixture.
@@ -450,7 +453,7 @@ var slimmedAway = map[string]func(*snapshot.Model) any{
 // (late-2026, two engines, priority, spec decode, NIXL, LoRA, admission,
 // KV offload, Mooncake), scaled up at each scrape, with one restart.
 func TestSlimmedHistoryDerivesTheSame(t *testing.T) {
-	base := withFragment(t, lateBaseWithout(t), "vllm-late-2026-decode-lora-fragment.txt",
+	base := withFragment(t, dp2BodyWithout(t), "vllm-late-2026-decode-lora-fragment.txt",
 		"kv-offload-both-fragment.txt", "mooncake-store-fragment.txt")
 	srv := newFakeVLLM(t, base, "text/plain; version=1.0.0; charset=utf-8")
 	windows := []time.Duration{time.Minute, 5 * time.Minute}
@@ -552,4 +555,72 @@ func TestReaderWindowsAreDerivedOncePerScrape(t *testing.T) {
 		t.Error("the history still reaches back 10m after the readers were shortened to 2m")
 	}
 	derivedOnce(2 * time.Minute)
+}
+
+// TestHistoryKeepsWhatWindowsNeed: the history levels off (full resolution
+// over the largest window, at most coarseSnapshots beyond it, back to the
+// retention), and only the newest snapshot keeps per-engine gauges and the
+// cache config; the windows are unchanged by the slimming.
+func TestHistoryKeepsWhatWindowsNeed(t *testing.T) {
+	sim, err := vllmsim.New(vllmsim.Config{DataParallelSize: 2, VirtualClock: true, Seed: 1, LoadGen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim.Advance(time.Minute)
+	body := sim.Metrics()
+	s := New(Options{URL: "http://vllm.test", Interval: 5 * time.Second, Readers: []time.Duration{time.Hour},
+		Client: &http.Client{Transport: streamTransport(func() (io.Reader, http.Header) {
+			return bytes.NewReader(body), http.Header{"Content-Type": {"text/plain"}}
+		})}}, nil)
+	fine := int((5*time.Minute+10*time.Second)/(5*time.Second)) + 1
+	most := 0
+	for i := range int(2 * time.Hour / (5 * time.Second)) {
+		s.ScrapeOnce(context.Background(), t0.Add(time.Duration(i)*5*time.Second))
+		s.histMu.RLock()
+		n := len(s.history)
+		for j, h := range s.history[:n-1] {
+			for name, m := range h.Models {
+				if m.PerEngine != nil || m.CacheConfig != nil {
+					t.Fatalf("scrape %d: history[%d] model %s keeps per-engine gauges or cache config", i, j, name)
+				}
+			}
+		}
+		s.histMu.RUnlock()
+		most = max(most, n)
+	}
+	if l := s.Latest(); l.Models["meta-llama/Llama-3.1-8B-Instruct"] == nil || l.Models["meta-llama/Llama-3.1-8B-Instruct"].PerEngine == nil {
+		t.Fatalf("the newest snapshot lost its per-engine gauges: %+v", l)
+	}
+	if most > fine+coarseSnapshots+2 {
+		t.Fatalf("history reached %d snapshots, want at most %d full-resolution + %d coarse", most, fine, coarseSnapshots)
+	}
+	for _, d := range []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, time.Hour} {
+		if w := s.Window(d); w == nil {
+			t.Fatalf("no %v window after 2h", d)
+		}
+	}
+}
+
+// vLLM creates an admission_rejections_total child on the first rejection
+// of its reason: a window whose start has no such child counts it from 0,
+// so the first rejections show at once. A server without the family has
+// no rejection rate at all; the NIXL failure and expiry counters give
+// their rates over the window.
+func TestWindowRatesOfAdmissionAndTransferCounters(t *testing.T) {
+	at := func(s int, m *snapshot.Model) *snapshot.VLLM {
+		m.Name = "m"
+		return &snapshot.VLLM{Up: true, Time: t0.Add(time.Duration(s) * time.Second), Models: map[string]*snapshot.Model{"m": m}}
+	}
+	span := []*snapshot.VLLM{
+		at(0, &snapshot.Model{KVTransferFailures: snapshot.Some(2), KVTransferExpiredRequests: snapshot.Some(0)}),
+		at(30, &snapshot.Model{RejectedByReason: map[string]float64{"max_num_queued_reqs": 6}}),
+		at(60, &snapshot.Model{RejectedByReason: map[string]float64{"max_num_queued_reqs": 9, "max_num_queued_tokens": 3},
+			KVTransferFailures: snapshot.Some(8), KVTransferExpiredRequests: snapshot.Some(3)}),
+	}
+	dv := derive(time.Minute, span)["m"]
+	wantValue(t, "rejections per second", dv.RejectedPerSecond, 12.0/60)
+	wantValue(t, "transfer failures per second", dv.KVTransferFailuresPerSecond, 6.0/60)
+	wantValue(t, "expired per second", dv.KVTransferExpiredPerSecond, 3.0/60)
+	none := derive(time.Minute, []*snapshot.VLLM{at(0, &snapshot.Model{}), at(60, &snapshot.Model{})})["m"]
+	wantAbsent(t, "rejections per second without admission control", none.RejectedPerSecond)
 }

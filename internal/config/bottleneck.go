@@ -44,22 +44,22 @@ type Bottleneck struct {
 	// wait is prefill work rather than queueing (0.33: with
 	// QueueingTTFTOverPrefill 3 the two rules leave no gap).
 	PrefillShareMin float64 `yaml:"prefill_share_min"`
-	// LongPromptTokens: mean prompt tokens per request at least this is a
-	// "long prompt" workload (1024). Context only: long prompts alone are
-	// not a bottleneck (prefill_bound compares prefill speed instead).
-	LongPromptTokens float64 `yaml:"long_prompt_tokens"`
 	// PrefillSlowRatio: prefill speed (prompt tokens computed per second of
 	// prefill) below this fraction of the best the same server showed over
 	// capacity_horizon is "slower than this server should manage" (0.5).
 	PrefillSlowRatio float64 `yaml:"prefill_slow_ratio"`
-	// PrefillTailRatio and PrefillTailOverQueue define the prefill tail,
+	// PrefillTailRatio and PrefillTailOverTarget define the prefill tail,
 	// the other way prefill bounds TTFT: a few long prompts (documents
 	// among short chat) whose prefill makes p99 TTFT miss its target while
 	// the median stays fast. p99 TTFT at least PrefillTailRatio times the
-	// median (4) and p99 prefill at least PrefillTailOverQueue times p99
-	// queue time (2: the tail is prefill work, not a wait in the queue).
-	PrefillTailRatio     float64 `yaml:"prefill_tail_ratio"`
-	PrefillTailOverQueue float64 `yaml:"prefill_tail_over_queue"`
+	// median (6: one population's spread of prompt lengths, RAG passages or
+	// summaries, reaches 4-5x), with p99 prefill at least
+	// PrefillTailOverTarget times the TTFT target (2: a chat workload's
+	// long tail of prompt lengths misses the target where two long prompts
+	// meet; prompts whose own prefill takes a multiple of it are what a
+	// separate pool or smaller prefill chunks fix).
+	PrefillTailRatio      float64 `yaml:"prefill_tail_ratio"`
+	PrefillTailOverTarget float64 `yaml:"prefill_tail_over_target"`
 
 	// RooflineNearRatio: decode efficiency (measured / predicted) at least
 	// this is "at the roofline" (0.7); RooflineFarRatio: below this is "far
@@ -97,7 +97,9 @@ type Bottleneck struct {
 	GPUUtilizationLow float64 `yaml:"gpu_utilization_low"`
 	// BatchSmallMaxRunning is the no-GPU stand-in: at most this many
 	// requests in flight on average over the window (else the running
-	// gauge) with nothing waiting (2).
+	// gauge) with nothing waiting (1: the engine decodes about one stream
+	// at a time, leaving nearly all of its batch unused; a moderately
+	// loaded chat server has a few in flight).
 	BatchSmallMaxRunning float64 `yaml:"batch_small_max_running"`
 	// PowerCapSMClockRatioMax: an active software power cap counts as
 	// throttling only with SM clocks below this fraction of their maximum
@@ -136,11 +138,18 @@ type Bottleneck struct {
 	// PrefixThrashReuseGapOverEvict: the p90 gap at which KV blocks are
 	// reused at least this fraction of the median idle time of evicted
 	// blocks, with the prefix-cache hit ratio below
-	// prefix_hit_ratio_baseline_min, is a thrashing prefix cache (0.5):
+	// prefix_hit_ratio_baseline_min, is a thrashing prefix cache (0.65):
 	// reuses happen right up to the eviction horizon, so the cache evicts
 	// blocks that would have been reused (a healthy cache reuses its blocks
-	// far sooner than it evicts the dead ones); needs --kv-cache-metrics.
+	// far sooner than it evicts the dead ones, though the residency
+	// histograms' wide buckets can put its p90 gap at half the horizon);
+	// needs --kv-cache-metrics.
 	PrefixThrashReuseGapOverEvict float64 `yaml:"prefix_thrash_reuse_gap_over_evict"`
+	// ProbeFailureRatioMin: at least this share of the latest probes
+	// (four or more, over at least window) failing is probes_failing
+	// (0.5): requests fail for a cause the scrape does not show, and no
+	// tuning advice applies until they succeed.
+	ProbeFailureRatioMin float64 `yaml:"probe_failure_ratio_min"`
 
 	// CapacityHorizon is how far back the sustained-throughput-while-SLOs-
 	// hold maximum looks (24h).
@@ -166,10 +175,9 @@ func DefaultBottleneck() Bottleneck {
 		QueueingMinWaiting:        1,
 		QueueingTTFTOverPrefill:   3,
 		PrefillShareMin:           0.33,
-		LongPromptTokens:          1024,
 		PrefillSlowRatio:          0.5,
-		PrefillTailRatio:          4,
-		PrefillTailOverQueue:      2,
+		PrefillTailRatio:          6,
+		PrefillTailOverTarget:     2,
 		RooflineNearRatio:         0.7,
 		RooflineFarRatio:          0.5,
 		DRAMBandwidthHighRatio:    0.6,
@@ -180,7 +188,7 @@ func DefaultBottleneck() Bottleneck {
 		PrefixHitRatioCollapse:    0.5,
 		PrefixHitRatioBaselineMin: 0.5,
 		GPUUtilizationLow:         0.5,
-		BatchSmallMaxRunning:      2,
+		BatchSmallMaxRunning:      1,
 		PowerCapSMClockRatioMax:   0.75,
 		XidLookback:               10 * time.Minute,
 		StallAfter:                10 * time.Second,
@@ -192,7 +200,8 @@ func DefaultBottleneck() Bottleneck {
 		DeferredLivelockMaxGenerationTokensPerSecond: 5,
 		AdmissionRejectedRatioMin:                    0.01,
 		KVTransferShareMin:                           0.5,
-		PrefixThrashReuseGapOverEvict:                0.5,
+		PrefixThrashReuseGapOverEvict:                0.65,
+		ProbeFailureRatioMin:                         0.5,
 		Headroom:                                     2,
 	}
 }
@@ -230,10 +239,8 @@ func (b *Bottleneck) Validate() error {
 		pos("queueing_min_waiting", b.QueueingMinWaiting),
 		pos("queueing_ttft_over_prefill", b.QueueingTTFTOverPrefill),
 		ratio("prefill_share_min", b.PrefillShareMin),
-		pos("long_prompt_tokens", b.LongPromptTokens),
 		ratio("prefill_slow_ratio", b.PrefillSlowRatio),
 		pos("prefill_tail_ratio", b.PrefillTailRatio),
-		pos("prefill_tail_over_queue", b.PrefillTailOverQueue),
 		ratio("roofline_near_ratio", b.RooflineNearRatio),
 		ratio("roofline_far_ratio", b.RooflineFarRatio),
 		ratio("dram_bandwidth_high_ratio", b.DRAMBandwidthHighRatio),
@@ -253,6 +260,7 @@ func (b *Bottleneck) Validate() error {
 		ratio("admission_rejected_ratio_min", b.AdmissionRejectedRatioMin),
 		ratio("kv_transfer_share_min", b.KVTransferShareMin),
 		ratio("prefix_thrash_reuse_gap_over_evict", b.PrefixThrashReuseGapOverEvict),
+		ratio("probe_failure_ratio_min", b.ProbeFailureRatioMin),
 	}
 	for _, err := range checks {
 		if err != nil {
@@ -270,6 +278,8 @@ func (b *Bottleneck) Validate() error {
 		return fmt.Errorf("roofline_far_ratio: must not exceed roofline_near_ratio (%v), got %v", b.RooflineNearRatio, b.RooflineFarRatio)
 	case b.DRAMBandwidthLowRatio > b.DRAMBandwidthHighRatio:
 		return fmt.Errorf("dram_bandwidth_low_ratio: must not exceed dram_bandwidth_high_ratio (%v), got %v", b.DRAMBandwidthHighRatio, b.DRAMBandwidthLowRatio)
+	case !(b.PrefillTailOverTarget >= 1):
+		return fmt.Errorf("prefill_tail_over_target: must be >= 1, got %v", b.PrefillTailOverTarget)
 	case !(b.Headroom >= 1):
 		return fmt.Errorf("headroom: must be >= 1, got %v", b.Headroom)
 	case !(b.DailyRequests >= 0):

@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -21,6 +22,8 @@ import (
 
 	commoncfg "github.com/prometheus/common/config"
 	"gopkg.in/yaml.v3"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/upstream"
 )
 
 // DefaultYAML is the shipped default configuration, used when no
@@ -31,13 +34,9 @@ var DefaultYAML []byte
 
 // File is one parsed, validated configuration file.
 type File struct {
-	// VLLM is how the exporter connects to the vLLM server, for scrapes and
-	// probes alike: Prometheus' HTTP client configuration (tls_config,
-	// authorization, basic_auth, proxy_url, follow_redirects, ...). The
-	// --vllm.api-key-file, --vllm.basic-auth-* and
-	// --vllm.proxy-from-environment flags are shortcuts that fill it.
-	// Relative file names are relative to the configuration file.
-	VLLM commoncfg.HTTPClientConfig `yaml:"vllm"`
+	// VLLM is where vLLM's API servers are and how the exporter connects
+	// to them (vllm.go).
+	VLLM VLLM `yaml:"vllm"`
 
 	Probes     Probes     `yaml:"probes"`
 	SLOs       []SLO      `yaml:"slos"`
@@ -59,11 +58,11 @@ type File struct {
 // Parse decodes and validates a configuration document. Fields absent from
 // the document keep their defaults.
 func Parse(data []byte, source string) (*File, error) {
-	f := &File{VLLM: commoncfg.DefaultHTTPClientConfig, Probes: DefaultProbes(), SLOs: DefaultSLOs(), Bottleneck: DefaultBottleneck(), Source: source}
+	f := &File{VLLM: VLLM{HTTPClientConfig: commoncfg.DefaultHTTPClientConfig}, Probes: DefaultProbes(), SLOs: DefaultSLOs(), Bottleneck: DefaultBottleneck(), Source: source}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(f); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: %w", source, err)
+		return nil, fmt.Errorf("%s: %w", source, located(data, err))
 	}
 	// A second document in the stream is almost always a mistake.
 	var extra yaml.Node
@@ -74,6 +73,81 @@ func Parse(data []byte, source string) (*File, error) {
 		return nil, fmt.Errorf("%s: %w", source, err)
 	}
 	return f, nil
+}
+
+// located names where in the document a decoding error is: yaml.v3 says
+// where a type mismatch is by line only, and where a value's own
+// unmarshaler failed (a duration, a URL, an SLO) not at all. It decodes each
+// part of the document alone into the field it fills, depth first, and
+// prefixes err with the path of the innermost part that fails.
+func located(data []byte, err error) error {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 {
+		return err
+	}
+	if path, why := locate(doc.Content[0], reflect.TypeFor[File](), ""); path != "" {
+		return fmt.Errorf("%s: %s", path, upstream.Scrub(why)) // a URL's parse error quotes it
+	}
+	return err
+}
+
+// locate is the path of the first part of n (a t) that fails on its own,
+// and why; "" when every part decodes.
+func locate(n *yaml.Node, t reflect.Type, path string) (string, string) {
+	for n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	join := func(key string) string { return strings.TrimPrefix(path+"."+key, ".") }
+	switch {
+	case n.Kind == yaml.MappingNode && (t.Kind() == reflect.Struct || t.Kind() == reflect.Map):
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key, val := n.Content[i], n.Content[i+1]
+			ft, ok := t, true
+			if t.Kind() == reflect.Map {
+				ft = t.Elem()
+			} else if ft, ok = yamlField(t, key.Value); !ok {
+				return join(key.Value), fmt.Sprintf("unknown field (line %d)", key.Line)
+			}
+			if p, why := locate(val, ft, join(key.Value)); p != "" {
+				return p, why
+			}
+		}
+	case n.Kind == yaml.SequenceNode && t.Kind() == reflect.Slice:
+		for i, item := range n.Content {
+			if p, why := locate(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); p != "" {
+				return p, why
+			}
+		}
+	}
+	if err := n.Decode(reflect.New(t).Interface()); err != nil {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			return path, strings.Join(te.Errors, "; ")
+		}
+		return path, fmt.Sprintf("%v (line %d)", err, n.Line)
+	}
+	return "", ""
+}
+
+// yamlField is the type of t's field that key fills (inline fields
+// included).
+func yamlField(t reflect.Type, key string) (reflect.Type, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		switch {
+		case strings.Contains(opts, "inline"):
+			if ft, ok := yamlField(f.Type, key); ok {
+				return ft, true
+			}
+		case name == key || (name == "" && strings.ToLower(f.Name) == key):
+			return f.Type, f.IsExported() && name != "-"
+		}
+	}
+	return nil, false
 }
 
 // DefaultSLOs returns the `slos:` list of the shipped default file (a fresh
@@ -87,17 +161,6 @@ func DefaultSLOs() []SLO {
 		panic("shipped default config is invalid: " + err.Error())
 	}
 	return d.SLOs
-}
-
-// Check loads and validates path (empty = the shipped default) and returns a
-// one-line summary of what it holds; --config.check prints it and exits 0,
-// or prints the error and exits 1.
-func Check(path string) (string, error) {
-	f, err := Load(path)
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("%s: OK (%d SLOs)", f.Source, len(f.SLOs)), nil
 }
 
 // Default returns the parsed shipped default configuration.
@@ -154,6 +217,15 @@ func readCapped(path string, max int64) ([]byte, error) {
 func (f *File) Validate() error {
 	if err := f.VLLM.Validate(); err != nil {
 		return fmt.Errorf("vllm: %w", err)
+	}
+	if s := f.VLLM.Servers; len(s.URLs) == 0 && (s.DataParallelRanks != 0 || s.SupervisorURL != "") {
+		return errors.New("vllm: data_parallel_ranks and supervisor_url go with urls")
+	} else if slices.ContainsFunc(s.URLs, upstream.HasUserInfo) {
+		return errors.New("vllm: urls: credentials go in basic_auth or authorization, not in a URL")
+	} else if urls, err := s.Resolve(); err != nil {
+		return fmt.Errorf("vllm: urls: %w", err)
+	} else if err := s.CheckSupervisor(len(urls)); err != nil {
+		return fmt.Errorf("vllm: supervisor_url: %w", err)
 	}
 	if err := f.Probes.Validate(); err != nil {
 		return fmt.Errorf("probes: %w", err)

@@ -48,7 +48,7 @@ func TestHolderReloadKeepsRunningConfigOnError(t *testing.T) {
 }
 
 func TestParseRejectsUnknownFieldsAndMultipleDocuments(t *testing.T) {
-	if _, err := Parse([]byte("slo: []\n"), "x"); err == nil || !strings.Contains(err.Error(), "field slo not found") {
+	if _, err := Parse([]byte("slo: []\n"), "x"); err == nil || !strings.Contains(err.Error(), "x: slo: unknown field (line 1)") {
 		t.Fatalf("unknown top-level field: %v", err)
 	}
 	if _, err := Parse([]byte("slos: []\n---\nslos: []\n"), "x"); err == nil || !strings.Contains(err.Error(), "more than one YAML document") {

@@ -18,6 +18,10 @@ const (
 
 	PrefixCold = "cold" // a unique random prompt each time: nothing can be cached
 	PrefixWarm = "warm" // a fixed shared prefix of warm_prefix_tokens tokens
+
+	// Which API server of several (vllm.urls) a probe goes to.
+	APIServersFirstUp = "first_up" // the first whose last scrape succeeded (the first when none did)
+	APIServersEach    = "each"     // each in turn: every rank's front end is probed, within the same budgets
 )
 
 // ProbeEndpoint is one kind of probe: the vLLM route it streams from and
@@ -62,6 +66,10 @@ type Probes struct {
 	// ordinary vocabulary (clear of special tokens).
 	TokenIDMin int `yaml:"token_id_min"`
 	TokenIDMax int `yaml:"token_id_max"`
+	// APIServers says which of several API servers of the vLLM server
+	// (--vllm.url repeated, --vllm.data-parallel-ranks) a probe goes to:
+	// first_up or each.
+	APIServers string `yaml:"api_servers"`
 
 	Profiles []ProbeProfile `yaml:"profiles"`
 }
@@ -73,7 +81,7 @@ type ProbeProfile struct {
 	// Model is the served model name or LoRA adapter (vLLM serves each
 	// --lora-modules adapter as a model id) this profile probes; empty
 	// means the section's model.
-	Model            string        `yaml:"model"`
+	Model            string        `yaml:"model,omitempty"`
 	InputTokens      int           `yaml:"input_tokens"`
 	OutputTokens     int           `yaml:"output_tokens"`
 	Prefix           string        `yaml:"prefix"`             // cold | warm
@@ -107,19 +115,28 @@ func DefaultProbes() Probes {
 		TTFTGapWindow:        5 * time.Minute,
 		TokenIDMin:           1000,
 		TokenIDMax:           20000,
+		APIServers:           APIServersFirstUp,
 		Profiles:             []ProbeProfile{DefaultProbeProfile()},
 	}
 }
 
 // UnmarshalYAML fills a profile's absent fields from DefaultProbeProfile
 // (except the name, which is required). It uses the decoder's own unmarshal
-// callback so unknown fields stay errors.
+// callback so unknown fields stay errors. A model given empty is refused:
+// absent means the section's model, and "" would say it by accident.
 func (p *ProbeProfile) UnmarshalYAML(unmarshal func(any) error) error {
 	type plain ProbeProfile
 	d := DefaultProbeProfile()
 	d.Name = ""
+	var given map[string]any
 	if err := unmarshal((*plain)(&d)); err != nil {
 		return err
+	}
+	if err := unmarshal(&given); err != nil {
+		return err
+	}
+	if _, ok := given["model"]; ok && d.Model == "" {
+		return errors.New(`model: "" names no model (omit model to probe probes.model)`)
 	}
 	*p = ProbeProfile(d)
 	return nil
@@ -142,6 +159,11 @@ const (
 
 // Validate checks the section; errors name the offending field.
 func (p *Probes) Validate() error {
+	if p.Model != "" {
+		if err := validModel(p.Model); err != nil {
+			return err
+		}
+	}
 	if p.MaxRequestsPerMinute <= 0 || p.MaxRequestsPerMinute > MaxProbeRequestsPerMinute {
 		return fmt.Errorf("max_requests_per_minute: must be in [1, %d], got %d", MaxProbeRequestsPerMinute, p.MaxRequestsPerMinute)
 	}
@@ -156,6 +178,9 @@ func (p *Probes) Validate() error {
 	}
 	if p.TokenIDMin < 0 || p.TokenIDMax-p.TokenIDMin < 100 {
 		return fmt.Errorf("token_id_min/token_id_max: need 0 <= min and at least 100 IDs in [min, max), got [%d, %d)", p.TokenIDMin, p.TokenIDMax)
+	}
+	if p.APIServers != APIServersFirstUp && p.APIServers != APIServersEach {
+		return fmt.Errorf("api_servers: %q must be %q or %q", p.APIServers, APIServersFirstUp, APIServersEach)
 	}
 	seen := map[string]bool{}
 	for i := range p.Profiles {
@@ -185,8 +210,10 @@ func (pr *ProbeProfile) Validate() error {
 	if _, ok := ProbeEndpoints[pr.Endpoint]; !ok {
 		return fmt.Errorf("endpoint: %q must be one of %q", pr.Endpoint, slices.Sorted(maps.Keys(ProbeEndpoints)))
 	}
-	if pr.Model != "" && (len(pr.Model) > maxModelNameLen || strings.TrimSpace(pr.Model) != pr.Model || strings.ContainsFunc(pr.Model, unicode.IsControl)) {
-		return fmt.Errorf("model: %q is not a served model name or LoRA adapter (at most %d characters, no surrounding spaces or control characters)", pr.Model, maxModelNameLen)
+	if pr.Model != "" {
+		if err := validModel(pr.Model); err != nil {
+			return err
+		}
 	}
 	if pr.InputTokens < 1 || pr.InputTokens > 1<<20 {
 		return fmt.Errorf("input_tokens: must be in [1, 1048576], got %d", pr.InputTokens)
@@ -215,6 +242,14 @@ func (pr *ProbeProfile) Validate() error {
 	}
 	if pr.Jitter < 0 || pr.Jitter > pr.Interval/2 {
 		return fmt.Errorf("jitter: must be in [0, interval/2 = %s], got %s", pr.Interval/2, pr.Jitter)
+	}
+	return nil
+}
+
+// validModel checks a served model name or LoRA adapter a probe sends.
+func validModel(m string) error {
+	if len(m) > maxModelNameLen || strings.TrimSpace(m) != m || strings.ContainsFunc(m, unicode.IsControl) {
+		return fmt.Errorf("model: %q is not a served model name or LoRA adapter (at most %d characters, no surrounding spaces or control characters)", m, maxModelNameLen)
 	}
 	return nil
 }

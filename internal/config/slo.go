@@ -102,6 +102,34 @@ func MetricBuckets(metric string) []float64 {
 
 var sloNameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
 
+// UnmarshalYAML refuses a period, objective or source given as zero or
+// empty: zero is also how an absent field reads, and would silently become
+// the default (a 30d period for "0s"). It uses the decoder's own unmarshal
+// callback so unknown fields stay errors.
+func (s *SLO) UnmarshalYAML(unmarshal func(any) error) error {
+	type plain SLO
+	var given map[string]any
+	if err := unmarshal((*plain)(s)); err != nil {
+		return err
+	}
+	if err := unmarshal(&given); err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		key, why string
+		zero     bool
+	}{
+		{"period", "0s is no period (omit period for 30d)", s.Period == 0},
+		{"objective", "0 must be between 0 and 1 exclusive (e.g. 0.99; a preemption SLO may omit it)", s.Objective == 0},
+		{"source", `"" is not one of server, probe (omit source for server)`, s.Source == ""},
+	} {
+		if _, ok := given[c.key]; ok && c.zero {
+			return fmt.Errorf("%s: %s", c.key, c.why)
+		}
+	}
+	return nil
+}
+
 // ApplyDefaults fills the fields that have defaults. Validate calls it.
 func (s *SLO) ApplyDefaults() {
 	if s.Period == 0 {

@@ -61,7 +61,6 @@ func startAlerting(t *testing.T, hook *webhook, amCfg []byte, global map[string]
 // (the histogram mode).
 func startAlertingNoWait(t *testing.T, name string, hook *webhook, amCfg []byte, global, scrape map[string]any, ruleFiles, targets []string, extra ...*proc) *alerting {
 	t.Helper()
-	promBin := RequireTool(t, "prometheus")
 	amBin := RequireTool(t, "alertmanager")
 	if name != "" {
 		name = "-" + name
@@ -77,6 +76,19 @@ func startAlertingNoWait(t *testing.T, name string, hook *webhook, amCfg []byte,
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", amPort), "--cluster.listen-address=", "--log.level=debug")
 	a.amURL = fmt.Sprintf("http://127.0.0.1:%d", amPort)
 
+	a.prom, a.pc = startPrometheus(t, "prometheus"+name, global, scrape, ruleFiles, targets, fmt.Sprintf("127.0.0.1:%d", amPort))
+	a.procsAlive = append([]*proc{a.am, a.prom}, extra...)
+	return a
+}
+
+// startPrometheus starts Prometheus with the given global section, rule
+// files and scrape targets (host:port, job "vllm"; scrape holds extra fields
+// of the job: the histogram mode), sending alerts to alertmanager
+// (host:port; "" for none). It does not wait for it to be ready.
+func startPrometheus(t *testing.T, name string, global, scrape map[string]any, ruleFiles, targets []string, alertmanager string) (*proc, promClient) {
+	t.Helper()
+	promBin := RequireTool(t, "prometheus")
+	dir := t.TempDir()
 	promPort := freePort(t)
 	promCfg := filepath.Join(dir, "prometheus.yml")
 	scrapeCfgs := []any{}
@@ -89,22 +101,18 @@ func startAlertingNoWait(t *testing.T, name string, hook *webhook, amCfg []byte,
 		}
 		scrapeCfgs = append(scrapeCfgs, job)
 	}
-	cfg := map[string]any{
-		"global":     global,
-		"rule_files": ruleFiles,
-		"alerting": map[string]any{"alertmanagers": []any{map[string]any{
-			"static_configs": []any{map[string]any{"targets": []string{fmt.Sprintf("127.0.0.1:%d", amPort)}}}}}},
-		"scrape_configs": scrapeCfgs,
+	cfg := map[string]any{"global": global, "rule_files": ruleFiles, "scrape_configs": scrapeCfgs}
+	if alertmanager != "" {
+		cfg["alerting"] = map[string]any{"alertmanagers": []any{map[string]any{
+			"static_configs": []any{map[string]any{"targets": []string{alertmanager}}}}}}
 	}
 	cb, _ := yaml.Marshal(cfg)
 	if err := os.WriteFile(promCfg, cb, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	a.prom = startProc(t, "prometheus"+name, promBin, "--config.file="+promCfg, "--storage.tsdb.path="+filepath.Join(dir, "prom"),
+	p := startProc(t, name, promBin, "--config.file="+promCfg, "--storage.tsdb.path="+filepath.Join(dir, "prom"),
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", promPort), "--log.level=info")
-	a.pc = promClient{base: fmt.Sprintf("http://127.0.0.1:%d", promPort)}
-	a.procsAlive = append([]*proc{a.am, a.prom}, extra...)
-	return a
+	return p, promClient{base: fmt.Sprintf("http://127.0.0.1:%d", promPort)}
 }
 
 // waitReady waits until Alertmanager and Prometheus answer ready.

@@ -61,18 +61,18 @@ func statusKiB(t testing.TB, pid int, field string) int64 {
 }
 
 // TestFaultMatrixPeakRSS runs the binary as the image runs it (its
-// GOMEMLIMIT, default --vllm.max-body-bytes) through the hostile-input
-// matrix: an endless body, a gzip bomb, a body at the limit made only of
-// lines the exporter parses, a 16 MiB label value, 512-byte label values on
-// every sample, a config file at the size cap and one far above it. The
-// kernel's high-water mark of the process's RSS (VmHWM) must stay under the
-// 64 MiB container limit, and above the healthy baseline measured first in
-// the same run by no more than 1.5 times the parse budget (what the parse
-// may hold, estimated from above, plus the garbage the collector has not
-// caught up with).
+// GOMEMLIMIT, default --vllm.max-body-bytes and --vllm.max-series) through
+// the hostile-input matrix: an endless body, a gzip bomb, bodies of as many
+// series the exporter reads as --vllm.max-series allows (of one model, of
+// ever new names), one more than that, a 16 MiB label value, 500-byte label
+// values on every sample up to the body limit, a config file at the size
+// cap and one far above it. The kernel's high-water mark of the process's
+// RSS (VmHWM) must stay under the 64 MiB container limit, and above the
+// healthy baseline measured first in the same run by no more than
+// cacheMargin (what the series cache may hold at the limits, plus the
+// garbage the collector has not caught up with).
 func TestFaultMatrixPeakRSS(t *testing.T) {
-	const limit = vllm.DefaultMaxBodyBytes
-	budget := vllm.ParseBudget(limit)
+	const cacheMargin = 40 << 20
 	sim, err := vllmsim.New(vllmsim.Config{VirtualClock: true, LoadGen: true, Seed: 5, DataParallelSize: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -87,28 +87,23 @@ func TestFaultMatrixPeakRSS(t *testing.T) {
 		zw.Write(junk)
 	}
 	zw.Close()
-	// Bodies whose every line is parsed, up to the parse budget (98 % of
-	// it, as estimated): of one model (the worst case) and of ever new names.
-	atLimit := func(format string) []byte {
+	// Bodies whose every line is a series the exporter reads, n of them: of
+	// one model (the worst case) and of ever new names.
+	series := func(format string, n int) []byte {
 		var b bytes.Buffer
 		b.WriteString("# TYPE vllm:num_requests_running gauge\n")
-		for chunk := 0; ; chunk++ {
-			n := b.Len()
-			for i := chunk * 1000; i < (chunk+1)*1000; i++ {
-				fmt.Fprintf(&b, format, i%64, i)
-			}
-			if vllm.EstimateParseCost(b.Bytes()) > budget*98/100 {
-				b.Truncate(n)
-				return b.Bytes()
-			}
+		for i := range n {
+			fmt.Fprintf(&b, format, i%64, i)
 		}
+		return b.Bytes()
 	}
-	oneModel := atLimit("vllm:num_requests_running{engine=\"%d\",model_name=\"m\",replica=\"%d\"} 1\n")
-	rotating := atLimit("vllm:num_requests_running{engine=\"%d\",model_name=\"m%d\"} 1\n")
+	oneModel := series("vllm:num_requests_running{engine=\"%d\",model_name=\"m\",replica=\"%d\"} 1\n", vllm.DefaultMaxSeries)
+	rotating := series("vllm:num_requests_running{engine=\"%d\",model_name=\"m%d\"} 1\n", vllm.DefaultMaxSeries)
+	tooMany := series("vllm:num_requests_running{engine=\"%d\",model_name=\"m\",replica=\"%d\"} 1\n", vllm.DefaultMaxSeries+1)
 	var longLabels bytes.Buffer
 	long := strings.Repeat("x", 500)
 	longLabels.Write(healthy)
-	for i := 0; vllm.EstimateParseCost(longLabels.Bytes()) < budget*95/100; i++ {
+	for i := 0; longLabels.Len() < vllm.DefaultMaxBodyBytes-1<<20; i++ {
 		for j := range 200 {
 			fmt.Fprintf(&longLabels, "vllm:num_requests_waiting{engine=\"%d\",model_name=\"%s%d\"} 1\n", j, long, i*200+j)
 		}
@@ -135,6 +130,8 @@ func TestFaultMatrixPeakRSS(t *testing.T) {
 			w.Write(oneModel)
 		case "at limit, rotating names":
 			w.Write(rotating)
+		case "over the series limit":
+			w.Write(tooMany)
 		case "long labels":
 			w.Write(longLabels.Bytes())
 		case "huge label":
@@ -168,7 +165,7 @@ func TestFaultMatrixPeakRSS(t *testing.T) {
 	p.waitValue("vllm_up", 1)
 	waitScrapes(50)
 	baseline := statusKiB(t, pid, "VmHWM")
-	allowed := baseline + 3*budget/2>>10
+	allowed := baseline + cacheMargin>>10
 	t.Logf("GOMEMLIMIT=%s; healthy baseline peak RSS %.1f MiB, allowed %.1f MiB, container limit %d MiB",
 		gomemlimit, float64(baseline)/1024, float64(allowed)/1024, containerLimit>>20)
 
@@ -188,6 +185,7 @@ func TestFaultMatrixPeakRSS(t *testing.T) {
 		mode, reason string
 	}{
 		{"endless", "body_too_large"}, {"gzip bomb", "body_too_large"}, {"huge label", "body_too_large"},
+		{"over the series limit", "too_many_series"},
 		{"at limit, one model", ""}, {"at limit, rotating names", ""}, {"long labels", ""},
 	} {
 		mode.Store(c.mode)
@@ -201,7 +199,7 @@ func TestFaultMatrixPeakRSS(t *testing.T) {
 			// Served, and never refused for its size (a scrape of a few MB
 			// may time out on a loaded machine: the timeout is the interval).
 			var size [2]float64
-			for i, r := range []string{"body_too_large", "parse_too_large"} {
+			for i, r := range []string{"body_too_large", "too_many_series"} {
 				size[i], _ = p.Metrics().Value("vllm_exporter_scrape_errors_total", "reason", r)
 			}
 			waitScrapes(5)
@@ -209,7 +207,7 @@ func TestFaultMatrixPeakRSS(t *testing.T) {
 				v, _ := p.value("vllm_up")
 				return v == 1, fmt.Sprint("vllm_up ", v)
 			})
-			for i, r := range []string{"body_too_large", "parse_too_large"} {
+			for i, r := range []string{"body_too_large", "too_many_series"} {
 				if v, _ := p.Metrics().Value("vllm_exporter_scrape_errors_total", "reason", r); v != size[i] {
 					t.Fatalf("%s: a body within the limits failed %v times with %s\n%s", c.mode, v-size[i], r, p.Logs)
 				}

@@ -137,7 +137,4 @@ func (h H) AboveRatio(threshold float64, leRegex string, labels ...string) Eithe
 		fmt.Sprintf("1 - histogram_fraction(0, %s, %s)", fmtFloat(threshold), h.Native("rate", labels...)))
 }
 
-// Paren wraps an expression in parentheses, for use as an operand.
-func Paren(expr string) string { return "(" + expr + ")" }
-
 func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }

@@ -7,10 +7,9 @@
 // IdleTimeout is evicted, freeing its slot; one absent for Grace gives its
 // slot to a new name when the set is full.
 //
-// Why: model names come from vLLM's body, so they are input. A router that
-// rotates names, or adapters served under their own names, used to make the
-// SLO watchdog keep every name for the whole 30-day period: series, memory
-// and the state file grew without bound.
+// Why: model names come from vLLM's body, so they are input. Without one
+// bound, a router that rotates names, or adapters served under their own
+// names, would grow series, memory and the SLO state file without end.
 package modelset
 
 import (
@@ -120,25 +119,11 @@ func (s *Set) Has(name string) bool { _, ok := s.names[name]; return ok }
 // Len is the number of tracked names.
 func (s *Set) Len() int { return len(s.names) }
 
-// Admit records name as seen at now. A new name in a full set takes the
+// Admit records name as seen at seen. A new name in a full set takes the
 // place of the name absent longest, if that one has been absent from
 // successful scrapes for at least the grace (its state is dropped through
 // OnEvict); otherwise Admit returns false and counts a refusal.
-func (s *Set) Admit(name string, now time.Time) bool {
-	return s.admitAt(name, now)
-}
-
-// Restore admits name as last seen at lastSeen (from a checkpoint), unless
-// that is already older than the idle timeout at now or the set is full.
-// A restored name counts as present until a successful scrape lacks it.
-func (s *Set) Restore(name string, lastSeen, now time.Time) bool {
-	if now.Sub(lastSeen) > s.lim.IdleTimeout {
-		return false
-	}
-	return s.admitAt(name, lastSeen)
-}
-
-func (s *Set) admitAt(name string, seen time.Time) bool {
+func (s *Set) Admit(name string, seen time.Time) bool {
 	if e, ok := s.names[name]; ok {
 		if seen.After(e.seen) {
 			e.seen = seen
@@ -165,6 +150,16 @@ func (s *Set) admitAt(name string, seen time.Time) bool {
 	s.names[name] = &entry{seen: seen}
 	s.report()
 	return true
+}
+
+// Restore admits name as last seen at lastSeen (from a checkpoint), unless
+// that is already older than the idle timeout at now or the set is full.
+// A restored name counts as present until a successful scrape lacks it.
+func (s *Set) Restore(name string, lastSeen, now time.Time) bool {
+	if now.Sub(lastSeen) > s.lim.IdleTimeout {
+		return false
+	}
+	return s.Admit(name, lastSeen)
 }
 
 // longestAbsent is the tracked name absent from successful scrapes the

@@ -72,6 +72,13 @@ func (s *HistogramSet) Set(n HistogramName, h Histogram) {
 	s.has |= 1 << i
 }
 
+// Delete removes histogram n from the set.
+func (s *HistogramSet) Delete(n HistogramName) {
+	if i := histogramIndex(n); i >= 0 {
+		s.h[i], s.has = Histogram{}, s.has&^(1<<i)
+	}
+}
+
 // Len is the number of histograms in the set.
 func (s *HistogramSet) Len() int {
 	n := 0

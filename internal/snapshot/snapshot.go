@@ -295,9 +295,6 @@ type Derived struct {
 	PreemptionsPerSecond  Value
 	PreemptionsPerRequest Value // preemptions / finished requests
 	PrefixCacheHitRatio   Value
-	// Hit ratios of the external (KV-connector: offload, P/D) and the
-	// multimodal caches, absent without queries in the window.
-	ExternalPrefixCacheHitRatio, MMCacheHitRatio Value
 	// KVTransferBytesPerSecond is the NIXL KV transfer throughput (the
 	// increase of vllm:nixl_bytes_transferred_sum over the window).
 	KVTransferBytesPerSecond Value
@@ -309,16 +306,20 @@ type Derived struct {
 	RequestsPerSecond                                                          Value
 	FinishedPerSecondByReason                                                  map[string]float64
 
-	// Speculative decoding over the window: accepted / draft tokens, and
-	// the mean tokens a stream gains per decode step (1 + accepted /
-	// drafts). Absent without spec decode or without drafts in the window.
-	SpecAcceptanceRatio, SpecMeanAcceptanceLength Value
+	// SpecMeanAcceptanceLength is the mean tokens a stream gains per
+	// decode step over the window (1 + accepted / drafts), absent without
+	// speculative decoding or without drafts in the window.
+	SpecMeanAcceptanceLength Value
 	// Prompt tokens per second actually computed (prefix-cache and
 	// KV-transfer hits excluded) and served from a cache.
 	PromptTokensComputedPerSecond, PromptTokensCachedPerSecond Value
 	// vLLM's estimated FLOPs and bytes (read + written) per GPU per second
 	// (--enable-mfu-metrics); absent while the counters stay 0.
 	EstimatedFlopsPerSecond, EstimatedBytesPerSecond Value
+
+	// Series are the other windowed values by the name of the series they
+	// are exported as (vllm_mm_cache_hit_ratio, ...).
+	Series map[string]Value
 
 	// Quantiles[name][q] in seconds, q in {0.5, 0.9, 0.95, 0.99}.
 	Quantiles map[HistogramName]map[float64]Value

@@ -20,26 +20,19 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/toolbuild"
 )
 
-// ModuleRoot returns the directory of go.mod, searched upwards from the
-// test's working directory (its package directory).
+// ModuleRoot returns the repository's root directory (where go.mod and
+// internal/tools are).
 func ModuleRoot(t testing.TB) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	root, err := toolbuild.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test's directory")
-		}
-		dir = parent
-	}
+	return root
 }
 
 var (
@@ -131,16 +124,12 @@ func StartBinary(t testing.TB, bin string, args ...string) *Process {
 
 // Exited reports whether the process has exited, and its Wait error.
 func (p *Process) Exited() (error, bool) {
-	if p.done {
-		return p.err, true
-	}
 	select {
-	case err := <-p.exit:
-		p.err, p.done = err, true
-		return err, true
+	case p.err = <-p.exit:
+		p.done = true
 	default:
-		return nil, false
 	}
+	return p.err, p.done
 }
 
 // Wait waits up to d for the process to exit and returns its Wait error;
@@ -148,17 +137,15 @@ func (p *Process) Exited() (error, bool) {
 // bound for a broken run, not a timing assertion).
 func (p *Process) Wait(d time.Duration) error {
 	p.t.Helper()
-	if p.done {
-		return p.err
+	if _, done := p.Exited(); !done {
+		select {
+		case p.err = <-p.exit:
+			p.done = true
+		case <-time.After(d):
+			p.t.Fatalf("process still running %v later\n%s", d, p.Logs)
+		}
 	}
-	select {
-	case err := <-p.exit:
-		p.err, p.done = err, true
-		return err
-	case <-time.After(d):
-		p.t.Fatalf("process still running %v later\n%s", d, p.Logs)
-		return nil
-	}
+	return p.err
 }
 
 // Signal sends sig and waits (up to 30 s) for the process to exit; a
@@ -287,11 +274,7 @@ type Metrics map[string]*dto.MetricFamily
 // ParseMetrics parses a text exposition page (UTF-8 names allowed).
 func ParseMetrics(text string) (Metrics, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(strings.NewReader(text))
-	if err != nil {
-		return nil, err
-	}
-	return fams, nil
+	return p.TextToMetricFamilies(strings.NewReader(text))
 }
 
 // Value returns the value of the first sample of name whose labels include

@@ -63,32 +63,22 @@ func GatherText(t testing.TB, g prometheus.Gatherer) string {
 	return Encode(t, fams)
 }
 
-// BenchmarkGatherers runs one sub-benchmark per way /metrics could gather a
-// collector's series, allocations reported, side by side in one run:
-// "gather" (its own Gather, the families the caller's), "registry" (a
-// registry gathering its Collect) and "lent" (Transactional, what
-// /metrics pays: written into the families the request before gave back).
-func BenchmarkGatherers(b *testing.B, c interface {
-	prometheus.Collector
-	prometheus.Gatherer
-	Transactional() prometheus.TransactionalGatherer
-}) {
+// BenchmarkGather is one Gather of a registry holding cs, the path of
+// /metrics, with allocations and the series gathered reported.
+func BenchmarkGather(b *testing.B, cs ...prometheus.Collector) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(c)
-	lent := c.Transactional()
-	for _, g := range []struct {
-		name string
-		prometheus.TransactionalGatherer
-	}{{"gather", prometheus.ToTransactionalGatherer(c)}, {"registry", prometheus.ToTransactionalGatherer(reg)}, {"lent", lent}} {
-		b.Run(g.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				_, done, err := g.Gather()
-				if err != nil {
-					b.Fatal(err)
-				}
-				done()
-			}
-		})
+	reg.MustRegister(cs...)
+	b.ReportAllocs()
+	series := 0
+	for b.Loop() {
+		mfs, err := reg.Gather()
+		if err != nil {
+			b.Fatal(err)
+		}
+		series = 0
+		for _, mf := range mfs {
+			series += len(mf.Metric)
+		}
 	}
+	b.ReportMetric(float64(series), "series")
 }

@@ -38,67 +38,56 @@ type PKI struct {
 func NewPKI(t testing.TB, serverName string) *PKI {
 	t.Helper()
 	dir := t.TempDir()
-	caKey := newKey(t)
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "vllm_exporter test CA " + serverName},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &PKI{ServerName: serverName, CA: x509.NewCertPool(), CAFile: filepath.Join(dir, "ca.pem")}
-	p.CA.AddCert(caCert)
-	writePEM(t, p.CAFile, "CERTIFICATE", caDER)
-
-	issue := func(serial int64, usage x509.ExtKeyUsage, dns []string, ips []net.IP) ([]byte, *ecdsa.PrivateKey) {
-		key := newKey(t)
-		der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
-			SerialNumber: big.NewInt(serial),
-			Subject:      pkix.Name{CommonName: "vllm_exporter test " + usageName(usage)},
-			NotBefore:    time.Now().Add(-time.Hour),
-			NotAfter:     time.Now().Add(24 * time.Hour),
-			KeyUsage:     x509.KeyUsageDigitalSignature,
-			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-			DNSNames:     dns,
-			IPAddresses:  ips,
-		}, caCert, &key.PublicKey, caKey)
+	// issue makes a key and a certificate of tmpl signed by the CA (by
+	// itself while there is none), writes name.pem and name-key.pem, and
+	// returns the certificate's DER, the key and the key's PEM.
+	var caCert *x509.Certificate
+	var caKey *ecdsa.PrivateKey
+	issue := func(name string, tmpl *x509.Certificate) ([]byte, *ecdsa.PrivateKey, string) {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return der, key
+		tmpl.Subject = pkix.Name{CommonName: "vllm_exporter test " + name + " " + serverName}
+		tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)
+		parent, signer := caCert, caKey
+		if parent == nil {
+			parent, signer = tmpl, key
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyDER, err := x509.MarshalECPrivateKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+		for file, data := range map[string][]byte{name + ".pem": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), name + "-key.pem": keyPEM} {
+			if err := os.WriteFile(filepath.Join(dir, file), data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return der, key, string(keyPEM)
 	}
-	srvDER, srvKey := issue(2, x509.ExtKeyUsageServerAuth, []string{serverName, "localhost"}, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback})
-	p.Server = tls.Certificate{Certificate: [][]byte{srvDER}, PrivateKey: srvKey}
-	p.ServerCertFile, p.ServerKeyFile = filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem")
-	writePEM(t, p.ServerCertFile, "CERTIFICATE", srvDER)
-	writeKey(t, p.ServerKeyFile, srvKey)
-
-	cliDER, cliKey := issue(3, x509.ExtKeyUsageClientAuth, nil, nil)
-	p.ClientCertFile = filepath.Join(dir, "client.pem")
-	p.ClientKeyFile = filepath.Join(dir, "client-key.pem")
-	writePEM(t, p.ClientCertFile, "CERTIFICATE", cliDER)
-	p.ClientKeyPEM = writeKey(t, p.ClientKeyFile, cliKey)
-	return p
-}
-
-// writeKey writes key as PEM to path and returns the PEM.
-func writeKey(t testing.TB, path string, key *ecdsa.PrivateKey) string {
-	der, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
+	caDER, key, _ := issue("ca", &x509.Certificate{SerialNumber: big.NewInt(1), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature})
+	var err error
+	if caCert, err = x509.ParseCertificate(caDER); err != nil {
 		t.Fatal(err)
 	}
-	writePEM(t, path, "EC PRIVATE KEY", der)
-	return string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}))
+	caKey = key
+	p := &PKI{ServerName: serverName, CA: x509.NewCertPool(), CAFile: filepath.Join(dir, "ca.pem")}
+	p.CA.AddCert(caCert)
+	srvDER, srvKey, _ := issue("server", &x509.Certificate{SerialNumber: big.NewInt(2), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, DNSNames: []string{serverName, "localhost"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}})
+	p.Server = tls.Certificate{Certificate: [][]byte{srvDER}, PrivateKey: srvKey}
+	p.ServerCertFile, p.ServerKeyFile = filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem")
+	_, _, p.ClientKeyPEM = issue("client", &x509.Certificate{SerialNumber: big.NewInt(3), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	p.ClientCertFile, p.ClientKeyFile = filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
+	return p
 }
 
 // ServerTLS is a server configuration that presents the server
@@ -111,25 +100,4 @@ func (p *PKI) ServerTLS(requireClientCert bool) *tls.Config {
 		c.ClientCAs = p.CA
 	}
 	return c
-}
-
-func newKey(t testing.TB) *ecdsa.PrivateKey {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
-func writePEM(t testing.TB, path, typ string, der []byte) {
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func usageName(u x509.ExtKeyUsage) string {
-	if u == x509.ExtKeyUsageClientAuth {
-		return "client"
-	}
-	return "server"
 }

@@ -94,20 +94,15 @@ func Versions(name string) ([]string, error) {
 	if !ok {
 		return nil, fmt.Errorf("toolbuild: unknown tool %q", name)
 	}
-	root, err := RepoRoot()
-	if err != nil {
-		return nil, err
-	}
-	dirs, err := filepath.Glob(filepath.Join(root, "internal", "tools", f.name+"-*", "go.mod"))
-	if err != nil {
-		return nil, err
-	}
+	mods, err := Modules()
 	var vs []string
-	for _, d := range dirs {
-		vs = append(vs, strings.TrimPrefix(filepath.Base(filepath.Dir(d)), f.name+"-"))
+	for _, m := range mods {
+		if mf, v, _ := splitModule(m); mf.name == f.name {
+			vs = append(vs, v)
+		}
 	}
 	sort.Slice(vs, func(i, j int) bool { return versionLess(vs[j], vs[i]) })
-	return vs, nil
+	return vs, err
 }
 
 // Modules lists every tool module (e.g. "prometheus-3.16"), for a step that
@@ -172,34 +167,15 @@ func Path(name, version string) (string, error) {
 	return filepath.Join(dir, name), nil
 }
 
-type result struct {
-	dir string
-	err error
-}
-
-var (
-	mu   sync.Mutex
-	done = map[string]*onceResult{}
-)
-
-type onceResult struct {
-	once sync.Once
-	r    result
-}
+// builds holds one build per module for the process.
+var builds sync.Map // module -> func() (string, error)
 
 // Build builds the tool module (e.g. "prometheus-3.16") unless the cache
 // holds it, and returns the directory holding its programs. One build per
 // module per process; a failure is remembered for the process.
 func Build(module string) (string, error) {
-	mu.Lock()
-	o := done[module]
-	if o == nil {
-		o = &onceResult{}
-		done[module] = o
-	}
-	mu.Unlock()
-	o.once.Do(func() { o.r.dir, o.r.err = build(module) })
-	return o.r.dir, o.r.err
+	f, _ := builds.LoadOrStore(module, sync.OnceValues(func() (string, error) { return build(module) }))
+	return f.(func() (string, error))()
 }
 
 // CacheDir is where built tools are kept: $VLLM_EXPORTER_TOOLS_CACHE, or
@@ -288,7 +264,7 @@ func plan(module string) (spec, error) {
 		"-X", pkg + ".Branch=" + s.upstream,
 		"-X", pkg + ".BuildUser=vllm_exporter-toolbuild",
 	}, " ")
-	goVersion, err := goEnv()
+	goVersion, err := goVersion()
 	if err != nil {
 		return spec{}, err
 	}
@@ -331,31 +307,15 @@ func releaseVersion(mod, v string) string {
 	return parts[1][:1] + "." + minor + "." + parts[2]
 }
 
-var (
-	goOnce sync.Once
-	goBin  string
-	goVer  string
-	goErr  error
-)
-
-// goEnv finds the go command (go test puts GOROOT/bin first on PATH) and
-// the identity of its toolchain, which is part of the cache key.
-func goEnv() (string, error) {
-	goOnce.Do(func() {
-		goBin, goErr = exec.LookPath("go")
-		if goErr != nil {
-			goErr = fmt.Errorf("toolbuild: go command not found: %w", goErr)
-			return
-		}
-		out, err := exec.Command(goBin, "env", "GOVERSION", "GOOS", "GOARCH").Output()
-		if err != nil {
-			goErr = fmt.Errorf("toolbuild: go env: %w", err)
-			return
-		}
-		goVer = strings.Join(strings.Fields(string(out)), " ")
-	})
-	return goVer, goErr
-}
+// goVersion is the identity of the go command's toolchain (go test puts
+// GOROOT/bin first on PATH), part of the cache key.
+var goVersion = sync.OnceValues(func() (string, error) {
+	out, err := exec.Command("go", "env", "GOVERSION", "GOOS", "GOARCH").Output()
+	if err != nil {
+		return "", fmt.Errorf("toolbuild: go env: %w", err)
+	}
+	return strings.Join(strings.Fields(string(out)), " "), nil
+})
 
 // build returns the cached directory for module, building it under the
 // module's file lock if no finished build is there.
@@ -385,10 +345,9 @@ func build(module string) (string, error) {
 	}
 	// Left by a run killed mid-build (a test timeout): nobody else builds
 	// this module while we hold its lock.
-	if stale, _ := filepath.Glob(filepath.Join(cache, module+".tmp-*")); len(stale) > 0 {
-		for _, d := range stale {
-			os.RemoveAll(d)
-		}
+	stale, _ := filepath.Glob(filepath.Join(cache, module+".tmp-*"))
+	for _, d := range stale {
+		os.RemoveAll(d)
 	}
 	tmp, err := os.MkdirTemp(cache, module+".tmp-")
 	if err != nil {
@@ -402,7 +361,7 @@ func build(module string) (string, error) {
 	for _, c := range s.fam.cmds {
 		args = append(args, s.fam.module+"/cmd/"+c)
 	}
-	cmd := exec.Command(goBin, args...)
+	cmd := exec.Command("go", args...)
 	cmd.Dir = s.dir
 	// The tool module is its own main module: no workspace, the pinned
 	// go.sum as is, no cgo (static binaries, no C toolchain involved).
@@ -413,6 +372,7 @@ func build(module string) (string, error) {
 	if err := cmd.Run(); err != nil {
 		return "", &BuildError{Module: module, Err: err, Output: Tail(out.String(), 60)}
 	}
+	goVer, _ := goVersion()
 	info := fmt.Sprintf("module=%s\nupstream=%s %s\nversion=%s\ntags=%s\ngo=%s\nbuild_seconds=%.0f\n",
 		module, s.fam.module, s.upstream, s.stamp, strings.Join(s.tags, ","), goVer, time.Since(start).Seconds())
 	if err := os.WriteFile(filepath.Join(tmp, "BUILD-INFO"), []byte(info), 0o644); err != nil {

@@ -15,62 +15,16 @@
 package upstream
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
-	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	commoncfg "github.com/prometheus/common/config"
-
-	"github.com/vllm-exporter/vllm_exporter/internal/rawconn"
 )
-
-// RawDial is the client option that dials with DialRaw, so a scrape does
-// not wake the runtime's sysmon thread for the milliseconds of parsing
-// after its reply. TLS, proxies and credentials stay the transport's: they
-// sit above the dialled connection.
-func RawDial() commoncfg.HTTPClientOption { return commoncfg.WithDialContextFunc(DialRaw) }
-
-// rawDialer has the transport's own dial timeout and keep-alive.
-var rawDialer = &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
-
-// DialRaw dials as net.Dialer does and reads and writes the connection
-// through internal/rawconn (the vLLM scrape's and the probes' dialler).
-func DialRaw(ctx context.Context, network, addr string) (net.Conn, error) {
-	c, err := rawDialer.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	return rawconn.Wrap(c), nil
-}
-
-// InnerConn is the connection c wraps, or nil: what its NetConn method
-// returns (crypto/tls), else its exported embedded Conn field (the
-// connection tracker prometheus/common's transport puts around every
-// dialled connection has no method for it).
-func InnerConn(c net.Conn) net.Conn {
-	if x, ok := c.(interface{ NetConn() net.Conn }); ok {
-		return x.NetConn()
-	}
-	v := reflect.Indirect(reflect.ValueOf(c))
-	if v.Kind() != reflect.Struct {
-		return nil
-	}
-	f := v.FieldByName("Conn")
-	if !f.IsValid() || !f.CanInterface() {
-		return nil
-	}
-	inner, _ := f.Interface().(net.Conn)
-	return inner
-}
 
 // DefaultHTTPClientConfig is the connection to vLLM when nothing is
 // configured: no credentials, no TLS settings (the system roots), a direct
@@ -133,6 +87,12 @@ func Resolve(cfg commoncfg.HTTPClientConfig, vllmURL string, s Shortcuts) (commo
 	}
 	if cfg.BasicAuth != nil && HasUserInfo(vllmURL) {
 		return cfg, errors.New("--vllm.url carries credentials and basic auth is configured (--vllm.basic-auth-username or vllm.basic_auth): use one")
+	}
+	if err := checkFiles(cfg); err != nil {
+		return cfg, err
+	}
+	if p := cfg.ProxyURL.URL; p != nil && (p.Hostname() == "" || (p.Scheme != "http" && p.Scheme != "https" && p.Scheme != "socks5")) {
+		return cfg, fmt.Errorf("vllm.proxy_url: %s is not an http://, https:// or socks5:// URL with a host", Redact(p.String()))
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("vllm HTTP client: %w", err)
@@ -266,52 +226,31 @@ func newRoundTripper(cfg commoncfg.HTTPClientConfig, name string, opts ...common
 	return rt, nil
 }
 
-// Redact returns raw with the user info of its authority replaced by
-// "xxxxx" (or the password alone when the URL parses), for logs, errors and
-// pages. It works on strings that do not parse as URLs too: a password that
-// is not percent-encoded (one with '/', '#' or '?') makes url.Parse fail,
-// and its error message quotes the whole URL.
-func Redact(raw string) string {
-	if u, err := url.Parse(raw); err == nil && u.Opaque == "" {
-		return u.Redacted()
+// checkFiles: every file the configuration names can be opened, so a typo
+// fails at start (naming its key) rather than at every request.
+func checkFiles(cfg commoncfg.HTTPClientConfig) error {
+	files := [][2]string{{"tls_config.ca_file", cfg.TLSConfig.CAFile}, {"tls_config.cert_file", cfg.TLSConfig.CertFile},
+		{"tls_config.key_file", cfg.TLSConfig.KeyFile}}
+	if a := cfg.Authorization; a != nil { // common/config moves bearer_token_file here
+		files = append(files, [2]string{"authorization.credentials_file (or bearer_token_file)", a.CredentialsFile})
 	}
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		scheme, rest = "", raw
+	if b := cfg.BasicAuth; b != nil {
+		files = append(files, [2]string{"basic_auth.username_file", b.UsernameFile}, [2]string{"basic_auth.password_file", b.PasswordFile})
 	}
-	// Unencoded user info may contain '/', '?' and '#', so the authority's
-	// end is unknown: everything up to the last '@' is treated as user info.
-	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		rest = "xxxxx@" + rest[at+1:]
+	if o := cfg.OAuth2; o != nil {
+		files = append(files, [2]string{"oauth2.client_secret_file", o.ClientSecretFile})
 	}
-	if ok {
-		return scheme + "://" + rest
-	}
-	return rest
-}
-
-// ValidateURL checks that raw is an absolute http(s) URL with a host. Its
-// error never quotes the URL (it may carry credentials), only the redacted
-// form.
-func ValidateURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // url.Error quotes the URL in clear
+	for _, f := range files {
+		if f[1] == "" {
+			continue
 		}
-		return fmt.Errorf("%s does not parse (%v); percent-encode reserved characters in the user name and password, or use a credentials file", Redact(raw), err)
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%s is not an http(s)://host[:port] URL", Redact(raw))
+		fh, err := os.Open(f[1])
+		if err != nil {
+			return fmt.Errorf("vllm.%s: %w", f[0], err)
+		}
+		fh.Close()
 	}
 	return nil
-}
-
-// HasUserInfo reports whether raw carries credentials in its authority.
-func HasUserInfo(raw string) bool {
-	u, err := url.Parse(raw)
-	return err == nil && u.User != nil
 }
 
 // CheckSecretFile checks that the credential file a flag names can be read
@@ -326,47 +265,4 @@ func CheckSecretFile(flag, path string) error {
 		return fmt.Errorf("--%s: %s is empty", flag, path)
 	}
 	return nil
-}
-
-// Secrets are the credentials u sends as they stand now: inline ones and
-// the contents of the credential files (read on each call, since the files
-// rotate). Text that may echo a request (a server's error body) is passed
-// through Scrub with them before it is logged or shown.
-func (u *Upstream) Secrets() []string {
-	cfg := u.Config()
-	var out []string
-	add := func(s string) {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	addFile := func(path string) {
-		if path == "" {
-			return
-		}
-		if b, err := os.ReadFile(path); err == nil {
-			add(string(b))
-		}
-	}
-	add(string(cfg.BearerToken))
-	addFile(cfg.BearerTokenFile)
-	if a := cfg.Authorization; a != nil {
-		add(string(a.Credentials))
-		addFile(a.CredentialsFile)
-	}
-	if b := cfg.BasicAuth; b != nil {
-		add(string(b.Password))
-		addFile(b.PasswordFile)
-	}
-	return out
-}
-
-// Scrub replaces every occurrence of each secret in s.
-func Scrub(s string, secrets ...string) string {
-	for _, sec := range secrets {
-		if sec != "" {
-			s = strings.ReplaceAll(s, sec, "xxxxx")
-		}
-	}
-	return s
 }

@@ -13,7 +13,6 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"sort"
 	"sync/atomic"
 	"time"
 
@@ -107,7 +106,7 @@ func Evaluate(v *snapshot.VLLM, p *snapshot.Probes, classes map[string]string, n
 	// present, so the probes' stall detector and the generic stall class
 	// see it too; the livelock is the specific diagnosis, and checking it
 	// after them would flip the verdict between stalled and livelocked.
-	for _, name := range sortedKeys(classes) {
+	for _, name := range slices.Sorted(maps.Keys(classes)) {
 		if classes[name] == classLivelock {
 			return out(Livelocked, "model %q: deferred requests pile up, generation near 0 (bottleneck deferred_livelock, vllm #53130); restart", name)
 		}
@@ -115,7 +114,7 @@ func Evaluate(v *snapshot.VLLM, p *snapshot.Probes, classes map[string]string, n
 	if p != nil && p.EngineStalled {
 		return out(Stalled, "probes get no token while requests run and generation does not move")
 	}
-	for _, name := range sortedKeys(classes) {
+	for _, name := range slices.Sorted(maps.Keys(classes)) {
 		if classes[name] == classStalled {
 			return out(Stalled, "model %q: requests present, token counters still (bottleneck engine_stalled)", name)
 		}
@@ -124,15 +123,6 @@ func Evaluate(v *snapshot.VLLM, p *snapshot.Probes, classes map[string]string, n
 		return out(Serving, "vLLM answers but exposes no engine metrics (--disable-log-stats?)")
 	}
 	return out(Serving, "serving %d model(s)", len(models))
-}
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // Sources are what the tracker reads; Probes and Classes may be nil.

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"sort"
+	"slices"
 	"time"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/families"
 )
 
 // Engine controls of today's vLLM: sleep/wake, deferred requests,
@@ -438,32 +440,22 @@ func (s *Sim) refusal() *apiError {
 	return &apiError{status: 500, typ: "InternalServerError", message: "EngineCore encountered an issue. See stack trace (above) for the root cause."}
 }
 
-// Bucket families of vLLM's --custom-histogram-buckets (vllm/v1/metrics/
-// buckets.py BucketFamilyKey) and the simulator histograms each one sets.
-var bucketFamilies = map[string]string{
-	"request_latency":         "e2e, queue, inference, prefill and decode time",
-	"time_to_first_token":     "vllm:time_to_first_token_seconds",
-	"inter_token_latency":     "vllm:inter_token_latency_seconds and vllm:request_time_per_output_token_seconds",
-	"iteration_tokens":        "vllm:iteration_tokens_total",
-	"request_params_n":        "vllm:request_params_n",
-	"request_num_preemptions": "vllm:request_num_preemptions",
-	"request_tokens":          "per-request token histograms (prompt, generation, max_tokens, prefill KV computed)",
-	"kv_cache_residency":      "KV block residency (SetKVCacheMetrics; accepted, its bounds not applied: the residency histograms keep vLLM's defaults)",
-}
-
-// BucketFamilies lists the keys CustomHistogramBuckets accepts, sorted.
+// BucketFamilies lists the keys CustomHistogramBuckets accepts (vLLM's
+// BucketFamilyKey in vllm/v1/metrics/buckets.py), sorted.
 func BucketFamilies() []string {
-	out := make([]string, 0, len(bucketFamilies))
-	for k := range bucketFamilies {
-		out = append(out, k)
+	var out []string
+	for _, sp := range families.Specs() {
+		if sp.Sim.Custom != "" && !slices.Contains(out, sp.Sim.Custom) {
+			out = append(out, sp.Sim.Custom)
+		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 
 func validateBuckets(m map[string][]float64) error {
 	for k, b := range m {
-		if _, ok := bucketFamilies[k]; !ok {
+		if !slices.Contains(BucketFamilies(), k) {
 			return fmt.Errorf("unknown histogram bucket family %q (known: %v)", k, BucketFamilies())
 		}
 		if len(b) == 0 {

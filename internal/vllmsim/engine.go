@@ -420,7 +420,7 @@ func (e *engine) completeStep(t time.Time) {
 		outputs++
 	}
 	if v0 || outputs > 0 {
-		e.stats.iterationTokens.observe(float64(iterTokens))
+		e.stats.hist[hIteration].observe(float64(iterTokens))
 	}
 	e.stats.steps++
 	e.stats.stepSeconds += e.stepDur.Seconds()

@@ -4,317 +4,253 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/families"
 )
 
-// family kinds
-const (
-	kCounter = "counter"
-	kGauge   = "gauge"
-	kHist    = "histogram"
-)
-
-// famSpec is one row of a version's exposition table: a vLLM family and
-// where its value comes from in the simulator.
-type famSpec struct {
-	name, typ, help string
-	// engine-scoped sources (one child per engine, or per engine × extra value)
-	gauge    func(e *engine) float64
-	counter  func(st *engineStats) float64
-	extra    string   // extra label name
-	extraVal []string // its values, in child order
-	byExtra  func(e *engine, v string) float64
-	hist     string
-	// onlySeen: multiprocess mode, children appear only once written
-	onlySeen bool
-	// custom renders a non-engine family (python/process, cache_config_info, http_*).
-	custom func(w *expoWriter)
-	// process: a default-registry collector, absent in multiprocess mode.
-	process bool
-	// cond, if set, renders the family only while it holds (families vLLM
-	// registers only with a feature on: spec decode, priority policy...).
-	cond func(s *Sim) bool
-	// extraVals, if set, gives the extra label values at render time.
-	extraVals func(s *Sim) []string
-	// finished: a finished-request family, which carries the priority label
-	// under the priority policy in versions with priorityLabel. prioExtra
-	// reads an extra-label family's per-priority value.
-	finished  bool
-	prioExtra func(ps *prioStats, v string) float64
-}
-
-// versionSpec describes one vLLM version's /metrics.
+// versionSpec describes one vLLM version's /metrics and API.
 type versionSpec struct {
 	name        string
 	vllmVersion string
 	engineLabel bool
 	created     bool // V1 single-process: _created gauge families
 	sumFirst    bool // V0 multiprocess histogram order: _sum, buckets, _count
+	// lazy: children appear only once written (V0 creates labelled
+	// children on first use).
+	lazy        bool
 	nestedError bool // error body {"error":{...}} (>=0.10.1) vs flat
 	healthDead  int  // /health status when the engine is dead
 	main        bool // vLLM main-era API behaviour (2026-08 and later)
 	// priorityLabel: finished-request families gain "priority" under the
 	// priority policy (late 2026).
 	priorityLabel bool
-	buckets       bucketSet
-	families      func(c *Config) []famSpec
+	// layout is the families in the order the version registers them.
+	layout []entry
+	// cacheConfig is the version's vllm:cache_config_info labels beyond
+	// the ones every version has.
+	cacheConfig func(c *Config) []label
+	// splitsWaiting: vllm:num_requests_waiting counts deferred requests too
+	// (≈0.20+, with num_requests_waiting_by_reason).
+	splitsWaiting bool
 }
 
-var (
-	ttftBuckets   = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}
-	ttftBucketsV0 = ttftBuckets[:16]
-	itlBuckets    = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}
-	itlBucketsV0  = itlBuckets[:13]
-	latBuckets    = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
-	latBucketsV0  = latBuckets[:15]
-	iterBuckets   = []float64{1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384}
-	nBuckets      = []float64{1, 2, 5, 10, 20}
-)
+// entry is one family of a layout: a name the family table describes
+// (families.Lookup), with this version's HELP or label values where they
+// differ from the newest, or one of the simulator's own families that no
+// row reads (python_*, process_*, http_* details).
+type entry struct {
+	name   string
+	help   string
+	values []string
+	always bool // rendered whatever the table's When says
+	own    func(w *expoWriter)
+	// process: a default-registry collector, absent in multiprocess mode.
+	process bool
+}
 
-// cudagraphSizes are V0's iteration-token buckets: [1,2,4] + 8,16,...,max_num_seqs (cap 512).
-func cudagraphSizes(maxSeqs int) []float64 {
-	out := []float64{1, 2, 4}
-	for i := 8; i <= maxSeqs && i <= 512; i += 8 {
-		out = append(out, float64(i))
+// names are entries for table names, in order.
+func names(ns ...string) []entry {
+	out := make([]entry, len(ns))
+	for i, n := range ns {
+		out[i] = entry{name: n}
 	}
 	return out
 }
 
-var versions = map[string]*versionSpec{
-	MetricsV1: {name: MetricsV1, vllmVersion: "0.25.0", engineLabel: true, created: true, nestedError: true,
-		healthDead: 503, main: true, families: familiesV1},
-	MetricsLatest: {name: MetricsLatest, vllmVersion: "0.33.0", engineLabel: true, created: true, nestedError: true,
-		healthDead: 503, main: true, priorityLabel: true, families: familiesLatest},
-	MetricsV1_0_10: {name: MetricsV1_0_10, vllmVersion: "0.10.2", engineLabel: true, created: true, nestedError: true,
-		healthDead: 500, families: familiesV1_0_10},
-	MetricsV0: {name: MetricsV0, vllmVersion: "0.7.3", sumFirst: true, healthDead: 500, families: familiesV0},
+// insertAfter is layout with extra entries after the one named at.
+func insertAfter(layout []entry, at string, extra ...entry) []entry {
+	i := slices.IndexFunc(layout, func(e entry) bool { return e.name == at })
+	return slices.Concat(layout[:i+1], extra, layout[i+1:])
 }
 
-// bucketsFor fills a version's bucket set for a config.
-func bucketsFor(v *versionSpec, c *Config) bucketSet {
-	tok := build125(c.MaxModelLen)
-	if v.name == MetricsV0 {
-		return bucketSet{ttft: ttftBucketsV0, itl: itlBucketsV0, latency: latBucketsV0, tokens: tok, n: nBuckets,
-			iteration: cudagraphSizes(c.MaxNumSeqs), preempt: preemptBuckets}
-	}
-	b := bucketSet{ttft: ttftBuckets, itl: itlBuckets, latency: latBuckets, tokens: tok, n: nBuckets,
-		iteration: iterBuckets, preempt: preemptBuckets}
-	// --custom-histogram-buckets: bucket family -> the bounds it replaces
-	// (kv_cache_residency has no simulated family).
-	slots := map[string]*[]float64{"request_latency": &b.latency, "time_to_first_token": &b.ttft,
-		"inter_token_latency": &b.itl, "iteration_tokens": &b.iteration, "request_params_n": &b.n,
-		"request_num_preemptions": &b.preempt, "request_tokens": &b.tokens}
-	for fam, bounds := range c.CustomHistogramBuckets {
-		if p := slots[fam]; p != nil {
-			*p = append([]float64(nil), bounds...)
+var (
+	// Registration order of vLLM main (2026-08), PrometheusStatLogger.__init__.
+	layoutMain = slices.Concat(processFamilies(), names(
+		"vllm:estimated_flops_per_gpu_total", "vllm:estimated_read_bytes_per_gpu_total", "vllm:estimated_write_bytes_per_gpu_total",
+		"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:num_requests_waiting_by_reason", "vllm:engine_sleep_state",
+		"vllm:kv_cache_usage_perc", "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total",
+		"vllm:external_prefix_cache_queries_total", "vllm:external_prefix_cache_hits_total", "vllm:mm_cache_queries_total", "vllm:mm_cache_hits_total",
+		"vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:prompt_tokens_by_source_total", "vllm:prompt_tokens_cached_total",
+		"vllm:generation_tokens_total", "vllm:request_success_total"),
+		tokenHistograms, names("vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds", "vllm:request_time_per_output_token_seconds"),
+		phaseHistograms, names("vllm:request_prefill_kv_computed_tokens", "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
+			"vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_accepted_tokens_per_pos_total", "vllm:cache_config_info"),
+		httpFamilies())
+	tokenHistograms = names("vllm:request_prompt_tokens", "vllm:request_generation_tokens", "vllm:iteration_tokens_total",
+		"vllm:request_max_num_generation_tokens", "vllm:request_params_n", "vllm:request_params_max_tokens")
+	phaseHistograms = names("vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds", "vllm:request_inference_time_seconds",
+		"vllm:request_prefill_time_seconds", "vllm:request_decode_time_seconds")
+	// V1 finished reasons before error (#26813) and repetition (#35451).
+	oldFinishedReasons = []string{FinishStop, FinishLength, FinishAbort}
+
+	// vLLM 0.10.2: the deprecated gpu_* names and TPOT beside their successors.
+	layout010 = slices.Concat(processFamilies(), names(
+		"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:gpu_cache_usage_perc", "vllm:kv_cache_usage_perc",
+		"vllm:gpu_prefix_cache_queries_total", "vllm:gpu_prefix_cache_hits_total", "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total",
+		"vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total"),
+		[]entry{{name: "vllm:request_success_total", values: oldFinishedReasons}},
+		tokenHistograms, names("vllm:time_to_first_token_seconds", "vllm:time_per_output_token_seconds", "vllm:inter_token_latency_seconds"),
+		phaseHistograms, names("vllm:cache_config_info"), httpFamilies())
+
+	// vLLM 0.7.3's V0 multiprocess body, in its multiprocess files' order.
+	layoutV0 = slices.Concat(
+		names("vllm:iteration_tokens_total", "vllm:time_to_first_token_seconds"),
+		[]entry{{name: "vllm:time_per_output_token_seconds", help: "Histogram of time per output token in seconds."},
+			{name: "vllm:e2e_request_latency_seconds", help: "Histogram of end to end request latency in seconds."}},
+		phaseHistograms[1:],
+		names("vllm:time_in_queue_requests", "vllm:request_prompt_tokens", "vllm:request_generation_tokens", "vllm:request_params_n",
+			"vllm:request_max_num_generation_tokens", "vllm:request_params_max_tokens", "vllm:num_preemptions_total",
+			"vllm:prompt_tokens_total", "vllm:generation_tokens_total"),
+		[]entry{{name: "vllm:request_success_total", values: oldFinishedReasons}, {name: "vllm:cache_config_info"},
+			{name: "vllm:lora_requests_info", always: true},
+			{name: "vllm:num_requests_running", help: "Number of requests currently running on GPU."},
+			{name: "vllm:num_requests_swapped"}, {name: "vllm:num_requests_waiting"},
+			{name: "vllm:gpu_cache_usage_perc", help: "GPU KV-cache usage. 1 means 100 percent usage."}},
+		names("vllm:cpu_cache_usage_perc", "vllm:cpu_prefix_cache_hit_rate", "vllm:gpu_prefix_cache_hit_rate"))
+
+	// The newest layout (vLLM 0.30-0.33): main plus what came later, the
+	// optional features' families after http_* (their registration order
+	// could not be read), then every family of the table no older layout
+	// has, in table order.
+	layoutLatest = withNewRows(slices.Concat(
+		insertAfter(insertAfter(insertAfter(layoutMain, "vllm:engine_sleep_state",
+			names("vllm:engine_sleep_resource_state", "vllm:engine_fully_awake", "vllm:scheduler_policy_info")...),
+			"vllm:request_params_max_tokens", names("vllm:request_num_preemptions", "vllm:request_priority")...),
+			"vllm:cache_config_info", names("vllm:engine_healthy")...),
+		names("vllm:admission_rejections_total", "vllm:nixl_xfer_time_seconds", "vllm:nixl_post_time_seconds",
+			"vllm:nixl_bytes_transferred", "vllm:nixl_num_descriptors", "vllm:nixl_num_failed_transfers_total",
+			"vllm:nixl_num_failed_notifications_total", "vllm:nixl_num_kv_expired_reqs_total",
+			"vllm:kv_block_lifetime_seconds", "vllm:kv_block_idle_before_evict_seconds", "vllm:kv_block_reuse_gap_seconds",
+			"vllm:lora_requests_info", "vllm:kv_offload_load_bytes_total", "vllm:kv_offload_load_time_total",
+			"vllm:kv_offload_store_bytes_total", "vllm:kv_offload_store_time_total",
+			"vllm:kv_offload_total_bytes_total", "vllm:kv_offload_total_time_total",
+			"vllm:mooncake_store_operation_total", "vllm:mooncake_store_operation_keys_total",
+			"vllm:mooncake_store_operation_bytes_total", "vllm:mooncake_store_operation_failed_keys_total",
+			"vllm:mooncake_store_operation_time_seconds")))
+)
+
+// withNewRows appends to latest every name the family table fills that no
+// layout lists: a family added to the table is rendered by the newest
+// layout without naming it twice.
+func withNewRows(latest []entry) []entry {
+	listed := map[string]bool{}
+	for _, l := range [][]entry{latest, layoutMain, layout010, layoutV0} {
+		for _, e := range l {
+			listed[e.name] = true
 		}
+	}
+	for _, sp := range families.Specs() {
+		if !listed[sp.Name.Name] && sp.Sim.Source != "" {
+			latest = append(latest, entry{name: sp.Name.Name})
+			listed[sp.Name.Name] = true
+		}
+	}
+	return latest
+}
+
+var versions = map[string]*versionSpec{
+	MetricsV1: {name: MetricsV1, vllmVersion: "0.25.0", engineLabel: true, created: true, nestedError: true,
+		healthDead: 503, main: true, layout: layoutMain, cacheConfig: cacheConfigMain},
+	MetricsLatest: {name: MetricsLatest, vllmVersion: "0.33.0", engineLabel: true, created: true, nestedError: true,
+		healthDead: 503, main: true, priorityLabel: true, layout: layoutLatest, cacheConfig: cacheConfigMain},
+	MetricsV1_0_10: {name: MetricsV1_0_10, vllmVersion: "0.10.2", engineLabel: true, created: true, nestedError: true,
+		healthDead: 500, layout: layout010, cacheConfig: func(*Config) []label {
+			return []label{{"calculate_kv_scales", "False"}, {"cpu_offload_gb", "0"}, {"kv_sharing_fast_prefill", "False"},
+				{"mamba_cache_dtype", "auto"}, {"mamba_ssm_cache_dtype", "auto"}, {"num_cpu_blocks", "None"},
+				{"prefix_caching_hash_algo", "builtin"}, {"swap_space", "4"}}
+		}},
+	MetricsV0: {name: MetricsV0, vllmVersion: "0.7.3", sumFirst: true, lazy: true, healthDead: 500, layout: layoutV0,
+		cacheConfig: func(*Config) []label {
+			return []label{{"calculate_kv_scales", "False"}, {"cpu_offload_gb", "0"}, {"num_cpu_blocks", "2048"},
+				{"swap_space_bytes", "4294967296"}}
+		}},
+}
+
+func init() {
+	for _, v := range versions {
+		v.splitsWaiting = slices.ContainsFunc(v.layout, func(e entry) bool { return e.name == "vllm:num_requests_waiting_by_reason" })
+		for _, e := range v.layout {
+			if _, ok := families.Lookup(e.name); !ok && e.own == nil {
+				panic("vllmsim: layout " + v.name + " names " + e.name + ", which the family table does not describe")
+			}
+		}
+	}
+}
+
+// cacheConfigMain is main's vllm:cache_config_info (#42206 adds the pool's
+// size and concurrency).
+func cacheConfigMain(c *Config) []label {
+	tokens := c.NumGPUBlocks * c.BlockSize
+	return []label{{"kv_cache_dtype_skip_layers", "[]"},
+		{"kv_cache_max_concurrency", fmt.Sprintf("%.2f", float64(tokens)/float64(c.MaxModelLen))},
+		{"kv_cache_memory_bytes", "None"}, {"kv_cache_size_tokens", fmt.Sprint(tokens)},
+		{"kv_offloading_backend", "native"}, {"kv_offloading_size", "None"}, {"kv_sharing_fast_prefill", "False"},
+		{"mamba_block_size", "None"}, {"mamba_cache_dtype", "auto"}, {"mamba_cache_mode", "none"},
+		{"mamba_page_size_padded", "None"}, {"mamba_ssm_cache_dtype", "auto"}, {"num_cpu_blocks", "0"},
+		{"prefix_cache_retention_interval", "0"}, {"prefix_caching_hash_algo", "sha256"}, {"prefix_match_unit", "None"},
+		{"replayssm_buffer_len", "16"}, {"skip_page_size_padded", "None"}, {"use_kda_recoverssm", "False"},
+		{"use_replayssm", "False"}, {"user_specified_block_size", "False"}, {"user_specified_mamba_block_size", "False"}}
+}
+
+// bucketsFor is every simulated histogram's bounds (by source) under a
+// version and config: the table's defaults, V0's shorter lists, and
+// --custom-histogram-buckets.
+func bucketsFor(v *versionSpec, c *Config) map[string][]float64 {
+	out := map[string][]float64{}
+	for _, sp := range families.Specs() {
+		if sp.Type != "histogram" || sp.Sim.Source == "" {
+			continue
+		}
+		b := sp.Sim.Buckets
+		switch {
+		case sp.Sim.Tokens:
+			b = build125(c.MaxModelLen)
+		case v.name == MetricsV0:
+			b = v0Buckets(sp.Sim.Custom, b, c.MaxNumSeqs)
+		}
+		if custom, ok := c.CustomHistogramBuckets[sp.Sim.Custom]; ok {
+			b = slices.Clone(custom)
+		}
+		out[sp.Sim.Source] = b
+	}
+	return out
+}
+
+// v0Buckets are 0.7.3's bounds: shorter latency lists (extended in 0.8.4)
+// and cudagraph capture sizes for the iteration tokens ([1,2,4] and
+// 8,16,... up to max_num_seqs, at most 512).
+func v0Buckets(custom string, b []float64, maxSeqs int) []float64 {
+	switch custom {
+	case "time_to_first_token":
+		return b[:16]
+	case "inter_token_latency":
+		return b[:13]
+	case "request_latency":
+		return b[:15]
+	case "iteration_tokens":
+		out := []float64{1, 2, 4}
+		for i := 8; i <= maxSeqs && i <= 512; i += 8 {
+			out = append(out, float64(i))
+		}
+		return out
 	}
 	return b
 }
 
-func zero(*engineStats) float64 { return 0 }
-
-func running(e *engine) float64 { return float64(len(e.running)) }
-func waiting(e *engine) float64 { return float64(len(e.waiting)) }
-
-// waitingTotal is vllm:num_requests_waiting since #38435 (≈0.20): capacity
-// plus deferred (skipped) waiting requests. Older versions count only the
-// capacity queue (waiting).
-func waitingTotal(e *engine) float64 { return float64(len(e.waiting) + len(e.deferred)) }
-func kvUsage(e *engine) float64      { return e.pool.usage() }
-
-func successBy(e *engine, v string) float64 { return e.stats.success[v] }
-
-// Shared HELP texts.
-const (
-	helpPromptTokens = "Number of prefill tokens processed."
-	helpGenTokens    = "Number of generation tokens processed."
-	helpPreempt      = "Cumulative number of preemption from the engine."
-	helpSuccess      = "Count of successfully processed requests."
-	helpIter         = "Histogram of number of tokens per engine_step."
-	helpMaxGen       = "Histogram of maximum number of requested generation tokens."
-	helpN            = "Histogram of the n request parameter."
-	helpMaxTokens    = "Histogram of the max_tokens request parameter."
-	helpTTFT         = "Histogram of time to first token in seconds."
-	helpTPOT         = "Histogram of time per output token in seconds."
-	helpITL          = "Histogram of inter-token latency in seconds."
-	helpQueue        = "Histogram of time spent in WAITING phase for request."
-	helpInference    = "Histogram of time spent in RUNNING phase for request."
-	helpPrefill      = "Histogram of time spent in PREFILL phase for request."
-	helpDecode       = "Histogram of time spent in DECODE phase for request."
-	helpCacheCfg     = "Information of the LLMEngine CacheConfig"
-	helpKVUsage      = "KV-cache usage. 1 means 100 percent usage."
-	helpGPUUsage     = "GPU KV-cache usage. 1 means 100 percent usage."
-	helpWaiting      = "Number of requests waiting to be processed."
-	helpRunningV1    = "Number of requests in model execution batches."
-	helpPQ           = "Prefix cache queries, in terms of number of queried tokens."
-	helpPH           = "Prefix cache hits, in terms of number of cached tokens."
-)
-
-// tokenHists are the per-request token histograms shared by V1 versions.
-func tokenHists() []famSpec {
-	return []famSpec{
-		{name: "vllm:request_prompt_tokens", typ: kHist, help: helpPromptTokens, hist: hReqPrompt},
-		{name: "vllm:request_generation_tokens", typ: kHist, help: helpGenTokens, hist: hReqGen},
-		{name: "vllm:iteration_tokens_total", typ: kHist, help: helpIter, hist: hIteration},
-		{name: "vllm:request_max_num_generation_tokens", typ: kHist, help: helpMaxGen, hist: hMaxGen},
-		{name: "vllm:request_params_n", typ: kHist, help: helpN, hist: hParamsN},
-		{name: "vllm:request_params_max_tokens", typ: kHist, help: helpMaxTokens, hist: hParamsMaxTokens},
-	}
-}
-
-func phaseHists(e2eHelp string) []famSpec {
-	return []famSpec{
-		{name: "vllm:e2e_request_latency_seconds", typ: kHist, help: e2eHelp, hist: hE2E},
-		{name: "vllm:request_queue_time_seconds", typ: kHist, help: helpQueue, hist: hQueue},
-		{name: "vllm:request_inference_time_seconds", typ: kHist, help: helpInference, hist: hInference},
-		{name: "vllm:request_prefill_time_seconds", typ: kHist, help: helpPrefill, hist: hPrefill},
-		{name: "vllm:request_decode_time_seconds", typ: kHist, help: helpDecode, hist: hDecode},
-	}
-}
-
-func familiesV1(c *Config) []famSpec {
-	fs := pythonProcessFamilies()
-	mfu := "(for Model Flops Utilization calculations)."
-	fs = append(fs,
-		famSpec{name: "vllm:estimated_flops_per_gpu_total", typ: kCounter, help: "Estimated number of floating point operations per GPU " + mfu, counter: func(st *engineStats) float64 { return st.flops }},
-		famSpec{name: "vllm:estimated_read_bytes_per_gpu_total", typ: kCounter, help: "Estimated number of bytes read from memory per GPU " + mfu, counter: func(st *engineStats) float64 { return st.readBytes }},
-		famSpec{name: "vllm:estimated_write_bytes_per_gpu_total", typ: kCounter, help: "Estimated number of bytes written to memory per GPU " + mfu, counter: func(st *engineStats) float64 { return st.writeBytes }},
-		famSpec{name: "vllm:num_requests_running", typ: kGauge, help: helpRunningV1, gauge: running},
-		famSpec{name: "vllm:num_requests_waiting", typ: kGauge, help: helpWaiting, gauge: waitingTotal},
-		famSpec{name: "vllm:num_requests_waiting_by_reason", typ: kGauge,
-			help:  "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; 'deferred' = deferred by transient constraints (LoRA budget, KV transfer, blocked status). Sum of all reasons equals vllm:num_requests_waiting.",
-			extra: "reason", extraVal: []string{"capacity", "deferred"},
-			byExtra: func(e *engine, v string) float64 {
-				blocked := e.loraBlocked() // skipped by the LoRA budget
-				if v == "capacity" {
-					return waiting(e) - float64(blocked)
-				}
-				return float64(len(e.deferred) + blocked)
-			}},
-		famSpec{name: "vllm:engine_sleep_state", typ: kGauge,
-			help:  "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
-			extra: "sleep_state", extraVal: []string{"awake", "weights_offloaded", "discard_all"},
-			byExtra: func(e *engine, v string) float64 { return e.sim.sleep.legacy(v) }},
-		famSpec{name: "vllm:kv_cache_usage_perc", typ: kGauge, help: helpKVUsage, gauge: kvUsage},
-		famSpec{name: "vllm:prefix_cache_queries_total", typ: kCounter, help: helpPQ, counter: func(st *engineStats) float64 { return st.prefixQueries }},
-		famSpec{name: "vllm:prefix_cache_hits_total", typ: kCounter, help: helpPH, counter: func(st *engineStats) float64 { return st.prefixHits }},
-		famSpec{name: "vllm:external_prefix_cache_queries_total", typ: kCounter, help: "External prefix cache queries from KV connector cross-instance cache sharing, in terms of number of queried tokens.", counter: zero},
-		famSpec{name: "vllm:external_prefix_cache_hits_total", typ: kCounter, help: "External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of cached tokens.", counter: zero},
-		famSpec{name: "vllm:mm_cache_queries_total", typ: kCounter, help: "Multi-modal cache queries, in terms of number of queried items.", counter: zero},
-		famSpec{name: "vllm:mm_cache_hits_total", typ: kCounter, help: "Multi-modal cache hits, in terms of number of cached items.", counter: zero},
-		famSpec{name: "vllm:num_preemptions_total", typ: kCounter, help: helpPreempt, counter: func(st *engineStats) float64 { return st.preemptions }},
-		famSpec{name: "vllm:prompt_tokens_total", typ: kCounter, help: helpPromptTokens, counter: func(st *engineStats) float64 { return st.promptTokens }},
-		famSpec{name: "vllm:prompt_tokens_by_source_total", typ: kCounter, help: "Number of prompt tokens by source.",
-			extra: "source", extraVal: []string{"local_compute", "local_cache_hit", "external_kv_transfer"},
-			byExtra: func(e *engine, v string) float64 {
-				switch v {
-				case "local_compute":
-					return e.stats.promptCompute
-				case "local_cache_hit":
-					return e.stats.promptCacheHit
-				}
-				return 0
-			}},
-		famSpec{name: "vllm:prompt_tokens_cached_total", typ: kCounter, help: "Number of cached prompt tokens (local + external).", counter: func(st *engineStats) float64 { return st.promptCacheHit }},
-		famSpec{name: "vllm:generation_tokens_total", typ: kCounter, help: helpGenTokens, counter: func(st *engineStats) float64 { return st.generationTokens }},
-		famSpec{name: "vllm:request_success_total", typ: kCounter, help: helpSuccess, extra: "finished_reason",
-			extraVal: []string{"stop", "length", "abort", "error", "repetition"}, byExtra: successBy,
-			finished: true, prioExtra: func(ps *prioStats, v string) float64 { return ps.success[v] }},
-	)
-	fs = append(fs, tokenHists()...)
-	fs = append(fs,
-		famSpec{name: "vllm:time_to_first_token_seconds", typ: kHist, help: helpTTFT, hist: hTTFT},
-		famSpec{name: "vllm:inter_token_latency_seconds", typ: kHist, help: helpITL, hist: hITL},
-		famSpec{name: "vllm:request_time_per_output_token_seconds", typ: kHist, help: "Histogram of time_per_output_token_seconds per request.", hist: hReqTPOT},
-	)
-	fs = append(fs, phaseHists("Histogram of e2e request latency in seconds.")...)
-	fs = append(fs,
-		famSpec{name: "vllm:request_prefill_kv_computed_tokens", typ: kHist, help: "Histogram of new KV tokens computed during prefill (excluding cached tokens).", hist: hPrefillKV},
-	)
-	fs = append(fs, specDecodeFamilies()...)
-	fs = append(fs,
-		famSpec{name: "vllm:cache_config_info", typ: kGauge, help: helpCacheCfg, custom: cacheConfigV1},
-	)
-	return append(fs, httpFamilies()...)
-}
-
-func familiesV1_0_10(c *Config) []famSpec {
-	fs := pythonProcessFamilies()
-	fs = append(fs,
-		famSpec{name: "vllm:num_requests_running", typ: kGauge, help: helpRunningV1, gauge: running},
-		famSpec{name: "vllm:num_requests_waiting", typ: kGauge, help: helpWaiting, gauge: waiting},
-		famSpec{name: "vllm:gpu_cache_usage_perc", typ: kGauge, help: helpGPUUsage + "DEPRECATED: Use vllm:kv_cache_usage_perc instead.", gauge: kvUsage},
-		famSpec{name: "vllm:kv_cache_usage_perc", typ: kGauge, help: helpKVUsage, gauge: kvUsage},
-		famSpec{name: "vllm:gpu_prefix_cache_queries_total", typ: kCounter, help: "GPU prefix cache queries, in terms of number of queriedtokens. DEPRECATED: Use vllm:prefix_cache_queries instead.", counter: func(st *engineStats) float64 { return st.prefixQueries }},
-		famSpec{name: "vllm:gpu_prefix_cache_hits_total", typ: kCounter, help: "GPU prefix cache hits, in terms of number of cached tokens. DEPRECATED: Use vllm:prefix_cache_hits instead.", counter: func(st *engineStats) float64 { return st.prefixHits }},
-		famSpec{name: "vllm:prefix_cache_queries_total", typ: kCounter, help: helpPQ, counter: func(st *engineStats) float64 { return st.prefixQueries }},
-		famSpec{name: "vllm:prefix_cache_hits_total", typ: kCounter, help: helpPH, counter: func(st *engineStats) float64 { return st.prefixHits }},
-		famSpec{name: "vllm:num_preemptions_total", typ: kCounter, help: helpPreempt, counter: func(st *engineStats) float64 { return st.preemptions }},
-		famSpec{name: "vllm:prompt_tokens_total", typ: kCounter, help: helpPromptTokens, counter: func(st *engineStats) float64 { return st.promptTokens }},
-		famSpec{name: "vllm:generation_tokens_total", typ: kCounter, help: helpGenTokens, counter: func(st *engineStats) float64 { return st.generationTokens }},
-		famSpec{name: "vllm:request_success_total", typ: kCounter, help: helpSuccess, extra: "finished_reason",
-			extraVal: []string{"stop", "length", "abort"}, byExtra: successBy},
-	)
-	fs = append(fs, tokenHists()...)
-	fs = append(fs,
-		famSpec{name: "vllm:time_to_first_token_seconds", typ: kHist, help: helpTTFT, hist: hTTFT},
-		famSpec{name: "vllm:time_per_output_token_seconds", typ: kHist, help: helpTPOT + "DEPRECATED: Use vllm:inter_token_latency_seconds instead.", hist: hITL},
-		famSpec{name: "vllm:inter_token_latency_seconds", typ: kHist, help: helpITL, hist: hITL},
-	)
-	fs = append(fs, phaseHists("Histogram of e2e request latency in seconds.")...)
-	fs = append(fs, famSpec{name: "vllm:cache_config_info", typ: kGauge, help: helpCacheCfg, custom: cacheConfigV1_0_10})
-	return append(fs, httpFamilies()...)
-}
-
-func familiesV0(c *Config) []famSpec {
-	h := func(name, help, key string) famSpec {
-		return famSpec{name: name, typ: kHist, help: help, hist: key, onlySeen: true}
-	}
-	fs := []famSpec{
-		h("vllm:iteration_tokens_total", helpIter, hIteration),
-		h("vllm:time_to_first_token_seconds", helpTTFT, hTTFT),
-		h("vllm:time_per_output_token_seconds", helpTPOT, hITL),
-	}
-	for _, p := range phaseHists("Histogram of end to end request latency in seconds.") {
-		p.onlySeen = true
-		fs = append(fs, p)
-	}
-	fs = append(fs,
-		h("vllm:time_in_queue_requests", "Histogram of time the request spent in the queue in seconds.", hQueue),
-		h("vllm:request_prompt_tokens", helpPromptTokens, hReqPrompt),
-		h("vllm:request_generation_tokens", helpGenTokens, hReqGen),
-		h("vllm:request_params_n", helpN, hParamsN),
-		h("vllm:request_max_num_generation_tokens", helpMaxGen, hMaxGen),
-		h("vllm:request_params_max_tokens", helpMaxTokens, hParamsMaxTokens),
-		famSpec{name: "vllm:num_preemptions_total", typ: kCounter, help: helpPreempt, counter: func(st *engineStats) float64 { return st.preemptions }},
-		famSpec{name: "vllm:prompt_tokens_total", typ: kCounter, help: helpPromptTokens, counter: func(st *engineStats) float64 { return st.promptTokens }},
-		famSpec{name: "vllm:generation_tokens_total", typ: kCounter, help: helpGenTokens, counter: func(st *engineStats) float64 { return st.generationTokens }},
-		famSpec{name: "vllm:request_success_total", typ: kCounter, help: helpSuccess, extra: "finished_reason",
-			extraVal: []string{"stop", "length", "abort"}, byExtra: successBy, onlySeen: true},
-		famSpec{name: "vllm:cache_config_info", typ: kGauge, help: helpCacheCfg, custom: cacheConfigV0},
-		famSpec{name: "vllm:lora_requests_info", typ: kGauge, help: "Running stats on lora requests.", custom: func(w *expoWriter) {
-			w.header("vllm:lora_requests_info", kGauge, "Running stats on lora requests.")
-			w.sample("vllm:lora_requests_info", []label{{"max_lora", "0"}, {"running_lora_adapters", ""}, {"waiting_lora_adapters", ""}}, unixSeconds(w.s.now))
-		}},
-		famSpec{name: "vllm:num_requests_running", typ: kGauge, help: "Number of requests currently running on GPU.", gauge: running},
-		famSpec{name: "vllm:num_requests_swapped", typ: kGauge, help: "Number of requests swapped to CPU.", gauge: func(*engine) float64 { return 0 }},
-		famSpec{name: "vllm:num_requests_waiting", typ: kGauge, help: helpWaiting, gauge: waiting},
-		famSpec{name: "vllm:gpu_cache_usage_perc", typ: kGauge, help: helpGPUUsage, gauge: kvUsage},
-		famSpec{name: "vllm:cpu_cache_usage_perc", typ: kGauge, help: "CPU KV-cache usage. 1 means 100 percent usage.", gauge: func(*engine) float64 { return 0 }},
-		famSpec{name: "vllm:cpu_prefix_cache_hit_rate", typ: kGauge, help: "CPU prefix cache block hit rate.", gauge: func(*engine) float64 { return -1 }},
-		famSpec{name: "vllm:gpu_prefix_cache_hit_rate", typ: kGauge, help: "GPU prefix cache block hit rate.", gauge: func(e *engine) float64 {
-			if !e.pool.caching {
-				return -1
+// build125 is vLLM's build_1_2_5_buckets(max): 1,2,5,10,20,50,... <= max.
+func build125(max int) []float64 {
+	var out []float64
+	for m := 1; ; m *= 10 {
+		for _, k := range []int{1, 2, 5} {
+			if k*m > max {
+				return out
 			}
-			if e.stats.prefixQueries == 0 {
-				return 0
-			}
-			return e.stats.prefixHits / e.stats.prefixQueries
-		}},
-	)
-	return fs
+			out = append(out, float64(k*m))
+		}
+	}
 }
 
 func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
@@ -341,12 +277,13 @@ func (w *expoWriter) header(name, typ, help string) {
 	w.b = append(w.b, '\n')
 }
 
-// sample writes one sample line; extra, when its name is set, is one more
-// label (a histogram bucket's le).
+// sample writes one sample line.
 func (w *expoWriter) sample(name string, ls []label, v float64) {
 	w.sampleWith(name, ls, label{}, v)
 }
 
+// sampleWith writes one sample line; extra, when its name is set, is one
+// more label (a histogram bucket's le).
 func (w *expoWriter) sampleWith(name string, ls []label, extra label, v float64) {
 	w.b = append(w.b, name...)
 	w.sorted = append(w.sorted[:0], ls...)
@@ -374,120 +311,129 @@ func (w *expoWriter) engineLabels(e *engine) []label {
 	return ls
 }
 
-func createdName(name string) string {
-	return strings.TrimSuffix(name, "_total") + "_created"
-}
-
+// child is one series of a family: a value or a histogram, and its
+// _created time where the simulator knows it (0: the next createdValue).
 type child struct {
-	ls []label
-	v  float64
-	h  *histogram
+	ls      []label
+	v       float64
+	h       *histogram
+	created float64
 }
 
-func (w *expoWriter) family(f famSpec) {
-	if f.cond != nil && !f.cond(w.s) {
+// family renders one layout entry.
+func (w *expoWriter) family(en entry) {
+	if en.own != nil {
+		en.own(w)
 		return
 	}
-	if f.custom != nil {
-		f.custom(w)
+	sp, _ := families.Lookup(en.name)
+	src := sources[sp.Sim.Source]
+	if feat := features[sp.Sim.When]; !en.always && feat != nil && !feat(w.s) {
 		return
 	}
-	vals := f.extraVal
-	if f.extraVals != nil {
-		vals = f.extraVals(w.s)
+	if en.help != "" {
+		sp.Help = en.help
+	}
+	if en.values != nil {
+		sp.Sim.Values = en.values
+	}
+	var children []child
+	if src.custom != nil {
+		children = src.custom(w)
+	} else {
+		children = w.engineChildren(sp, src)
+	}
+	w.render(sp.Name.Name, sp.Type, sp.Help, children)
+}
+
+// engineChildren are a family's children on every engine: one per engine,
+// or per engine and label value.
+func (w *expoWriter) engineChildren(sp families.Spec, src source) []child {
+	values := sp.Sim.Values
+	if src.values != nil {
+		values = src.values(w.s)
 	}
 	var children []child
 	for _, e := range w.s.allEngines() {
 		base := w.engineLabels(e)
-		if (f.finished || isFinishedHist(f.hist)) && w.v.priorityLabel && e.priorityPolicy() {
-			children = append(children, w.priorityChildren(f, e, base, vals)...)
+		if w.v.priorityLabel && e.priorityPolicy() && (slices.Contains(finishedHists, sp.Sim.Source) || src.prio != nil) {
+			children = append(children, w.priorityChildren(sp, src, e, base, values)...)
 			continue
 		}
 		switch {
-		case f.hist != "":
-			h := e.stats.hist[f.hist]
-			if f.onlySeen && h.count == 0 {
+		case src.byLabel != nil:
+			for _, x := range values {
+				v := src.byLabel(e, x)
+				if w.v.lazy && v == 0 {
+					continue
+				}
+				children = append(children, child{ls: append(slices.Clone(base), label{sp.Sim.Label, x}), v: v})
+			}
+		case src.value != nil:
+			children = append(children, child{ls: base, v: src.value(e)})
+		default:
+			h := e.stats.hist[sp.Sim.Source]
+			if w.v.lazy && h.count == 0 {
 				continue
 			}
 			children = append(children, child{ls: base, h: h})
-		case f.extra != "":
-			for _, x := range vals {
-				v := f.byExtra(e, x)
-				if f.onlySeen && v == 0 {
-					continue
-				}
-				children = append(children, child{ls: append(append([]label(nil), base...), label{f.extra, x}), v: v})
-			}
-		case f.gauge != nil:
-			children = append(children, child{ls: base, v: f.gauge(e)})
-		default:
-			children = append(children, child{ls: base, v: f.counter(e.stats)})
 		}
 	}
-	w.render(f, children)
-}
-
-// render writes family f's children (none: nothing, as prometheus_client
-// writes no family without children) and their _created samples.
-func (w *expoWriter) render(f famSpec, children []child) {
-	if len(children) == 0 {
-		return
-	}
-	w.header(f.name, f.typ, f.help)
-	for _, c := range children {
-		if c.h != nil {
-			w.histogram(f.name, c.ls, c.h)
-		} else {
-			w.sample(f.name, c.ls, c.v)
-		}
-	}
-	w.createdFamily(f, children)
-}
-
-func isFinishedHist(key string) bool {
-	for _, k := range finishedHists {
-		if k == key {
-			return true
-		}
-	}
-	return false
+	return children
 }
 
 // priorityChildren are a finished-request family's children under the
 // priority policy: one per priority label seen on this engine, in
 // priorityLabels order (vLLM creates a priority child when a request with
 // that priority finishes; no child exists before).
-func (w *expoWriter) priorityChildren(f famSpec, e *engine, base []label, vals []string) []child {
+func (w *expoWriter) priorityChildren(sp families.Spec, src source, e *engine, base []label, values []string) []child {
 	var out []child
 	for _, pl := range priorityLabels {
 		ps := e.stats.prio[pl]
 		if ps == nil {
 			continue
 		}
-		ls := append(append([]label(nil), base...), label{"priority", pl})
-		if f.hist != "" {
-			out = append(out, child{ls: ls, h: ps.hist[f.hist]})
+		ls := append(slices.Clone(base), label{"priority", pl})
+		if src.prio == nil {
+			out = append(out, child{ls: ls, h: ps.hist[sp.Sim.Source]})
 			continue
 		}
-		for _, x := range vals {
-			out = append(out, child{ls: append(append([]label(nil), ls...), label{f.extra, x}), v: f.prioExtra(ps, x)})
+		for _, x := range values {
+			out = append(out, child{ls: append(slices.Clone(ls), label{sp.Sim.Label, x}), v: src.prio(ps, x)})
 		}
 	}
 	return out
 }
 
-// createdFamily renders the _created gauge family of a counter or histogram
-// (V1 single-process mode).
-func (w *expoWriter) createdFamily(f famSpec, children []child) {
-	if w.v.created && f.typ != kGauge {
-		cn := f.name + "_created"
-		if f.typ == kCounter {
-			cn = createdName(f.name)
+// render writes a family's children (none: nothing, as prometheus_client
+// writes no family without children) and, V1 single-process, the _created
+// gauge family of a counter or histogram after it.
+func (w *expoWriter) render(name, typ, help string, children []child) {
+	if len(children) == 0 {
+		return
+	}
+	w.header(name, typ, help)
+	for _, c := range children {
+		if c.h != nil {
+			w.histogram(name, c.ls, c.h)
+		} else {
+			w.sample(name, c.ls, c.v)
 		}
-		w.header(cn, kGauge, f.help)
-		for _, c := range children {
-			w.sample(cn, c.ls, w.createdValue())
+	}
+	if !w.v.created || typ == "gauge" {
+		return
+	}
+	cn := name + "_created"
+	if typ == "counter" { // prometheus_client names a counter's without its _total
+		cn = strings.TrimSuffix(name, "_total") + "_created"
+	}
+	w.header(cn, "gauge", help)
+	for _, c := range children {
+		at := c.created
+		if at == 0 {
+			at = w.createdValue()
 		}
+		w.sample(cn, c.ls, at)
 	}
 }
 
@@ -538,11 +484,11 @@ func (s *Sim) renderMetricsLocked() []byte {
 		v.created, v.sumFirst = false, true
 		w.v = &v
 	}
-	for _, f := range s.families {
-		if mp && f.process {
+	for _, en := range s.version.layout {
+		if mp && en.process {
 			continue
 		}
-		w.family(f)
+		w.family(en)
 	}
 	s.lastMetricsLen = len(w.b)
 	return w.b
@@ -564,100 +510,41 @@ func (s *Sim) WriteMetrics(out io.Writer) error {
 	return err
 }
 
-func boolPy(b bool) string {
-	if b {
-		return "True"
-	}
-	return "False"
-}
-
-func (w *expoWriter) cacheConfig(extra func(e *engine) []label) {
-	w.header("vllm:cache_config_info", kGauge, helpCacheCfg)
-	seen := false
-	for _, e := range w.s.allEngines() {
-		if !w.v.engineLabel && seen {
-			break // V0: one child, no engine label
-		}
-		seen = true
-		c := w.s.cfg
-		ls := []label{{"block_size", fmt.Sprint(c.BlockSize)}, {"cache_dtype", "auto"},
-			{"enable_prefix_caching", boolPy(!c.DisablePrefixCaching)}, {"gpu_memory_utilization", "0.9"},
-			{"is_attention_free", "False"}, {"num_gpu_blocks", fmt.Sprint(c.NumGPUBlocks)},
-			{"num_gpu_blocks_override", "None"}, {"sliding_window", "None"}}
-		if w.v.engineLabel {
-			ls = append(ls, label{"engine", fmt.Sprint(e.index)})
-		}
-		w.sample("vllm:cache_config_info", append(ls, extra(e)...), 1)
-	}
-}
-
-func cacheConfigV1(w *expoWriter) {
-	c := w.s.cfg
-	tokens := c.NumGPUBlocks * c.BlockSize
-	w.cacheConfig(func(*engine) []label {
-		return []label{{"kv_cache_dtype_skip_layers", "[]"},
-			{"kv_cache_max_concurrency", fmt.Sprintf("%.2f", float64(tokens)/float64(c.MaxModelLen))},
-			{"kv_cache_memory_bytes", "None"}, {"kv_cache_size_tokens", fmt.Sprint(tokens)},
-			{"kv_offloading_backend", "native"}, {"kv_offloading_size", "None"}, {"kv_sharing_fast_prefill", "False"},
-			{"mamba_block_size", "None"}, {"mamba_cache_dtype", "auto"}, {"mamba_cache_mode", "none"},
-			{"mamba_page_size_padded", "None"}, {"mamba_ssm_cache_dtype", "auto"}, {"num_cpu_blocks", "0"},
-			{"prefix_cache_retention_interval", "0"}, {"prefix_caching_hash_algo", "sha256"}, {"prefix_match_unit", "None"},
-			{"replayssm_buffer_len", "16"}, {"skip_page_size_padded", "None"}, {"use_kda_recoverssm", "False"},
-			{"use_replayssm", "False"}, {"user_specified_block_size", "False"}, {"user_specified_mamba_block_size", "False"}}
-	})
-}
-
-func cacheConfigV1_0_10(w *expoWriter) {
-	w.cacheConfig(func(*engine) []label {
-		return []label{{"calculate_kv_scales", "False"}, {"cpu_offload_gb", "0"}, {"kv_sharing_fast_prefill", "False"},
-			{"mamba_cache_dtype", "auto"}, {"mamba_ssm_cache_dtype", "auto"}, {"num_cpu_blocks", "None"},
-			{"prefix_caching_hash_algo", "builtin"}, {"swap_space", "4"}}
-	})
-}
-
-func cacheConfigV0(w *expoWriter) {
-	w.cacheConfig(func(*engine) []label {
-		return []label{{"calculate_kv_scales", "False"}, {"cpu_offload_gb", "0"}, {"num_cpu_blocks", "2048"},
-			{"swap_space_bytes", "4294967296"}}
-	})
-}
-
-// pythonProcessFamilies are prometheus_client's default collectors (V1
+// processFamilies are prometheus_client's default collectors (V1
 // single-process mode). Values are plausible and grow with uptime.
-func pythonProcessFamilies() []famSpec {
-	gen := []string{"0", "1", "2"}
+func processFamilies() []entry {
 	up := func(w *expoWriter) float64 { return math.Max(0, w.s.now.Sub(w.s.started).Seconds()) }
-	perGen := func(name, help string, base [3]float64, perSec [3]float64) famSpec {
-		return famSpec{name: name, typ: kCounter, help: help, process: true, custom: func(w *expoWriter) {
-			w.header(name, kCounter, help)
-			for i, g := range gen {
+	perGen := func(name, help string, base, perSec [3]float64) entry {
+		return entry{name: name, process: true, own: func(w *expoWriter) {
+			w.header(name, "counter", help)
+			for i, g := range []string{"0", "1", "2"} {
 				w.sample(name, []label{{"generation", g}}, math.Floor(base[i]+perSec[i]*up(w)))
 			}
 		}}
 	}
-	simple := func(name, typ, help string, v func(w *expoWriter) float64) famSpec {
-		return famSpec{name: name, typ: typ, help: help, process: true, custom: func(w *expoWriter) {
+	one := func(name, typ, help string, v func(w *expoWriter) float64) entry {
+		return entry{name: name, process: true, own: func(w *expoWriter) {
 			w.header(name, typ, help)
 			w.sample(name, nil, v(w))
 		}}
 	}
-	return []famSpec{
+	return []entry{
 		perGen("python_gc_objects_collected_total", "Objects collected during gc", [3]float64{12286, 1244, 1326}, [3]float64{2.1, 0.3, 0.05}),
 		perGen("python_gc_objects_uncollectable_total", "Uncollectable objects found during GC", [3]float64{}, [3]float64{}),
 		perGen("python_gc_collections_total", "Number of times this generation was collected", [3]float64{1203, 109, 7}, [3]float64{0.25, 0.02, 0.001}),
-		{name: "python_info", typ: kGauge, help: "Python platform information", process: true, custom: func(w *expoWriter) {
-			w.header("python_info", kGauge, "Python platform information")
+		{name: "python_info", process: true, own: func(w *expoWriter) {
+			w.header("python_info", "gauge", "Python platform information")
 			w.sample("python_info", []label{{"implementation", "CPython"}, {"major", "3"}, {"minor", "12"}, {"patchlevel", "11"}, {"version", "3.12.11"}}, 1)
 		}},
-		simple("process_virtual_memory_bytes", kGauge, "Virtual memory size in bytes.", func(*expoWriter) float64 { return 1.576312832e+10 }),
-		simple("process_resident_memory_bytes", kGauge, "Resident memory size in bytes.", func(*expoWriter) float64 { return 2.14308864e+09 }),
-		simple("process_start_time_seconds", kGauge, "Start time of the process since unix epoch in seconds.", func(w *expoWriter) float64 {
+		one("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", func(*expoWriter) float64 { return 1.576312832e+10 }),
+		one("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", func(*expoWriter) float64 { return 2.14308864e+09 }),
+		one("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.", func(w *expoWriter) float64 {
 			return math.Round(unixSeconds(w.s.started)*100) / 100
 		}),
-		simple("process_cpu_seconds_total", kCounter, "Total user and system CPU time spent in seconds.", func(w *expoWriter) float64 {
+		one("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.", func(w *expoWriter) float64 {
 			return math.Round((31.5+0.35*up(w))*100) / 100
 		}),
-		simple("process_open_fds", kGauge, "Number of open file descriptors.", func(*expoWriter) float64 { return 118 }),
-		simple("process_max_fds", kGauge, "Maximum number of open file descriptors.", func(*expoWriter) float64 { return 1048576 }),
+		one("process_open_fds", "gauge", "Number of open file descriptors.", func(*expoWriter) float64 { return 118 }),
+		one("process_max_fds", "gauge", "Maximum number of open file descriptors.", func(*expoWriter) float64 { return 1048576 }),
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vllm-exporter/vllm_exporter/internal/families"
 )
 
 // readFixture reads a vLLM /metrics body from vllmTestdata.
@@ -305,5 +307,24 @@ func BenchmarkRenderMetrics(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		b.SetBytes(int64(len(s.Metrics())))
+	}
+}
+
+// Every family the table says the simulator fills has a source here (a
+// histogram one of the engines' histograms), and every feature it names
+// a switch.
+func TestEveryTableSourceIsSimulated(t *testing.T) {
+	b := bucketsFor(versions[MetricsLatest], &Config{MaxModelLen: 8192, MaxNumSeqs: 128})
+	for _, sp := range families.Specs() {
+		src := sp.Sim.Source
+		if src == "" {
+			continue
+		}
+		if _, ok := sources[src]; !ok && (sp.Type != "histogram" || b[src] == nil) {
+			t.Errorf("%s: no simulator source %q", sp.Name.Name, src)
+		}
+		if w := sp.Sim.When; w != "" && features[w] == nil {
+			t.Errorf("%s: no feature %q", sp.Name.Name, w)
+		}
 	}
 }

@@ -91,10 +91,24 @@ const (
 	helpHTTPDur      = "Latency with only few buckets by handler. Made to be only used if aggregation by handler is important. "
 )
 
-// httpFamilies render the instrumentator's families in its registration order.
-func httpFamilies() []famSpec {
-	summary := func(name, help string, pick func(h *httpStats) map[string][2]float64) famSpec {
-		return famSpec{name: name, typ: "summary", help: help, custom: func(w *expoWriter) {
+// httpRequests is http_requests_total's children, each created with its
+// first request.
+func httpRequests(w *expoWriter) []child {
+	h := w.s.http
+	out := make([]child, 0, len(h.reqKeys))
+	for _, k := range h.reqKeys {
+		p := splitKey(k)
+		out = append(out, child{ls: []label{{"handler", p[0]}, {"method", p[1]}, {"status", p[2]}}, v: h.requests[k],
+			created: h.created["req|"+p[0]+"|"+p[1]+"|"+p[2][:1]]})
+	}
+	return out
+}
+
+// httpFamilies are the instrumentator's families in its registration
+// order: http_requests_total is the table's, the rest the simulator's own.
+func httpFamilies() []entry {
+	summary := func(name, help string, pick func(h *httpStats) map[string][2]float64) entry {
+		return entry{name: name, own: func(w *expoWriter) {
 			h := w.s.http
 			if len(h.handlers) == 0 {
 				return
@@ -109,52 +123,33 @@ func httpFamilies() []famSpec {
 			if !w.v.created {
 				return
 			}
-			w.header(name+"_created", kGauge, help)
+			w.header(name+"_created", "gauge", help)
 			for _, hd := range h.handlers {
 				w.sample(name+"_created", []label{{"handler", hd}}, h.created["size|"+hd])
 			}
 		}}
 	}
-	return []famSpec{
-		{name: "http_requests_total", typ: kCounter, custom: func(w *expoWriter) {
-			h := w.s.http
-			if len(h.reqKeys) == 0 {
-				return
-			}
-			help := "Total number of requests by method, status and handler."
-			w.header("http_requests_total", kCounter, help)
-			for _, k := range h.reqKeys {
-				p := splitKey(k)
-				w.sample("http_requests_total", []label{{"handler", p[0]}, {"method", p[1]}, {"status", p[2]}}, h.requests[k])
-			}
-			if !w.v.created {
-				return
-			}
-			w.header("http_requests_created", kGauge, help)
-			for _, k := range h.reqKeys {
-				p := splitKey(k)
-				w.sample("http_requests_created", []label{{"handler", p[0]}, {"method", p[1]}, {"status", p[2]}}, h.created["req|"+p[0]+"|"+p[1]+"|"+p[2][:1]])
-			}
-		}},
+	return []entry{
+		{name: "http_requests_total"},
 		summary("http_request_size_bytes", helpHTTPReqSize, func(h *httpStats) map[string][2]float64 { return h.reqSize }),
 		summary("http_response_size_bytes", helpHTTPRespSize, func(h *httpStats) map[string][2]float64 { return h.respSize }),
-		{name: "http_request_duration_highr_seconds", typ: kHist, custom: func(w *expoWriter) {
+		{name: "http_request_duration_highr_seconds", own: func(w *expoWriter) {
 			name := "http_request_duration_highr_seconds"
-			w.header(name, kHist, helpHTTPHighr)
+			w.header(name, "histogram", helpHTTPHighr)
 			w.histogram(name, nil, w.s.http.highr)
 			if !w.v.created {
 				return
 			}
-			w.header(name+"_created", kGauge, helpHTTPHighr)
+			w.header(name+"_created", "gauge", helpHTTPHighr)
 			w.sample(name+"_created", nil, unixSeconds(w.s.started)+0.0009)
 		}},
-		{name: "http_request_duration_seconds", typ: kHist, custom: func(w *expoWriter) {
+		{name: "http_request_duration_seconds", own: func(w *expoWriter) {
 			h := w.s.http
 			if len(h.durKeys) == 0 {
 				return
 			}
 			name := "http_request_duration_seconds"
-			w.header(name, kHist, helpHTTPDur)
+			w.header(name, "histogram", helpHTTPDur)
 			for _, k := range h.durKeys {
 				p := splitKey(k)
 				w.histogram(name, []label{{"handler", p[0]}, {"method", p[1]}}, h.dur[k])
@@ -162,7 +157,7 @@ func httpFamilies() []famSpec {
 			if !w.v.created {
 				return
 			}
-			w.header(name+"_created", kGauge, helpHTTPDur)
+			w.header(name+"_created", "gauge", helpHTTPDur)
 			for _, k := range h.durKeys {
 				p := splitKey(k)
 				w.sample(name+"_created", []label{{"handler", p[0]}, {"method", p[1]}}, h.created["dur|"+k])

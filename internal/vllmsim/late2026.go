@@ -283,9 +283,7 @@ func (s *Sim) offloadNow() offloadTotals {
 	return t
 }
 
-// Histogram keys of the NIXL families and their vLLM buckets
-// (NixlPromMetrics): transfer time 5 ms-5 s, post time 1 ms-5 s, bytes
-// 2 KiB-8 GiB by powers of 4, descriptors 10-50000.
+// Histogram keys of the NIXL families.
 const (
 	hNixlXfer  = "nixl_xfer_time"
 	hNixlPost  = "nixl_post_time"
@@ -293,14 +291,12 @@ const (
 	hNixlDescs = "nixl_descriptors"
 )
 
-// KV block residency histograms (--kv-cache-metrics) and vLLM's buckets.
+// KV block residency histograms (--kv-cache-metrics).
 const (
 	hKVBlockLifetime = "kv_block_lifetime"
 	hKVBlockIdle     = "kv_block_idle_before_evict"
 	hKVBlockReuseGap = "kv_block_reuse_gap"
 )
-
-var kvBlockBuckets = []float64{0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800}
 
 // SetKVCacheMetrics turns vLLM's --kv-cache-metrics on or off: KV block
 // lifetime, idle time before eviction and reuse gaps, every block sampled.
@@ -327,89 +323,13 @@ func (e *engine) attachResidency() {
 	}
 }
 
-var (
-	nixlPostBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 5.0}
-	nixlXferBuckets = nixlPostBuckets[1:]
-	nixlDescBuckets = []float64{10, 20, 30, 50, 75, 100, 200, 400, 1000, 2000, 4000, 10000, 20000, 50000}
-	nixlByteBuckets = func() []float64 {
-		var out []float64
-		for i := 1; i < 25; i += 2 {
-			out = append(out, math.Ldexp(1, 10+i))
-		}
-		return out
-	}()
-)
-
-// productionFamilies are the v1-0.33 families of admission control, NIXL,
-// LoRA and offloading, each rendered only while its control is on.
-func productionFamilies() []famSpec {
-	admissionOn := func(s *Sim) bool { return s.admission != (AdmissionLimit{}) }
-	nixlOn := func(s *Sim) bool { return s.pd.Role != RoleNone }
-	kvOn := func(s *Sim) bool { return s.kvCacheMetrics }
-	offloadOn := func(layouts ...string) func(s *Sim) bool {
-		return func(s *Sim) bool { return s.offloadOn && slices.Contains(layouts, s.offload.Layout) }
-	}
-	return []famSpec{
-		{name: "vllm:admission_rejections_total", typ: kCounter, cond: admissionOn,
-			help:  "Number of requests rejected at admission because the waiting queue is full.",
-			extra: "reason", extraVal: []string{reasonQueuedReqs, reasonQueuedTokens},
-			byExtra: func(e *engine, v string) float64 { return e.stats.admissionRejections[v] }},
-		{name: "vllm:nixl_xfer_time_seconds", typ: kHist, hist: hNixlXfer, cond: nixlOn, help: "Histogram of transfer duration for NIXL KV Cache transfers."},
-		{name: "vllm:nixl_post_time_seconds", typ: kHist, hist: hNixlPost, cond: nixlOn, help: "Histogram of transfer post time for NIXL KV Cache transfers."},
-		{name: "vllm:nixl_bytes_transferred", typ: kHist, hist: hNixlBytes, cond: nixlOn, help: "Histogram of bytes transferred per NIXL KV Cache transfers."},
-		{name: "vllm:nixl_num_descriptors", typ: kHist, hist: hNixlDescs, cond: nixlOn, help: "Histogram of number of descriptors per NIXL  KV Cache transfers."},
-		{name: "vllm:nixl_num_failed_transfers_total", typ: kCounter, cond: nixlOn, help: "Number of failed NIXL KV Cache transfers.",
-			counter: func(st *engineStats) float64 { return st.nixlFailedTransfers }},
-		{name: "vllm:nixl_num_failed_notifications_total", typ: kCounter, cond: nixlOn, help: "Number of failed NIXL KV Cache notifications.",
-			counter: func(st *engineStats) float64 { return st.nixlFailedNotifications }},
-		{name: "vllm:nixl_num_kv_expired_reqs_total", typ: kCounter, cond: nixlOn, help: "Number of requests that had their KV expire.",
-			counter: func(st *engineStats) float64 { return st.nixlExpired }},
-		{name: "vllm:kv_block_lifetime_seconds", typ: kHist, hist: hKVBlockLifetime, cond: kvOn,
-			help: "Histogram of KV cache block lifetime from allocation to eviction. Sampled metrics (controlled by --kv-cache-metrics-sample)."},
-		{name: "vllm:kv_block_idle_before_evict_seconds", typ: kHist, hist: hKVBlockIdle, cond: kvOn,
-			help: "Histogram of idle time before KV cache block eviction. Sampled metrics (controlled by --kv-cache-metrics-sample)."},
-		{name: "vllm:kv_block_reuse_gap_seconds", typ: kHist, hist: hKVBlockReuseGap, cond: kvOn,
-			help: "Histogram of time gaps between consecutive KV cache block accesses. Only the most recent accesses are recorded (ring buffer). Sampled metrics (controlled by --kv-cache-metrics-sample)."},
-		{name: "vllm:lora_requests_info", typ: kGauge, help: "Running stats on lora requests.", custom: loraFamily,
-			cond: func(s *Sim) bool { return s.lora.MaxLoRA > 0 }},
-		{name: "vllm:kv_offload_load_bytes_total", typ: kCounter, cond: offloadOn("newer", "both"), help: "Total bytes loaded from offload storage to GPU.",
-			gauge: offloadShare(func(t offloadTotals, _ float64) float64 { return t.loadBytes })},
-		{name: "vllm:kv_offload_load_time_total", typ: kCounter, cond: offloadOn("newer", "both"), help: "Total load time from offload storage to GPU, in seconds.",
-			gauge: offloadShare(func(t offloadTotals, bw float64) float64 { return t.loadBytes / bw })},
-		{name: "vllm:kv_offload_store_bytes_total", typ: kCounter, cond: offloadOn("newer", "both"), help: "Total bytes stored from GPU to offload storage.",
-			gauge: offloadShare(func(t offloadTotals, _ float64) float64 { return t.storeBytes })},
-		{name: "vllm:kv_offload_store_time_total", typ: kCounter, cond: offloadOn("newer", "both"), help: "Total store time from GPU to offload storage, in seconds.",
-			gauge: offloadShare(func(t offloadTotals, bw float64) float64 { return t.storeBytes / bw })},
-		{name: "vllm:kv_offload_total_bytes_total", typ: kCounter, cond: offloadOn("older", "both"), help: "Number of bytes offloaded by KV connector",
-			extra: "transfer_type", extraVal: transferTypes, byExtra: offloadByType(false)},
-		{name: "vllm:kv_offload_total_time_total", typ: kCounter, cond: offloadOn("older", "both"), help: "Total time measured by all KV offloading operations",
-			extra: "transfer_type", extraVal: transferTypes, byExtra: offloadByType(true)},
-	}
-}
-
-// externalCacheFamilies replace the always-zero external prefix-cache
-// counters of the 2026-08 layout: with offloading on, the offload tier's
-// lookups and hits (HitRatio of ExternalQueryTokensPerSecond).
-var externalCacheFamilies = map[string]famSpec{
-	"vllm:external_prefix_cache_queries_total": {name: "vllm:external_prefix_cache_queries_total", typ: kCounter,
-		help:  "External prefix cache queries from KV connector cross-instance cache sharing, in terms of number of queried tokens.",
-		gauge: offloadShare(func(t offloadTotals, _ float64) float64 { return t.queries })},
-	"vllm:external_prefix_cache_hits_total": {name: "vllm:external_prefix_cache_hits_total", typ: kCounter,
-		help:  "External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of cached tokens.",
-		gauge: offloadShare(func(t offloadTotals, _ float64) float64 { return t.hits })},
-}
-
-// transferTypes are the older layout's transfer_type values: a load
-// from the CPU tier, a store to it.
-var transferTypes = []string{"CPU_to_GPU", "GPU_to_CPU"}
-
 // offloadShare is an engine's share of a server-wide offload total (the
-// traffic splits evenly over engines), rendered as a counter child.
-func offloadShare(get func(t offloadTotals, bandwidth float64) float64) func(e *engine) float64 {
-	return func(e *engine) float64 {
+// traffic splits evenly over engines).
+func offloadShare(get func(t offloadTotals, bandwidth float64) float64) source {
+	return source{value: func(e *engine) float64 {
 		s := e.sim
 		return get(s.offloadNow(), s.offload.BandwidthBytesPerSecond) / float64(len(s.allEngines()))
-	}
+	}}
 }
 
 // offloadByType is the older layout's bytes (or seconds) of one
@@ -418,35 +338,13 @@ func offloadByType(seconds bool) func(e *engine, tt string) float64 {
 	return func(e *engine, tt string) float64 {
 		return offloadShare(func(t offloadTotals, bw float64) float64 {
 			b := t.loadBytes
-			if tt == transferTypes[1] {
+			if tt == "GPU_to_CPU" { // a store to the CPU tier
 				b = t.storeBytes
 			}
 			if seconds {
 				return b / bw
 			}
 			return b
-		})(e)
+		}).value(e)
 	}
-}
-
-// loraFamily renders vllm:lora_requests_info: the adapters of running and
-// of waiting requests, comma-joined, value the current time.
-func loraFamily(w *expoWriter) {
-	var running, waiting []string
-	add := func(list *[]string, r *req) {
-		if r.lora != "" && !slices.Contains(*list, r.lora) {
-			*list = append(*list, r.lora)
-		}
-	}
-	for _, e := range w.s.allEngines() {
-		for _, r := range e.running {
-			add(&running, r)
-		}
-		for _, r := range append(append([]*req(nil), e.waiting...), e.deferred...) {
-			add(&waiting, r)
-		}
-	}
-	w.header("vllm:lora_requests_info", kGauge, "Running stats on lora requests.")
-	w.sample("vllm:lora_requests_info", []label{{"max_lora", fmt.Sprint(w.s.lora.MaxLoRA)},
-		{"running_lora_adapters", strings.Join(running, ",")}, {"waiting_lora_adapters", strings.Join(waiting, ",")}}, unixSeconds(w.s.now))
 }

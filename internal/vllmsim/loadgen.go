@@ -12,8 +12,9 @@ type loadGen struct {
 	s        *Sim
 	rng      *rand.Rand
 	enabled  bool
-	next     time.Time
-	modelIdx int
+	next     time.Time   // the earliest due arrival (zero: none)
+	due      []time.Time // per stream (the profile's own first, then its Streams)
+	modelIdx []int       // per stream: the next model in turn
 	prefixes map[int][]int
 	n        uint64
 }
@@ -22,20 +23,38 @@ func newLoadGen(s *Sim, seed int64) *loadGen {
 	return &loadGen{s: s, rng: rand.New(rand.NewSource(seed)), prefixes: map[int][]int{}}
 }
 
-func (g *loadGen) profile() LoadProfile { return g.s.scen.Load }
+// streams is the profile's own traffic followed by its extra streams.
+func (g *loadGen) streams() []LoadProfile {
+	p := g.s.scen.Load
+	return append([]LoadProfile{p}, p.Streams...)
+}
 
-// reset schedules the next arrival from now under the current profile.
+// reset schedules each stream's next arrival from now under the current
+// profile.
 func (g *loadGen) reset(now time.Time) {
-	g.next = time.Time{}
+	g.next, g.due, g.modelIdx = time.Time{}, nil, nil
 	if !g.enabled {
 		return
 	}
-	g.next = now.Add(g.gap())
+	for _, p := range g.streams() {
+		g.due = append(g.due, now.Add(g.gap(p)))
+		g.modelIdx = append(g.modelIdx, 0)
+	}
+	g.setNext()
 }
 
-// gap draws an inter-arrival time: gamma(shape=burstiness, mean=1/totalRate).
-func (g *loadGen) gap() time.Duration {
-	p := g.profile()
+func (g *loadGen) setNext() {
+	g.next = time.Time{}
+	for _, t := range g.due {
+		if !t.IsZero() && (g.next.IsZero() || t.Before(g.next)) {
+			g.next = t
+		}
+	}
+}
+
+// gap draws an inter-arrival time: gamma(shape=burstiness, mean=1/totalRate);
+// zero time (never) for a stream without a rate.
+func (g *loadGen) gap(p LoadProfile) time.Duration {
 	rate := p.Rate * float64(len(g.s.cfg.Models))
 	if rate <= 0 {
 		return 1<<62 - 1
@@ -106,12 +125,32 @@ func (g *loadGen) prefix(group, n int) []int {
 	return p
 }
 
-// fire submits one request at now and schedules the next arrival.
+// fire submits the due stream's requests at now and schedules its next
+// arrival.
 func (g *loadGen) fire(now time.Time) {
-	p := g.profile()
+	ps := g.streams()
+	for i, t := range g.due {
+		if i >= len(ps) || t.IsZero() || t.After(now) {
+			continue
+		}
+		for range max(ps[i].BurstSize, 1) {
+			g.submit(ps[i], i)
+		}
+		g.due[i] = now.Add(g.gap(ps[i]))
+		break
+	}
+	g.setNext()
+}
+
+// submit sends one request of profile p (stream i).
+func (g *loadGen) submit(p LoadProfile, i int) {
 	s := g.s
-	model := s.cfg.Models[g.modelIdx%len(s.cfg.Models)]
-	g.modelIdx++
+	models := p.Models
+	if len(models) == 0 {
+		models = s.cfg.Models
+	}
+	model := models[g.modelIdx[i]%len(models)]
+	g.modelIdx[i]++
 	maxTok := p.MaxTokens
 	if maxTok <= 0 {
 		maxTok = 256
@@ -145,7 +184,10 @@ func (g *loadGen) fire(now time.Time) {
 	}
 	out := p.Output.sample(g.rng)
 	g.n++
-	r := Request{Model: s.loraTarget(model), Prompt: prompt, MaxTokens: maxTok, IgnoreEOS: p.IgnoreEOS}
+	r := Request{Model: model, Prompt: prompt, MaxTokens: maxTok, IgnoreEOS: p.IgnoreEOS}
+	if len(p.Models) == 0 {
+		r.Model = s.loraTarget(model)
+	}
 	if len(p.Priorities) > 0 && s.cfg.SchedulingPolicy == PolicyPriority {
 		r.Priority = p.Priorities[g.rng.Intn(len(p.Priorities))]
 	}
@@ -159,5 +201,4 @@ func (g *loadGen) fire(now time.Time) {
 	}
 	// Errors are impossible here: prompt + max_tokens is clamped to max_model_len.
 	_ = s.submitLocked(r, nil)
-	g.next = now.Add(g.gap())
 }

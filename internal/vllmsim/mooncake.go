@@ -20,11 +20,10 @@ type Mooncake struct {
 }
 
 // mooncakeOps are vLLM's operation label values, mooncakeStatuses its
-// statuses; mooncakeBuckets the operation time histogram's bounds.
+// statuses.
 var (
 	mooncakeOps      = []string{"load_get", "save_put"}
 	mooncakeStatuses = []string{"ok", "error"}
-	mooncakeBuckets  = []float64{0.0001, 0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 1.5, 2}
 )
 
 type mooncakeKey struct{ op, status string }
@@ -56,7 +55,7 @@ func (s *Sim) mooncakeNow() map[mooncakeKey]*mooncakeTotals {
 	for _, op := range mooncakeOps {
 		for _, st := range mooncakeStatuses {
 			k := mooncakeKey{op, st}
-			t := &mooncakeTotals{time: newHistogram(mooncakeBuckets)}
+			t := &mooncakeTotals{time: newHistogram(s.buckets["mooncake_time"])}
 			if a := s.mooncakeAcc[k]; a != nil {
 				*t = *a
 				h := *a.time
@@ -100,36 +99,25 @@ func (h *histogram) observeN(v, n float64) {
 	h.count += n
 }
 
-// mooncakeFamilies are the MooncakeStoreConnector's families, by engine,
-// operation and status (the children vLLM has created: a status appears
-// with its first operation), rendered while the control is on.
-func mooncakeFamilies() []famSpec {
-	on := func(s *Sim) bool { return s.mooncakeOn }
-	counter := func(name, help string, v func(t *mooncakeTotals) float64) famSpec {
-		f := famSpec{name: name, typ: kCounter, help: help, cond: on}
-		f.custom = func(w *expoWriter) {
-			w.render(f, w.mooncakeChildren(func(t *mooncakeTotals, share float64) child { return child{v: v(t) * share} }))
+// mooncakeCounter is a Mooncake store counter: per engine, operation and
+// status seen (the children vLLM has created: a status appears with its
+// first operation), an engine's share of the server-wide totals.
+func mooncakeCounter(get func(t *mooncakeTotals) float64) source {
+	return source{custom: func(w *expoWriter) []child {
+		return w.mooncakeChildren(func(t *mooncakeTotals, share float64) child { return child{v: get(t) * share} })
+	}}
+}
+
+// mooncakeTime is vllm:mooncake_store_operation_time_seconds, as the counters.
+func mooncakeTime(w *expoWriter) []child {
+	return w.mooncakeChildren(func(t *mooncakeTotals, share float64) child {
+		h := newHistogram(t.time.bounds)
+		for i := range h.counts {
+			h.counts[i] = t.time.counts[i] * share
 		}
-		return f
-	}
-	hist := famSpec{name: "vllm:mooncake_store_operation_time_seconds", typ: kHist, help: "Histogram of Mooncake store communication time.", cond: on}
-	hist.custom = func(w *expoWriter) {
-		w.render(hist, w.mooncakeChildren(func(t *mooncakeTotals, share float64) child {
-			h := newHistogram(mooncakeBuckets)
-			for i := range h.counts {
-				h.counts[i] = t.time.counts[i] * share
-			}
-			h.sum, h.count = t.time.sum*share, t.time.count*share
-			return child{h: h}
-		}))
-	}
-	return []famSpec{
-		counter("vllm:mooncake_store_operation_total", "Number of Mooncake store communication operations.", func(t *mooncakeTotals) float64 { return t.ops }),
-		counter("vllm:mooncake_store_operation_keys_total", "Number of Mooncake store keys touched by operations.", func(t *mooncakeTotals) float64 { return t.keys }),
-		counter("vllm:mooncake_store_operation_bytes_total", "Number of bytes transferred by Mooncake store operations.", func(t *mooncakeTotals) float64 { return t.bytes }),
-		counter("vllm:mooncake_store_operation_failed_keys_total", "Number of Mooncake store keys that failed in operations.", func(t *mooncakeTotals) float64 { return t.failedKeys }),
-		hist,
-	}
+		h.sum, h.count = t.time.sum*share, t.time.count*share
+		return child{h: h}
+	})
 }
 
 // mooncakeChildren are one child per engine, operation and status seen

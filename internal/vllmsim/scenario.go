@@ -37,6 +37,16 @@ type LoadProfile struct {
 	// priority drawn uniformly from this list (ignored under FCFS, which
 	// refuses non-zero priorities).
 	Priorities []int `json:"priorities,omitempty"`
+	// BurstSize requests arrive together at each arrival (0 = 1): a client
+	// that fans a batch out at once.
+	BurstSize int `json:"burst_size,omitempty"`
+	// Models, when set, names the model of each request in turn (LoRA
+	// adapters); default: the served models in turn.
+	Models []string `json:"models,omitempty"`
+	// Streams are further request populations mixed into this traffic,
+	// each with its own arrivals and lengths (documents from a pipeline
+	// among chat, periodic fan-out bursts). Their own Streams are ignored.
+	Streams []LoadProfile `json:"streams,omitempty"`
 }
 
 // Scenario is a preset regime: a load profile plus engine health.
@@ -125,8 +135,12 @@ func (s *Sim) SetScenario(name string) error {
 
 // ApplyScenario switches to a custom scenario.
 func (s *Sim) ApplyScenario(sc Scenario) error {
-	if sc.StepFactor < 0 || sc.PrefillFactor < 0 || sc.Load.Rate < 0 || sc.Load.SharedPrefixFraction < 0 || sc.Load.SharedPrefixFraction > 1 || sc.AbortFraction < 0 || sc.AbortFraction > 1 {
-		return fmt.Errorf("invalid scenario %q: negative factor/rate or prefix/abort fraction outside [0,1]", sc.Name)
+	bad := sc.StepFactor < 0 || sc.PrefillFactor < 0 || sc.AbortFraction < 0 || sc.AbortFraction > 1
+	for _, l := range append([]LoadProfile{sc.Load}, sc.Load.Streams...) {
+		bad = bad || l.Rate < 0 || l.BurstSize < 0 || l.SharedPrefixFraction < 0 || l.SharedPrefixFraction > 1
+	}
+	if bad {
+		return fmt.Errorf("invalid scenario %q: negative factor/rate/burst size or prefix/abort fraction outside [0,1]", sc.Name)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 // server owns the listener so FaultDown can close it and reopen the same address.
 type server struct {
 	s      *Sim
+	h      http.Handler // what it serves: the Sim's Handler unless set (a rank's)
 	mu     sync.Mutex
 	addr   string
 	hs     *http.Server
@@ -25,7 +26,11 @@ func (sv *server) listen() error {
 		return err
 	}
 	sv.addr = ln.Addr().String()
-	hs := &http.Server{Handler: sv.s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	h := sv.h
+	if h == nil {
+		h = sv.s.Handler()
+	}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	sv.hs = hs
 	go func() { _ = hs.Serve(ln) }()
 	return nil
@@ -76,11 +81,14 @@ func (sv *server) close() {
 
 // Start listens on Config.Addr (default 127.0.0.1:0), serves Handler, and in
 // real-time mode starts the clock goroutine. Close stops both.
-func (s *Sim) Start() error {
+func (s *Sim) Start() error { return s.startOn(s.cfg.Addr, nil) }
+
+// startOn is Start on addr serving h (nil: Handler).
+func (s *Sim) startOn(addr string, h http.Handler) error {
 	if s.srv != nil {
 		return errors.New("vllmsim: already started")
 	}
-	sv := &server{s: s, addr: s.cfg.Addr}
+	sv := &server{s: s, h: h, addr: addr}
 	if err := sv.listen(); err != nil {
 		return err
 	}

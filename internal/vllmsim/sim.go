@@ -264,10 +264,9 @@ func (c *Config) usableBlocks() int {
 // Sim is a simulated vLLM server: scheduler, KV cache, metrics, HTTP API.
 // All methods are safe for concurrent use.
 type Sim struct {
-	cfg      Config
-	version  *versionSpec
-	buckets  bucketSet
-	families []famSpec
+	cfg     Config
+	version *versionSpec
+	buckets map[string][]float64 // histogram bounds by source
 
 	mu  sync.Mutex
 	now time.Time
@@ -324,7 +323,6 @@ func New(cfg Config) (*Sim, error) {
 	s := &Sim{cfg: cfg, version: versions[cfg.MetricsVersion], wake: make(chan struct{}, 1),
 		handles: map[*Handle]struct{}{}}
 	s.buckets = bucketsFor(s.version, &s.cfg)
-	s.families = s.version.families(&s.cfg)
 	if cfg.VirtualClock {
 		s.now = cfg.Start
 	} else {
@@ -349,7 +347,7 @@ func (s *Sim) resetLocked() {
 				sim: s, model: m, index: i,
 				pool: newBlockPool(s.cfg.NumGPUBlocks, s.cfg.BlockSize, !s.cfg.DisablePrefixCaching,
 					s.cfg.MetricsVersion != MetricsV0),
-				stats: newEngineStats(&s.buckets), lastStepAt: s.now,
+				stats: newEngineStats(s.buckets), lastStepAt: s.now,
 			})
 			s.models[m][i].stats.growSpec(s.specMaxK)
 			s.models[m][i].attachResidency()

@@ -68,11 +68,6 @@ func priorityLabel(p int) string {
 	return strconv.Itoa(p)
 }
 
-// requestPriorityBuckets are vllm:request_priority's bounds. vLLM's docs
-// and code were not readable here; its test places a raw priority of 5 in
-// (1, 10] with no bound in between, so decades around 0 are used.
-var requestPriorityBuckets = []float64{-100, -10, -1, 0, 1, 10, 100}
-
 // prioStats are the finished-request statistics of one priority label.
 type prioStats struct {
 	success map[string]float64
@@ -91,7 +86,6 @@ type engineStats struct {
 	prefixHits       float64
 	success          map[string]float64
 	hist             map[string]*histogram
-	iterationTokens  *histogram
 	steps            float64
 	stepSeconds      float64
 	// speculative decoding counters; specPerPos[i] counts accepted drafts at position i
@@ -137,43 +131,13 @@ func (st *engineStats) observeSpec(d, a int) {
 	}
 }
 
-func newEngineStats(b *bucketSet) *engineStats {
-	st := &engineStats{success: map[string]float64{}, hist: map[string]*histogram{}, prio: map[string]*prioStats{}, admissionRejections: map[string]float64{}}
-	st.bounds = map[string][]float64{
-		hTTFT: b.ttft, hITL: b.itl, hReqTPOT: b.itl, hE2E: b.latency, hQueue: b.latency,
-		hInference: b.latency, hPrefill: b.latency, hDecode: b.latency,
-		hReqPrompt: b.tokens, hReqGen: b.tokens, hParamsN: b.n, hMaxGen: b.tokens,
-		hParamsMaxTokens: b.tokens, hPrefillKV: b.tokens, hNumPreempt: b.preempt, hPriority: requestPriorityBuckets,
-		hNixlXfer: nixlXferBuckets, hNixlPost: nixlPostBuckets, hNixlBytes: nixlByteBuckets, hNixlDescs: nixlDescBuckets,
-		hKVBlockLifetime: kvBlockBuckets, hKVBlockIdle: kvBlockBuckets, hKVBlockReuseGap: kvBlockBuckets,
+// newEngineStats makes an engine's statistics, a histogram for each
+// bounds' source.
+func newEngineStats(bounds map[string][]float64) *engineStats {
+	st := &engineStats{success: map[string]float64{}, hist: map[string]*histogram{}, prio: map[string]*prioStats{},
+		admissionRejections: map[string]float64{}, bounds: bounds}
+	for key, b := range bounds {
+		st.hist[key] = newHistogram(b)
 	}
-	for key, bounds := range st.bounds {
-		st.hist[key] = newHistogram(bounds)
-	}
-	st.iterationTokens = newHistogram(b.iteration)
-	st.hist[hIteration] = st.iterationTokens
 	return st
-}
-
-// bucketSet holds the bucket bounds of one vLLM version.
-type bucketSet struct {
-	ttft, itl, latency, tokens, n, iteration, preempt []float64
-}
-
-// preemptBuckets are vllm:request_num_preemptions' default bounds
-// (REQUEST_NUM_PREEMPTIONS_BUCKETS in vllm/v1/metrics/buckets.py): every
-// finished request is observed, so le="1" also holds the never-preempted.
-var preemptBuckets = []float64{1, 2, 3, 4, 5, 10, 20}
-
-// build125 is vLLM's build_1_2_5_buckets(max): 1,2,5,10,20,50,... <= max.
-func build125(max int) []float64 {
-	var out []float64
-	for m := 1; ; m *= 10 {
-		for _, k := range []int{1, 2, 5} {
-			if k*m > max {
-				return out
-			}
-			out = append(out, float64(k*m))
-		}
-	}
 }

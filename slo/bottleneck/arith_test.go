@@ -151,6 +151,7 @@ vllm_bottleneck{class="memory_bound_decode",model="llama-8b"} 0
 vllm_bottleneck{class="near_optimal",model="llama-8b"} 0
 vllm_bottleneck{class="prefill_bound",model="llama-8b"} 0
 vllm_bottleneck{class="prefix_cache_miss",model="llama-8b"} 0
+vllm_bottleneck{class="probes_failing",model="llama-8b"} 0
 vllm_bottleneck{class="queueing",model="llama-8b"} 0
 vllm_bottleneck{class="throttled",model="llama-8b"} 0
 vllm_bottleneck{class="too_many_sequences",model="llama-8b"} 0

@@ -21,16 +21,13 @@ func BenchmarkTick(b *testing.B) {
 	}
 }
 
-// BenchmarkCollect is one /metrics render of the classifier's series:
-// "lent" as /metrics takes them (Transactional, written into the families
-// the request before gave back), "gather" written into new ones (Gather),
-// "registry" a registry gathering the classifier as a plain collector
-// (const metrics).
+// BenchmarkCollect is one /metrics render of the classifier's series: a
+// registry gathering its const metrics.
 func BenchmarkCollect(b *testing.B) {
 	f := &fakeSources{}
 	c := newTestClassifier(f, testSpec)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	healthy().apply(f, now, newRand(1), defaultTh())
 	c.Tick(now)
-	testutil.BenchmarkGatherers(b, c)
+	testutil.BenchmarkGather(b, c)
 }

@@ -48,6 +48,11 @@ type Class string
 //   - too_many_sequences and kv_cache_exhausted before queueing: a full
 //     cache is the reason requests wait; queueing is what is left when the
 //     cache has room.
+//   - probes_failing after the capacity and queue classes (which explain
+//     probes that time out) and before every tuning class: requests fail
+//     for a reason the scrape does not show (credentials, a proxy, 5xx,
+//     context length), and no tuning advice, least of all "send more
+//     load", applies until they succeed.
 //   - prefix_cache_miss before prefill_bound: a cache that stopped hitting is
 //     the specific cause of extra prefill work.
 //   - then the decode-side classes (TPOT over target): communication first
@@ -67,6 +72,7 @@ const (
 	AdmissionLimited   Class = "admission_limited"
 	KVTransferBound    Class = "kv_transfer_bound"
 	LoRAQueueing       Class = "lora_queueing"
+	ProbesFailing      Class = "probes_failing"
 	PrefixCacheMiss    Class = "prefix_cache_miss"
 	PrefillBound       Class = "prefill_bound"
 	CommunicationBound Class = "communication_bound"
@@ -79,7 +85,7 @@ const (
 // Classes lists every class in priority order (the state set's label values).
 var Classes = []Class{
 	GPUFault, ServerUnavailable, DeferredLivelock, EngineStalled, Throttled, KVCacheExhausted, TooManySequences,
-	AdmissionLimited, KVTransferBound, LoRAQueueing, Queueing, PrefixCacheMiss, PrefillBound, CommunicationBound,
+	AdmissionLimited, KVTransferBound, LoRAQueueing, Queueing, ProbesFailing, PrefixCacheMiss, PrefillBound, CommunicationBound,
 	MemoryBoundDecode, DecodeOverhead, BatchTooSmall, NearOptimal,
 }
 
@@ -133,6 +139,10 @@ var advice = map[Class]Advice{
 	LoRAQueueing: {
 		"requests wait on the LoRA budget: every one of the max_lora adapter slots is busy with other adapters while the KV cache has room",
 		"raise --max-loras (each slot costs --max-lora-rank memory) or place adapters so each pod serves fewer of them at once (route by adapter); --max-num-seqs does not help while requests wait for an adapter slot",
+	},
+	ProbesFailing: {
+		"most of the latest synthetic probes failed (the evidence gives the reasons): requests fail for a cause the /metrics scrape does not show",
+		"fix what the failure reasons name before tuning anything: http_4xx or unknown_model: the probes' model name, API key or credentials (a proxy or gateway in front of vLLM); context_length: a profile longer than the model's max_model_len; http_5xx or stream_error: server errors (the vLLM log); connect: the network path; timeout: the server is slower than the probe timeout (TTFT, queue)",
 	},
 	PrefixCacheMiss: {
 		"the prefix cache gives no benefit: warm-prefix probes are no faster than cold, the hit ratio collapsed, or the cache thrashes (KV blocks are reused right up to when they are evicted, so blocks that would be reused are evicted; --kv-cache-metrics)",

@@ -10,7 +10,6 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/config"
-	"github.com/vllm-exporter/vllm_exporter/internal/exposition"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
 
@@ -65,51 +64,84 @@ type Classifier struct {
 
 	mu        sync.Mutex
 	models    map[string]*modelState
-	probeHist []probeTTFTs // probe TTFT histograms per tick, oldest first
-
-	gatherer *exposition.Gatherer // of render, for /metrics
+	probeHist []probeTick // cumulative probe results per tick, oldest first
 }
 
-// probeTTFTs is one tick's cumulative probe TTFT histograms, by profile.
-type probeTTFTs struct {
-	at   time.Time
-	ttft map[string]snapshot.Histogram
+// probeTick is one tick's cumulative probe results: the TTFT histograms by
+// profile, and the probes sent and failed by reason summed over profiles.
+type probeTick struct {
+	at     time.Time
+	ttft   map[string]snapshot.Histogram
+	sent   float64
+	failed map[string]float64
 }
 
-// recentProbes returns p with each profile's TTFT histogram reduced to its
-// increase over the last window, so the cold/warm medians describe recent
-// probes: the prober's cumulative histograms would remember hours of a
-// working prefix cache long after it stopped hitting. Until the history
-// spans the window, p is returned as it is (everything since the prober
-// started, which is then within the window too). Called with c.mu held.
-func (c *Classifier) recentProbes(now time.Time, p *snapshot.Probes, window time.Duration) *snapshot.Probes {
+// probeFailureProbes is how many of the latest probes the failure share
+// is taken over (more when the window holds more).
+const probeFailureProbes = 4
+
+// recentProbes records p and returns it with each profile's TTFT histogram
+// reduced to its increase over the last baseline_window, so the cold/warm
+// medians describe recent probes (the prober's cumulative histograms would
+// remember hours of a working prefix cache long after it stopped hitting;
+// until the history spans the window, p is returned as it is), and the
+// outcomes of the probes since the newest tick at least probeFailureProbes
+// probes and a window ago, so a failing prober shows within a few probes.
+// Called with c.mu held.
+func (c *Classifier) recentProbes(now time.Time, p *snapshot.Probes, th config.Bottleneck) (*snapshot.Probes, ProbeOutcomes) {
 	if p == nil {
 		c.probeHist = nil
-		return nil
+		return nil, ProbeOutcomes{}
 	}
-	cur := probeTTFTs{at: now, ttft: make(map[string]snapshot.Histogram, len(p.Profiles))}
+	cur := probeTick{at: now, ttft: make(map[string]snapshot.Histogram, len(p.Profiles)), failed: map[string]float64{}}
+	out := ProbeOutcomes{Failed: map[string]float64{}}
+	var newest time.Time
 	for name, pr := range p.Profiles {
-		if pr != nil {
-			cur.ttft[name] = pr.TTFT
+		if pr == nil {
+			continue
+		}
+		cur.ttft[name], cur.sent = pr.TTFT, cur.sent+pr.Requests
+		for reason, n := range pr.Failures {
+			cur.failed[reason] += n
+		}
+		if pr.Requests > 0 && pr.LastTime.After(newest) {
+			newest, out.LatestFailed = pr.LastTime, !pr.LastSuccess
 		}
 	}
-	// The newest tick at or before now-window is the base; older ones go.
-	cut := now.Add(-window)
+	// The newest tick at or before now-baseline_window is the TTFT base;
+	// older ones go.
+	cut := now.Add(-th.BaselineWindow)
 	i := 0
 	for i < len(c.probeHist) && !c.probeHist[i].at.After(cut) {
 		i++
 	}
-	var base *probeTTFTs
+	var base *probeTick
 	if i > 0 {
 		b := c.probeHist[i-1]
 		base = &b
-		c.probeHist = append([]probeTTFTs(nil), c.probeHist[i-1:]...)
+		c.probeHist = append([]probeTick(nil), c.probeHist[i-1:]...)
 	}
 	c.probeHist = append(c.probeHist, cur)
-	if base == nil {
-		return p
+	from := probeTick{}
+	for j := len(c.probeHist) - 2; j >= 0; j-- {
+		o := c.probeHist[j]
+		if o.sent > cur.sent {
+			break // the prober restarted: count everything since
+		}
+		if from = o; cur.sent-o.sent >= probeFailureProbes && now.Sub(o.at) >= th.Window {
+			break
+		}
 	}
-	out := &snapshot.Probes{Time: p.Time, EngineStalled: p.EngineStalled, Profiles: make(map[string]*snapshot.ProbeProfile, len(p.Profiles))}
+	out.Sent = cur.sent - from.sent
+	for reason, n := range cur.failed {
+		if d := n - from.failed[reason]; d > 0 {
+			out.Failed[reason] = d
+		}
+	}
+	if base == nil {
+		return p, out
+	}
+	recent := &snapshot.Probes{Time: p.Time, EngineStalled: p.EngineStalled, Profiles: make(map[string]*snapshot.ProbeProfile, len(p.Profiles))}
 	for name, pr := range p.Profiles {
 		if pr == nil {
 			continue
@@ -118,9 +150,9 @@ func (c *Classifier) recentProbes(now time.Time, p *snapshot.Probes, window time
 		if old, ok := base.ttft[name]; ok {
 			cp.TTFT, _ = pr.TTFT.Sub(old) // a prober restart: the newer histogram is the increase
 		}
-		out.Profiles[name] = &cp
+		recent.Profiles[name] = &cp
 	}
-	return out
+	return recent, out
 }
 
 // ModelState is one model's published classification.
@@ -138,11 +170,13 @@ type ModelState struct {
 	Findings    []Finding
 	Roofline    Roofline
 	Unavailable map[Class]string
-	SLO         SLOCheck
-	Capacity    Capacity
-	Window      *snapshot.Derived
-	Latest      *snapshot.Model
-	Ticks       int
+	// SLOHolds (known when SLOKnown) gates the capacity maximum: the SLO
+	// watchdog's verdict, else the classifier's own TTFT and TPOT targets.
+	SLOHolds, SLOKnown bool
+	Capacity           Capacity
+	Window             *snapshot.Derived
+	Latest             *snapshot.Model
+	Ticks              int
 }
 
 // Evidence returns the current class's evidence.
@@ -153,16 +187,6 @@ func (s ModelState) Evidence() []Evidence {
 		}
 	}
 	return nil
-}
-
-// SLOCheck is the classifier's own view of the latency contract.
-type SLOCheck struct {
-	Quantile   float64
-	TTFT, TPOT snapshot.Value // measured at Quantile
-	TTFTTarget float64
-	TPOTTarget float64
-	// Holds is known when both are measurable (or the watchdog says).
-	Holds, Known bool
 }
 
 // Capacity is sustained throughput while the SLOs held, and its cost.
@@ -191,6 +215,10 @@ type modelState struct {
 	tokensSince  time.Time
 	prevQueries  float64
 	prevHits     float64
+	prevFinished float64
+	prevPrompt   float64
+	scrapes      []scrapeReading // the latest recentScrapes+1 scrapes, oldest first
+	scrapedAt    time.Time       // the newest of them
 	havePrefix   bool
 	haveProgress bool
 	// gen: the generation-token counter at the previous tick's scrape.
@@ -201,8 +229,9 @@ type modelState struct {
 	lastUp      time.Time      // scrape time of the last successful scrape
 
 	// The references the relative rules compare with: the best windowed
-	// prefix-cache hit ratio and prefill speed seen.
-	hitRef, prefillRef highWater
+	// prefix-cache hit ratio, cached tokens per request and decode step,
+	// and the typical prefill speed.
+	hitRef, perRequestRef, prefillRef, decodeRef highWater
 }
 
 // noProgress returns how long (scrape time) the prompt+generation token
@@ -239,44 +268,124 @@ func (st *modelState) recentGeneration(m *snapshot.Model, at time.Time) snapshot
 	return st.genRate
 }
 
-// recentHitRatio is the prefix-cache hit ratio since the previous tick
-// (absent when no prefix lookups happened or a counter reset). Where the
-// server counts cached and computed prompt tokens (≈0.16+) it is the
-// cached share of prompt tokens instead (see reportsCachedTokens).
-func (st *modelState) recentHitRatio(m *snapshot.Model) snapshot.Value {
+// minRecentRequests is how many requests must have finished since the
+// previous tick for its prefix-cache ratios to stand for the traffic.
+const minRecentRequests = 3
+
+// recentPrefix is the prefix-cache hit ratio since the previous tick and
+// the cached prompt tokens per request finished in that time (absent when
+// fewer than minRecentRequests finished, or a counter reset).
+// Where the server counts cached and computed prompt tokens (≈0.16+) the
+// ratio is the cached share of prompt tokens instead (see
+// reportsCachedTokens).
+func (st *modelState) recentPrefix(m *snapshot.Model) (ratio, perRequest snapshot.Value) {
 	q, h := m.PrefixQueries.V, m.PrefixHits.V
 	if reportsCachedTokens(m) {
 		h = m.PromptTokensCached.V
 		q = h + m.PromptTokensBySource["local_compute"]
 	} else if !m.PrefixQueries.OK || !m.PrefixHits.OK {
 		st.havePrefix = false
-		return snapshot.Value{}
+		return ratio, perRequest
 	}
-	dq, dh := q-st.prevQueries, h-st.prevHits
+	n, p := finished(m), m.PromptTokens.V
+	dq, dh, dn, dp := q-st.prevQueries, h-st.prevHits, n-st.prevFinished, p-st.prevPrompt
 	ok := st.havePrefix && dq > 0 && dh >= 0 && dh <= dq
-	st.prevQueries, st.prevHits, st.havePrefix = q, h, true
+	st.prevQueries, st.prevHits, st.prevFinished, st.prevPrompt, st.havePrefix = q, h, n, p, true
 	if !ok {
-		return snapshot.Value{}
+		return ratio, perRequest
 	}
-	return snapshot.Some(dh / dq)
+	if dn < minRecentRequests {
+		return ratio, perRequest // too few requests for a rate: the rules read the window
+	}
+	ratio = snapshot.Some(dh / dq)
+	// In prompt tokens, as CachedTokensPerRequest (older servers count
+	// prefix lookups in blocks).
+	if dp >= 0 && m.PromptTokens.OK {
+		perRequest = snapshot.Some(ratio.V * dp / dn)
+	}
+	return ratio, perRequest
 }
 
-// references returns the hit-ratio and prefill-speed references from
-// before this tick, then records this window's values in them.
-func (st *modelState) references(now time.Time, th config.Bottleneck, w *snapshot.Derived) (hit, prefill snapshot.Value) {
-	if v, ok := st.hitRef.max(now, th.BaselineWindow); ok {
-		hit = snapshot.Some(v)
+// recentScrapes is how many of the latest scrape intervals stand for the
+// traffic as it is now (the queue that held, the median TTFT).
+const recentScrapes = 3
+
+// scrapeReading is what the rules of the traffic as it is now keep of one
+// scrape.
+type scrapeReading struct {
+	waiting snapshot.Value // requests waiting for capacity
+	ttft    snapshot.Histogram
+	hasTTFT bool
+}
+
+// recent records this scrape's readings (a tick without a newer scrape
+// repeats them) and returns the capacity queue at the latest recentScrapes
+// scrapes, oldest first, and the median TTFT of the requests whose first
+// token came over the latest recentScrapes scrape intervals (absent without
+// any, or after a reset): the traffic as it is now, which a window that
+// still holds older traffic does not show.
+func (st *modelState) recent(m *snapshot.Model, at time.Time) (waiting []float64, ttft50 snapshot.Value) {
+	if len(st.scrapes) == 0 || at.After(st.scrapedAt) {
+		h, ok := m.Histograms.Lookup(snapshot.TTFT)
+		st.scrapes = append(st.scrapes, scrapeReading{waiting: m.WaitingForCapacity(), ttft: h, hasTTFT: ok})
+		if len(st.scrapes) > recentScrapes+1 {
+			st.scrapes = st.scrapes[1:]
+		}
+		st.scrapedAt = at
 	}
-	if v, ok := st.prefillRef.max(now, th.CapacityHorizon); ok {
-		prefill = snapshot.Some(v)
+	rs := st.scrapes
+	for _, r := range rs[max(len(rs)-recentScrapes, 0):] {
+		if waiting = append(waiting, r.waiting.V); !r.waiting.OK {
+			waiting = nil // a gap: the queue's history starts again
+		}
 	}
-	if v := HitRatio(w); v.OK {
-		st.hitRef.add(now, th.BaselineWindow, v.V)
+	if first, last := rs[0], rs[len(rs)-1]; len(rs) > 1 && first.hasTTFT && last.hasTTFT {
+		if d, reset := last.ttft.Sub(first.ttft); !reset && d.Count > 0 {
+			ttft50 = d.Quantile(0.5)
+		}
 	}
-	if v := PrefillSpeed(w); v.OK {
-		st.prefillRef.add(now, th.CapacityHorizon, v.V)
+	return waiting, ttft50
+}
+
+// finished is the requests the server has finished, by any reason.
+func finished(m *snapshot.Model) float64 {
+	n := 0.0
+	for _, v := range m.FinishedByReason {
+		n += v
 	}
-	return hit, prefill
+	return n
+}
+
+// references fills in's references from before this tick, then records
+// this window's values in them.
+func (st *modelState) references(now time.Time, th config.Bottleneck, in *Inputs) {
+	ref := func(h *highWater, horizon time.Duration, v snapshot.Value) snapshot.Value {
+		best, ok := h.max(now, horizon)
+		if h == &st.prefillRef {
+			// A window's prefill speed swings with its mix of prompt
+			// lengths (each prefill costs a step whatever its length):
+			// the typical speed, not the best window's.
+			best, ok = h.typical(now, horizon)
+		}
+		if v.OK {
+			h.add(now, horizon, v.V)
+		}
+		if !ok {
+			return snapshot.Value{}
+		}
+		return snapshot.Some(best)
+	}
+	in.HitRatioReference = ref(&st.hitRef, th.BaselineWindow, HitRatio(in.Window))
+	in.CachedTokensPerRequestReference = ref(&st.perRequestRef, th.BaselineWindow, CachedTokensPerRequest(in.Window))
+	in.PrefillSpeedReference = ref(&st.prefillRef, th.CapacityHorizon, PrefillSpeed(in.Window))
+	// The decode reference is kept as a rate so the highest is the best.
+	rate := snapshot.Value{}
+	if d := decodeStepSeconds(in.Window, 0.5); d.OK && d.V > 0 {
+		rate = snapshot.Some(1 / d.V)
+	}
+	if v := ref(&st.decodeRef, th.CapacityHorizon, rate); v.OK {
+		in.DecodeStepReference = snapshot.Some(1 / v.V)
+	}
 }
 
 // kvReading is one KV-usage reading and its tick time.
@@ -290,11 +399,12 @@ type kvReading struct {
 // switch still waits hold_ticks), and the dips of a cache that preempts to
 // make room (each preemption frees a request's blocks for a moment) do not
 // drop a cache that is full on average, nor flip the verdict to the
-// preemptions that are its symptom.
-func (st *modelState) sustainedKV(v snapshot.Value, now time.Time, window time.Duration) snapshot.Value {
+// preemptions that are its symptom. peak is the highest reading over the
+// window.
+func (st *modelState) sustainedKV(v snapshot.Value, now time.Time, window time.Duration) (sustained, peak snapshot.Value) {
 	if !v.OK {
 		st.kv = nil
-		return v
+		return v, v
 	}
 	st.kv = append(st.kv, kvReading{at: now, v: v.V})
 	i := 0
@@ -302,11 +412,11 @@ func (st *modelState) sustainedKV(v snapshot.Value, now time.Time, window time.D
 		i++
 	}
 	st.kv = st.kv[i:]
-	sum := 0.0
+	sum, top := 0.0, 0.0
 	for _, x := range st.kv {
-		sum += x.v
+		sum, top = sum+x.v, max(top, x.v)
 	}
-	return snapshot.Some(max(v.V, sum/float64(len(st.kv))))
+	return snapshot.Some(max(v.V, sum/float64(len(st.kv)))), snapshot.Some(top)
 }
 
 type capSample struct {
@@ -320,9 +430,7 @@ func New(opts Options, holder *config.Holder, src Sources, logger log.Logger) *C
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
-	c := &Classifier{opts: opts, cfg: holder, src: src, logger: logger, models: map[string]*modelState{}}
-	c.gatherer = exposition.NewGatherer(descs, c.render)
-	return c
+	return &Classifier{opts: opts, cfg: holder, src: src, logger: logger, models: map[string]*modelState{}}
 }
 
 func (c *Classifier) thresholds() config.Bottleneck {
@@ -371,7 +479,7 @@ func (c *Classifier) Tick(now time.Time) {
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	probes = c.recentProbes(now, probes, th.BaselineWindow)
+	probes, outcomes := c.recentProbes(now, probes, th)
 	for name := range c.models {
 		if _, ok := latest.Models[name]; !ok {
 			delete(c.models, name)
@@ -386,10 +494,12 @@ func (c *Classifier) Tick(now time.Time) {
 			st = &modelState{ModelState: ModelState{Model: name}, lastUp: latest.Time}
 			c.models[name] = st
 		}
-		in := Inputs{Now: now, Model: m, Window: win[name], GPU: gpu, Probes: probes,
-			KVUsage: st.sustainedKV(m.KVUsage, now, th.Window), NoProgress: st.noProgress(m, latest.Time),
-			RecentHitRatio: st.recentHitRatio(m), RecentGenerationTokensPerSecond: st.recentGeneration(m, latest.Time)}
-		in.HitRatioReference, in.PrefillSpeedReference = st.references(now, th, in.Window)
+		in := Inputs{Now: now, Model: m, Window: win[name], GPU: gpu, Probes: probes, ProbeOutcomes: outcomes, NoProgress: st.noProgress(m, latest.Time),
+			RecentGenerationTokensPerSecond: st.recentGeneration(m, latest.Time)}
+		in.WaitingScrapes, in.RecentTTFTMedian = st.recent(m, latest.Time)
+		in.RecentHitRatio, in.RecentCachedTokensPerRequest = st.recentPrefix(m)
+		in.KVUsage, in.KVUsagePeak = st.sustainedKV(m.KVUsage, now, th.Window)
+		st.references(now, th, &in)
 		in.Roofline = ComputeRoofline(c.opts.Model, m, in.Window, gpu, th.BandwidthEfficiency)
 		raw, findings := Evaluate(in, th)
 		prev := st.Class
@@ -399,7 +509,7 @@ func (c *Classifier) Tick(now time.Time) {
 		}
 		st.Findings, st.Roofline, st.Window, st.Latest = findings, in.Roofline, in.Window, m
 		st.Unavailable = Unavailable(len(upDevices(gpu)) > 0, in.Roofline.Predicted.OK, rules{in: in}.dram().OK)
-		st.SLO = c.sloCheck(name, in, th, now)
+		st.SLOHolds, st.SLOKnown = c.sloHolds(name, in, th, now)
 		st.trackCapacity(now, th, in.Window, saturation(m, in.Window, in.KVUsage, th), c.gpuCount(gpu), c.opts.Cost.GPUHour)
 	}
 }
@@ -434,16 +544,16 @@ func (c *Classifier) tickDown(now time.Time, latest *snapshot.VLLM, th config.Bo
 		st.Findings = []Finding{fault, down, {Class: NearOptimal, Holds: true}}
 		st.Roofline, st.Window, st.Latest = Roofline{}, nil, nil
 		st.Unavailable = nil
-		st.SLO = SLOCheck{Quantile: th.SLOQuantile, TTFTTarget: th.TTFTTargetSeconds, TPOTTarget: th.TPOTTargetSeconds}
+		st.SLOHolds, st.SLOKnown = false, false
 		st.Capacity = Capacity{}
-		st.kv, st.haveProgress, st.havePrefix, st.havePrevGen = nil, false, false, false
+		st.kv, st.scrapes, st.haveProgress, st.havePrefix, st.havePrevGen = nil, nil, false, false, false
 	}
 }
 
 // scrapeFailureSignal bounds the scrape error reason used in a signal name.
 func scrapeFailureSignal(reason string) string {
 	switch reason {
-	case "connect", "tls", "timeout", "http_4xx", "http_5xx", "http_status", "body_too_large", "parse_too_large", "parse":
+	case "connect", "tls", "timeout", "http_4xx", "http_5xx", "http_status", "body_too_large", "too_many_series", "parse":
 		return reason
 	}
 	return "other"
@@ -489,22 +599,17 @@ func mode(cs []Class) Class {
 	return best
 }
 
-func (c *Classifier) sloCheck(model string, in Inputs, th config.Bottleneck, now time.Time) SLOCheck {
-	r := rules{in: in, th: th}
-	s := SLOCheck{
-		Quantile: th.SLOQuantile, TTFTTarget: th.TTFTTargetSeconds, TPOTTarget: th.TPOTTargetSeconds,
-		TTFT: r.slo(snapshot.TTFT, th.SLOQuantile), TPOT: r.slo(snapshot.RequestTPOT, th.SLOQuantile),
-	}
+// sloHolds is the watchdog's verdict on model's SLOs when it has one, else
+// the classifier's own: TTFT and TPOT at slo_quantile within their targets.
+func (c *Classifier) sloHolds(model string, in Inputs, th config.Bottleneck, now time.Time) (holds, known bool) {
 	if c.opts.SLOHolds != nil {
 		if holds, known := c.opts.SLOHolds(model, now); known {
-			s.Holds, s.Known = holds, true
-			return s
+			return holds, true
 		}
 	}
-	if s.TTFT.OK && s.TPOT.OK {
-		s.Holds, s.Known = s.TTFT.V <= s.TTFTTarget && s.TPOT.V <= s.TPOTTarget, true
-	}
-	return s
+	r := rules{in: in, th: th}
+	ttft, tpot := r.slo(snapshot.TTFT, th.SLOQuantile), r.slo(snapshot.RequestTPOT, th.SLOQuantile)
+	return ttft.V <= th.TTFTTargetSeconds && tpot.V <= th.TPOTTargetSeconds, ttft.OK && tpot.OK
 }
 
 func (c *Classifier) gpuCount(g *snapshot.GPU) int {
@@ -551,7 +656,7 @@ func (st *modelState) trackCapacity(now time.Time, th config.Bottleneck, w *snap
 	if bucketLen <= 0 {
 		bucketLen = time.Second
 	}
-	if st.SLO.Known && st.SLO.Holds && w != nil && w.RequestsPerSecond.OK && w.GenerationTokensPerSecond.OK {
+	if st.SLOKnown && st.SLOHolds && w != nil && w.RequestsPerSecond.OK && w.GenerationTokensPerSecond.OK {
 		b := now.Truncate(bucketLen)
 		cur := capSample{bucket: b, rps: w.RequestsPerSecond.V, tps: w.GenerationTokensPerSecond.V, load: load}
 		if n := len(st.samples); n > 0 && st.samples[n-1].bucket.Equal(b) {

@@ -90,7 +90,7 @@ func TestCapacityOnlyFromASaturatedMeasurement(t *testing.T) {
 		if !capy.RequestsPerSecond.OK || capy.Saturated != c.saturated || (capy.Plan != nil) != c.saturated {
 			t.Fatalf("%s: capacity %+v", c.name, capy)
 		}
-		mr := ModelReportFrom(st, th.Window, 0)
+		mr := ModelReportFrom(st, th.Window, 0, nil)
 		ex := mr.Capacity.ExtrapolatedRequestsPerSecond
 		if c.saturated != (ex == nil) {
 			t.Fatalf("%s: extrapolation %v", c.name, ex)

@@ -2,15 +2,15 @@ package bottleneck
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
-	"github.com/vllm-exporter/vllm_exporter/internal/exposition"
+	"github.com/vllm-exporter/vllm_exporter/collector"
+	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
 
 var _ prometheus.Collector = (*Classifier)(nil)
 
-// descs are the Descs of the classifier's series, for its Writer.
-var descs = exposition.Descs{}
+// descs are the Descs of the classifier's series.
+var descs collector.Descs
 
 var (
 	descClass = descs.New("vllm_bottleneck",
@@ -55,32 +55,12 @@ var (
 )
 
 // Describe implements prometheus.Collector.
-func (c *Classifier) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range descs.All() {
-		ch <- d
-	}
-}
+func (c *Classifier) Describe(ch chan<- *prometheus.Desc) { descs.Describe(ch) }
 
 // Collect implements prometheus.Collector: the const metrics of the last
-// Tick's state, made at each call. /metrics reads Gather, which writes the
-// same series (TestClassifierGatherIsTheRegistrys).
-func (c *Classifier) Collect(ch chan<- prometheus.Metric) { c.render(exposition.ToChannel(ch)) }
-
-// Gather implements prometheus.Gatherer: the last Tick's state written
-// straight into metric families (exposition.Writer), without a registry's
-// const metrics and hashing.
-func (c *Classifier) Gather() ([]*dto.MetricFamily, error) { return c.gatherer.Gather() }
-
-// Transactional is Gather for /metrics (promhttp.HandlerForTransactional):
-// the families are written into memory lent for the request and written
-// into again by a later one (exposition.Writers).
-func (c *Classifier) Transactional() prometheus.TransactionalGatherer {
-	return c.gatherer.Transactional()
-}
-
-// render takes the series of the last Tick's state into e.
-func (c *Classifier) render(e exposition.Sink) {
-	gauge := e.Gauge
+// Tick's state. It does no work besides.
+func (c *Classifier) Collect(ch chan<- prometheus.Metric) {
+	gauge := collector.Metrics(ch).Gauge
 	for _, st := range c.States() {
 		m := st.Model
 		for _, cl := range Classes {
@@ -106,28 +86,19 @@ func (c *Classifier) render(e exposition.Sink) {
 				gauge(descUnavailable, 1, m, string(cl), reason)
 			}
 		}
-		r := st.Roofline
-		if r.Predicted.OK {
-			gauge(descRoofline, r.Predicted.V, m)
-		}
-		if r.Measured.OK {
-			gauge(descMeasured, r.Measured.V, m)
-		}
-		if r.Efficiency.OK {
-			gauge(descEfficiency, r.Efficiency.V, m)
-		}
-		e.Value(descMFU, prometheus.GaugeValue, r.MFU, m)
-		e.Value(descMBU, prometheus.GaugeValue, r.MBU, m)
-		e.Value(descAcceptLen, prometheus.GaugeValue, r.AcceptanceLength, m)
-		capy := st.Capacity
-		if capy.OutputTokensPerSecond.OK {
-			gauge(descCapTokens, capy.OutputTokensPerSecond.V, m)
-		}
-		if capy.RequestsPerSecond.OK {
-			gauge(descCapRequests, capy.RequestsPerSecond.V, m)
-		}
-		if capy.CostPerMillionOutput.OK {
-			gauge(descCost, capy.CostPerMillionOutput.V, m)
+		r, capy := st.Roofline, st.Capacity
+		for _, v := range []struct {
+			desc *prometheus.Desc
+			snapshot.Value
+		}{
+			{descRoofline, r.Predicted}, {descMeasured, r.Measured}, {descEfficiency, r.Efficiency},
+			{descMFU, r.MFU}, {descMBU, r.MBU}, {descAcceptLen, r.AcceptanceLength},
+			{descCapTokens, capy.OutputTokensPerSecond}, {descCapRequests, capy.RequestsPerSecond},
+			{descCost, capy.CostPerMillionOutput},
+		} {
+			if v.OK {
+				gauge(v.desc, v.V, m)
+			}
 		}
 		if capy.Plan != nil {
 			gauge(descGPUsNeeded, float64(capy.Plan.GPUsWithHeadroom), m)

@@ -54,13 +54,19 @@ type ModelReport struct {
 	Summary        string     `json:"summary"`
 	Recommendation string     `json:"recommendation"`
 	Evidence       []Evidence `json:"evidence"`
-	AlsoHeld       []Class    `json:"also_held,omitempty"` // lower-priority rules that held on the last tick
+	// Pending is the class that replaces Class once the last tick's verdict
+	// has disagreed with it on hold_ticks ticks (PendingTicks so far), as
+	// in the running exporter; empty while they agree.
+	Pending      Class   `json:"pending,omitempty"`
+	PendingTicks int     `json:"pending_ticks,omitempty"`
+	AlsoHeld     []Class `json:"also_held,omitempty"` // lower-priority rules that held on the last tick
 	// CannotRuleOut names the causes the inputs could not exclude that
 	// would make the recommendation the wrong knob (no GPU readings).
 	CannotRuleOut []string           `json:"cannot_rule_out,omitempty"`
 	Unavailable   []UnavailableClass `json:"unavailable,omitempty"`
 
-	SLO        SLOReport      `json:"slo"`
+	// SLOs are the configured SLOs as the SLO watchdog evaluated them.
+	SLOs       []SLOLine      `json:"slos"`
 	Roofline   RooflineReport `json:"roofline"`
 	Throughput Throughput     `json:"throughput"`
 	Capacity   CapacityReport `json:"capacity"`
@@ -72,18 +78,17 @@ type UnavailableClass struct {
 	Reason string `json:"reason"`
 }
 
-// SLOReport is the latency contract at the configured quantile.
-type SLOReport struct {
-	Quantile   float64  `json:"quantile"`
-	TTFT       *float64 `json:"ttft_seconds"`
-	TTFTTarget float64  `json:"ttft_target_seconds"`
-	TPOT       *float64 `json:"tpot_seconds"`
-	TPOTTarget float64  `json:"tpot_target_seconds"`
-	Holds      *bool    `json:"holds"` // nil: not measurable
-	// TTFTBucket / TPOTBucket: the bucket bounds when the quantile was
-	// interpolated inside a wide bucket (see BucketAround).
-	TTFTBucket []float64 `json:"ttft_bucket,omitempty"`
-	TPOTBucket []float64 `json:"tpot_bucket,omitempty"`
+// SLOLine is one configured SLO over what the watchdog has seen (the whole
+// watch for diagnose): its objective, the bad and total events, and whether
+// it burns its error budget faster than it accrues (burn rate over 1).
+type SLOLine struct {
+	Name      string   `json:"name"`
+	Objective string   `json:"objective"` // e.g. "ttft <= 1 s for 99% of requests"
+	Bad       float64  `json:"bad"`
+	Total     float64  `json:"total"`
+	BurnRate  *float64 `json:"burn_rate,omitempty"` // nil: no events
+	Page      bool     `json:"page,omitempty"`
+	Ticket    bool     `json:"ticket,omitempty"`
 }
 
 // RooflineReport is the decode roofline comparison.
@@ -134,19 +139,6 @@ func ptr(v snapshot.Value) *float64 {
 	return &x
 }
 
-// OneShotClass is the verdict a one-shot report states: the last tick's own
-// verdict, the first rule in priority order that holds on the evidence the
-// report prints. Hysteresis keeps a live exporter's published class steady
-// across ticks (it equals this one except while a change is pending); a
-// report printed once must never state a class its own evidence refutes,
-// nor one ranked below a rule that held.
-func OneShotClass(st ModelState) Class {
-	if st.Raw != "" {
-		return st.Raw
-	}
-	return st.Class
-}
-
 // findingOf returns the evidence of class c in the last tick's findings.
 func findingOf(st ModelState, c Class) []Evidence {
 	for _, f := range st.Findings {
@@ -157,14 +149,17 @@ func findingOf(st ModelState, c Class) []Evidence {
 	return nil
 }
 
-// ModelReportFrom turns a classifier state into its report section (see
-// OneShotClass for the verdict it states).
-func ModelReportFrom(st ModelState, window time.Duration, gpuHour float64) ModelReport {
-	class := OneShotClass(st)
+// ModelReportFrom turns a classifier state into its report section: the
+// published class (hysteresis included, as the running exporter publishes
+// it) with its evidence on the last tick, and the class pending to replace
+// it, if any.
+func ModelReportFrom(st ModelState, window time.Duration, gpuHour float64, slos []SLOLine) ModelReport {
+	class := st.Class
 	a := AdviceFor(class)
 	mr := ModelReport{
 		Model: st.Model, Class: class, Summary: a.Summary, Recommendation: a.Recommendation,
 		Evidence: withBuckets(findingOf(st, class), st.Window), CannotRuleOut: CannotRuleOut(class, st.Unavailable),
+		Pending: st.Candidate, PendingTicks: st.CandidateTicks, SLOs: slos,
 	}
 	for _, f := range st.Findings {
 		if f.Holds && f.Class != class && f.Class != NearOptimal {
@@ -174,19 +169,6 @@ func ModelReportFrom(st ModelState, window time.Duration, gpuHour float64) Model
 	for _, c := range Classes {
 		if r, ok := st.Unavailable[c]; ok {
 			mr.Unavailable = append(mr.Unavailable, UnavailableClass{Class: c, Reason: r})
-		}
-	}
-	s := st.SLO
-	mr.SLO = SLOReport{Quantile: s.Quantile, TTFT: ptr(s.TTFT), TTFTTarget: s.TTFTTarget, TPOT: ptr(s.TPOT), TPOTTarget: s.TPOTTarget}
-	if s.Known {
-		h := s.Holds
-		mr.SLO.Holds = &h
-	}
-	for _, e := range withBuckets([]Evidence{{Signal: "ttft_seconds", Value: s.TTFT.V}, {Signal: "tpot_seconds", Value: s.TPOT.V}}, st.Window) {
-		if e.Signal == "ttft_seconds" && s.TTFT.OK {
-			mr.SLO.TTFTBucket = e.Bucket
-		} else if e.Signal == "tpot_seconds" && s.TPOT.OK {
-			mr.SLO.TPOTBucket = e.Bucket
 		}
 	}
 	r := st.Roofline
@@ -327,15 +309,37 @@ func renderModel(p printf, m ModelReport) {
 			p("  %s", evidenceLine(e))
 		}
 	}
+	if m.Pending != "" {
+		p("CHANGING: the last %d tick(s) say %s; it replaces %s once hold_ticks ticks in a row do", m.PendingTicks, m.Pending, m.Class)
+	}
 	if len(m.AlsoHeld) > 0 {
 		p("Also held (lower priority): %s", joinClasses(m.AlsoHeld))
 	}
 	for _, c := range m.CannotRuleOut {
 		p("CANNOT RULE OUT: %s", c)
 	}
-	p("SLO at p%s over the window:", qlabel(m.SLO.Quantile))
-	p("  TTFT %s  target %s  %s", secsIn(m.SLO.TTFT, m.SLO.TTFTBucket), secs(&m.SLO.TTFTTarget), verdict(m.SLO.TTFT, m.SLO.TTFTTarget))
-	p("  TPOT %s  target %s  %s", secsIn(m.SLO.TPOT, m.SLO.TPOTBucket), secs(&m.SLO.TPOTTarget), verdict(m.SLO.TPOT, m.SLO.TPOTTarget))
+	p("SLOs (configured; events over the watch):")
+	if len(m.SLOs) == 0 {
+		p("  none measured")
+	}
+	for _, l := range m.SLOs {
+		state := "no events"
+		switch {
+		case l.Page:
+			state = "PAGE"
+		case l.Ticket:
+			state = "TICKET"
+		case l.BurnRate != nil && *l.BurnRate > 1:
+			state = "BURNING"
+		case l.BurnRate != nil:
+			state = "OK"
+		}
+		burn := "n/a"
+		if l.BurnRate != nil {
+			burn = sigFig(*l.BurnRate) + "x"
+		}
+		p("  %-14s %s: %s of %s bad, burn rate %s  %s", l.Name, l.Objective, sigFig(l.Bad), sigFig(l.Total), burn, state)
+	}
 	renderRoofline(p, m.Roofline)
 	t := m.Throughput
 	p("Load (last %s): %s req/s, %s output tok/s, %s prompt tok/s; running %s, waiting %s, KV cache %s",
@@ -419,15 +423,6 @@ func bucketRange(lo, hi float64) string {
 	return sigFig(lo) + "-" + sigFig(hi) + " s"
 }
 
-// secsIn is secs, or the bucket's range when the value was interpolated
-// inside a wide bucket.
-func secsIn(v *float64, bucket []float64) string {
-	if v != nil && len(bucket) == 2 {
-		return bucketRange(bucket[0], bucket[1]) + " (one bucket)"
-	}
-	return secs(v)
-}
-
 func value(v float64, unit string) string {
 	switch unit {
 	case "seconds":
@@ -480,18 +475,6 @@ func joinClasses(cs []Class) string {
 	return strings.Join(s, ", ")
 }
 
-func qlabel(q float64) string { return strings.TrimPrefix(trimFloat(q*100), "0") }
-
-func verdict(v *float64, target float64) string {
-	switch {
-	case v == nil:
-		return "UNKNOWN (no requests in the window)"
-	case *v <= target:
-		return "OK"
-	}
-	return "VIOLATED"
-}
-
 func ptrOf(v float64) *float64 { return &v }
 
 func secs(v *float64) string {
@@ -519,8 +502,6 @@ func pct(v *float64) string {
 }
 
 func tokRate(v *float64) string { return sigFig(*v) + " tok/s" }
-
-func trimFloat(v float64) string { return fmt.Sprintf("%g", v) }
 
 func bytesSize(v float64) string { return fmt.Sprintf("%.1f GB", v/1e9) }
 

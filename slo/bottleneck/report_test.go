@@ -54,7 +54,7 @@ func synthWatch(t *testing.T, r regime, spec ModelSpec, cost CostSpec) Report {
 	return Watch(context.Background(), c, WatchOptions{
 		Target: "http://127.0.0.1:8000", Duration: time.Minute, Interval: 5 * time.Second,
 		Scrape: func(_ context.Context, now time.Time) { r.apply(f, now, rng, defaultTh()) },
-		Now:    clk.Now, Sleep: clk.Sleep, Window: time.Minute, GPUHour: cost.GPUHour,
+		Now:    clk.Now, Sleep: clk.Sleep, GPUHour: cost.GPUHour,
 	})
 }
 

@@ -1,7 +1,9 @@
 package bottleneck
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,11 +19,27 @@ type Inputs struct {
 	// larger of the latest and the mean of the readings over the window);
 	// absent: Model.KVUsage is used.
 	KVUsage snapshot.Value
+	// KVUsagePeak is the highest KV-usage reading over the window.
+	KVUsagePeak snapshot.Value
 	// NoProgress is how long (scrape time) the prompt+generation token
 	// counters have not moved; RecentHitRatio is the prefix-cache hit ratio
 	// since the previous tick. The classifier fills both from its state.
 	NoProgress     snapshot.Value
 	RecentHitRatio snapshot.Value
+	// RecentCachedTokensPerRequest is the prefix-cache hits since the
+	// previous tick per request finished in that time; with
+	// CachedTokensPerRequestReference (the best windowed value over the
+	// baseline window) it tells a cache that stopped hitting from traffic
+	// that merely gained uncached tokens (long unique documents).
+	RecentCachedTokensPerRequest, CachedTokensPerRequestReference snapshot.Value
+	// WaitingScrapes is the requests waiting for capacity at the latest
+	// scrapes (up to recentScrapes), oldest first: whether a queue drains.
+	WaitingScrapes []float64
+	// ProbeOutcomes are the latest probes' outcomes (see recentOutcomes).
+	ProbeOutcomes ProbeOutcomes
+	// RecentTTFTMedian is the median TTFT of the requests of the latest
+	// recentScrapes scrape intervals.
+	RecentTTFTMedian snapshot.Value
 	// RecentGenerationTokensPerSecond is the generation rate since the
 	// previous tick (the classifier fills it from its state): a livelock
 	// stops generation at once, and the window's mean would remember the
@@ -33,10 +51,13 @@ type Inputs struct {
 	// classifier keeps both; absent until a window has shown one.
 	HitRatioReference     snapshot.Value
 	PrefillSpeedReference snapshot.Value
-	Window                *snapshot.Derived // over config Window
-	GPU                   *snapshot.GPU
-	Probes                *snapshot.Probes
-	Roofline              Roofline
+	// DecodeStepReference is the fastest windowed median decode step seen
+	// over the capacity horizon (seconds).
+	DecodeStepReference snapshot.Value
+	Window              *snapshot.Derived // over config Window
+	GPU                 *snapshot.GPU
+	Probes              *snapshot.Probes
+	Roofline            Roofline
 }
 
 // Evidence is one measured signal behind a rule, with the threshold it was
@@ -82,7 +103,7 @@ type Finding struct {
 var ruleOrder = []func(rules) Finding{
 	rules.gpuFault, rules.deferredLivelock, rules.engineStalled, rules.throttled, rules.kvExhausted,
 	rules.tooManySequences, rules.admissionLimited, rules.kvTransferBound, rules.loraQueueing,
-	rules.queueing, rules.prefixCacheMiss, rules.prefillBound,
+	rules.queueing, rules.probesFailing, rules.prefixCacheMiss, rules.prefillBound,
 	rules.communicationBound, rules.memoryBoundDecode, rules.decodeOverhead,
 	rules.batchTooSmall,
 }
@@ -323,18 +344,35 @@ func (r rules) kv() snapshot.Value {
 	return snapshot.Value{}
 }
 
+// kvExhausted: the KV cache is full for a sustained period, or it was full
+// at a scrape of the window while requests were preempted: vLLM preempts
+// only when a running request finds no free block, and each preemption
+// frees blocks for a moment, so between scrapes a preempting cache dips
+// below full and the sustained reading hovers at the line.
 func (r rules) kvExhausted() Finding {
 	m, kv := r.in.Model, r.kv()
 	if m == nil || !kv.OK {
 		return Finding{Class: KVCacheExhausted}
 	}
 	ev := []Evidence{gate("kv_cache_usage_ratio", kv.V, ">", r.th.KVCacheUsageHigh, "ratio")}
+	if w, peak := r.in.Window, r.in.KVUsagePeak; kv.V <= r.th.KVCacheUsageHigh && peak.OK && w != nil &&
+		w.PreemptionsPerRequest.OK && w.PreemptionsPerRequest.V > r.th.PreemptionsPerRequestHigh {
+		ev = []Evidence{note("kv_cache_usage_ratio", kv.V, "ratio"),
+			gate("kv_cache_usage_peak_ratio", peak.V, ">", r.th.KVCacheUsageHigh, "ratio"),
+			gate("preemptions_per_request_ratio", w.PreemptionsPerRequest.V, ">", r.th.PreemptionsPerRequestHigh, "ratio")}
+	}
 	if wc := m.WaitingForCapacity(); wc.OK {
 		ev = append(ev, note("requests_waiting", wc.V, "requests"))
 	}
 	return all(KVCacheExhausted, ev...)
 }
 
+// queueing: requests wait for capacity, p99 TTFT is over its target and
+// many times the prefill time (the wait, not the work), and the queue is
+// not draining: it did not shrink since the previous scrape, or it has held
+// requests on each of the latest recentScrapes scrapes. A burst the server
+// absorbs (a client fanning a batch out) shrinks from the scrape after it
+// arrived; sustained overload grows or stays.
 func (r rules) queueing() Finding {
 	// Only requests waiting for capacity are a queue the knobs act on:
 	// deferred ones wait on LoRA budget or KV transfer (≈0.20+ splits them).
@@ -354,7 +392,24 @@ func (r rules) queueing() Finding {
 	if qt := r.slo(snapshot.QueueTime, 0.99); qt.OK {
 		ev = append(ev, note("queue_time_p99_seconds", qt.V, "seconds"))
 	}
+	if h := r.in.WaitingScrapes; len(h) >= 2 {
+		held := 0.0
+		for i := len(h) - 1; i >= 0 && h[i] >= r.th.QueueingMinWaiting; i-- {
+			held++
+		}
+		draining := h[len(h)-1] < h[len(h)-2] && held < recentScrapes
+		ev = append(ev, note("requests_waiting_previous_scrape", h[len(h)-2], "requests"),
+			note("scrapes_with_requests_waiting", held, "scrapes"),
+			gate("queue_draining", b2f(draining), "==", 0, ""))
+	}
 	return all(Queueing, ev...)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (r rules) prefixCacheMiss() Finding {
@@ -368,18 +423,23 @@ func (r rules) prefixCacheMiss() Finding {
 		}
 	}
 	// Scrape side: the hit ratio since the last tick (else over the
-	// window) collapsed against the best this server showed recently.
-	cur := r.in.RecentHitRatio
-	if !cur.OK {
-		cur = HitRatio(r.in.Window)
+	// window) collapsed against the best this server showed recently, and
+	// so did the cached tokens per request: long unique prompts (documents
+	// among chat) dilute the token ratio while every request still hits
+	// as much as before.
+	cur, perReq := r.in.RecentHitRatio, r.in.RecentCachedTokensPerRequest
+	if !cur.OK || !perReq.OK {
+		cur, perReq = HitRatio(r.in.Window), CachedTokensPerRequest(r.in.Window)
 	}
-	ref := r.in.HitRatioReference
-	if !cur.OK || !ref.OK {
+	ref, perReqRef := r.in.HitRatioReference, r.in.CachedTokensPerRequestReference
+	if !cur.OK || !ref.OK || !perReq.OK || !perReqRef.OK {
 		return r.prefixThrash()
 	}
 	f := all(PrefixCacheMiss, append([]Evidence{
 		gate("prefix_cache_hit_ratio_reference", ref.V, ">=", r.th.PrefixHitRatioBaselineMin, "ratio"),
-		gate("prefix_cache_hit_ratio", cur.V, "<", r.th.PrefixHitRatioCollapse*ref.V, "ratio")},
+		gate("prefix_cache_hit_ratio", cur.V, "<", r.th.PrefixHitRatioCollapse*ref.V, "ratio"),
+		gate("prefix_cached_tokens_per_request", perReq.V, "<", r.th.PrefixHitRatioCollapse*perReqRef.V, "tokens"),
+		note("prefix_cached_tokens_per_request_reference", perReqRef.V, "tokens")},
 		residencyNotes(r.in.Window)...)...)
 	if f.Holds {
 		return f
@@ -390,6 +450,40 @@ func (r rules) prefixCacheMiss() Finding {
 		return t
 	}
 	return f
+}
+
+// ProbeOutcomes counts the latest probes of every profile and their
+// failures by reason.
+type ProbeOutcomes struct {
+	Sent   float64
+	Failed map[string]float64
+	// LatestFailed: the newest probe of any profile failed.
+	LatestFailed bool
+}
+
+// probesFailing: at least probe_failure_ratio_min of the latest probes
+// (at least minProbeSamples of them) failed, the newest among them too (a
+// prober whose probes succeed again is over it, whatever the share).
+func (r rules) probesFailing() Finding {
+	o := r.in.ProbeOutcomes
+	if o.Sent < minProbeSamples {
+		return Finding{Class: ProbesFailing}
+	}
+	failed := 0.0
+	for _, n := range o.Failed {
+		failed += n
+	}
+	ev := []Evidence{
+		gate("probe_failure_ratio", math.Min(failed/o.Sent, 1), ">=", r.th.ProbeFailureRatioMin, "ratio"),
+		gate("latest_probe_failed", b2f(o.LatestFailed), "==", 1, ""),
+		note("probes_sent", o.Sent, "probes"),
+	}
+	for _, reason := range slices.Sorted(maps.Keys(o.Failed)) {
+		if o.Failed[reason] > 0 {
+			ev = append(ev, note("probe_failures_"+reason, o.Failed[reason], "probes"))
+		}
+	}
+	return all(ProbesFailing, ev...)
 }
 
 // reportsCachedTokens: the server counts cached and computed prompt tokens
@@ -416,6 +510,21 @@ func HitRatio(w *snapshot.Derived) snapshot.Value {
 		}
 	}
 	return w.PrefixCacheHitRatio
+}
+
+// CachedTokensPerRequest is the prompt tokens a prefix cache served per
+// request finished over the window.
+func CachedTokensPerRequest(w *snapshot.Derived) snapshot.Value {
+	if w == nil || !w.RequestsPerSecond.OK || !(w.RequestsPerSecond.V > 0) {
+		return snapshot.Value{}
+	}
+	if w.PromptTokensCachedPerSecond.OK {
+		return snapshot.Some(w.PromptTokensCachedPerSecond.V / w.RequestsPerSecond.V)
+	}
+	if h := HitRatio(w); h.OK && w.PromptTokensPerSecond.OK {
+		return snapshot.Some(h.V * w.PromptTokensPerSecond.V / w.RequestsPerSecond.V)
+	}
+	return snapshot.Value{}
 }
 
 // minProbeSamples is how many probes each side of the cold/warm pair needs
@@ -480,40 +589,28 @@ func PrefillSpeed(w *snapshot.Derived) snapshot.Value {
 }
 
 // prefillBound: TTFT over target and spent in prefill (not in the queue),
-// in one of two ways. Slow prefill: prefill runs slower than this server
-// has shown it can (a long-prompt workload on a healthy server has a long
-// TTFT but its usual prefill speed, so it is not prefill_bound). The
-// prefill tail: a few long prompts among short ones (documents among
-// chat) make p99 TTFT miss its target while the median stays fast; their
-// prefill, not the queue, is the tail. When neither holds, the one with
-// more of its gates holding is returned (the nearer miss, for reports).
+// in one of two ways: slow prefill (prefillSlow) or the prefill tail
+// (prefillTail). When neither holds, the tail's finding is the one kept for
+// reports: a tail is the likelier near miss.
 func (r rules) prefillBound() Finding {
-	slow := r.prefillSlow()
-	if slow.Holds {
+	if slow := r.prefillSlow(); slow.Holds {
 		return slow
 	}
-	if tail := r.prefillTail(); tail.Holds || gatesHeld(tail) > gatesHeld(slow) {
-		return tail
-	}
-	return slow
+	return r.prefillTail()
 }
 
-// gatesHeld counts a finding's gating evidence that holds.
-func gatesHeld(f Finding) int {
-	n := 0
-	for _, e := range f.Evidence {
-		if e.Op != "" && e.Holds() {
-			n++
-		}
-	}
-	return n
-}
-
+// prefillSlow: TTFT over its target and spent in prefill, which runs at
+// under half the speed this server has shown, and has slowed at least
+// twice as much as its median decode step: a regression of prefill itself
+// (a kernel, the attention backend). A slower GPU (clocks, a degraded
+// part) slows both alike and is named by throttled or the decode classes.
+// The median decode step, not the SLO quantile: the slow prefill chunks
+// share steps with decode and lengthen its slowest gaps.
 func (r rules) prefillSlow() Finding {
 	ttft := r.slo(snapshot.TTFT, r.th.SLOQuantile)
 	ttft99, pf99 := r.slo(snapshot.TTFT, 0.99), r.slo(snapshot.PrefillTime, 0.99)
 	speed, ref := PrefillSpeed(r.in.Window), r.in.PrefillSpeedReference
-	if !ttft.OK || !ttft99.OK || !pf99.OK || !(ttft99.V > 0) || !speed.OK || !ref.OK {
+	if !ttft.OK || !ttft99.OK || !pf99.OK || !(ttft99.V > 0) || !speed.OK || !ref.OK || !(speed.V > 0) {
 		return Finding{Class: PrefillBound}
 	}
 	ev := []Evidence{
@@ -522,48 +619,71 @@ func (r rules) prefillSlow() Finding {
 		gate("prefill_tokens_per_second", speed.V, "<", r.th.PrefillSlowRatio*ref.V, "tokens/s"),
 		note("prefill_tokens_per_second_reference", ref.V, "tokens/s"),
 	}
-	// Decode within its target: when every step is slow (clocks, a
-	// degraded GPU), prefill is slow too, and the decode-side classes or
-	// throttled name the cause.
-	if tp, ok := r.tpotOver(); ok {
-		tp.Op = "<="
-		ev = append(ev, tp)
+	step, stepRef := r.slo(snapshot.RequestTPOT, 0.5), r.in.DecodeStepReference
+	if step.OK && stepRef.OK && stepRef.V > 0 && !r.in.Model.Prefill() {
+		ev = append(ev, note("decode_step_p50_seconds", step.V, "seconds"), note("decode_step_p50_reference_seconds", stepRef.V, "seconds"),
+			gate("prefill_slowdown_over_decode_slowdown_ratio", (ref.V/speed.V)/math.Max(step.V/stepRef.V, 1), ">=", 2, "ratio"))
 	}
 	return all(PrefillBound, append(ev, r.promptTokensPerRequest()...)...)
 }
 
-// prefillTail: p99 TTFT over its target and many times the median while
-// p90 TTFT is within it (a tail: a few requests, not the body of the
-// traffic; a workload turning to long prompts has a long p90 as soon as
-// they are more than a tenth of the window), p99 prefill most of p99 TTFT
-// and well above p99 queue time, and the median decode step within the
-// TPOT target. The median, not the SLO quantile,
-// of TPOT: the long prompts' prefill chunks share steps with decode and
-// lengthen the slowest inter-token gaps too, while a server whose every
-// step is slow (clocks) has a slow median and is left to the decode-side
-// classes.
+// prefillTail: a population of long prompts among short ones (documents
+// among chat) makes the p99 TTFT miss its target. Their own prefill takes
+// at least prefill_tail_over_target times the target (a chat workload's
+// long tail of lengths misses it only where two long prompts meet), p99
+// TTFT is prefill_tail_ratio times the median or more (one population's
+// spread of lengths is less), the median is within the target over the
+// window and over the latest scrapes (traffic that has just turned to long
+// prompts still has short ones in the window), p99 prefill is most of p99
+// TTFT (the short requests that wait behind a long prompt's prefill steps
+// are part of the tail) and the median decode step is within the TPOT
+// target: the long prompts' chunks lengthen the slowest inter-token gaps,
+// while a server whose every step is slow has a slow median.
 func (r rules) prefillTail() Finding {
 	ttft50, ttft90, ttft99 := r.slo(snapshot.TTFT, 0.5), r.slo(snapshot.TTFT, 0.9), r.slo(snapshot.TTFT, 0.99)
 	pf99, q99 := r.slo(snapshot.PrefillTime, 0.99), r.slo(snapshot.QueueTime, 0.99)
 	tpot50 := r.slo(snapshot.RequestTPOT, 0.5)
 	prefillPod := r.in.Model.Prefill() // no decode steps of its own to compare
+	// A tail is a population: minPrefillSamples prefills or more beyond
+	// twice the target (counted above the bucket bound at or past it), not
+	// the one or two where long chat prompts happened to meet.
+	longPrefills := 0.0
+	if w := r.in.Window; w != nil {
+		longPrefills = countAbove(w.Deltas[snapshot.PrefillTime], r.th.PrefillTailOverTarget*r.th.TTFTTargetSeconds)
+	}
 	if !ttft50.OK || !ttft90.OK || !ttft99.OK || !pf99.OK || !q99.OK || (!tpot50.OK && !prefillPod) || !(ttft50.V > 0) || !(ttft99.V > 0) {
 		return Finding{Class: PrefillBound}
 	}
 	ev := []Evidence{
 		gate("ttft_p99_seconds", ttft99.V, ">", r.th.TTFTTargetSeconds, "seconds"),
+		gate("prefill_p99_seconds", pf99.V, ">=", r.th.PrefillTailOverTarget*r.th.TTFTTargetSeconds, "seconds"),
+		gate("prefills_over_tail_target", longPrefills, ">=", minPrefillSamples, "requests"),
 		gate("ttft_p99_over_p50_ratio", ttft99.V/ttft50.V, ">=", r.th.PrefillTailRatio, "ratio"),
-		gate("ttft_p90_seconds", ttft90.V, "<=", r.th.TTFTTargetSeconds, "seconds"),
+		gate("ttft_p50_seconds", ttft50.V, "<=", r.th.TTFTTargetSeconds, "seconds"),
+		note("ttft_p90_seconds", ttft90.V, "seconds"),
 		gate("prefill_share_of_ttft_ratio", math.Min(pf99.V/ttft99.V, 1), ">=", r.th.PrefillShareMin, "ratio"),
-		gate("prefill_over_queue_time_p99_ratio", pf99.V/math.Max(q99.V, 1e-3), ">=", r.th.PrefillTailOverQueue, "ratio"),
-		note("ttft_p50_seconds", ttft50.V, "seconds"),
-		note("prefill_p99_seconds", pf99.V, "seconds"),
 		note("queue_time_p99_seconds", q99.V, "seconds"),
+	}
+	// The body is fast now too: right after traffic turns to long prompts
+	// the window still holds the short ones, a tail in appearance only.
+	if m := r.in.RecentTTFTMedian; m.OK {
+		ev = append(ev, gate("ttft_p50_recent_seconds", m.V, "<=", r.th.TTFTTargetSeconds, "seconds"))
 	}
 	if !prefillPod {
 		ev = append(ev, gate("tpot_p50_seconds", tpot50.V, "<=", r.th.TPOTTargetSeconds, "seconds"))
 	}
 	return all(PrefillBound, append(ev, r.promptTokensPerRequest()...)...)
+}
+
+// countAbove is how many of h's observations exceed the smallest bucket
+// bound at or above x (a count the buckets know exactly).
+func countAbove(h snapshot.Histogram, x float64) float64 {
+	for i, b := range h.Bounds {
+		if b >= x && i < len(h.Counts) {
+			return h.Count - h.Counts[i]
+		}
+	}
+	return 0
 }
 
 // promptTokensPerRequest is the window's mean prompt length, as context.
@@ -668,15 +788,13 @@ func (r rules) batchTooSmall() Finding {
 	}
 	// Without a GPU: the mean number of requests in flight over the window
 	// (Little's law: the end-to-end seconds of the requests that finished
-	// in it, per second), which a momentary running count would flip
-	// around the threshold from scrape to scrape.
+	// in it, per second). Underused is a mean over time: a momentary
+	// running count flips around the threshold from scrape to scrape, so
+	// without a window there is no verdict.
 	if c := meanConcurrency(r.in.Window); c.OK {
 		return all(BatchTooSmall, waiting, gate("requests_in_flight_mean", c.V, "<=", r.th.BatchSmallMaxRunning, "requests"))
 	}
-	if !m.Running.OK {
-		return Finding{Class: BatchTooSmall}
-	}
-	return all(BatchTooSmall, waiting, gate("requests_running", m.Running.V, "<=", r.th.BatchSmallMaxRunning, "requests"))
+	return Finding{Class: BatchTooSmall}
 }
 
 // meanConcurrency is the mean number of requests in flight over the

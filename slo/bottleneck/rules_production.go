@@ -124,8 +124,9 @@ func (r rules) loraQueueing() Finding {
 }
 
 // minResidencySamples is how many sampled block evictions and reuses a
-// window needs before their medians are compared.
-const minResidencySamples = 10
+// window needs before their quantiles are compared: a p90 of ten samples
+// is their largest one.
+const minResidencySamples = 30
 
 // residency is the KV block residency over the window (--kv-cache-metrics):
 // the median idle time of evicted blocks and the p90 gap between reuses of
@@ -167,11 +168,10 @@ func residencyNotes(w *snapshot.Derived) []Evidence {
 // working set from the start thrashes too.
 func (r rules) prefixThrash() Finding {
 	w := r.in.Window
+	// The hit ratio over the window the residency was sampled in, not
+	// since the last tick, which one long unique prompt swings.
 	idle50, gap90, ok := residency(w)
-	hit := r.in.RecentHitRatio
-	if !hit.OK {
-		hit = HitRatio(w)
-	}
+	hit := HitRatio(w)
 	if !ok || !hit.OK || !(idle50.V > 0) {
 		return Finding{Class: PrefixCacheMiss}
 	}

@@ -20,6 +20,9 @@ type fakeSources struct {
 	win    map[time.Duration]map[string]*snapshot.Derived
 	gpu    *snapshot.GPU
 	probes *snapshot.Probes
+	// probesSent and probeTimeouts are a third, short-chat profile's
+	// cumulative counts (one probe per tick).
+	probesSent, probeTimeouts float64
 }
 
 func (f *fakeSources) Latest() *snapshot.VLLM { return f.vllm }
@@ -45,6 +48,7 @@ type regime struct {
 	throttle, lost, stalledProbe, stalledScrape, down  bool
 	xidAgo                                             time.Duration
 	probeCold, probeWarm                               float64
+	probeFailRatio                                     float64 // share of the short-chat probes that time out
 	smClock                                            float64 // SM clock / max
 	// deferred is vllm:num_requests_waiting_by_reason{reason="deferred"};
 	// waiting is then the capacity part (a ≈0.20+ server splits them).
@@ -98,7 +102,9 @@ var regimes = map[Class]func(r *regime){
 	MemoryBoundDecode: func(r *regime) { r.kv = 0.9; r.tpot50 = 0.026; r.tpot95 = 0.055; r.dram = 0.9 },
 	DecodeOverhead:    func(r *regime) { r.tpot50 = 0.12; r.tpot95 = 0.2; r.dram = 0.15; r.util = 0.3 },
 	BatchTooSmall:     func(r *regime) { r.util = 0.2; r.running = 1; r.rps = 0.3 },
-	NearOptimal:       func(r *regime) {},
+	// An underused server whose probes mostly fail: not batch_too_small.
+	ProbesFailing: func(r *regime) { r.util = 0.2; r.running = 1; r.rps = 0.3; r.probeFailRatio = 0.9 },
+	NearOptimal:   func(r *regime) {},
 	// --max-num-queued-requests 64: the queue sits at its cap and a fifth
 	// of the arrivals are refused (2 of 10 per second).
 	AdmissionLimited: func(r *regime) {
@@ -126,7 +132,7 @@ var legacySeed = map[Class]int64{
 	GPUFault: 0, ServerUnavailable: 0, EngineStalled: 1, Throttled: 2, KVCacheExhausted: 3, TooManySequences: 4,
 	Queueing: 5, PrefixCacheMiss: 6, PrefillBound: 7, CommunicationBound: 8, MemoryBoundDecode: 9,
 	DecodeOverhead: 10, BatchTooSmall: 11, NearOptimal: 12, DeferredLivelock: 13,
-	AdmissionLimited: 14, KVTransferBound: 15, LoRAQueueing: 16,
+	AdmissionLimited: 14, KVTransferBound: 15, LoRAQueueing: 16, ProbesFailing: 17,
 }
 
 var testSpec = ModelSpec{Parameters: 8e9, BytesPerParameter: 2}
@@ -181,6 +187,8 @@ func (r regime) apply(f *fakeSources, now time.Time, rng *rand.Rand, th config.B
 			Start: now.Add(-time.Minute), End: now,
 			Deltas: map[snapshot.HistogramName]snapshot.Histogram{
 				snapshot.PrefillTime: {Count: prefills, Sum: prefills * n(r.prefill99/3)},
+				// Little's law: as many in flight on average as running.
+				snapshot.E2E: {Count: prefills, Sum: 60 * running},
 			},
 			PreemptionsPerRequest:     snapshot.Some(r.preemptPerReq),
 			PreemptionsPerSecond:      snapshot.Some(r.preemptPerReq * r.rps),
@@ -221,8 +229,15 @@ func (r regime) apply(f *fakeSources, now time.Time, rng *rand.Rand, th config.B
 	} else {
 		f.gpu = nil
 	}
+	f.probesSent++
+	failed := rng.Float64() < r.probeFailRatio
+	if failed {
+		f.probeTimeouts++
+	}
 	f.probes = &snapshot.Probes{Time: now, EngineStalled: r.stalledProbe, Profiles: map[string]*snapshot.ProbeProfile{
 		"cold": probeProfile("cold", n(r.probeCold)), "warm": probeProfile("warm", n(r.probeWarm)),
+		"short-chat": {Name: "short-chat", Prefix: "cold", Requests: f.probesSent, Failures: map[string]float64{"timeout": f.probeTimeouts},
+			LastTime: now, LastSuccess: !failed},
 	}}
 }
 
@@ -589,7 +604,8 @@ func TestSustainedKVRidesOutDips(t *testing.T) {
 	at := syntheticStart
 	read := func(v float64) snapshot.Value {
 		at = at.Add(5 * time.Second)
-		return st.sustainedKV(snapshot.Some(v), at, time.Minute)
+		sustained, _ := st.sustainedKV(snapshot.Some(v), at, time.Minute)
+		return sustained
 	}
 	for _, v := range []float64{0.99, 0.99, 0.99, 0.99} {
 		read(v)
@@ -675,6 +691,7 @@ func TestAdviceNamesTheSeedKnobs(t *testing.T) {
 		BatchTooSmall:      {"send more load", "consolidate"},
 		NearOptimal:        {"baseline"},
 		DeferredLivelock:   {"restart the vLLM engine", "#53130", "--max-num-seqs"},
+		ProbesFailing:      {"before tuning anything", "credentials", "max_model_len", "vLLM log", "probe timeout"},
 	}
 	for _, c := range Classes {
 		a := AdviceFor(c)

@@ -6,23 +6,24 @@ import (
 )
 
 // WatchOptions drive a bounded diagnosis run (`vllm_exporter diagnose`).
-// Scrape and Probe are injected so the same loop runs against a live server
-// (collector/vllm's ScrapeOnce, the probe scheduler's cold/warm pair) and in
-// tests under a virtual clock.
+// Scrape, Probe and Tick are injected so the same loop drives the
+// exporter's own components against a live server and in tests under a
+// virtual clock.
 type WatchOptions struct {
 	Target   string
 	Duration time.Duration // total watch time
-	Interval time.Duration // scrape + classifier tick period
-	// ProbeEvery runs Probe every this many ticks (0: every tick).
-	ProbeEvery int
-	Scrape     func(ctx context.Context, now time.Time)
-	Probe      func(ctx context.Context, now time.Time) // optional
+	Interval time.Duration // scrape + tick period
+	Scrape   func(ctx context.Context, now time.Time)
+	Probe    func(ctx context.Context, now time.Time) // optional, every tick before the scrape
+	// Tick evaluates after each scrape (the SLO watchdog, which ticks the
+	// classifier as its hook); default the classifier's own Tick.
+	Tick func(now time.Time)
+	// SLOs returns a model's configured SLOs as evaluated (optional).
+	SLOs func(model string) []SLOLine
 	// Now and Sleep default to the wall clock; Sleep returns ctx's error
 	// when cancelled.
 	Now   func() time.Time
 	Sleep func(ctx context.Context, d time.Duration) error
-	// Window is the classifier's window (for the report's load line).
-	Window time.Duration
 	// GPUHour is echoed into the report's cost line.
 	GPUHour float64
 }
@@ -52,13 +53,16 @@ func Watch(ctx context.Context, c *Classifier, o WatchOptions) Report {
 	if o.Interval <= 0 {
 		o.Interval = 5 * time.Second
 	}
+	if o.Tick == nil {
+		o.Tick = c.Tick
+	}
 	rep := Report{Target: o.Target, Started: o.Now()}
 	end := rep.Started.Add(o.Duration)
 	// Scrape at the start and every interval up to and including the end,
 	// so --duration=60s watches 60 s (13 scrapes at 5 s), not 55.
-	for tick := 0; ; tick++ {
+	for {
 		now := o.Now()
-		if o.Probe != nil && (o.ProbeEvery <= 1 || tick%o.ProbeEvery == 0) {
+		if o.Probe != nil {
 			o.Probe(ctx, now)
 		}
 		if o.Scrape != nil {
@@ -74,7 +78,7 @@ func Watch(ctx context.Context, c *Classifier, o WatchOptions) Report {
 				rep.LastError = v.Error
 			}
 		}
-		c.Tick(now)
+		o.Tick(now)
 		if now.Add(o.Interval).After(end) || ctx.Err() != nil {
 			break
 		}
@@ -90,7 +94,11 @@ func Watch(ctx context.Context, c *Classifier, o WatchOptions) Report {
 		rep.Probes = ProbeLines(c.src.Probes.Latest())
 	}
 	for _, st := range c.States() {
-		rep.Models = append(rep.Models, ModelReportFrom(st, o.Window, o.GPUHour))
+		var slos []SLOLine
+		if o.SLOs != nil {
+			slos = o.SLOs(st.Model)
+		}
+		rep.Models = append(rep.Models, ModelReportFrom(st, c.thresholds().Window, o.GPUHour, slos))
 	}
 	return rep
 }

@@ -1,5 +1,0 @@
-//go:build !race
-
-package vllm
-
-const raceEnabled = false
