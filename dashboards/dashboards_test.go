@@ -92,7 +92,7 @@ func hasModelLabel(name string) bool {
 		}
 	}
 	switch name {
-	case "vllm_up", "vllm_engine_stalled", "vllm_health_verdict", "vllm_slo_unmeasurable", "slo:objective:ratio":
+	case "vllm_up", "vllm_server_info", "vllm_engine_stalled", "vllm_health_verdict", "vllm_slo_unmeasurable", "slo:objective:ratio":
 		return false
 	}
 	return strings.HasPrefix(name, "vllm_") || strings.HasPrefix(name, "model:") || strings.HasPrefix(name, "slo:")

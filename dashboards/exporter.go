@@ -80,11 +80,12 @@ func exporterRow() row {
 		{Title: "Exporter open file descriptors", Type: "timeseries", Unit: "percentunit", W: 8, Max: one(),
 			Desc:    "Open file descriptors over the process limit. The exporter holds a few sockets (vLLM, probes, Prometheus' scrapes) and its state file: near the limit, scrapes and probes start failing with \"too many open files\".",
 			Targets: []target{q(exporterOnly(m("process_open_fds")+` / on (instance) `+m("process_max_fds")), "{{instance}}")}},
-		{Title: "vLLM metric schema", Type: "stat", W: 8,
-			Desc: "The layout of vLLM's /metrics the exporter detected: v1 (V1 engine, 0.9.2+), v1-legacy (V1 before the 0.9.2 renames: gpu_cache_usage_perc), v0 (the V0 engine), none (no vllm:* family: vLLM started with --disable-log-stats, or not vLLM). " +
-				"It decides which vLLM families are expected (vllm_exporter_expected_metric_missing); none while vLLM serves means every vLLM panel stays empty.",
+		{Title: "Inference server and metric schema", Type: "stat", W: 8,
+			Desc: "The server the exporter reads (vllm, sglang, trtllm; --vllm.server or learnt from /v1/models) with its version, and the layout of its /metrics it detected: v1 (V1 engine, 0.9.2+), v1-legacy (V1 before the 0.9.2 renames: gpu_cache_usage_perc), v0 (the V0 engine), sglang, trtllm, none (no family the exporter reads: vLLM started with --disable-log-stats, SGLang without --enable-metrics, trtllm-serve without return_perf_metrics). " +
+				"It decides which families are expected (vllm_exporter_expected_metric_missing) and which series stay empty (docs/exporter.md's engine tables); none while the server serves means every vLLM panel stays empty.",
 			NoValue: "no successful scrape of vLLM yet",
-			Targets: []target{q(`max by (instance, schema) (vllm_exporter_vllm_schema_info{`+inst+`}) == 1`, "{{instance}}: {{schema}}")}},
+			Targets: []target{q(`max by (instance, schema) (vllm_exporter_vllm_schema_info{`+inst+`}) == 1`, "{{instance}}: {{schema}}"),
+				q(`max by (instance, server, version) (vllm_server_info{`+inst+`})`, "{{instance}}: {{server}} {{version}}")}},
 		{Title: "Since last configuration reload", Type: "stat", Unit: "s", W: 8,
 			Desc: "Time since the configuration file (SLOs, probe profiles, bottleneck thresholds) was last loaded successfully, at start or on SIGHUP / POST /-/reload. " +
 				"A reload that fails keeps the previous configuration (VLLMExporterConfigReloadFailed); an age older than your last config change means the change is not live.",

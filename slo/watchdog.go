@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -417,11 +418,19 @@ func (w *Watchdog) observe(st *sloState, vl *snapshot.VLLM, pr *snapshot.Probes,
 		// meanwhile (refusals, probe failures) is a new baseline, never
 		// bad events. Probe SLOs have no model: any sleeping model counts.
 		sleeping := asleep[model] || (model == probeModel && len(asleep) > 0)
-		if !s.hasLast || s.last.Series != c.Series || sleeping {
+		// A different underlying series is a baseline, unless the server
+		// restarted (a counter went back) and only what joins the sum
+		// changed ("finished" and "finished+refused": http_requests_total
+		// is absent until the first request after a restart).
+		_, _, reset := increment(s.last, c)
+		was, _, _ := strings.Cut(s.last.Series, "+")
+		is, _, _ := strings.Cut(c.Series, "+")
+		changed := s.hasLast && s.last.Series != c.Series && !(reset && was == is)
+		if !s.hasLast || changed || sleeping {
 			// First reading (or a different underlying series): a baseline,
 			// not events; otherwise a server's whole history would land in
 			// the current window.
-			if !s.hasLast || s.last.Series != c.Series {
+			if !s.hasLast || changed {
 				w.baselined = true
 			}
 			s.last, s.hasLast = c, true

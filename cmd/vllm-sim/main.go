@@ -60,9 +60,10 @@ func run(args []string) error {
 func parseFlags(args []string) (options, error) {
 	app := kingpin.New("vllm-sim", "Simulated vLLM server (API, /metrics, scheduler, scenarios, faults, load generator).")
 	var (
-		o       options
-		prefix  bool
-		buckets string
+		o         options
+		prefix    bool
+		buckets   string
+		versioned bool
 	)
 	cfg, adminAddr, logLevel, rate, burst := &o.cfg, &o.adminAddr, &o.logLevel, &o.rate, &o.burst
 	app.Flag("web.listen-address", "Address to serve the vLLM API, /metrics and /admin on.").Default("127.0.0.1:8000").StringVar(&cfg.Addr)
@@ -80,7 +81,10 @@ func parseFlags(args []string) (options, error) {
 	app.Flag("max-model-len", "Max prompt+output tokens per request.").Default("8192").IntVar(&cfg.MaxModelLen)
 	app.Flag("enable-prefix-caching", "Reuse KV blocks of shared prefixes (--no-enable-prefix-caching to disable).").Default("true").BoolVar(&prefix)
 	app.Flag("stream-interval", "Tokens per SSE chunk (first token always alone).").Default("1").IntVar(&cfg.StreamInterval)
-	app.Flag("metrics-version", "Exposition of /metrics: v1-0.33 (newest layout, late 2026), v1 (vLLM main 2026-08), v1-0.10 (0.10.2, deprecated names too) or v0 (0.7.3 multiprocess).").Default("v1").EnumVar(&cfg.MetricsVersion, vllmsim.MetricsVersions()...)
+	app.Flag("metrics-version", "vLLM's exposition of /metrics: v1-0.33 (newest layout, late 2026), v1 (vLLM main 2026-08), v1-0.10 (0.10.2, deprecated names too) or v0 (0.7.3 multiprocess).").Default("v1").IsSetByUser(&versioned).EnumVar(&cfg.MetricsVersion, vllmsim.MetricsVersions()...)
+	app.Flag("engine", "The inference server spoken: vllm, sglang (sglang: families at /metrics, /health_generate, /get_server_info) or trtllm (trtllm-serve: families at /prometheus/metrics, JSON iteration stats at /metrics, /health_generate; one model, one engine).").Default(vllmsim.EngineVLLM).EnumVar(&cfg.Engine, vllmsim.Engines()...)
+	app.Flag("tp-size", "SGLang --tp-size: tensor-parallel ranks per data-parallel rank (their tp_rank labels).").Default("1").IntVar(&cfg.TensorParallelSize)
+	app.Flag("enable-metrics-for-all-schedulers", "SGLang: every tensor-parallel rank writes its scheduler's state (repeated series by tp_rank).").BoolVar(&cfg.AllSchedulerMetrics)
 	app.Flag("scheduling-policy", "Scheduler policy: fcfs or priority (requests' \"priority\" field orders the queue; v1-0.33 adds the priority label).").Default("fcfs").EnumVar(&cfg.SchedulingPolicy, vllmsim.PolicyFCFS, vllmsim.PolicyPriority)
 	app.Flag("custom-histogram-buckets", "JSON object of bucket bounds per bucket family, as vLLM's flag (e.g. '{\"time_to_first_token\":[0.1,0.5,1]}'); v1-0.33 only.").StringVar(&buckets)
 	app.Flag("spec-decode.num-speculative-tokens", "Speculative decoding: draft tokens per decode step (0 = off).").Default("0").IntVar(&cfg.SpecDecode.NumSpeculativeTokens)
@@ -106,6 +110,9 @@ func parseFlags(args []string) (options, error) {
 		return o, err
 	}
 	cfg.DisablePrefixCaching = !prefix
+	if cfg.Engine != vllmsim.EngineVLLM && !versioned {
+		cfg.MetricsVersion = "" // the engine's own exposition
+	}
 	if buckets != "" {
 		if err := json.Unmarshal([]byte(buckets), &cfg.CustomHistogramBuckets); err != nil {
 			return o, fmt.Errorf("--custom-histogram-buckets: %w", err)

@@ -24,7 +24,7 @@ var commonFlags = []string{"help", "log.level", "log.format"}
 // reads (the scraper's and the probes' address, credentials and proxy).
 var vllmAccessFlags = []string{
 	"vllm.url", "vllm.timeout", "vllm.api-key-file", "vllm.basic-auth-username",
-	"vllm.basic-auth-password-file", "vllm.proxy-from-environment",
+	"vllm.basic-auth-password-file", "vllm.proxy-from-environment", "vllm.server",
 }
 
 // commandUses says whether command cmd reads the app-level flag name: its

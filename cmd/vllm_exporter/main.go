@@ -85,6 +85,7 @@ type flags struct {
 	enableLifecycle bool
 	perPriority     bool
 	role            string
+	server          string
 
 	configFile  string
 	configCheck bool
@@ -156,6 +157,7 @@ func newApp() (*kingpin.Application, *flags, *kingpin.CmdClause) {
 	app.Flag("vllm.proxy-from-environment", "Reach vLLM (scrapes and probes alike) through the proxy named by HTTP_PROXY/HTTPS_PROXY/NO_PROXY. Off by default: connections are direct, so no proxy sees the credentials.").BoolVar(&f.proxyFromEnv)
 	app.Flag("web.enable-lifecycle", "Enable configuration reload over HTTP (POST /-/reload). Off by default; SIGHUP always reloads.").BoolVar(&f.enableLifecycle)
 	app.Flag("vllm.per-priority", "Also export TTFT and e2e histograms per request priority (vLLM --scheduling-policy priority; at most 8 priority values).").BoolVar(&f.perPriority)
+	app.Flag("vllm.server", "The inference server behind --vllm.url: vllm, sglang (its /metrics needs --enable-metrics), trtllm (trtllm-serve: Prometheus text at /prometheus/metrics with return_perf_metrics: true), or auto: learnt once from /v1/models and the metric names, again after 3 failed scrapes. Its metrics path, version and served model follow. Exported as vllm_server_info.").Default(vllm.Servers[0]).EnumVar(&f.server, vllm.Servers...)
 	app.Flag("vllm.role", "The pod's role in disaggregated prefill/decode serving: prefill (no TPOT or ITL of its own: those SLOs and the decode-side bottleneck classes are skipped), decode (its TTFT includes the KV transfer from the prefill pod), both (aggregated serving), or auto: learnt from the NIXL families vLLM exports, else both. Exported as vllm_pod_role_info.").Default(vllm.RoleAuto).EnumVar(&f.role, vllm.Roles...)
 	app.Flag("config.file", "YAML configuration file (probes, SLOs, bottleneck thresholds); empty = shipped defaults.").StringVar(&f.configFile)
 	app.Flag("config.check", "Validate --config.file (and --web.config.file), print the result and exit.").BoolVar(&f.configCheck)

@@ -277,6 +277,7 @@ func startScraper(f *flags, x *exporter) (*vllm.Scraper, error) {
 		PerPriority:  f.perPriority,
 		OptIn:        optInList(f.optIn),
 		Role:         f.role,
+		Server:       f.server,
 		Readers:      windowReaders(x.config.Get()),
 	}, log.With(x.logger, "component", "vllm"))
 	x.scrapes.latest = s.Latest

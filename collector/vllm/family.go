@@ -9,10 +9,23 @@ import (
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
 )
 
+// engineOf is a sample's data-parallel engine: vLLM's engine label,
+// SGLang's dp_rank.
+func engineOf(l families.Labels) string {
+	if e, ok := l.Lookup("engine"); ok {
+		return e
+	}
+	return l.Get("dp_rank")
+}
+
 // sample reads one gauge, counter, info or state-set sample of family f
-// (vLLM name fam) into the scrape.
-func (rd *reading) sample(f *families.Family, fam string, l families.Labels, v float64) {
-	modelName, hasModel := l.Lookup("model_name")
+// (the server's name n) into the scrape.
+func (rd *reading) sample(f *families.Family, n families.Name, l families.Labels, v float64) {
+	if n.Keep != nil && !n.Keep(l) {
+		return
+	}
+	fam := n.Name
+	modelName, hasModel := rd.modelOf(l)
 	var mod *snapshot.Model
 	switch {
 	case f.Server != nil:
@@ -48,18 +61,19 @@ func (rd *reading) sample(f *families.Family, fam string, l families.Labels, v f
 	case f.State != nil || f.StateMap != nil:
 		rd.state(f, fam, mod, l, v)
 	default:
-		rd.scalar(f, fam, mod, modelName, l, v)
+		rd.scalar(f, n, mod, modelName, l, v)
 	}
 }
 
 // scalar reads a gauge or counter sample (or a number from a label).
-func (rd *reading) scalar(f *families.Family, fam string, mod *snapshot.Model, modelName string, l families.Labels, v float64) {
-	if f.FromLabel != "" {
-		n := families.LabelNumber(l, f.FromLabel)
-		if !n.OK {
+func (rd *reading) scalar(f *families.Family, n families.Name, mod *snapshot.Model, modelName string, l families.Labels, v float64) {
+	fam := n.Name
+	if n.FromLabel != "" {
+		x := families.LabelNumber(l, n.FromLabel)
+		if !x.OK {
 			return
 		}
-		v = n.V
+		v = x.V
 	}
 	if f.Map != nil {
 		rd.byLabel(f, fam, mod, modelName, l, v)
@@ -73,7 +87,7 @@ func (rd *reading) scalar(f *families.Family, fam string, mod *snapshot.Model, m
 		rd.means[meanKey{mod, f}]++
 	}
 	if f.Engine != nil && mod != rd.server {
-		combine(f.Agg, f.Engine(rd.engineFor(modelName, l.Get("engine"))), v)
+		combine(f.Agg, f.Engine(rd.engineFor(modelName, engineOf(l))), v)
 	}
 }
 
@@ -149,9 +163,10 @@ func stateRank(f *families.Family, st string) int {
 // per-priority view when kept. A child that is not a histogram leaves the
 // model's histogram absent this scrape: summed without it, the engines'
 // total would be wrong.
-func (rd *reading) histogram(f *families.Family, fam string, c *child) {
-	modelName, ok := c.labels.Lookup("model_name")
-	if !ok {
+func (rd *reading) histogram(f *families.Family, n families.Name, c *child) {
+	fam := n.Name
+	modelName, ok := rd.modelOf(c.labels)
+	if !ok || n.Keep != nil && !n.Keep(c.labels) {
 		return
 	}
 	mod := rd.modelFor(modelName)

@@ -33,7 +33,7 @@ var goldenScalarNames = []string{
 	"vllm_prefix_cache_queries_total", "vllm_prefix_cache_hits_total", "vllm_requests_finished_total",
 	"vllm_cache_config_info", "vllm_exporter_scrapes_total", "vllm_exporter_scrape_errors_total",
 	"vllm_exporter_samples_dropped_total", "vllm_exporter_last_successful_scrape_timestamp_seconds", "vllm_exporter_vllm_schema_info",
-	"vllm_exporter_expected_metric_missing", "vllm_pod_role_info",
+	"vllm_exporter_expected_metric_missing", "vllm_pod_role_info", "vllm_server_info",
 	// Windowed series need two scrapes; after one they must be absent.
 	"vllm_preemptions_per_second", "vllm_prefix_cache_hit_ratio", "vllm_time_to_first_token_window_seconds",
 	// Families of newer versions present in the 2026-08 body.
@@ -99,6 +99,9 @@ vllm_exporter_last_successful_scrape_timestamp_seconds 1.7863512e+09
 # kv_cache_usage_perc exists: schema v1
 # TYPE vllm_exporter_vllm_schema_info gauge
 vllm_exporter_vllm_schema_info{schema="v1"} 1
+# the fake serves no /v1/models: the server is learnt from the vllm: names
+# TYPE vllm_server_info gauge
+vllm_server_info{server="vllm",source="detected",version=""} 1
 # num_requests_running 7.0, num_requests_waiting 2.0
 # TYPE vllm_requests_running gauge
 vllm_requests_running{model="meta-llama/Llama-3.1-8B-Instruct"} 7
@@ -219,6 +222,9 @@ vllm_exporter_last_successful_scrape_timestamp_seconds 1.7863512e+09
 # no kv_cache_usage_perc, no prefix counters, no engine label, V0 HELP: v0
 # TYPE vllm_exporter_vllm_schema_info gauge
 vllm_exporter_vllm_schema_info{schema="v0"} 1
+# the fake serves no /v1/models: the server is learnt from the vllm: names
+# TYPE vllm_server_info gauge
+vllm_server_info{server="vllm",source="detected",version=""} 1
 # TYPE vllm_requests_running gauge
 vllm_requests_running{model="meta-llama/Llama-3.1-8B-Instruct"} 7
 # TYPE vllm_requests_waiting gauge

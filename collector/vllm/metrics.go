@@ -50,7 +50,7 @@ func newDescs() *descs {
 }
 
 func (d *descs) all() []*prometheus.Desc {
-	out := []*prometheus.Desc{d.up, d.unexpected, d.scrapes, d.scrapeErrors, d.scrapeDuration, d.lastSuccess, d.schema, d.missing, d.samplesDropped, d.role, d.endpointUp, d.supervisor}
+	out := []*prometheus.Desc{d.up, d.unexpected, d.scrapes, d.scrapeErrors, d.scrapeDuration, d.lastSuccess, d.schema, d.missing, d.samplesDropped, d.role, d.endpointUp, d.supervisor, serverDesc}
 	for _, fd := range d.rows {
 		for _, x := range append([]*prometheus.Desc{fd.series, fd.engine, fd.window, fd.priority}, fd.windows...) {
 			if x != nil {
@@ -84,6 +84,7 @@ type renderState struct {
 	scrapes         float64
 	errors, dropped map[string]float64
 	lastOK          time.Time
+	srv             serverState
 	endpoints       []bool         // by endpoint, whether it answered (nil for one)
 	supervisor      snapshot.Value // the supervisor's /health was 200
 }
@@ -157,6 +158,7 @@ func (d *descs) render(ch chan<- prometheus.Metric, st *renderState, windows []t
 	if !st.lastOK.IsZero() {
 		e.emit(d.lastSuccess, prometheus.GaugeValue, float64(st.lastOK.UnixNano())/1e9)
 	}
+	renderServer(e, st.srv)
 	for i, ok := range st.endpoints {
 		e.emit(d.endpointUp, prometheus.GaugeValue, b2f(ok), strconv.Itoa(i))
 	}

@@ -12,6 +12,17 @@ const (
 	SchemaNone     = families.SchemaNone
 )
 
+// famServer is the server of each of famNames.
+var famServer = func() []string {
+	out := make([]string, len(famNames))
+	for i := range families.Rows {
+		for _, n := range families.Rows[i].Names {
+			out[famIndex[n.Name]] = n.ServerName()
+		}
+	}
+	return out
+}()
+
 // v1RunningHelp is V1's HELP for vllm:num_requests_running (V0 says "...
 // currently running on GPU."); the only V1 marker in 0.8.0-0.8.2 bodies of an
 // idle server, before the engine label and while prefix counters may be empty.

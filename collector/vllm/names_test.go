@@ -119,7 +119,7 @@ func TestTableRowsAreExported(t *testing.T) {
 func TestHelpNamesTheSource(t *testing.T) {
 	for _, d := range newDescs().all() {
 		str := d.String()
-		if strings.Contains(str, `fqName: "vllm_exporter_`) || strings.Contains(str, `fqName: "vllm_up"`) {
+		if strings.Contains(str, `fqName: "vllm_exporter_`) || strings.Contains(str, `fqName: "vllm_up"`) || strings.Contains(str, `fqName: "vllm_server_info"`) {
 			continue
 		}
 		if !strings.Contains(str, "; from vllm:") && !strings.Contains(str, "; derived from vllm:") && !strings.Contains(str, "; from http_requests_total") {

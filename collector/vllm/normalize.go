@@ -94,6 +94,9 @@ type normalizer struct {
 	// scratch is the reading of the scrape in progress, kept between
 	// scrapes so that its maps are allocated once.
 	scratch reading
+	// served is the model the server says it serves (/v1/models), which
+	// replaces families.PlaceholderModel; "" none.
+	served string
 }
 
 func newNormalizer() *normalizer { return &normalizer{bounds: map[string][]float64{}} }
@@ -163,6 +166,8 @@ type reading struct {
 	// voided are readings a sample that could not be read leaves absent
 	// rather than summed without it.
 	voided []void
+	// atCompletion: a token counter read counts at request completion.
+	atCompletion bool
 }
 
 type meanKey struct {
@@ -186,7 +191,7 @@ func (n *normalizer) normalize(sc *scanner, r *result) {
 	has := func(name string) bool { i, ok := famIndex[name]; return ok && sc.present(i) }
 	for i := range families.Rows {
 		f := &families.Rows[i]
-		expected := f.Expected != nil && f.Expected(v.Schema, has)
+		expected := f.Expects(v.Schema, has)
 		at := slices.IndexFunc(f.Names, func(n families.Name) bool { return has(n.Name) })
 		if at < 0 {
 			if expected {
@@ -195,20 +200,22 @@ func (n *normalizer) normalize(sc *scanner, r *result) {
 			}
 			continue
 		}
-		name := f.Names[at].Name
 		if expected {
-			r.expected = append(r.expected, name)
+			r.expected = append(r.expected, f.Names[at].Name)
 		}
 		rd.present[i] = true
-		idx := famIndex[name]
-		for _, c := range sc.kids[idx] {
-			rd.histogram(f, name, c)
-		}
-		for _, e := range sc.values[idx] {
-			rd.sample(f, name, e.labels, e.v)
-		}
-		for _, e := range sc.bad[idx] {
-			rd.void(f, name, e.labels)
+		for _, n := range f.ReadFrom(at) {
+			idx := famIndex[n.Name]
+			rd.atCompletion = rd.atCompletion || n.AtCompletion && len(sc.values[idx]) > 0
+			for _, c := range sc.kids[idx] {
+				rd.histogram(f, n, c)
+			}
+			for _, e := range sc.values[idx] {
+				rd.sample(f, n, e.labels, e.v)
+			}
+			for _, e := range sc.bad[idx] {
+				rd.void(f, n, e.labels)
+			}
 		}
 	}
 	rd.finish()
@@ -233,6 +240,7 @@ func (n *normalizer) reset(r *result) *reading {
 	rd.seenUnexpected, rd.refused = nil, nil
 	clear(rd.present)
 	rd.voided = rd.voided[:0]
+	rd.atCompletion = false
 	rd.n, rd.r, rd.vllm = n, r, r.vllm
 	return rd
 }
@@ -264,6 +272,7 @@ func (rd *reading) finish() {
 		if e := rd.engines[name]; len(e) > 1 {
 			m.PerEngine = e
 		}
+		m.TokensAtCompletion = rd.atCompletion
 	}
 }
 
@@ -293,8 +302,12 @@ func (x void) apply(rd *reading) {
 }
 
 // void records that a sample of row f with labels l could not be read.
-func (rd *reading) void(f *families.Family, fam string, l families.Labels) {
-	model, hasModel := l.Lookup("model_name")
+func (rd *reading) void(f *families.Family, n families.Name, l families.Labels) {
+	if n.Keep != nil && !n.Keep(l) {
+		return
+	}
+	fam := n.Name
+	model, hasModel := rd.modelOf(l)
 	x := void{f: f, model: model}
 	switch {
 	case f.Server != nil:
@@ -312,6 +325,19 @@ func (rd *reading) void(f *families.Family, fam string, l families.Labels) {
 		x.key = key
 	}
 	rd.voided = append(rd.voided, x)
+}
+
+// modelOf is a sample's model: its model_name label (SGLang's 2024
+// releases: name), the served model where that is a placeholder.
+func (rd *reading) modelOf(l families.Labels) (string, bool) {
+	m, ok := l.Lookup("model_name")
+	if !ok {
+		m, ok = l.Lookup("name")
+	}
+	if ok && m == families.PlaceholderModel && rd.n.served != "" {
+		m = rd.n.served
+	}
+	return m, ok
 }
 
 func newModel(name string) *snapshot.Model {
@@ -433,6 +459,11 @@ func (s *scanner) present(fam int) bool {
 // and no mark is V0, one without any is "none".
 func detectSchema(sc *scanner) string {
 	if !sc.anyVLLM {
+		for fam, server := range famServer {
+			if server != families.ServerVLLM && sc.present(fam) {
+				return families.ServerOf(server)
+			}
+		}
 		return SchemaNone
 	}
 	for _, mk := range schemaMarks {

@@ -86,14 +86,40 @@ type series struct {
 	tooLong bool    // a label value is over MaxLabelValueBytes: every sample is dropped
 	le      float64 // partBucket: the bound; NaN when missing or not a number
 	v       float64 // this scrape's value
-	// group, for a gauge with a `pid` label (prometheus_client's
-	// multiprocess mode "all": one copy per API server process of one
-	// reading), is its family and labels without pid: the copies are read
-	// as one, the largest, never summed.
+	// group, for a copy of one reading (repeatKey), is its family and
+	// labels without what tells the copies apart: they are read as one,
+	// never summed.
 	group string
 	// labels are a partValue series'; a histogram part's are its child's.
 	labels families.Labels
 	child  *child
+}
+
+// Copies of one reading: prometheus_client's multiprocess mode "all" writes
+// a gauge once per process (label pid; a dead process's file lingers), and
+// SGLang writes each data-parallel rank's scheduler state from every tensor,
+// pipeline and expert rank with --enable-metrics-for-all-schedulers. A
+// gauge's copies read as the largest, a counter's or histogram's as the
+// first in the body (rank copies are equal; pid copies of a counter are
+// distinct processes' counts, summed).
+var rankLabels = []string{"tp_rank", "pp_rank", "moe_ep_rank"}
+
+// repeatKey is the group of a series of family fam with labels ls and the
+// labels it is read with (without pid where pid marks a copy); "" when ls
+// marks no copy.
+func repeatKey(fam int, ls families.Labels) (families.Labels, string) {
+	n := len(ls.Offs)
+	if _, ok := ls.Lookup("pid"); ok && !counterFamily[fam] {
+		ls = ls.Without("pid")
+	}
+	rest := ls
+	for _, r := range rankLabels {
+		rest = rest.Without(r)
+	}
+	if len(rest.Offs) == n {
+		return ls, ""
+	}
+	return ls, famNames[fam] + "\xff" + rest.Key()
 }
 
 // child is one histogram child: the buckets, _sum and _count series of a
@@ -106,6 +132,7 @@ type child struct {
 	count   float64
 	has     uint8 // hasSum, hasCount
 	dup     bool  // a second _sum or _count of this scrape (another label order)
+	group   string
 }
 
 const (
@@ -132,7 +159,8 @@ type scanner struct {
 	values  [][]*series
 	kids    [][]*child
 	bad     [][]*series        // samples that are no reading (badValue)
-	pids    map[string]*series // by group: the first copy of this scrape
+	copies  map[string]*series // by group: the first copy of this scrape
+	kidCopy map[string]*child  // the same for histogram children
 	anyVLLM bool               // a vllm:* family was named
 	helps   map[string]bool    // families whose HELP this scrape had, for schema detection
 	line    int
@@ -147,7 +175,8 @@ func newScanner() *scanner {
 		values:   make([][]*series, len(famNames)),
 		kids:     make([][]*child, len(famNames)),
 		bad:      make([][]*series, len(famNames)),
-		pids:     map[string]*series{},
+		copies:   map[string]*series{},
+		kidCopy:  map[string]*child{},
 		helps:    map[string]bool{},
 	}
 }
@@ -205,7 +234,8 @@ func (s *scanner) scan(r io.Reader, limit int64, maxSeries int, res *result) err
 func (s *scanner) forget() {
 	s.anyVLLM = false
 	clear(s.helps)
-	clear(s.pids)
+	clear(s.copies)
+	clear(s.kidCopy)
 	for i := range s.values {
 		// Cleared, not only cut: the backing arrays would keep evicted
 		// series reachable.
@@ -278,11 +308,13 @@ func (s *scanner) sample(line []byte, maxSeries, maxBytes int, res *result) (eof
 		if bad := badValue(int(e.fam), v); bad != "" {
 			res.dropLine(bad, s.line, line[:end], "a value that is no reading")
 			s.bad[e.fam] = append(s.bad[e.fam], e)
-		} else if first := s.pids[e.group]; e.group != "" && first != nil {
-			first.v = max(first.v, v)
+		} else if first := s.copies[e.group]; e.group != "" && first != nil {
+			if !counterFamily[e.fam] {
+				first.v = max(first.v, v)
+			}
 		} else {
 			if e.group != "" {
-				s.pids[e.group] = e
+				s.copies[e.group] = e
 			}
 			s.values[e.fam] = append(s.values[e.fam], e)
 		}
@@ -291,7 +323,10 @@ func (s *scanner) sample(line []byte, maxSeries, maxBytes int, res *result) (eof
 	c := e.child
 	if c.seen != s.gen {
 		c.seen, c.buckets, c.sum, c.count, c.has, c.dup = s.gen, c.buckets[:0], 0, 0, 0, false
-		s.kids[e.fam] = append(s.kids[e.fam], c)
+		if c.group == "" || s.kidCopy[c.group] == nil {
+			s.kidCopy[c.group] = c
+			s.kids[e.fam] = append(s.kids[e.fam], c)
+		}
 	}
 	switch e.part {
 	case partBucket:
@@ -331,11 +366,7 @@ func (s *scanner) add(key string, quoted bool, ln lineName, maxSeries, maxBytes 
 		}
 	}
 	if ln.part == partValue {
-		e.labels = ls
-		if _, ok := ls.Lookup("pid"); ok && !counterFamily[ln.fam] {
-			e.labels = ls.Without("pid")
-			e.group = famNames[ln.fam] + "\xff" + e.labels.Key()
-		}
+		e.labels, e.group = repeatKey(ln.fam, ls)
 		return e, nil
 	}
 	if le, ok := ls.Lookup("le"); ok && ln.part == partBucket {
@@ -346,7 +377,8 @@ func (s *scanner) add(key string, quoted bool, ln lineName, maxSeries, maxBytes 
 	own := ls.Without("le")
 	ck := famNames[ln.fam] + "\xff" + own.Key()
 	if e.child = s.children[ck]; e.child == nil {
-		e.child = &child{labels: own}
+		_, g := repeatKey(ln.fam, own)
+		e.child = &child{labels: own, group: g}
 		s.children[ck] = e.child
 	}
 	return e, nil

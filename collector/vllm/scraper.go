@@ -29,6 +29,7 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vllm-exporter/vllm_exporter/collector"
+	"github.com/vllm-exporter/vllm_exporter/internal/families"
 	"github.com/vllm-exporter/vllm_exporter/internal/modelset"
 	"github.com/vllm-exporter/vllm_exporter/internal/ratelog"
 	"github.com/vllm-exporter/vllm_exporter/internal/snapshot"
@@ -116,6 +117,9 @@ type Options struct {
 	// prefill, decode or both; "" or RoleAuto learns it from the scrape
 	// (see detectRole), else both.
 	Role string
+	// Server is the inference server (--vllm.server: auto, vllm, sglang,
+	// trtllm); "" or auto learns it from the server.
+	Server string
 	// Models bounds the model names kept (--vllm.max-models), evicts those
 	// absent from successful scrapes for its idle timeout
 	// (--vllm.model-idle-timeout) and gives the place of one absent for its
@@ -144,8 +148,10 @@ type Scraper struct {
 	supervisorURL string         // its /health, "" none
 	supervisor    snapshot.Value // what it answered last; guarded by mu
 
-	// mu serialises scrapes and guards the fields below it.
+	// mu serialises scrapes and guards the fields below it (and the
+	// metrics URL).
 	mu         sync.Mutex
+	srv        serverState
 	norm       *normalizer
 	scan       *scanner
 	scrapes    float64
@@ -224,6 +230,10 @@ func New(opts Options, logger log.Logger) *Scraper {
 
 		loggedUnexpected: map[string]bool{},
 	}
+	s.srv.base, s.srv.explicit = apiBase(opts.URL)
+	if _, ok := families.ServerNamed(opts.Server); ok {
+		s.srv.name, s.srv.source = opts.Server, serverFromFlag
+	}
 	s.norm.admit = func(name string) bool { return s.models.Admit(name, s.scrapeNow) }
 	s.models.OnEvict(func(name string) {
 		level.Info(s.logger).Log("msg", "model absent from successful scrapes for --vllm.model-grace gives its place under --vllm.max-models to a new name; its state is dropped", "model", name, "grace", s.models.Grace())
@@ -235,6 +245,8 @@ func New(opts Options, logger log.Logger) *Scraper {
 			s.eps[i] = &endpoint{url: MetricsURL(u), scan: newScanner(), carried: map[carriedKey]*carried{}}
 		}
 		s.metricsURL, s.logURL = s.eps[0].url, RedactedURL(s.eps[0].url)
+		s.srv.base, _ = apiBase(opts.URLs[0])
+		s.srv.explicit = true // each API server's /metrics, as --vllm.url names it
 		if opts.Supervisor != "" {
 			s.supervisorURL = strings.TrimSuffix(opts.Supervisor, "/") + "/health"
 		}
@@ -398,11 +410,18 @@ func (s *Scraper) ScrapeOnce(ctx context.Context, now time.Time) {
 	s.scrapeNow = now
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
+	if !s.srv.known && s.eps == nil { // several API servers are vLLM's (multi-port LB)
+		s.detect(ctx)
+	}
 	res := &result{}
 	var reason string
 	var err error
 	if s.eps == nil {
 		reason, err = s.fetch(ctx, s.metricsURL, s.scan, res)
+		for err != nil && s.nextPath(reason, err) {
+			res = &result{}
+			reason, err = s.fetch(ctx, s.metricsURL, s.scan, res)
+		}
 		s.scrapes++
 	} else {
 		reason, err = s.fetchAll(ctx, now, res)
@@ -419,6 +438,7 @@ func (s *Scraper) ScrapeOnce(ctx context.Context, now time.Time) {
 			level.Info(s.logger).Log("msg", "model absent from successful scrapes for --vllm.model-idle-timeout; its state is dropped", "model", gone, "idle_timeout", s.models.IdleTimeout())
 		}
 	}
+	s.scraped(snap.Schema, err)
 	took := time.Since(began)
 	if err != nil {
 		res = nil
@@ -488,7 +508,7 @@ func (s *Scraper) keepState(snap *snapshot.VLLM, res *result, windows map[time.D
 	for _, ep := range s.eps {
 		up = append(up, ep.up)
 	}
-	s.state.Store(&renderState{snap: snap, res: res, windows: windows, took: took, scrapes: s.scrapes,
+	s.state.Store(&renderState{snap: snap, res: res, windows: windows, took: took, scrapes: s.scrapes, srv: s.srv,
 		errors: maps.Clone(s.errors), dropped: maps.Clone(s.dropped), lastOK: s.lastOK, endpoints: up, supervisor: s.supervisor})
 }
 
@@ -601,6 +621,10 @@ func (s *Scraper) fetch(ctx context.Context, metricsURL string, sc *scanner, res
 			r = ReasonHTTP4xx
 		}
 		return r, fmt.Errorf("unexpected HTTP status %s", resp.Status)
+	}
+	if strings.Contains(resp.Header.Get("Content-Type"), "json") {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		return ReasonParse, errJSONBody
 	}
 	if resp.ContentLength > s.opts.MaxBodyBytes {
 		return ReasonBodyTooLarge, fmt.Errorf("Content-Length %d exceeds --vllm.max-body-bytes=%d", resp.ContentLength, s.opts.MaxBodyBytes)

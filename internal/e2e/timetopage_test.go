@@ -67,12 +67,25 @@ func TestTimeToPage(t *testing.T) {
 	type server struct {
 		model, simURL string
 		breach        map[string]any
+		engine        []string // vllm-sim flags of SGLang or trtllm-serve
 	}
+	slow := map[string]any{"scenario": "throttled", "step_factor": 10, "load": map[string]any{"rate": 2}}
 	servers := []*server{
-		{model: "slow-m", breach: map[string]any{"scenario": "throttled", "step_factor": 10, "load": map[string]any{"rate": 2}}},
+		{model: "slow-m", breach: slow},
 		{model: "kv-m", breach: map[string]any{"scenario": "kv_exhausted"}},
 		{model: "abort-m", breach: map[string]any{"scenario": "healthy", "abort_fraction": 0.6, "load": map[string]any{"rate": 1}}},
 		{model: "stall-m", breach: map[string]any{"scenario": "stalled"}},
+		// SGLang (two tensor-parallel ranks, each writing the scheduler's
+		// state) and trtllm-serve, breached as slow-m: their TTFT pages
+		// as vLLM's does.
+		{model: "sglang-m", breach: slow, engine: []string{"--engine=sglang", "--tp-size=2", "--enable-metrics-for-all-schedulers"}},
+		{model: "trtllm-m", breach: slow, engine: []string{"--engine=trtllm"}},
+	}
+	var engines []engineServer
+	for _, s := range servers {
+		if len(s.engine) > 0 {
+			engines = append(engines, engineServer{s.model, strings.TrimPrefix(s.engine[0], "--engine=")})
+		}
 	}
 	// Every simulator, then every exporter, started at once (each waits
 	// for its vLLM's /health, so the startups overlap).
@@ -87,9 +100,9 @@ func TestTimeToPage(t *testing.T) {
 		// (kv-m, so its preemption storm, about half a preemption per
 		// finished request, shows in the 5-minute window as fast as the
 		// others)
-		rate := map[string]string{"slow-m": "2", "kv-m": "0.5", "abort-m": "1", "stall-m": "1"}[s.model]
-		sims[i] = startProc(t, "vllm-sim-"+s.model, simBin, fmt.Sprintf("--web.listen-address=127.0.0.1:%d", simPort),
-			"--served-model-name="+s.model, fmt.Sprintf("--seed=%d", 40+i), "--scenario=healthy", "--load.rate="+rate)
+		rate := map[string]string{"slow-m": "2", "kv-m": "0.5", "abort-m": "1", "stall-m": "1", "sglang-m": "2", "trtllm-m": "2"}[s.model]
+		sims[i] = startProc(t, "vllm-sim-"+s.model, simBin, append([]string{fmt.Sprintf("--web.listen-address=127.0.0.1:%d", simPort),
+			"--served-model-name=" + s.model, fmt.Sprintf("--seed=%d", 40+i), "--scenario=healthy", "--load.rate=" + rate}, s.engine...)...)
 	}
 	for i, s := range servers {
 		waitFor(t, s.model+" /health", 30*time.Second, []*proc{sims[i]}, httpOK(s.simURL+"/health"))
@@ -179,6 +192,11 @@ func TestTimeToPage(t *testing.T) {
 		{"preemption", map[string]string{"alertname": "VLLMSLOBurnRatePage", "slo": "preemption"}, 2 * time.Minute},
 		{"availability", map[string]string{"alertname": "VLLMSLOBurnRatePage", "slo": "availability"}, 2 * time.Minute},
 		{"engine stall", map[string]string{"alertname": "VLLMEngineStalled"}, 2 * time.Minute},
+		// The same breach on vLLM, SGLang and trtllm-serve, side by side:
+		// the engines' pages are held to vLLM's (below).
+		{"ttft-p99 vllm", map[string]string{"alertname": "VLLMSLOBurnRatePage", "slo": "ttft-p99", "model": "slow-m"}, 4 * time.Minute},
+		{"ttft-p99 sglang", map[string]string{"alertname": "VLLMSLOBurnRatePage", "slo": "ttft-p99", "model": "sglang-m"}, 4 * time.Minute},
+		{"ttft-p99 trtllm", map[string]string{"alertname": "VLLMSLOBurnRatePage", "slo": "ttft-p99", "model": "trtllm-m"}, 4 * time.Minute},
 	}
 	var tab matrix
 	eachMode(runs, func(r *modeRun) {
@@ -222,8 +240,18 @@ func TestTimeToPage(t *testing.T) {
 				t.Errorf("%s: %s paged %v after the breach (%s), want within %v", r.mode.name, p.name, took.Round(time.Second), strings.Join(who, ","), p.within)
 			}
 		}
+		// An engine's TTFT page comes no later than vLLM's for the same
+		// breach, give or take one rule evaluation (trtllm-serve observes
+		// TTFT when the request finishes).
+		ref, ok := paged["ttft-p99 vllm"]
+		for _, e := range []string{"ttft-p99 sglang", "ttft-p99 trtllm"} {
+			if n, ok2 := paged[e]; ok && ok2 && n.Received.Sub(ref.Received) > eval {
+				t.Errorf("%s: %s paged %v after vLLM's", r.mode.name, e, n.Received.Sub(ref.Received).Round(time.Second))
+			}
+		}
 	})
 	t.Logf("time to page at the shipped timing (breach -> pager webhook), per histogram mode:\n%s", tab.String())
+	checkEngines(t, runs, engines, targets[len(servers)-len(engines):])
 	// the warm-up alone holds five intervals
 	for _, r := range runs {
 		t.Logf("%s:", r.mode.name)

@@ -42,9 +42,6 @@ type Family struct {
 	// land on tier "cpu" of the load row). ok false: the sample is not this
 	// row's.
 	Key func(fam string, l Labels) (key string, ok bool)
-	// FromLabel: the value is this label of the samples (a number: "None",
-	// negative or non-finite values are absent), not the sample value.
-	FromLabel string
 	// InfoLabels are the labels an info family re-exports (its open label
 	// set is stored whole in the snapshot).
 	InfoLabels []string
@@ -66,6 +63,10 @@ type Family struct {
 	Help, EngineHelp string
 	// Versions documents which vLLM versions emit which name.
 	Versions string
+	// NotFrom says, by server, why the row has no name of that server
+	// (docs/'s engine tables; a row without says the server has no such
+	// family).
+	NotFrom map[string]string
 	// Expected says for which detected schemas a missing family is reported
 	// by vllm_exporter_expected_metric_missing.
 	Expected func(schema string, has func(name string) bool) bool
@@ -123,6 +124,31 @@ type Name struct {
 	Help string
 	// Sim is how the simulator fills it.
 	Sim Sim
+	// Server is the inference server whose name it is ("" vLLM): an engine
+	// is a column of the rows' names (servers.go).
+	Server string
+	// Plus: read together with the name before it, into the same reading
+	// (SGLang's P/D queues wait beside its waiting queue).
+	Plus bool
+	// Keep, when set, picks the samples the reading takes (the total of a
+	// breakdown, one cache tier).
+	Keep func(Labels) bool
+	// FromLabel: the value is this label of the samples (a number: "None",
+	// negative or non-finite values are absent), not the sample value.
+	FromLabel string
+	// AtCompletion: the server counts it when a request finishes, not at
+	// each step, so it stands still while requests run.
+	AtCompletion bool
+	// Note says, in docs/'s engine tables, how the reading converts.
+	Note string
+}
+
+// ServerName is the server the name belongs to.
+func (n Name) ServerName() string {
+	if n.Server == "" {
+		return ServerVLLM
+	}
+	return n.Server
 }
 
 // Sim says how the simulator (internal/vllmsim) renders a family.
@@ -137,6 +163,9 @@ type Sim struct {
 	Values []string
 	// When names the feature that registers the family ("" always).
 	When string
+	// PerModel: one series per model, not per data-parallel engine (SGLang's
+	// tokenizer process writes it; trtllm-serve writes every family so).
+	PerModel bool
 	// Buckets are a histogram's default bounds; Tokens: 1-2-5 steps up
 	// to max_model_len instead. Custom is its key in vLLM's
 	// --custom-histogram-buckets.
@@ -260,13 +289,32 @@ func (f *Family) VLLMType() string {
 	return "gauge"
 }
 
+// Expects says whether f's absence is news for a body of schema: the row
+// says so and the schema's server has a name for it.
+func (f *Family) Expects(schema string, has func(string) bool) bool {
+	return f.Expected != nil && len(f.NamesOf(ServerOf(schema))) > 0 && f.Expected(schema, has)
+}
+
 // MissingLabel is the name reported when f is expected but absent: the
 // name the detected schema would use.
 func (f *Family) MissingLabel(schema string) string {
-	if schema == SchemaV1 {
-		return f.Names[0].Name
+	server := ServerOf(schema)
+	names := f.NamesOf(server)
+	if schema == SchemaV1 || server != ServerVLLM {
+		return names[0]
 	}
-	return f.Names[len(f.Names)-1].Name
+	return names[len(names)-1]
+}
+
+// NamesOf are f's names on a server, preferred first.
+func (f *Family) NamesOf(server string) []string {
+	var out []string
+	for _, n := range f.Names {
+		if n.ServerName() == server {
+			out = append(out, n.Name)
+		}
+	}
+	return out
 }
 
 // NameList is f's names.
@@ -276,6 +324,16 @@ func (f *Family) NameList() []string {
 		out[i] = n.Name
 	}
 	return out
+}
+
+// ReadFrom are the names read when f.Names[at] is the first one present:
+// it and the Plus names that follow it.
+func (f *Family) ReadFrom(at int) []Name {
+	end := at + 1
+	for end < len(f.Names) && f.Names[end].Plus {
+		end++
+	}
+	return f.Names[at:end]
 }
 
 // SeriesLabels are the exported series' label names.
@@ -307,7 +365,7 @@ func (f *Family) WindowHelp() string {
 }
 
 // sources names the vLLM families a HELP says the series comes from.
-func (f *Family) sources() string { return strings.Join(f.NameList(), " or ") }
+func (f *Family) sources() string { return strings.Join(f.NamesOf(ServerVLLM), " or ") }
 
 func (f *Family) inUnit() string {
 	if f.Unit == "" {
@@ -345,9 +403,9 @@ func MarkdownTable() string {
 	b.WriteString("| exported series | type | scope | engines combined by | labels kept | vLLM source (preferred first) | versions |\n|---|---|---|---|---|---|---|\n")
 	for i := range Rows {
 		f := &Rows[i]
-		names := make([]string, len(f.Names))
-		for i, n := range f.Names {
-			names[i] = "`" + n.Name + "`"
+		names := f.NamesOf(ServerVLLM)
+		for i, n := range names {
+			names[i] = "`" + n + "`"
 		}
 		var kept []string
 		if l := f.SeriesLabels()[1:]; len(l) > 0 {

@@ -36,6 +36,12 @@ var Ignored = []Unread{
 		Type: "gauge", Why: "V0's since-start block hit rate (-1 without prefix caching); the exporter derives the ratio from the counters"},
 	{Name: Name{Name: "vllm:cpu_prefix_cache_hit_rate", Help: "CPU prefix cache block hit rate.", Sim: Sim{Source: "minus_one"}},
 		Type: "gauge", Why: "V0's CPU block hit rate, -1 in practice"},
+	{Name: Name{Server: ServerSGLang, Name: "sglang:inter_token_latency_seconds", Help: "Histogram of inter-token latency in seconds.", Sim: Sim{Source: "itl", Buckets: sglangITLBuckets, PerModel: true}},
+		Type: "histogram", Why: "observed per token (each gap divided among the tokens it brought), where vLLM's inter-token latency is per engine step"},
+	{Name: Name{Server: ServerSGLang, Name: "sglang:cache_hit_rate", Help: "The cache hit rate", Sim: Sim{Source: "zero"}},
+		Type: "gauge", Why: "the last prefill batch's hit rate (a percentage in 2024 releases); the ratio over a window comes from the token counters"},
+	{Name: Name{Server: ServerTRTLLM, Name: "trtllm_num_requests_completed_total", Help: "Number of completed requests.", Sim: Sim{}},
+		Type: "counter", Why: "adds only the last drained iteration's completions (undercounts); finished requests come from trtllm_request_success_total"},
 }
 
 // Spec is what the simulator renders of one vLLM name: the name with its

@@ -119,6 +119,10 @@ type Model struct {
 	GenerationTokens Value // counter
 	PrefixQueries    Value // counter, tokens (blocks before 0.9.0)
 	PrefixHits       Value // counter
+	// TokensAtCompletion: the server counts prompt and generated tokens
+	// when a request finishes (SGLang before realtime_tokens_total,
+	// trtllm-serve), so the counters stand still while requests run.
+	TokensAtCompletion bool
 	// FinishedByReason: vllm:request_success_total by finished_reason.
 	FinishedByReason map[string]float64
 

@@ -19,10 +19,7 @@ func (s *Sim) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("GET /health", s.handleHealth)
 	mux.HandleFunc("GET /ping", s.handleHealth)
-	mux.HandleFunc("GET /version", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"version": s.version.vllmVersion})
-	})
-	mux.HandleFunc("GET /metrics", s.handleMetrics)
+	s.serverRoutes(mux)
 	mux.HandleFunc("POST /tokenize", s.handleTokenize)
 	mux.HandleFunc("GET /admin/state", s.handleAdminState)
 	mux.HandleFunc("POST /admin/scenario", s.handleAdminScenario)
@@ -267,14 +264,14 @@ func (s *Sim) handleModels(w http.ResponseWriter, r *http.Request) {
 	}
 	maxLen := s.cfg.MaxModelLen
 	for i, m := range s.cfg.Models {
-		data = append(data, card{ID: m, Object: "model", Created: created, OwnedBy: "vllm", Root: m,
+		data = append(data, card{ID: m, Object: "model", Created: created, OwnedBy: s.ownedBy(), Root: m,
 			MaxModelLen: &maxLen, Permission: permission(i)})
 	}
 	// LoRA adapters follow, as vLLM lists its --lora-modules: root is the
 	// adapter's path, parent the base model, no max_model_len.
 	for i, a := range s.loraAdapters() {
 		base := s.cfg.Models[0]
-		data = append(data, card{ID: a, Object: "model", Created: created, OwnedBy: "vllm", Root: "/adapters/" + a,
+		data = append(data, card{ID: a, Object: "model", Created: created, OwnedBy: s.ownedBy(), Root: "/adapters/" + a,
 			Parent: &base, Permission: permission(len(s.cfg.Models) + i)})
 	}
 	writeJSON(w, http.StatusOK, struct {

@@ -89,6 +89,9 @@ type engine struct {
 	// the stats-based health check's last progress.
 	lastStepAt time.Time
 	blocked    bool // nothing schedulable until something changes
+	// atFinish is running, waiting and KV usage at the last completion
+	// (trtllm-serve logs its iteration stats only then).
+	atFinish [3]float64
 }
 
 func (e *engine) hasWork() bool { return len(e.waiting)+len(e.running) > 0 }
@@ -523,6 +526,7 @@ func (e *engine) observeFinished(r *req, key string, v float64) {
 
 // finishReq removes r from the engine and records the per-request histograms.
 func (e *engine) finishReq(r *req, t time.Time) {
+	e.atFinish = [3]float64{float64(len(e.running)), float64(len(e.waiting)), e.pool.usage()}
 	e.remove(r)
 	st := e.stats
 	st.success[r.finish]++
@@ -532,6 +536,7 @@ func (e *engine) finishReq(r *req, t time.Time) {
 	}
 	gen := r.outputs()
 	e.observeFinished(r, hE2E, t.Sub(r.arrival).Seconds())
+	e.observeFinished(r, hTTFTAtFinish, r.firstTok.Sub(r.arrival).Seconds())
 	e.observeFinished(r, hQueue, r.scheduled.Sub(r.arrival).Seconds())
 	e.observeFinished(r, hInference, r.lastTok.Sub(r.scheduled).Seconds())
 	e.observeFinished(r, hPrefill, r.firstTok.Sub(r.scheduled).Seconds())

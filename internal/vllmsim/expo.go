@@ -35,6 +35,10 @@ type versionSpec struct {
 	// splitsWaiting: vllm:num_requests_waiting counts deferred requests too
 	// (≈0.20+, with num_requests_waiting_by_reason).
 	splitsWaiting bool
+	// server is the inference server spoken (families.Server*; "" vLLM),
+	// labels its children's labels (nil: vLLM's engineLabels).
+	server string
+	labels func(w *expoWriter, e *engine, perModel bool, typ string) [][]label
 }
 
 // entry is one family of a layout: a name the family table describes
@@ -143,7 +147,7 @@ func withNewRows(latest []entry) []entry {
 		}
 	}
 	for _, sp := range families.Specs() {
-		if !listed[sp.Name.Name] && sp.Sim.Source != "" {
+		if !listed[sp.Name.Name] && sp.Sim.Source != "" && sp.Server == "" {
 			latest = append(latest, entry{name: sp.Name.Name})
 			listed[sp.Name.Name] = true
 		}
@@ -200,7 +204,17 @@ func cacheConfigMain(c *Config) []label {
 // --custom-histogram-buckets.
 func bucketsFor(v *versionSpec, c *Config) map[string][]float64 {
 	out := map[string][]float64{}
-	for _, sp := range families.Specs() {
+	// vLLM's bounds for every histogram the engines keep, then the
+	// server's own for those it renders.
+	var specs []families.Spec
+	for _, server := range slices.Compact([]string{"", v.server}) {
+		for _, sp := range families.Specs() {
+			if sp.Server == server {
+				specs = append(specs, sp)
+			}
+		}
+	}
+	for _, sp := range specs {
 		if sp.Type != "histogram" || sp.Sim.Source == "" {
 			continue
 		}
@@ -352,6 +366,9 @@ func (w *expoWriter) engineChildren(sp families.Spec, src source) []child {
 	values := sp.Sim.Values
 	if src.values != nil {
 		values = src.values(w.s)
+	}
+	if w.v.labels != nil {
+		return w.serverChildren(sp, src, values)
 	}
 	var children []child
 	for _, e := range w.s.allEngines() {

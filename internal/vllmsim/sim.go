@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -61,9 +62,19 @@ type Config struct {
 	StreamInterval int
 	// Cost is the step time model (default DefaultCost).
 	Cost CostModel
-	// MetricsVersion selects the /metrics exposition: MetricsV1 (default),
-	// MetricsV1_0_10 or MetricsV0.
+	// MetricsVersion selects vLLM's /metrics exposition: MetricsV1
+	// (default), MetricsV1_0_10 or MetricsV0.
 	MetricsVersion string
+	// Engine is the inference server spoken (Engines()): vLLM (default),
+	// SGLang or trtllm-serve, each with its own /metrics (MetricsVersion
+	// then names the engine) and API routes. trtllm-serve serves one
+	// model on one engine.
+	Engine string
+	// TensorParallelSize and AllSchedulerMetrics are SGLang's --tp-size
+	// and --enable-metrics-for-all-schedulers: every tensor-parallel rank
+	// then writes its data-parallel rank's scheduler state (default 1, off).
+	TensorParallelSize  int
+	AllSchedulerMetrics bool
 	// APIServerCount > 1 renders V1 /metrics the way vLLM does with
 	// --api-server-count > 1 (prometheus_client multiprocess mode: no _created,
 	// no python_/process_ families, _sum before buckets). Real vLLM >= 0.15
@@ -164,6 +175,7 @@ func (c *Config) applyDefaults() {
 		}
 	}
 	def(&c.DataParallelSize, 1)
+	def(&c.TensorParallelSize, 1)
 	def(&c.MaxNumSeqs, 128)
 	def(&c.MaxNumBatchedTokens, 8192)
 	def(&c.NumGPUBlocks, 4096)
@@ -187,8 +199,14 @@ func (c *Config) applyDefaults() {
 	if c.Cost == (CostModel{}) {
 		c.Cost = DefaultCost
 	}
+	if c.Engine == "" {
+		c.Engine = EngineVLLM
+	}
 	if c.MetricsVersion == "" {
 		c.MetricsVersion = MetricsV1
+		if c.Engine != EngineVLLM {
+			c.MetricsVersion = c.Engine
+		}
 	}
 	if c.Start.IsZero() {
 		c.Start = time.Date(2026, 8, 10, 6, 0, 0, 0, time.UTC)
@@ -229,6 +247,18 @@ func (c *Config) validate() error {
 		return errors.New("vllmsim: long_prefill_token_threshold must not be negative")
 	case c.DataParallelSize < 1 || c.MaxNumSeqs < 1 || c.MaxNumBatchedTokens < 1 || c.NumGPUBlocks < 1 ||
 		c.BlockSize < 1 || c.MaxModelLen < 1 || c.StreamInterval < 1 || c.MeanOutputTokens < 1 || c.APIServerCount < 1:
+		return errors.New("vllmsim: sizes must be positive")
+	}
+	if !slices.Contains(Engines(), c.Engine) {
+		return fmt.Errorf("vllmsim: unknown engine %q (want %s)", c.Engine, strings.Join(Engines(), ", "))
+	}
+	if v := versions[c.MetricsVersion]; v != nil && (v.server != "" || c.Engine != EngineVLLM) && v.server != c.Engine {
+		return fmt.Errorf("vllmsim: metrics version %q is not the %s exposition", c.MetricsVersion, c.Engine)
+	}
+	if c.Engine == EngineTRTLLM && (len(c.Models) > 1 || c.DataParallelSize > 1) {
+		return errors.New("vllmsim: trtllm-serve serves one model on one engine")
+	}
+	if c.TensorParallelSize < 1 {
 		return errors.New("vllmsim: sizes must be positive")
 	}
 	if _, ok := versions[c.MetricsVersion]; !ok {

@@ -18,6 +18,9 @@ func newHistogram(bounds []float64) *histogram {
 }
 
 func (h *histogram) observe(v float64) {
+	if h == nil { // a histogram only another server's layout keeps
+		return
+	}
 	i := sort.SearchFloat64s(h.bounds, v) // first bound >= v (le semantics)
 	h.counts[i]++
 	h.sum += v

@@ -2,6 +2,7 @@ package bottleneck
 
 import (
 	"context"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -509,6 +510,7 @@ func (c *Classifier) Tick(now time.Time) {
 		}
 		st.Findings, st.Roofline, st.Window, st.Latest = findings, in.Roofline, in.Window, m
 		st.Unavailable = Unavailable(len(upDevices(gpu)) > 0, in.Roofline.Predicted.OK, rules{in: in}.dram().OK)
+		maps.Copy(st.Unavailable, MissingInputs(latest.Schema)) // the server's lack first: no flag cures it
 		st.SLOHolds, st.SLOKnown = c.sloHolds(name, in, th, now)
 		st.trackCapacity(now, th, in.Window, saturation(m, in.Window, in.KVUsage, th), c.gpuCount(gpu), c.opts.Cost.GPUHour)
 	}

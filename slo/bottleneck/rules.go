@@ -214,8 +214,12 @@ func (r rules) engineStalled() Finding {
 		return all(EngineStalled, gate("probe_engine_stalled", 1, "==", 1, ""))
 	}
 	// Scrape side: requests present, yet the token counters have not
-	// moved for stall_after (a healthy engine moves them every step).
+	// moved for stall_after (a healthy engine moves them every step; a
+	// server that counts at completion does not, and only probes tell).
 	m := r.in.Model
+	if m != nil && m.TokensAtCompletion {
+		return Finding{Class: EngineStalled, Evidence: []Evidence{note("token_counters_at_completion", 1, "")}}
+	}
 	if m == nil || !m.Running.OK || !m.Waiting.OK {
 		return Finding{Class: EngineStalled}
 	}
