@@ -4,14 +4,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/testutil"
 )
@@ -217,12 +214,7 @@ func TestHealthyDayPagesZeroTimes(t *testing.T) {
 	}{{"classic buckets", false}, {"NHCB", true}} {
 		t.Run(mode.name, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			rules := rules
-			if mode.nhcb {
-				rules = pageRulesOnly(t, rules, dir)
-			}
-			p := testutil.WriteRuleTest(t, dir, "healthy-day_test.yml", testutil.RuleTestFile{
+			p := testutil.WriteRuleTest(t, t.TempDir(), "healthy-day_test.yml", testutil.RuleTestFile{
 				RuleFiles:          []string{rules},
 				EvaluationInterval: testutil.Duration(time.Minute),
 				Tests: []testutil.RuleTest{{
@@ -253,52 +245,4 @@ func TestHealthyDayPagesZeroTimes(t *testing.T) {
 				mode.name, time.Since(start).Round(time.Second))
 		})
 	}
-}
-
-// pageRulesOnly writes the SLO rules without the ticket alerts and the 1d
-// and 3d window records only they read. promtool's engine loads at most
-// 10000 samples per query (Prometheus: --query.max-samples, 50 million),
-// and a native histogram sample counts about ten: a 1d window of
-// one-minute histogram samples exceeds it. The pages read the 1h, 6h, 5m,
-// 30m and fast-tier windows, which fit.
-func pageRulesOnly(t *testing.T, path, dir string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rf struct {
-		Groups []struct {
-			Name  string           `yaml:"name"`
-			Rules []map[string]any `yaml:"rules"`
-		} `yaml:"groups"`
-	}
-	if err := yaml.Unmarshal(b, &rf); err != nil {
-		t.Fatal(err)
-	}
-	dropped := 0
-	for i := range rf.Groups {
-		var keep []map[string]any
-		for _, r := range rf.Groups[i].Rules {
-			rec, _ := r["record"].(string)
-			if r["alert"] == "VLLMSLOBurnRateTicket" || strings.HasSuffix(rec, "1d") || strings.HasSuffix(rec, "3d") {
-				dropped++
-				continue
-			}
-			keep = append(keep, r)
-		}
-		rf.Groups[i].Rules = keep
-	}
-	if dropped == 0 {
-		t.Fatal("no ticket rules found to drop: the SLO rules changed shape")
-	}
-	out, err := yaml.Marshal(rf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(dir, "slo-page-rules.yml")
-	if err := os.WriteFile(p, out, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }

@@ -31,11 +31,43 @@ func sloBudget(t testing.TB, slo string) float64 {
 	return 0
 }
 
+// sloEval is the evaluation interval of the SLO rule cases
+// (slo-rules_test.yml), sloBase the shortest burn-rate window of a 30d
+// SLO: the window the generated rules read raw series over, and whose
+// records every longer window sums.
+const (
+	sloEval = 2 * time.Minute
+	sloBase = 5 * time.Minute
+)
+
+// rates is a rate over w at t, e.g. the sum of some curves' rates.
+type rates func(t, w time.Duration) float64
+
+// sumRates is the sum of cs's rates.
+func (s scenario) sumRates(cs ...curve) rates {
+	return func(t, w time.Duration) float64 { return s.sumRate(t, w, cs...) }
+}
+
+// sloRatio is an SLO's error ratio over w at t as the generated rules
+// compute it from the rates of its bad and total events: a raw window
+// (the fast tier's 1m, the base 5m) as their ratio; a longer window as
+// the ratio of the sums of the base window's records, one per evaluation
+// (every sloEval from the start) within the last w - sloBase.
+func sloRatio(t, w time.Duration, bad, total rates) float64 {
+	if w <= sloBase {
+		return bad(t, w) / total(t, w)
+	}
+	var b, n float64
+	for r := t / sloEval * sloEval; r > t-(w-sloBase) && r >= 0; r -= sloEval {
+		b, n = b+bad(r, sloBase), n+total(r, sloBase)
+	}
+	return b / n
+}
+
 // latencyRatio is a latency SLO's error ratio over w at t: the share of
-// count's events not in the threshold bucket, from the rates.
+// count's events not in the threshold bucket.
 func (s scenario) latencyRatio(t, w time.Duration, count, bucket curve) float64 {
-	total := s.sumRate(t, w, count)
-	return (total - s.sumRate(t, w, bucket)) / total
+	return sloRatio(t, w, func(t, w time.Duration) float64 { return s.sumRate(t, w, count) - s.sumRate(t, w, bucket) }, s.sumRates(count))
 }
 
 // sloAlert is what a burn-rate alert of slo on model carries, at burn.
@@ -63,7 +95,7 @@ func sloRulesTests() promtoolFile {
 			"left-open, (t-w, t], so a [1m] window over one sample a minute holds a single sample.\n" +
 			"Expected burn rates are computed from the inputs as Prometheus' rate() extrapolates.",
 		rules: []string{"slo-rules.yml"},
-		eval:  2 * time.Minute,
+		eval:  sloEval,
 		cases: []func(testing.TB) testutil.RuleTest{
 			ttftBreachCase, lowTrafficCase, healthyNoiseCase, slowLeakCase, everySLOBreachCase, refusedCase,
 		},
@@ -172,7 +204,7 @@ func slowLeakCase(t testing.TB) testutil.RuleTest {
 		series{name("vllm_requests_finished_total", d, "finished_reason", "length"), total},
 		series{name("vllm_preemptions_total", d), pre})
 	burns["preemption/gemma"] = func(at, w time.Duration) float64 {
-		return s.sumRate(at, w, pre) / s.sumRate(at, w, total) / sloBudget(t, "preemption")
+		return sloRatio(at, w, s.sumRates(pre), s.sumRates(total)) / sloBudget(t, "preemption")
 	}
 	ab := sloBudget(t, "availability")
 	stop, abort := counter(at{0, 1000 * (1 - 5*ab)}, at{leak, 1000}), counter(at{0, 1000 * 5 * ab}, at{leak, 0})
@@ -181,7 +213,7 @@ func slowLeakCase(t testing.TB) testutil.RuleTest {
 		series{name("vllm_requests_finished_total", e, "finished_reason", "stop"), stop},
 		series{name("vllm_requests_finished_total", e, "finished_reason", "abort"), abort})
 	burns["availability/phi"] = func(at, w time.Duration) float64 {
-		return s.sumRate(at, w, abort) / s.sumRate(at, w, stop, abort) / ab
+		return sloRatio(at, w, s.sumRates(abort), s.sumRates(stop, abort)) / ab
 	}
 	var tickets []testutil.ExpAlert
 	for _, key := range []string{"ttft-p99/llama", "tpot-p99/qwen", "e2e-p99/mistral", "preemption/gemma", "availability/phi"} {
@@ -230,7 +262,7 @@ func everySLOBreachCase(t testing.TB) testutil.RuleTest {
 		series{name("vllm_requests_finished_total", d, "finished_reason", "stop"), finD},
 		series{name("vllm_preemptions_total", d), pre})
 	burns["preemption/gemma"] = func(at, w time.Duration) float64 {
-		return s.sumRate(at, w, pre) / s.sumRate(at, w, finD) / sloBudget(t, "preemption")
+		return sloRatio(at, w, s.sumRates(pre), s.sumRates(finD)) / sloBudget(t, "preemption")
 	}
 	// availability: half the requests end in error during the breach
 	e := vllm("e", "phi")
@@ -239,7 +271,7 @@ func everySLOBreachCase(t testing.TB) testutil.RuleTest {
 		series{name("vllm_requests_finished_total", e, "finished_reason", "stop"), stop},
 		series{name("vllm_requests_finished_total", e, "finished_reason", "error"), errs})
 	burns["availability/phi"] = func(at, w time.Duration) float64 {
-		return s.sumRate(at, w, errs) / s.sumRate(at, w, stop, errs) / sloBudget(t, "availability")
+		return sloRatio(at, w, s.sumRates(errs), s.sumRates(stop, errs)) / sloBudget(t, "availability")
 	}
 	f, g := vllm("f", "steady"), vllm("g", "steady")
 	s.series = append(s.series,
@@ -285,7 +317,7 @@ func refusedCase(t testing.TB) testutil.RuleTest {
 		{name("vllm_engine_awake", ss), gauge(at{0, 0})},
 	}}
 	check := mins(66)
-	burn := s.sumRate(check, time.Hour, refused) / s.sumRate(check, time.Hour, fin, refused) / sloBudget(t, "availability")
+	burn := sloRatio(check, time.Hour, s.sumRates(refused), s.sumRates(fin, refused)) / sloBudget(t, "availability")
 	return s.test([]testutil.AlertTest{
 		firing(pageAlert, check, sloAlert(t, pageAlert, "availability", "rr", burn)),
 	})

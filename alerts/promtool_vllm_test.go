@@ -493,7 +493,7 @@ func vllmRecordingTests() promtoolFile {
 		about: "promtool unit tests of the fleet recording rules (alerts/vllm-recording.yml).",
 		rules: []string{"vllm-recording.yml"},
 		eval:  30 * time.Second,
-		cases: []func(testing.TB) testutil.RuleTest{fleetRecordingCase},
+		cases: []func(testing.TB) testutil.RuleTest{fleetRecordingCase, fleetVerdictsCase},
 	}
 }
 
@@ -561,5 +561,44 @@ func fleetRecordingCase(t testing.TB) testutil.RuleTest {
 		expr("model:vllm_requests_running:sum", runA+runB),
 		expr("model:vllm_preemptions_per_request:ratio_rate5m", s.sumRate(check, w, preA)/s.sumRate(check, w, finA, finB)),
 		expr("model:vllm_prefix_cache_hit:ratio_rate5m"),
+	)
+}
+
+func fleetVerdictsCase(t testing.TB) testutil.RuleTest {
+	// two replicas of llama: the worst replica's SLO verdicts per model,
+	// and the mean queue time over both
+	a, b := replica("a", "model", "llama"), replica("b", "model", "llama")
+	slo := func(r map[string]string, kv ...string) map[string]string {
+		return lbl(append(append(flatten(r), "slo", "ttft-p99"), kv...)...)
+	}
+	queueA, queueB := counter(at{0, 60}), counter(at{0, 30})
+	sumA, sumB := counter(at{0, 60 * 0.2}), counter(at{0, 30 * 0.5})
+	in := []series{
+		{name("vllm_slo_error_budget_remaining_ratio", slo(a)), gauge(at{0, 0.9})},
+		{name("vllm_slo_error_budget_remaining_ratio", slo(b)), gauge(at{0, 0.4})},
+		{name("vllm_slo_burn_rate", slo(a, "window", "1h")), gauge(at{0, 2})},
+		{name("vllm_slo_burn_rate", slo(b, "window", "1h")), gauge(at{0, 16})},
+		{name("vllm_slo_alert_state", slo(a, "severity", "critical")), gauge(at{0, 0})},
+		{name("vllm_slo_alert_state", slo(b, "severity", "critical")), gauge(at{0, 1})},
+		{name("vllm_bottleneck", a, "class", "queueing"), gauge(at{0, 0})},
+		{name("vllm_bottleneck", b, "class", "queueing"), gauge(at{0, 1})},
+		{name("vllm_request_queue_time_seconds_count", a), queueA},
+		{name("vllm_request_queue_time_seconds_count", b), queueB},
+		{name("vllm_request_queue_time_seconds_sum", a), sumA},
+		{name("vllm_request_queue_time_seconds_sum", b), sumB},
+	}
+	s := scenario{name: "the exporters' verdicts per model are the worst replica's; phase means are over every replica", step: step, end: mins(15), series: in}
+	check := mins(10)
+	expr := func(record string, v float64, kv ...string) testutil.ExprTest {
+		return testutil.ExprTest{Expr: record, EvalTime: testutil.Duration(check),
+			ExpSamples: []testutil.ExpSample{{Labels: name(record, lbl(append([]string{"model", "llama"}, kv...)...)), Value: v}}}
+	}
+	const w = 5 * time.Minute
+	return s.test(nil,
+		expr("model:vllm_slo_error_budget_remaining_ratio:min", 0.4, "slo", "ttft-p99"),
+		expr("model:vllm_slo_burn_rate:max", 16, "slo", "ttft-p99", "window", "1h"),
+		expr("model:vllm_slo_alert_state:max", 1, "slo", "ttft-p99", "severity", "critical"),
+		expr("model:vllm_bottleneck:max", 1, "class", "queueing"),
+		expr("model:vllm_request_queue_time_seconds:mean_rate5m", s.sumRate(check, w, sumA, sumB)/s.sumRate(check, w, queueA, queueB)),
 	)
 }

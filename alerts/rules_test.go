@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,9 +68,63 @@ func yamlUnmarshalStrict(b []byte, v any) error {
 	return dec.Decode(v)
 }
 
-// Every rule file loads on every pinned promtool (Prometheus 3.16 and 3.5).
+// Every rule file loads on every pinned promtool (Prometheus 3.16 and 3.5),
+// which refuses experimental functions unless a feature flag enables them.
 func TestPromtoolCheckRules(t *testing.T) {
 	testutil.CheckRules(t, ruleFilePaths(t)...)
+}
+
+// The rule files load unchanged in Thanos Ruler and Grafana Mimir's ruler
+// (docs/deploy.md): loadRules decodes strictly, so a group holds nothing
+// but name, interval and rules (no limit, query_offset or
+// keep_firing_for); no expression uses the @ modifier; record and label
+// names pass the legacy name check rulers older than Prometheus 3 apply;
+// and the groups fit Mimir's per-tenant rule limits as docs/deploy.md
+// states them.
+func TestRulesLoadInOtherRulers(t *testing.T) {
+	quoted := regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+	metricName := regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
+	labelName := regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+	groups, most := 0, 0
+	for p, rf := range loadRules(t) {
+		for _, g := range rf.Groups {
+			groups, most = groups+1, max(most, len(g.Rules))
+			for _, r := range g.Rules {
+				if strings.Contains(quoted.ReplaceAllString(r.Expr, `""`), "@") {
+					t.Errorf("%s: %s%s uses the @ modifier", p, r.Record, r.Alert)
+				}
+				if r.Record != "" && !metricName.MatchString(r.Record) {
+					t.Errorf("%s: record %q is not a legacy metric name", p, r.Record)
+				}
+				for l := range r.Labels {
+					if !labelName.MatchString(l) {
+						t.Errorf("%s: %s%s: label %q is not a legacy label name", p, r.Record, r.Alert, l)
+					}
+				}
+			}
+		}
+	}
+	doc, err := os.ReadFile("../docs/deploy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := func(name string) int {
+		m := regexp.MustCompile("`" + name + `: (\d+)` + "`").FindSubmatch(doc)
+		if m == nil {
+			t.Fatalf("docs/deploy.md names no `%s: N`", name)
+		}
+		n, _ := strconv.Atoi(string(m[1]))
+		return n
+	}
+	if n := limit("ruler_max_rules_per_rule_group"); n < most {
+		t.Errorf("docs/deploy.md: ruler_max_rules_per_rule_group %d, but a group holds %d rules", n, most)
+	}
+	if n := limit("ruler_max_rule_groups_per_tenant"); n < groups {
+		t.Errorf("docs/deploy.md: ruler_max_rule_groups_per_tenant %d, but the files hold %d groups", n, groups)
+	}
+	if !bytes.Contains(doc, []byte(fmt.Sprintf("largest group holds %d rules", most))) {
+		t.Errorf("docs/deploy.md does not say the largest group holds %d rules", most)
+	}
 }
 
 // githubAnchor turns a Markdown heading into the anchor GitHub renders.

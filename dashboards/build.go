@@ -85,11 +85,6 @@ func hq(quantile, metric, filter string, by ...string) string {
 	return histq.H{Name: metric, Matchers: filter, Window: ri[1 : len(ri)-1]}.Quantile(quantile, by...).String()
 }
 
-// hmean is the mean observation of a histogram per model.
-func hmean(metric, filter string) string {
-	return histq.H{Name: metric, Matchers: filter, Window: ri[1 : len(ri)-1]}.Mean("model").String()
-}
-
 func (p panel) json(id, x, y int) map[string]any {
 	w, h := p.W, p.H
 	if w == 0 {

@@ -12,18 +12,20 @@ import (
 // by side, DRAM bandwidth with its peak).
 var requiredPanels = map[string][][]string{
 	"vllm-overview.json": {
-		{"vllm_slo_error_budget_remaining_ratio"},
-		{"vllm_slo_alert_state"},
-		{"vllm_bottleneck{"},
-		{"vllm_time_to_first_token_seconds_bucket", "vllm_probe_time_to_first_token_window_seconds"},
+		// fleet-wide panels read the fleet recording rules
+		// (alerts/vllm-recording.yml), the others the raw series
+		{"model:vllm_slo_error_budget_remaining_ratio:min"},
+		{"model:vllm_slo_alert_state:max"},
+		{"model:vllm_bottleneck:max"},
+		{"model:vllm_time_to_first_token_seconds:p99_rate5m", "vllm_probe_time_to_first_token_window_seconds"},
 		// server TPOT falls back to ITL where vLLM has no per-request TPOT
-		{"vllm_request_time_per_output_token_seconds_bucket", "vllm_inter_token_latency_seconds_bucket", "vllm_probe_time_per_output_token_window_seconds"},
-		{"vllm_inter_token_latency_seconds_bucket", "vllm_probe_inter_token_latency_window_seconds"},
-		{"vllm_prompt_tokens_total", "vllm_generation_tokens_total"},
+		{"model:vllm_request_time_per_output_token_seconds:p99_rate5m", "model:vllm_inter_token_latency_seconds:p99_rate5m", "vllm_probe_time_per_output_token_window_seconds"},
+		{"model:vllm_inter_token_latency_seconds:p50_rate5m", "vllm_probe_inter_token_latency_window_seconds"},
+		{"model:vllm_prompt_tokens:rate5m", "model:vllm_generation_tokens:rate5m"},
 		{"vllm_kv_cache_usage_ratio"},
 		{"vllm_requests_waiting", "vllm_requests_running"},
-		{"vllm_request_queue_time_seconds_bucket"},
-		{"vllm_preemptions_total"},
+		{"model:vllm_request_queue_time_seconds:p99_rate5m"},
+		{"model:vllm_preemptions:rate5m"},
 		// vLLM 0.12-0.33 (docs/vllm-versions.md)
 		{"vllm_requests_waiting_by_reason"},
 		{`vllm_bottleneck{class="deferred_livelock"`},
@@ -52,8 +54,8 @@ var requiredPanels = map[string][][]string{
 		{`instance=~"$prefill"`, "vllm_request_prefill_time_seconds_bucket"},
 	},
 	"vllm-slos.json": {
-		{"vllm_slo_burn_rate"},
-		{"vllm_slo_error_budget_remaining_ratio"},
+		{"model:vllm_slo_burn_rate:max"},
+		{"model:vllm_slo_error_budget_remaining_ratio:min"},
 		{"slo:sli_error:ratio_rate", "slo:objective:ratio"},
 		{"slo:error_budget_remaining:ratio"},
 	},

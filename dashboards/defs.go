@@ -17,14 +17,15 @@ var (
 const rooflineNoValue = "No roofline: start the exporter with --model.weight-bytes (and --model.memory-bandwidth on a host without an NVIDIA GPU); vllm_bottleneck_class_unavailable says which input is missing"
 
 // budgetDesc explains the budget panels' young-period view.
-const budgetDesc = "Fraction of each SLO's error budget left (exporter watchdog). Until the watchdog has observed a whole period (30 days by default; vllm_slo_period_covered_ratio) the budget covers only the part seen so far, so one bad burst early on overspends it many times over and it reads negative: a budget computed over 45 minutes of a 30-day period reads -2000% after one. While less than a tenth of the period is covered, the panel shows the share covered instead. Probe SLOs (model=\"\") stay visible whatever the Model variable selects."
+const budgetDesc = "Fraction of each SLO's error budget left (exporter watchdog; the worst replica per model, from the fleet recording rules). Until the watchdog has observed a whole period (30 days by default; vllm_slo_period_covered_ratio) the budget covers only the part seen so far, so one bad burst early on overspends it many times over and it reads negative: a budget computed over 45 minutes of a 30-day period reads -2000% after one. While less than a tenth of the period is covered, the panel shows the share covered instead. Probe SLOs (model=\"\") stay visible whatever the Model variable selects."
 
 // budgetTargets: the budget where at least a tenth of the period is
 // covered, the coverage where less is (one query, so the panel always has
-// a value; the legend says which).
+// a value; the legend says which), of the worst replica per model as the
+// fleet recording rules record it.
 func budgetTargets(sel string) []target {
-	cov := `min by (slo, model) (vllm_slo_period_covered_ratio{` + sel + `})`
-	return []target{q(`label_replace(min by (slo, model) (vllm_slo_error_budget_remaining_ratio{`+sel+`}) and on (slo, model) (`+cov+` >= 0.1), "shown", "budget left", "", "")`+
+	cov := `min by (slo, model) (model:vllm_slo_period_covered_ratio:min{` + sel + `})`
+	return []target{q(`label_replace(min by (slo, model) (model:vllm_slo_error_budget_remaining_ratio:min{`+sel+`}) and on (slo, model) (`+cov+` >= 0.1), "shown", "budget left", "", "")`+
 		` or label_replace(`+cov+` < 0.1, "shown", "young period: share covered", "", "")`, "{{slo}} {{model}} {{shown}}")}
 }
 
@@ -61,25 +62,31 @@ func probeWindow(quantile, metric, filter string, by ...string) string {
 	return fmt.Sprintf(`max by (%s) (%s{quantile="%s",%s})`, strings.Join(append(by, "profile"), ", "), metric, quantile, filter)
 }
 
-// serverVsProbe plots p50 and p99 of vLLM's histogram per model (the first
-// of servers a model has: a fallback for older layouts) beside the probes'
-// window quantiles (probe, per profile, the slowest selected pod's).
+// serverVsProbe plots p50 and p99 of vLLM's histogram per model as the
+// fleet recording rules record it across replicas (the first of servers a
+// model has: a fallback for older layouts) beside the probes' window
+// quantiles (per profile, the slowest selected pod's).
 func serverVsProbe(title, desc, probe string, servers ...string) panel {
-	server := func(quantile string) string {
+	server := func(op string) string {
 		var alts []string
 		for _, s := range servers {
-			alts = append(alts, hq(quantile, s, mi, "model"))
+			alts = append(alts, rec("model", s, op, mdl))
 		}
 		return strings.Join(alts, " or ")
 	}
 	return panel{Title: title, Type: "timeseries", Unit: "s",
-		Desc: "Server-side quantiles from vLLM's histograms vs. the exporter's synthetic streaming probes (client view, includes network and API overhead). Probe lines: " + windowQuantiles + desc,
+		Desc: "Server-side quantiles from vLLM's histograms over all replicas (recording rules) vs. the exporter's synthetic streaming probes (client view, includes network and API overhead). Probe lines: " + windowQuantiles + desc,
 		Targets: []target{
-			q(server("0.99"), "server p99 {{model}}"),
-			q(server("0.5"), "server p50 {{model}}"),
+			q(server("p99_rate5m"), "server p99 {{model}}"),
+			q(server("p50_rate5m"), "server p50 {{model}}"),
 			q(probeWindow("0.99", probe, inst), "probe p99 {{profile}}"),
 			q(probeWindow("0.5", probe, inst), "probe p50 {{profile}}"),
 		}}
+}
+
+// rec selects a fleet recording rule's series (alerts/vllm-recording.yml).
+func rec(level, metric, op, sel string) string {
+	return level + ":" + metric + ":" + op + "{" + sel + "}"
 }
 
 // overview is the Overview dashboard as data: its rows and panels in
@@ -95,13 +102,13 @@ func overview() dashboard {
 				{Title: "SLO error budget remaining", Type: "stat", Unit: "percentunit", W: 6, H: 6,
 					Desc:    budgetDesc,
 					NoValue: "no SLO evaluated yet",
-					Targets: budgetTargets(sloModel + "," + inst)},
+					Targets: budgetTargets(sloModel)},
 				{Title: "SLO alert state", Type: "state-timeline", W: 6, H: 6,
-					Desc:    "Page (critical) and ticket (warning) state of each SLO from the watchdog's multi-window burn rates.",
-					Targets: []target{q(`max by (slo, model, severity) (vllm_slo_alert_state{`+sloModel+`,`+inst+`})`, "{{slo}} {{model}} {{severity}}")}},
+					Desc:    "Page (critical) and ticket (warning) state of each SLO from the watchdog's multi-window burn rates (any replica, recording rule).",
+					Targets: []target{q(`max by (slo, model, severity) (`+rec("model", "vllm_slo_alert_state", "max", sloModel)+`)`, "{{slo}} {{model}} {{severity}}")}},
 				{Title: "Bottleneck", Type: "stat", W: 6, H: 6,
-					Desc:    "The classifier's current bottleneck class per model (the class whose vllm_bottleneck is 1).",
-					Targets: []target{q(`max by (model, class) (vllm_bottleneck{`+mi+`}) == 1`, "{{model}}: {{class}}")}},
+					Desc:    "The classifier's current bottleneck class per model (the class whose vllm_bottleneck is 1 on some replica; recording rule).",
+					Targets: []target{q(`max by (model, class) (`+rec("model", "vllm_bottleneck", "max", mdl)+`) == 1`, "{{model}}: {{class}}")}},
 				{Title: "Firing alerts", Type: "table", W: 6, H: 6,
 					Desc:    "Alerts firing in Prometheus (Watchdog is the always-on heartbeat).",
 					Targets: []target{q(`sum by (alertname, severity) (ALERTS{alertstate="firing"})`, "{{alertname}}")}},
@@ -114,24 +121,24 @@ func overview() dashboard {
 					"vllm_probe_inter_token_latency_window_seconds", "vllm_inter_token_latency_seconds"), 8),
 				{Title: "E2E request latency p50 / p99", Type: "timeseries", Unit: "s", W: 8,
 					Targets: []target{
-						q(hq("0.99", "vllm_e2e_request_latency_seconds", mi, "model"), "p99 {{model}}"),
-						q(hq("0.5", "vllm_e2e_request_latency_seconds", mi, "model"), "p50 {{model}}"),
+						q(rec("model", "vllm_e2e_request_latency_seconds", "p99_rate5m", mdl), "p99 {{model}}"),
+						q(rec("model", "vllm_e2e_request_latency_seconds", "p50_rate5m", mdl), "p50 {{model}}"),
 					}},
 				{Title: "Queue time p50 / p99", Type: "timeseries", Unit: "s", W: 8,
 					Targets: []target{
-						q(hq("0.99", "vllm_request_queue_time_seconds", mi, "model"), "p99 {{model}}"),
-						q(hq("0.5", "vllm_request_queue_time_seconds", mi, "model"), "p50 {{model}}"),
+						q(rec("model", "vllm_request_queue_time_seconds", "p99_rate5m", mdl), "p99 {{model}}"),
+						q(rec("model", "vllm_request_queue_time_seconds", "p50_rate5m", mdl), "p50 {{model}}"),
 					}},
 			}},
 			{Title: "Throughput and saturation", Panels: []panel{
 				{Title: "Token throughput", Type: "timeseries", Unit: "short", W: 8,
-					Desc: "Prompt (prefill) and generation (decode) tokens per second.",
+					Desc: "Prompt (prefill) and generation (decode) tokens per second, over all replicas (recording rules).",
 					Targets: []target{
-						q(`sum by (model) (rate(vllm_prompt_tokens_total{`+mi+`}`+ri+`))`, "prompt {{model}}"),
-						q(`sum by (model) (rate(vllm_generation_tokens_total{`+mi+`}`+ri+`))`, "generation {{model}}"),
+						q(rec("model", "vllm_prompt_tokens", "rate5m", mdl), "prompt {{model}}"),
+						q(rec("model", "vllm_generation_tokens", "rate5m", mdl), "generation {{model}}"),
 					}},
 				{Title: "Finished requests by reason", Type: "timeseries", Unit: "reqps", W: 8, Stack: true,
-					Targets: []target{q(`sum by (finished_reason) (rate(vllm_requests_finished_total{`+mi+`}`+ri+`))`, "{{finished_reason}}")}},
+					Targets: []target{q(`sum by (finished_reason) (`+rec("model", "vllm_requests_finished", "rate5m", mdl)+`)`, "{{finished_reason}}")}},
 				{Title: "KV cache usage", Type: "timeseries", Unit: "percentunit", W: 8, Max: one(),
 					Desc:    "Max KV cache usage over engines, per replica. Above 95% for long means preemption and queueing.",
 					Targets: []target{q(`max by (model, instance) (vllm_kv_cache_usage_ratio{`+mi+`})`, "{{model}} {{instance}}")}},
@@ -141,13 +148,13 @@ func overview() dashboard {
 						q(`sum by (model) (vllm_requests_waiting{`+mi+`})`, "waiting {{model}}"),
 					}},
 				{Title: "Preemptions", Type: "timeseries", Unit: "short", W: 8,
-					Desc: "Preemptions per second and per finished request (above 1% of requests is KV pressure).",
+					Desc: "Preemptions per second and per finished request (above 1% of requests is KV pressure), over all replicas (recording rules).",
 					Targets: []target{
-						q(`sum by (model) (rate(vllm_preemptions_total{`+mi+`}`+ri+`))`, "preemptions/s {{model}}"),
-						q(`sum by (model) (rate(vllm_preemptions_total{`+mi+`}`+ri+`)) / (sum by (model) (rate(vllm_requests_finished_total{`+mi+`}`+ri+`)) > 0)`, "per request {{model}}"),
+						q(rec("model", "vllm_preemptions", "rate5m", mdl), "preemptions/s {{model}}"),
+						q(rec("model", "vllm_preemptions_per_request", "ratio_rate5m", mdl), "per request {{model}}"),
 					}},
 				{Title: "Prefix cache hit ratio", Type: "timeseries", Unit: "percentunit", W: 8, Max: one(),
-					Targets: []target{q(`sum by (model) (rate(vllm_prefix_cache_hits_total{`+mi+`}`+ri+`)) / (sum by (model) (rate(vllm_prefix_cache_queries_total{`+mi+`}`+ri+`)) > 0)`, "{{model}}")}},
+					Targets: []target{q(rec("model", "vllm_prefix_cache_hit", "ratio_rate5m", mdl), "{{model}}")}},
 			}},
 			{Title: "Fleet (per model, all replicas; recording rules)", Panels: []panel{
 				{Title: "Fleet TTFT / TPOT p99", Type: "timeseries", Unit: "s", W: 8,
@@ -183,11 +190,11 @@ func overview() dashboard {
 					NoValue: rooflineNoValue,
 					Targets: []target{q(`max by (model) (vllm_decode_efficiency_ratio{`+mi+`})`, "{{model}}")}},
 				{Title: "Request phases (mean per request)", Type: "timeseries", Unit: "s", W: 12,
-					Desc: "Where a request's time goes: queue, prefill, decode (vLLM's request phase histograms).",
+					Desc: "Where a request's time goes: queue, prefill, decode (vLLM's request phase histograms, over all replicas; recording rules).",
 					Targets: []target{
-						q(hmean("vllm_request_queue_time_seconds", mi), "queue {{model}}"),
-						q(hmean("vllm_request_prefill_time_seconds", mi), "prefill {{model}}"),
-						q(hmean("vllm_request_decode_time_seconds", mi), "decode {{model}}"),
+						q(rec("model", "vllm_request_queue_time_seconds", "mean_rate5m", mdl), "queue {{model}}"),
+						q(rec("model", "vllm_request_prefill_time_seconds", "mean_rate5m", mdl), "prefill {{model}}"),
+						q(rec("model", "vllm_request_decode_time_seconds", "mean_rate5m", mdl), "decode {{model}}"),
 					}},
 				{Title: "KV cache usage per engine (data parallel)", Type: "timeseries", Unit: "percentunit", W: 12, Max: one(),
 					Targets: []target{q(`max by (model, instance, engine) (vllm_engine_kv_cache_usage_ratio{`+mi+`})`, "{{model}} {{instance}} engine {{engine}}")}},
@@ -204,9 +211,9 @@ func overview() dashboard {
 						"a lower bound on what this server can serve within its SLOs (unless it was saturated then, the load it happened to get). Throughput near the capacity line: the next rise in load meets the SLO limit; plan replicas before it.",
 					NoValue: capacityNoValue,
 					Targets: []target{
-						q(`sum by (model) (rate(vllm_generation_tokens_total{`+mi+`}`+ri+`))`, "output tokens/s now {{model}}"),
+						q(rec("model", "vllm_generation_tokens", "rate5m", mdl), "output tokens/s now {{model}}"),
 						q(`max by (model) (vllm_capacity_output_tokens_per_second{`+mi+`})`, "output tokens/s capacity {{model}}"),
-						q(`sum by (model) (rate(vllm_requests_finished_total{`+mi+`}`+ri+`))`, "requests/s now {{model}}"),
+						q(`sum by (model) (`+rec("model", "vllm_requests_finished", "rate5m", mdl)+`)`, "requests/s now {{model}}"),
 						q(`max by (model) (vllm_capacity_requests_per_second{`+mi+`})`, "requests/s capacity {{model}}"),
 					}},
 			}},
@@ -219,7 +226,7 @@ func overview() dashboard {
 }
 
 func slos() dashboard {
-	f := `slo=~"$slo",` + sloModel + "," + inst
+	// the SLOs' series per model (recorded across replicas)
 	rm := `slo=~"$slo",` + sloModel
 	// the exporter's per-SLO series without a model label
 	su := `slo=~"$slo",` + inst
@@ -231,27 +238,27 @@ func slos() dashboard {
 			{Title: "Budget", Panels: []panel{
 				{Title: "Error budget remaining", Type: "bargauge", Unit: "percentunit", W: 8, Max: one(),
 					Desc: budgetDesc, NoValue: "no SLO evaluated yet",
-					Targets: budgetTargets(f)},
+					Targets: budgetTargets(rm)},
 				{Title: "Objective", Type: "stat", Unit: "percentunit", W: 8,
-					Targets: []target{q(`max by (slo, model) (vllm_slo_objective_ratio{`+f+`})`, "{{slo}} {{model}}")}},
+					Targets: []target{q(`max by (slo, model) (`+rec("model", "vllm_slo_objective_ratio", "max", rm)+`)`, "{{slo}} {{model}}")}},
 				{Title: "Page / ticket state", Type: "state-timeline", W: 8,
-					Targets: []target{q(`max by (slo, model, severity) (vllm_slo_alert_state{`+f+`})`, "{{slo}} {{model}} {{severity}}")}},
+					Targets: []target{q(`max by (slo, model, severity) (`+rec("model", "vllm_slo_alert_state", "max", rm)+`)`, "{{slo}} {{model}} {{severity}}")}},
 				{Title: "Error budget remaining over time", Type: "timeseries", Unit: "percentunit", W: 24, Max: one(),
 					Desc: "Budget left, and the share of the period the watchdog has observed: until that reaches 100% the budget rests on a part of the period, and one bad burst can show it overspent many times over.",
 					Targets: []target{
-						q(`min by (slo, model) (vllm_slo_error_budget_remaining_ratio{`+f+`})`, "{{slo}} {{model}}"),
-						q(`min by (slo, model) (vllm_slo_period_covered_ratio{`+f+`}) < 1`, "period covered so far {{slo}} {{model}}"),
+						q(`min by (slo, model) (`+rec("model", "vllm_slo_error_budget_remaining_ratio", "min", rm)+`)`, "{{slo}} {{model}}"),
+						q(`min by (slo, model) (`+rec("model", "vllm_slo_period_covered_ratio", "min", rm)+`) < 1`, "period covered so far {{slo}} {{model}}"),
 					}},
 			}},
 			{Title: "Burn rates", Panels: []panel{
 				{Title: "Burn rate by window", Type: "timeseries", Unit: "short",
-					Desc:    "Error ratio divided by the allowed error ratio (1 - objective). 14.4 over 1h and 5m pages; 1 over 3d exhausts the budget exactly at the period's end.",
-					Targets: []target{q(`max by (slo, model, window) (vllm_slo_burn_rate{`+f+`})`, "{{slo}} {{model}} {{window}}")}},
+					Desc:    "Error ratio divided by the allowed error ratio (1 - objective), of the worst replica per model (recording rule). 14.4 over 1h and 5m pages; 1 over 3d exhausts the budget exactly at the period's end.",
+					Targets: []target{q(`max by (slo, model, window) (`+rec("model", "vllm_slo_burn_rate", "max", rm)+`)`, "{{slo}} {{model}} {{window}}")}},
 				{Title: "Error ratio by window", Type: "timeseries", Unit: "percentunit",
 					Desc:    "Share of the window's events that were bad: the burn rate times the allowed error ratio (1 - objective).",
-					Targets: []target{q(`max by (slo, model, window) (vllm_slo_burn_rate{`+f+`} * ignoring (window) group_left () (1 - vllm_slo_objective_ratio{`+f+`}))`, "{{slo}} {{model}} {{window}}")}},
+					Targets: []target{q(`max by (slo, model, window) (`+rec("model", "vllm_slo_burn_rate", "max", rm)+` * ignoring (window) group_left () (1 - `+rec("model", "vllm_slo_objective_ratio", "max", rm)+`))`, "{{slo}} {{model}} {{window}}")}},
 				{Title: "Watchdog evaluation age", Type: "stat", Unit: "s", W: 12,
-					Targets: []target{q(`time() - max by (instance) (vllm_slo_last_evaluation_timestamp_seconds{`+f+`})`, "{{instance}}")}},
+					Targets: []target{q(`time() - max by (instance) (`+rec("instance", "vllm_slo_last_evaluation_timestamp_seconds", "max", inst)+`)`, "{{instance}}")}},
 				{Title: "Config reload", Type: "stat", W: 12,
 					Targets: []target{q(`vllm_exporter_config_last_reload_successful{`+inst+`}`, "{{instance}}")}},
 				{Title: "SLOs not measurable", Type: "timeseries", Unit: "short", W: 24,
@@ -261,8 +268,8 @@ func slos() dashboard {
 					NoValue: "no SLO evaluated yet",
 					Targets: []target{
 						q(`max by (slo, reason) (vllm_slo_unmeasurable{`+su+`})`+
-							` or (label_replace(max by (slo) (vllm_slo_objective_ratio{`+f+`}) * 0, "reason", "measurable", "", "") unless on (slo) max by (slo) (vllm_slo_unmeasurable{`+su+`}))`, "{{slo}} {{reason}}"),
-						q(`sum by (slo) (increase(vllm_exporter_slo_evaluation_errors_total{`+su+`}[1h])) or max by (slo) (vllm_slo_objective_ratio{`+f+`}) * 0`, "ticks not measured in 1h {{slo}}"),
+							` or (label_replace(max by (slo) (`+rec("model", "vllm_slo_objective_ratio", "max", rm)+`) * 0, "reason", "measurable", "", "") unless on (slo) max by (slo) (vllm_slo_unmeasurable{`+su+`}))`, "{{slo}} {{reason}}"),
+						q(`sum by (slo) (increase(vllm_exporter_slo_evaluation_errors_total{`+su+`}[1h])) or max by (slo) (`+rec("model", "vllm_slo_objective_ratio", "max", rm)+`) * 0`, "ticks not measured in 1h {{slo}}"),
 					}},
 			}},
 			{Title: "Prometheus rules (fleet: per model across replicas; alerts/slo-rules.yml)", Panels: []panel{

@@ -138,6 +138,7 @@ func TestPanelsSayWhyTheyAreEmpty(t *testing.T) {
 		{Expr: budgetSLOs, EvalTime: d(5), ExpSamples: budgetShown},
 	}
 	testutil.RunRuleTests(t, testutil.WriteRuleTest(t, t.TempDir(), "panels_test.yml", testutil.RuleTestFile{
+		RuleFiles:          []string{fleetRules(t)},
 		EvaluationInterval: testutil.Duration(time.Minute),
 		Tests:              []testutil.RuleTest{{Interval: testutil.Duration(step), InputSeries: in, ExprTests: checks}},
 	}))

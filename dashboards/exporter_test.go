@@ -2,6 +2,7 @@ package dashboards
 
 import (
 	"math"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -93,7 +94,19 @@ func TestFoldedPanelsComputeWhatTheySay(t *testing.T) {
 		check("SLOs not measurable", 1, s(60*5, `slo="itl"`), s(0, `slo="ttft"`)),
 	}
 	testutil.RunRuleTests(t, testutil.WriteRuleTest(t, t.TempDir(), "folded_panels_test.yml", testutil.RuleTestFile{
+		RuleFiles:          []string{fleetRules(t)},
 		EvaluationInterval: testutil.Duration(time.Minute),
 		Tests:              []testutil.RuleTest{{Interval: testutil.Duration(step), InputSeries: in, ExprTests: checks}},
 	}))
+}
+
+// fleetRules is alerts/vllm-recording.yml, the fleet recording rules the
+// fleet-wide panels read.
+func fleetRules(t *testing.T) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("..", "alerts", "vllm-recording.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

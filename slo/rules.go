@@ -51,9 +51,18 @@ func errorRatioRecord(window string) string { return "slo:sli_error:ratio_rate" 
 func eventsRecord(window string) string     { return "slo:sli_events:increase" + window }
 func badRecord(window string) string        { return "slo:sli_bad:increase" + window }
 
+// The availability SLO's parts, recorded ahead of its events: finished
+// requests by reason and refused requests.
+func finishedRecord(window string) string { return "slo:sli_finished:increase" + window }
+func refusedRecord(window string) string  { return "slo:sli_refused:increase" + window }
+
 const (
 	objectiveRecord = "slo:objective:ratio"
 	budgetRecord    = "slo:error_budget_remaining:ratio"
+	// The page's context: the stall hold (max over StallAftermath) and
+	// the waiting queue (for the preemption SLO's recovery hold).
+	stallRecord   = "slo:vllm_engine_stalled:max"
+	waitingRecord = "slo:vllm_requests_waiting:sum"
 )
 
 type ruleFile struct {
@@ -174,18 +183,24 @@ var serverHistograms = map[string][]string{
 	"queue": {"vllm_request_queue_time_seconds"},
 }
 
-// sli builds the per-window expressions of one SLO.
+// sli is one SLO's events per model over a window w as PromQL. Given rec
+// (its recording rules' series), events and bad read what parts(w)
+// records ahead of them and take the zeros a missing series needs from a
+// recorded series: the recording rules read each raw series once per
+// window. Without rec (nil) they read only raw series (SLIQueries).
 type sli struct {
-	// ratio(w): error ratio; events(w): total events; bad(w): bad events.
-	ratio, events, bad func(w string) string
+	events, bad func(w string, rec recorded) string
+	parts       func(w string) []rule
 }
+
+// recorded selects one of the SLO's recorded series, with extra matchers.
+type recorded func(name string, ms ...string) string
 
 func sumBy(fn, series, sel, w string) string {
 	return fmt.Sprintf("sum by (model) (%s(%s%s[%s]))", fn, series, sel, w)
 }
 
-// buildSLI is the SLO's error ratio, events and bad events as PromQL, per
-// kind.
+// buildSLI is the SLO's events and bad events as PromQL, per kind.
 func buildSLI(s *config.SLO, selector string) sli {
 	var profileSel string
 	if len(s.Profiles) > 0 {
@@ -201,11 +216,8 @@ func buildSLI(s *config.SLO, selector string) sli {
 		return latencySLI(s, selector, profileSel)
 	case config.KindPreemption:
 		return sli{
-			ratio: func(w string) string {
-				return sumBy("rate", "vllm_preemptions_total", sel, w) + "\n/\n" + sumBy("rate", "vllm_requests_finished_total", sel, w)
-			},
-			events: func(w string) string { return sumBy("increase", "vllm_requests_finished_total", sel, w) },
-			bad:    func(w string) string { return sumBy("increase", "vllm_preemptions_total", sel, w) },
+			events: func(w string, _ recorded) string { return sumBy("increase", "vllm_requests_finished_total", sel, w) },
+			bad:    func(w string, _ recorded) string { return sumBy("increase", "vllm_preemptions_total", sel, w) },
 		}
 	default:
 		return availabilitySLI(s, selector, sel)
@@ -232,10 +244,11 @@ func latencySLI(s *config.SLO, selector, profileSel string) sli {
 	if s.Source != config.SourceProbe && decodeMetric(s.Metric) {
 		unless = fmt.Sprintf(`on (job, instance, model) (vllm_pod_role_info%s)`, matchers(selector, `role="prefill"`))
 	}
-	either := func(f func(h histq.H) histq.Either) string {
+	// Each form reads its own series: absent ones cost an index lookup.
+	either := func(w string, f func(h histq.H) histq.Either) string {
 		var parts []string
 		for _, name := range hs {
-			e := f(histq.H{Name: name, Matchers: ms, Unless: unless})
+			e := f(histq.H{Name: name, Matchers: ms, Window: w, Unless: unless})
 			parts = append(parts, e.Classic, e.Native)
 		}
 		for i := range parts {
@@ -244,39 +257,26 @@ func latencySLI(s *config.SLO, selector, profileSel string) sli {
 		return strings.Join(parts, "\nor\n")
 	}
 	return sli{
-		ratio: func(w string) string {
-			return either(func(h histq.H) histq.Either { h.Window = w; return h.AboveRatio(s.Threshold, le, "model") })
+		events: func(w string, _ recorded) string {
+			return either(w, func(h histq.H) histq.Either { return h.Count("increase", "model") })
 		},
-		events: func(w string) string {
-			return either(func(h histq.H) histq.Either { h.Window = w; return h.Count("increase", "model") })
-		},
-		bad: func(w string) string {
-			return either(func(h histq.H) histq.Either { h.Window = w; return h.Above("increase", s.Threshold, le, "model") })
+		bad: func(w string, _ recorded) string {
+			return either(w, func(h histq.H) histq.Either { return h.Above("increase", s.Threshold, le, "model") })
 		},
 	}
 }
 
 // availabilitySLI counts failed requests (the probes' failures, or the
 // server's aborted and errored requests plus those refused before the
-// engine) against all requests.
+// engine) against all requests. A failure series may not exist yet (vLLM
+// V0 creates a finished_reason child on first use): it counts as zero
+// for each model of the totals.
 func availabilitySLI(s *config.SLO, selector, sel string) sli {
-	total, failed := "vllm_requests_finished_total", "vllm_requests_finished_total"
-	failSel := matchers(selector, `finished_reason=~"abort|error"`)
 	if s.Source == config.SourceProbe {
-		total, failed = "vllm_probe_requests_total", "vllm_probe_failures_total"
-		failSel = sel
-	}
-	// A failure series may not exist yet (vLLM V0 creates a
-	// finished_reason child on first use): count it as zero.
-	badOf := func(fn, w string) string {
-		return fmt.Sprintf("(\n  %s\n  or\n  0 * %s\n)", sumBy(fn, failed, failSel, w), sumBy(fn, total, sel, w))
-	}
-	if s.Source == config.SourceProbe {
-		return sli{
-			ratio:  func(w string) string { return badOf("rate", w) + "\n/\n" + sumBy("rate", total, sel, w) },
-			events: func(w string) string { return sumBy("increase", total, sel, w) },
-			bad:    func(w string) string { return badOf("increase", w) },
-		}
+		total := func(w string, _ recorded) string { return sumBy("increase", "vllm_probe_requests_total", sel, w) }
+		return sli{events: total, bad: func(w string, rec recorded) string {
+			return orZero(sumBy("increase", "vllm_probe_failures_total", sel, w), read(rec, eventsRecord(w), total(w, nil)))
+		}}
 	}
 	// Server: requests refused before the engine (5xx, 429;
 	// vllm_requests_refused_total) are failed events too, except those
@@ -285,20 +285,42 @@ func availabilitySLI(s *config.SLO, selector, sel string) sli {
 	// --max-num-queued-requests / -tokens) are among those answers; where
 	// the server has no http_requests_total they are counted from
 	// vllm_requests_rejected_total instead (never both: no double count).
-	refusedOf := func(fn, w string) string {
+	refused := func(w string) string {
 		of := func(series string) string {
-			return fmt.Sprintf("sum by (model) (%s(%s%s[%s]) unless on (job, instance, model) (vllm_engine_awake%s == 0))", fn, series, sel, w, sel)
+			return fmt.Sprintf("sum by (model) (increase(%s%s[%s]) unless on (job, instance, model) (vllm_engine_awake%s == 0))", series, sel, w, sel)
 		}
-		return fmt.Sprintf("(\n  %s\n  or\n  %s\n  or\n  0 * %s\n)",
-			of("vllm_requests_refused_total"), of("vllm_requests_rejected_total"), sumBy(fn, total, sel, w))
+		return fmt.Sprintf("(\n  %s\n  or\n  %s\n)", of("vllm_requests_refused_total"), of("vllm_requests_rejected_total"))
+	}
+	finished := func(w string, rec recorded, ms ...string) string {
+		return read(rec, finishedRecord(w), sumBy("increase", "vllm_requests_finished_total", matchers(append([]string{selector}, ms...)...), w), ms...)
 	}
 	return sli{
-		ratio: func(w string) string {
-			return "(\n" + indent(badOf("rate", w)+"\n+\n"+refusedOf("rate", w)) + "\n)\n/\n(\n" + indent(sumBy("rate", total, sel, w)+"\n+\n"+refusedOf("rate", w)) + "\n)"
+		parts: func(w string) []rule {
+			return []rule{
+				{Record: finishedRecord(w), Expr: fmt.Sprintf("sum by (model, finished_reason) (increase(vllm_requests_finished_total%s[%s]))", sel, w)},
+				{Record: refusedRecord(w), Expr: refused(w)},
+			}
 		},
-		events: func(w string) string { return sumBy("increase", total, sel, w) + "\n+\n" + refusedOf("increase", w) },
-		bad:    func(w string) string { return badOf("increase", w) + "\n+\n" + refusedOf("increase", w) },
+		events: func(w string, rec recorded) string {
+			return finished(w, rec) + "\n+\n" + read(rec, refusedRecord(w), refused(w)) + "\nor\n" + finished(w, rec)
+		},
+		bad: func(w string, rec recorded) string {
+			return orZero(finished(w, rec, `finished_reason=~"abort|error"`), finished(w, rec)) + "\n+\n" + orZero(read(rec, refusedRecord(w), refused(w)), finished(w, rec))
+		},
 	}
+}
+
+// read is raw, or with rec the recorded series name summed by model.
+func read(rec recorded, name, raw string, ms ...string) string {
+	if rec == nil {
+		return raw
+	}
+	return "sum by (model) (" + rec(name, ms...) + ")"
+}
+
+// orZero is expr, or 0 for each model of total where expr has none.
+func orZero(expr, total string) string {
+	return "(\n" + indent(expr) + "\n  or\n  0 * " + total + "\n)"
 }
 
 func indent(s string) string {
@@ -319,6 +341,7 @@ type sloRules struct {
 	s      *config.SLO
 	opts   RuleOptions
 	x      sli
+	ws     []time.Duration
 	names  []string // the burn-rate windows, shortest first
 	fast   []string // the fast tier's two windows
 	period string
@@ -338,7 +361,7 @@ func sloGroup(s *config.SLO, opts RuleOptions) ruleGroup {
 
 func newSLORules(s *config.SLO, opts RuleOptions) *sloRules {
 	ws := Windows(s.PeriodDuration())
-	r := &sloRules{s: s, opts: opts, x: buildSLI(s, opts.Selector), names: make([]string, len(ws)),
+	r := &sloRules{s: s, opts: opts, x: buildSLI(s, opts.Selector), ws: ws, names: make([]string, len(ws)),
 		fast:   []string{WindowName(FastWindows[0]), WindowName(FastWindows[1])},
 		period: WindowName(s.PeriodDuration()), sel: fmt.Sprintf(`{slo=%q}`, s.Name),
 		lbl: map[string]string{"slo": s.Name}, budget: s.ErrorBudget(), min: s.MinEventsValue()}
@@ -356,38 +379,59 @@ func newSLORules(s *config.SLO, opts RuleOptions) *sloRules {
 	return r
 }
 
-// records are the SLO's recording rules: error ratio and events per
-// window (the fast tier's too), the shortest window's bad events, the
-// period's ratio and events, the budget left and the objective.
+// records are the SLO's recording rules. Only the short windows (the
+// shortest burn-rate window b and the fast tier's) read raw series, each
+// once: events, bad events (and the parts those read), where the
+// classic/native and TPOT/ITL choices are made. The longer windows, the
+// period and the page's context (stall hold, waiting queue) derive from
+// recorded series, so the alerts read nothing else.
 func (r *sloRules) records() []rule {
-	x, names, sel, lbl, period := r.x, r.names, r.sel, r.lbl, r.period
+	x, names, sel, period := r.x, r.names, r.sel, r.period
 	var out []rule
-	add := func(rl rule) { out = append(out, rl) }
-	for _, w := range names {
-		add(rule{Record: errorRatioRecord(w), Expr: x.ratio(w), Labels: lbl})
-		add(rule{Record: eventsRecord(w), Expr: x.events(w), Labels: lbl})
+	add := func(name, expr string) { out = append(out, rule{Record: name, Expr: expr, Labels: r.lbl}) }
+	rec := func(name string, ms ...string) string {
+		return name + matchers(append([]string{fmt.Sprintf("slo=%q", r.s.Name)}, ms...)...)
 	}
+	raw := []string{names[0]}
 	for _, w := range r.fast {
-		if !slices.Contains(names, w) {
-			add(rule{Record: errorRatioRecord(w), Expr: x.ratio(w), Labels: lbl})
-			add(rule{Record: eventsRecord(w), Expr: x.events(w), Labels: lbl})
+		if !slices.Contains(raw, w) {
+			raw = append(raw, w)
 		}
 	}
-	add(rule{Record: badRecord(names[0]), Expr: x.bad(names[0]), Labels: lbl})
-	// The period's ratio from the shortest window's increases: every event
-	// is counted (window / evaluation interval) times in both sums, so the
-	// ratio is exact without a 30d range query over raw series.
-	add(rule{Record: errorRatioRecord(period),
-		Expr: fmt.Sprintf("sum_over_time(%s%s[%s])\n/\nsum_over_time(%s%s[%s])",
-			badRecord(names[0]), sel, period, eventsRecord(names[0]), sel, period), Labels: lbl})
-	// The period's event count cannot reuse that sum: it counts every event
-	// (window / evaluation interval) times. A subquery stepping by the
-	// shortest window reads one record per window-long tile, and the tiles
-	// cover the period once: exact when the evaluation interval divides the
-	// shortest window (15s, 30s, 1m, 5m for 5m), and unbiased otherwise.
-	add(rule{Record: eventsRecord(period), Expr: fmt.Sprintf("sum_over_time(%s%s[%s:%s])", eventsRecord(names[0]), sel, period, names[0]), Labels: lbl})
-	add(rule{Record: budgetRecord, Expr: fmt.Sprintf("1 - %s%s / %s", errorRatioRecord(period), sel, fmtFloat(r.budget)), Labels: lbl})
-	add(rule{Record: objectiveRecord, Expr: fmt.Sprintf("vector(%s)", fmtFloat(r.s.Objective)), Labels: lbl})
+	for _, w := range raw {
+		if x.parts != nil {
+			for _, p := range x.parts(w) {
+				add(p.Record, p.Expr)
+			}
+		}
+		add(eventsRecord(w), x.events(w, rec))
+		add(badRecord(w), x.bad(w, rec))
+		add(errorRatioRecord(w), badRecord(w)+sel+" / "+eventsRecord(w)+sel)
+	}
+	// A longer window W (and the period, over all of it) sums the b
+	// records of its last W - b: each record counts the b before it, so
+	// every event counted lies within W, and each is counted in as many
+	// records (b / evaluation interval) in both sums, whatever the
+	// interval. Its event count tiles W with a subquery stepping by b:
+	// exact when the evaluation interval divides b (15s, 30s, 1m, 5m for
+	// 5m), unbiased otherwise. docs/slo.md says what changes near an edge.
+	b := names[0]
+	sums := func(w, over string) {
+		add(errorRatioRecord(w), fmt.Sprintf("sum_over_time(%s%s[%s])\n/\nsum_over_time(%s%s[%s])", badRecord(b), sel, over, eventsRecord(b), sel, over))
+		add(eventsRecord(w), fmt.Sprintf("sum_over_time(%s%s[%s:%s])", eventsRecord(b), sel, w, b))
+	}
+	for i, w := range names[1:] {
+		if !slices.Contains(raw, w) {
+			sums(w, WindowName(r.ws[i+1]-r.ws[0]))
+		}
+	}
+	sums(period, period)
+	add(budgetRecord, fmt.Sprintf("1 - %s%s / %s", errorRatioRecord(period), sel, fmtFloat(r.budget)))
+	add(objectiveRecord, fmt.Sprintf("vector(%s)", fmtFloat(r.s.Objective)))
+	add(stallRecord+WindowName(StallAftermath), recentStall(r.s.Source, r.opts.Selector))
+	if r.s.Kind == config.KindPreemption {
+		add(waitingRecord, fmt.Sprintf("sum by (model) (vllm_requests_waiting%s)", matchers(r.opts.Selector)))
+	}
 	return out
 }
 
@@ -427,7 +471,7 @@ func (r *sloRules) fastExpr() string {
 		// While a queue recovers, its backlog is admitted at once and
 		// preemptions come in a burst: page on them only if they persist.
 		fast = fmt.Sprintf("%s\nunless on (model)\n(\n%s\n  unless on (model)\n  min_over_time(%s%s[%s]) / %s > %s\n)", fast,
-			indent(queueRecovering(r.opts.Selector)), errorRatioRecord(r.fast[1]), r.sel, WindowName(PreemptionPersist), fmtFloat(r.budget), fastF)
+			indent(r.queueRecovering()), errorRatioRecord(r.fast[1]), r.sel, WindowName(PreemptionPersist), fmtFloat(r.budget), fastF)
 	}
 	return fast
 }
@@ -456,7 +500,7 @@ func (r *sloRules) pageAlert() rule {
 	// latency histograms observe the hung requests only once tokens flow
 	// again, the backlog is admitted at once) are the same incident.
 	pageExpr := r.pairs(PagePairs) + "\nor\n" + r.fastExpr()
-	pageExpr = "(\n" + indent(pageExpr) + "\n)\nunless on (model)\n" + recentStall(s.Source, r.opts.Selector)
+	pageExpr = "(\n" + indent(pageExpr) + "\n)\nunless on (model)\n(" + stallRecord + WindowName(StallAftermath) + r.sel + " == 1)"
 	fastF := fmtFloat(FastFactor(r.budget))
 	return rule{Alert: PageAlert, Expr: pageExpr,
 		Labels: map[string]string{"severity": "critical", "slo": s.Name},
@@ -488,24 +532,23 @@ func preemptionNote(s *config.SLO) string {
 	return ", which while the queue recovers needs " + WindowName(PreemptionPersist) + " of burning"
 }
 
-// recentStall selects the models (for probe SLOs, model "": any model) a
-// replica of which reported an engine stall within the last StallAftermath.
-// vllm_engine_stalled is per exporter; vllm_requests_running gives the
-// models each exporter's vLLM serves.
+// recentStall is, per model (for probe SLOs, model "": any model), 1 if a
+// replica serving it reported an engine stall within the last
+// StallAftermath. vllm_engine_stalled is per exporter;
+// vllm_requests_running gives the models each exporter's vLLM serves.
 func recentStall(source, selector string) string {
 	sel := matchers(selector)
 	stalled := fmt.Sprintf(`max_over_time(vllm_engine_stalled%s[%s])`, sel, WindowName(StallAftermath))
 	if source == config.SourceProbe {
-		return fmt.Sprintf("(\n  label_replace(max(%s) == 1, \"model\", \"\", \"\", \"\")\n)", stalled)
+		return "max(" + stalled + ")"
 	}
-	return fmt.Sprintf("(\n  max by (model) (\n    %s\n    * on (job, instance) group_right ()\n    (max by (job, instance, model) (vllm_requests_running%s) * 0 + 1)\n  ) == 1\n)", stalled, sel)
+	return fmt.Sprintf("max by (model) (\n  %s\n  * on (job, instance) group_right ()\n  (max by (job, instance, model) (vllm_requests_running%s) * 0 + 1)\n)", stalled, sel)
 }
 
 // queueRecovering selects the models whose waiting queue (summed across
 // replicas) is under half of its peak within RecoveryWindow.
-func queueRecovering(selector string) string {
-	sum := fmt.Sprintf("sum by (model) (vllm_requests_waiting%s)", matchers(selector))
-	return fmt.Sprintf("%s\n< 0.5 * max_over_time(%s[%s:30s])", sum, sum, WindowName(RecoveryWindow))
+func (r *sloRules) queueRecovering() string {
+	return fmt.Sprintf("%s%s\n< 0.5 * max_over_time(%s%s[%s])", waitingRecord, r.sel, waitingRecord, r.sel, WindowName(RecoveryWindow))
 }
 
 // withDashboard adds the dashboard_url annotation, opened on this SLO.

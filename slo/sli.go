@@ -28,13 +28,10 @@ func NewSLIQueries(s config.SLO, selector string) (SLIQueries, error) {
 
 // Bad is the number of bad events over window (a PromQL duration, or a
 // template placeholder such as Sloth's {{.window}}), per model.
-func (q SLIQueries) Bad(window string) string { return q.x.bad(window) }
+func (q SLIQueries) Bad(window string) string { return q.x.bad(window, nil) }
 
 // Total is the number of events over window, per model.
-func (q SLIQueries) Total(window string) string { return q.x.events(window) }
-
-// ErrorRatio is bad / total events over window, per model.
-func (q SLIQueries) ErrorRatio(window string) string { return q.x.ratio(window) }
+func (q SLIQueries) Total(window string) string { return q.x.events(window, nil) }
 
 // EventSeries names the raw series behind an SLO for tools that take plain
 // series selectors rather than queries (Pyrra). It cannot say everything the

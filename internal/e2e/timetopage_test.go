@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -163,6 +164,18 @@ func TestTimeToPage(t *testing.T) {
 		res, err := r.a.pc.query(`slo:sli_events:increase5m`)
 		if err != nil || len(res) < 5 {
 			t.Errorf("%s: 5m event records before the breach: %v %v", r.mode.name, res, err)
+		}
+		// the throttling ticket's baseline, recorded every 5m, in every
+		// form, of every server with a TPOT or ITL histogram (not SGLang's)
+		withTPOT := 0
+		for _, s := range servers {
+			if !slices.Contains(s.engine, "--engine=sglang") {
+				withTPOT++
+			}
+		}
+		res, err = r.a.pc.query(`instance:vllm_request_time_per_output_token_seconds:p50_rate1d`)
+		if err != nil || len(res) < withTPOT || !finite(res) {
+			t.Errorf("%s: TPOT baselines of the %d servers with TPOT before the breach: %v %v", r.mode.name, withTPOT, res, err)
 		}
 	}
 	if t.Failed() {

@@ -128,7 +128,7 @@ func TestPyrraMatchesTheCRDSchemaAndStatesTheSameSLOs(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ratio := q.ErrorRatio("5m")
+				ratio := q.Bad("5m") + q.Total("5m")
 				var sels []string
 				ind := got.Spec.Indicator
 				switch {
