@@ -50,10 +50,11 @@ type serverState struct {
 	explicit bool
 	// path is the metrics path scraped; tried the paths probed since the
 	// last detection.
-	path  string
-	tried []string
-	known bool // detection ran since the last redetect
-	fails int  // failed scrapes in a row
+	path   string
+	tried  []string
+	known  bool   // detection ran since the last redetect
+	fails  int    // failed scrapes in a row
+	logged string // what the last "inference server detected" line said
 }
 
 // metricsPaths are the paths a server of unknown kind may serve its
@@ -125,8 +126,13 @@ func (s *Scraper) detect(ctx context.Context) {
 		st.path = metricsPaths[0]
 	}
 	s.setPath()
-	level.Info(s.logger).Log("msg", "inference server detected", "server", st.name, "version", st.version, "source", st.source,
-		"metrics", s.logURL, "served_model", s.norm.served)
+	// Logged when it changes: a server failing for hours is redetected
+	// every few scrapes.
+	if said := strings.Join([]string{st.name, st.version, st.source, s.logURL, s.norm.served}, "\xff"); said != st.logged {
+		st.logged = said
+		level.Info(s.logger).Log("msg", "inference server detected", "server", st.name, "version", st.version, "source", st.source,
+			"metrics", s.logURL, "served_model", s.norm.served)
+	}
 }
 
 // setPath points the scrape at the current path (the URL stays as given

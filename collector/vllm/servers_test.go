@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vllm-exporter/vllm_exporter/internal/families"
@@ -263,7 +264,8 @@ func TestMetricsPathFoundOnceAndAgainAfterFailures(t *testing.T) {
 			http.Error(w, "Unauthorized", http.StatusUnauthorized)
 		}
 	})
-	s := newTestScraper(t, f.URL, nil)
+	var logs logLines
+	s := New(Options{URL: f.URL, Interval: 5 * time.Second, Timeout: 2 * time.Second}, log.NewLogfmtLogger(&logs))
 	at := t0
 	for range 5 {
 		scrapeAt(s, at)
@@ -284,6 +286,15 @@ func TestMetricsPathFoundOnceAndAgainAfterFailures(t *testing.T) {
 	}
 	if n := f.count("/v1/models"); n != 2 {
 		t.Errorf("/v1/models asked %d times: want once more after %d failed scrapes", n, redetectAfter)
+	}
+	// Redetecting a server that has not changed says nothing new.
+	said := logs.count(`msg="inference server detected"`)
+	for range 4 * redetectAfter {
+		scrapeAt(s, at)
+		at = at.Add(5 * time.Second)
+	}
+	if n := logs.count(`msg="inference server detected"`); n != said {
+		t.Errorf("logged the same detection %d more times:\n%s", n-said, logs.String())
 	}
 }
 
