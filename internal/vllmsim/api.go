@@ -65,11 +65,8 @@ func (r *statusRecorder) Flush() {
 }
 
 func (s *Sim) clockNow() time.Time {
-	s.mu.Lock()
+	s.lockNow()
 	defer s.mu.Unlock()
-	if !s.cfg.VirtualClock {
-		s.advanceLocked(time.Now())
-	}
 	return s.now
 }
 

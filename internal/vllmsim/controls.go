@@ -109,11 +109,8 @@ func (s *Sim) Sleep(level int) error {
 	if level < 0 || level > 2 {
 		return fmt.Errorf("sleep level must be 0, 1 or 2, got %d", level)
 	}
-	s.mu.Lock()
+	s.lockNow()
 	defer s.mu.Unlock()
-	if !s.cfg.VirtualClock {
-		s.advanceLocked(time.Now())
-	}
 	st := s.sleep
 	if (st.Weights == StateResident) != (st.KVCache == StateResident) {
 		// vLLM rejects a new sleep while only some resources are awake.
@@ -140,11 +137,8 @@ func (s *Sim) Sleep(level int) error {
 // everything. Scheduling resumes only when weights and KV cache are both
 // resident, as in vLLM; an unknown tag is a no-op.
 func (s *Sim) WakeUp(tags ...string) error {
-	s.mu.Lock()
+	s.lockNow()
 	defer s.mu.Unlock()
-	if !s.cfg.VirtualClock {
-		s.advanceLocked(time.Now())
-	}
 	if len(tags) == 0 {
 		tags = []string{ResWeights, ResKVCache, "scheduling"}
 	}
@@ -227,11 +221,8 @@ func (s *Sim) SetDefer(d DeferSpec) error {
 	if d.Fraction < 0 || d.Fraction > 1 || math.IsNaN(d.Fraction) || d.Hold < 0 {
 		return fmt.Errorf("defer fraction must be in [0,1] and hold non-negative, got %v and %v", d.Fraction, d.Hold)
 	}
-	s.mu.Lock()
+	s.lockNow()
 	defer s.mu.Unlock()
-	if !s.cfg.VirtualClock {
-		s.advanceLocked(time.Now())
-	}
 	s.deferCfg = d
 	s.deferAcc = 0
 	for _, e := range s.allEngines() {
@@ -245,11 +236,8 @@ func (s *Sim) SetDefer(d DeferSpec) error {
 // capacity queue (the constraint cleared, e.g. the livelocked server restarted
 // its scheduler).
 func (s *Sim) ClearDefer() {
-	s.mu.Lock()
+	s.lockNow()
 	defer s.mu.Unlock()
-	if !s.cfg.VirtualClock {
-		s.advanceLocked(time.Now())
-	}
 	s.deferCfg = DeferSpec{}
 	for _, e := range s.allEngines() {
 		for _, r := range e.deferred {
@@ -351,11 +339,8 @@ func (s *Sim) SetSpecDecode(sd SpecDecode) error {
 	if err := sd.validate(); err != nil {
 		return err
 	}
-	s.mu.Lock()
+	s.lockNow()
 	defer s.mu.Unlock()
-	if !s.cfg.VirtualClock {
-		s.advanceLocked(time.Now())
-	}
 	s.setSpecLocked(sd)
 	s.poke()
 	return nil

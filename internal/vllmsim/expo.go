@@ -555,11 +555,8 @@ func (s *Sim) renderMetricsLocked() []byte {
 
 // Metrics renders /metrics as the configured vLLM version would, at Now.
 func (s *Sim) Metrics() []byte {
-	s.mu.Lock()
+	s.lockNow()
 	defer s.mu.Unlock()
-	if !s.cfg.VirtualClock {
-		s.advanceLocked(time.Now())
-	}
 	return s.renderMetricsLocked()
 }
 

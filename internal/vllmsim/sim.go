@@ -1,6 +1,7 @@
 package vllmsim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -176,39 +177,23 @@ func (c *Config) applyDefaults() {
 	if len(c.Models) == 0 {
 		c.Models = []string{"meta-llama/Llama-3.1-8B-Instruct"}
 	}
-	def := func(p *int, v int) {
-		if *p == 0 {
-			*p = v
-		}
-	}
-	def(&c.DataParallelSize, 1)
-	def(&c.TensorParallelSize, 1)
-	def(&c.MaxNumSeqs, 128)
-	def(&c.MaxNumBatchedTokens, 8192)
-	def(&c.NumGPUBlocks, 4096)
-	def(&c.BlockSize, 16)
-	def(&c.MaxModelLen, 8192)
-	def(&c.StreamInterval, 1)
-	def(&c.APIServerCount, 1)
-	def(&c.MeanOutputTokens, 256)
-	def(&c.MaxRecords, 100000)
-	defF := func(p *float64, v float64) {
-		if *p == 0 {
-			*p = v
-		}
-	}
-	defF(&c.ModelParams, 8.03e9)
-	defF(&c.WeightBytesPerParam, 2)
-	defF(&c.KVBytesPerToken, 131072)
-	if c.SchedulingPolicy == "" {
-		c.SchedulingPolicy = PolicyFCFS
-	}
-	if c.Cost == (CostModel{}) {
-		c.Cost = DefaultCost
-	}
-	if c.Engine == "" {
-		c.Engine = EngineVLLM
-	}
+	c.DataParallelSize = cmp.Or(c.DataParallelSize, 1)
+	c.TensorParallelSize = cmp.Or(c.TensorParallelSize, 1)
+	c.MaxNumSeqs = cmp.Or(c.MaxNumSeqs, 128)
+	c.MaxNumBatchedTokens = cmp.Or(c.MaxNumBatchedTokens, 8192)
+	c.NumGPUBlocks = cmp.Or(c.NumGPUBlocks, 4096)
+	c.BlockSize = cmp.Or(c.BlockSize, 16)
+	c.MaxModelLen = cmp.Or(c.MaxModelLen, 8192)
+	c.StreamInterval = cmp.Or(c.StreamInterval, 1)
+	c.APIServerCount = cmp.Or(c.APIServerCount, 1)
+	c.MeanOutputTokens = cmp.Or(c.MeanOutputTokens, 256)
+	c.MaxRecords = cmp.Or(c.MaxRecords, 100000)
+	c.ModelParams = cmp.Or(c.ModelParams, 8.03e9)
+	c.WeightBytesPerParam = cmp.Or(c.WeightBytesPerParam, 2)
+	c.KVBytesPerToken = cmp.Or(c.KVBytesPerToken, 131072)
+	c.SchedulingPolicy = cmp.Or(c.SchedulingPolicy, PolicyFCFS)
+	c.Cost = cmp.Or(c.Cost, DefaultCost)
+	c.Engine = cmp.Or(c.Engine, EngineVLLM)
 	if c.MetricsVersion == "" {
 		c.MetricsVersion = MetricsV1
 		if c.Engine != EngineVLLM {
@@ -218,12 +203,8 @@ func (c *Config) applyDefaults() {
 	if c.Start.IsZero() {
 		c.Start = time.Date(2026, 8, 10, 6, 0, 0, 0, time.UTC)
 	}
-	if c.Scenario == "" {
-		c.Scenario = "healthy"
-	}
-	if c.Addr == "" {
-		c.Addr = "127.0.0.1:0"
-	}
+	c.Scenario = cmp.Or(c.Scenario, "healthy")
+	c.Addr = cmp.Or(c.Addr, "127.0.0.1:0")
 }
 
 // validate rejects a configuration vLLM would not start with, or one the
@@ -469,6 +450,14 @@ func (s *Sim) nextEventLocked() (next time.Time, eng *engine, arrival bool) {
 	return next, eng, arrival
 }
 
+// lockNow locks s and, on the real-time clock, runs events up to now.
+func (s *Sim) lockNow() {
+	s.mu.Lock()
+	if !s.cfg.VirtualClock {
+		s.advanceLocked(time.Now())
+	}
+}
+
 // advanceLocked is the discrete-event loop: events run in time order until
 // the next one lies after target; then the clock is set to target.
 func (s *Sim) advanceLocked(target time.Time) {
@@ -636,11 +625,8 @@ func (s *Sim) submit(r Request, h *Handle) error {
 	if len(r.Prompt) == 0 {
 		return fmt.Errorf("%w: prompt is empty", ErrBadRequest)
 	}
-	s.mu.Lock()
+	s.lockNow()
 	defer s.mu.Unlock()
-	if !s.cfg.VirtualClock {
-		s.advanceLocked(time.Now())
-	}
 	return s.submitLocked(r, h)
 }
 
