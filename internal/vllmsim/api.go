@@ -2,6 +2,7 @@ package vllmsim
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
@@ -109,9 +110,7 @@ func (s *Sim) middleware(next http.Handler) http.Handler {
 			}
 		}
 		status := rec.status
-		if status == 0 {
-			status = http.StatusOK
-		}
+		status = cmp.Or(status, http.StatusOK)
 		end := s.clockNow()
 		s.mu.Lock()
 		s.http.observe(end, handler, r.Method, status, r.ContentLength, rec.respLen, end.Sub(start))

@@ -218,7 +218,7 @@ type DeferSpec struct {
 // SetDefer starts (or changes) deferring new requests. Requests already
 // deferred keep their hold.
 func (s *Sim) SetDefer(d DeferSpec) error {
-	if d.Fraction < 0 || d.Fraction > 1 || math.IsNaN(d.Fraction) || d.Hold < 0 {
+	if !fraction(d.Fraction) || d.Hold < 0 {
 		return fmt.Errorf("defer fraction must be in [0,1] and hold non-negative, got %v and %v", d.Fraction, d.Hold)
 	}
 	s.lockNow()
@@ -253,19 +253,6 @@ func (s *Sim) Defer() DeferSpec {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.deferCfg
-}
-
-// takeDeferral reports whether the next new request is deferred.
-func (s *Sim) takeDeferral() bool {
-	if s.deferCfg.Fraction <= 0 {
-		return false
-	}
-	s.deferAcc += s.deferCfg.Fraction
-	if s.deferAcc >= 1-1e-9 {
-		s.deferAcc--
-		return true
-	}
-	return false
 }
 
 // releaseDeferred moves deferred requests whose hold expired by now to the
@@ -325,7 +312,7 @@ func (sd SpecDecode) validate() error {
 	if sd.NumSpeculativeTokens < 0 || sd.NumSpeculativeTokens > 16 {
 		return fmt.Errorf("num_speculative_tokens must be in [0,16], got %d", sd.NumSpeculativeTokens)
 	}
-	if sd.AcceptanceRate < 0 || sd.AcceptanceRate > 1 || math.IsNaN(sd.AcceptanceRate) || sd.DraftCost < 0 {
+	if !fraction(sd.AcceptanceRate) || sd.DraftCost < 0 {
 		return fmt.Errorf("acceptance_rate must be in [0,1] and draft_cost non-negative, got %v and %v", sd.AcceptanceRate, sd.DraftCost)
 	}
 	return nil
@@ -392,7 +379,7 @@ type Refusal struct {
 
 // SetRefusal starts refusing (Fraction 0 stops).
 func (s *Sim) SetRefusal(r Refusal) error {
-	if r.Fraction < 0 || r.Fraction > 1 || math.IsNaN(r.Fraction) {
+	if !fraction(r.Fraction) {
 		return fmt.Errorf("refusal fraction must be in [0,1], got %v", r.Fraction)
 	}
 	if r.Fraction > 0 && r.Status != http.StatusTooManyRequests && r.Status != http.StatusServiceUnavailable && r.Status != http.StatusInternalServerError {
@@ -408,14 +395,9 @@ func (s *Sim) SetRefusal(r Refusal) error {
 func (s *Sim) refusal() *apiError {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.refuse.Fraction <= 0 {
+	if !every(&s.refuseAcc, s.refuse.Fraction) {
 		return nil
 	}
-	s.refuseAcc += s.refuse.Fraction
-	if s.refuseAcc < 1-1e-9 {
-		return nil
-	}
-	s.refuseAcc--
 	switch s.refuse.Status {
 	case http.StatusTooManyRequests:
 		return &apiError{status: 429, typ: "TooManyRequestsError", message: "Too many requests: the server is at its admission limit, retry later."}

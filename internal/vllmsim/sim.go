@@ -632,9 +632,7 @@ func (s *Sim) submit(r Request, h *Handle) error {
 
 // submitLocked enqueues r on the least-loaded engine of its model at s.now.
 func (s *Sim) submitLocked(r Request, h *Handle) error {
-	if r.Model == "" {
-		r.Model = s.cfg.Models[0]
-	}
+	r.Model = cmp.Or(r.Model, s.cfg.Models[0])
 	adapter := ""
 	if base := s.loraBase(r.Model); base != "" {
 		adapter, r.Model = r.Model, base
@@ -683,7 +681,7 @@ func (s *Sim) submitLocked(r Request, h *Handle) error {
 		// A decode pod defers the request until its KV has arrived.
 		q.deferUntil = s.now.Add(wait)
 		e.deferred = append(e.deferred, q)
-	} else if s.takeDeferral() {
+	} else if every(&s.deferAcc, s.deferCfg.Fraction) {
 		if s.deferCfg.Hold > 0 {
 			q.deferUntil = s.now.Add(s.deferCfg.Hold)
 		}
@@ -913,9 +911,7 @@ func (s *Sim) Engines() []EngineState {
 func (s *Sim) PrefixCachedTokens(model string, engine int, prompt []int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if model == "" {
-		model = s.cfg.Models[0]
-	}
+	model = cmp.Or(model, s.cfg.Models[0])
 	es := s.models[model]
 	if engine < 0 || engine >= len(es) {
 		return 0
