@@ -22,12 +22,12 @@ func (s *Sim) Handler() http.Handler {
 	mux.HandleFunc("GET /ping", s.handleHealth)
 	s.serverRoutes(mux)
 	mux.HandleFunc("POST /tokenize", s.handleTokenize)
-	mux.HandleFunc("GET /admin/state", s.handleAdminState)
+	mux.HandleFunc("GET /admin/state", func(w http.ResponseWriter, r *http.Request) { s.adminResult(w, nil) })
 	mux.HandleFunc("POST /admin/scenario", s.handleAdminScenario)
 	mux.HandleFunc("POST /admin/fault", s.handleAdminFault)
 	mux.HandleFunc("DELETE /admin/fault", func(w http.ResponseWriter, r *http.Request) {
 		s.ClearFaults()
-		writeJSON(w, http.StatusOK, s.adminState())
+		s.adminResult(w, nil)
 	})
 	mux.HandleFunc("POST /admin/loadgen", s.handleAdminLoadGen)
 	s.registerControls(mux)
@@ -109,8 +109,7 @@ func (s *Sim) middleware(next http.Handler) http.Handler {
 				return
 			}
 		}
-		status := rec.status
-		status = cmp.Or(status, http.StatusOK)
+		status := cmp.Or(rec.status, http.StatusOK)
 		end := s.clockNow()
 		s.mu.Lock()
 		s.http.observe(end, handler, r.Method, status, r.ContentLength, rec.respLen, end.Sub(start))
@@ -143,11 +142,7 @@ func badRequest(msg string, param string) *apiError {
 }
 
 func (s *Sim) writeError(w http.ResponseWriter, e *apiError) {
-	b, _ := json.Marshal(orderedError(e, s.version.nestedError))
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", fmt.Sprint(len(b)))
-	w.WriteHeader(e.status)
-	_, _ = w.Write(b)
+	writeJSON(w, e.status, orderedError(e, s.version.nestedError))
 }
 
 // orderedError keeps vLLM's field order (object, message, type, param, code).
@@ -174,12 +169,11 @@ func (s *Sim) handleHealth(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(s.version.healthDead)
 		return
 	}
+	w.Header().Set("Content-Length", "0")
 	if s.stalledTooLong() {
-		w.Header().Set("Content-Length", "0")
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
-	w.Header().Set("Content-Length", "0")
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -305,10 +299,6 @@ func (s *Sim) adminState() any {
 		st[k] = v
 	}
 	return st
-}
-
-func (s *Sim) handleAdminState(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.adminState())
 }
 
 func (s *Sim) handleAdminScenario(w http.ResponseWriter, r *http.Request) {
