@@ -192,6 +192,11 @@ func (e *engine) releaseKV() {
 		e.freeBlocks(r)
 		r.numComputed = 0
 	}
+	e.resetPool()
+}
+
+// resetPool gives the engine an empty KV cache.
+func (e *engine) resetPool() {
 	c := &e.sim.cfg
 	e.pool = newBlockPool(c.NumGPUBlocks, c.BlockSize, !c.DisablePrefixCaching, c.MetricsVersion != MetricsV0)
 	e.attachResidency()

@@ -363,14 +363,10 @@ func (s *Sim) resetLocked() {
 	s.models = map[string][]*engine{}
 	for _, m := range s.cfg.Models {
 		for i := 0; i < s.cfg.DataParallelSize; i++ {
-			s.models[m] = append(s.models[m], &engine{
-				sim: s, model: m, index: i,
-				pool: newBlockPool(s.cfg.NumGPUBlocks, s.cfg.BlockSize, !s.cfg.DisablePrefixCaching,
-					s.cfg.MetricsVersion != MetricsV0),
-				stats: newEngineStats(s.buckets), lastStepAt: s.now,
-			})
-			s.models[m][i].stats.growSpec(s.specMaxK)
-			s.models[m][i].attachResidency()
+			e := &engine{sim: s, model: m, index: i, stats: newEngineStats(s.buckets), lastStepAt: s.now}
+			e.stats.growSpec(s.specMaxK)
+			e.resetPool()
+			s.models[m] = append(s.models[m], e)
 		}
 	}
 	s.http = newHTTPStats()
