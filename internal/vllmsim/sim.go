@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -644,12 +644,7 @@ func (s *Sim) submitLocked(r Request, h *Handle) error {
 		return fmt.Errorf("%w: This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion)",
 			ErrBadRequest, s.cfg.MaxModelLen, len(r.Prompt)+r.MaxTokens, len(r.Prompt), r.MaxTokens)
 	}
-	e := engines[0]
-	for _, x := range engines[1:] {
-		if x.load() < e.load() {
-			e = x
-		}
-	}
+	e := slices.MinFunc(engines, func(a, b *engine) int { return cmp.Compare(a.load(), b.load()) })
 	if err := s.admit(e, len(r.Prompt)); err != nil {
 		return err
 	}
@@ -926,12 +921,7 @@ func (s *Sim) Restart() {
 }
 
 func (s *Sim) restartLocked() {
-	hs := make([]*Handle, 0, len(s.handles))
-	for h := range s.handles {
-		hs = append(hs, h)
-	}
-	sort.Slice(hs, func(i, j int) bool { return hs[i].r.id < hs[j].r.id })
-	for _, h := range hs {
+	for _, h := range slices.SortedFunc(maps.Keys(s.handles), func(a, b *Handle) int { return cmp.Compare(a.r.id, b.r.id) }) {
 		h.push(Output{Err: ErrRestarted, Time: s.now})
 	}
 	s.handles = map[*Handle]struct{}{}
