@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"time"
@@ -295,9 +296,7 @@ func (s *Sim) handleTokenize(w http.ResponseWriter, r *http.Request) {
 func (s *Sim) adminState() any {
 	st := map[string]any{"scenario": s.Scenario(), "faults": s.Faults(), "engines": s.Engines(),
 		"metrics_version": s.cfg.MetricsVersion, "virtual_clock": s.cfg.VirtualClock, "now": s.Now()}
-	for k, v := range s.controlsState() {
-		st[k] = v
-	}
+	maps.Copy(st, s.controlsState())
 	return st
 }
 
