@@ -45,9 +45,7 @@ func (s *Sim) registerControls(mux *http.ServeMux) {
 		Level *int `json:"level"`
 	}) error {
 		level := 1
-		if body.Level != nil {
-			level = *body.Level
-		}
+		setIf(&level, body.Level)
 		return s.Sleep(level)
 	})
 	adminRoute(s, mux, "/admin/wake", func(body struct {

@@ -323,19 +323,18 @@ func (s *Sim) handleAdminScenario(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if body.PrefillFactor != nil {
-		sc.PrefillFactor = *body.PrefillFactor
-	}
-	if body.StepFactor != nil {
-		sc.StepFactor = *body.StepFactor
-	}
-	if body.Stalled != nil {
-		sc.Stalled = *body.Stalled
-	}
-	if body.AbortFraction != nil {
-		sc.AbortFraction = *body.AbortFraction
-	}
+	setIf(&sc.PrefillFactor, body.PrefillFactor)
+	setIf(&sc.StepFactor, body.StepFactor)
+	setIf(&sc.Stalled, body.Stalled)
+	setIf(&sc.AbortFraction, body.AbortFraction)
 	s.adminResult(w, s.ApplyScenario(sc))
+}
+
+// setIf sets *dst to *v when v is set (a JSON field given).
+func setIf[T any](dst, v *T) {
+	if v != nil {
+		*dst = *v
+	}
 }
 
 func (s *Sim) handleAdminFault(w http.ResponseWriter, r *http.Request) {
