@@ -2,7 +2,6 @@ package vllmsim
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -42,107 +41,63 @@ func (s *Sim) registerControls(mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, map[string]bool{"is_sleeping": s.SleepState().Sleeping()})
 	})
 
-	mux.HandleFunc("POST /admin/sleep", func(w http.ResponseWriter, r *http.Request) {
-		var body struct {
-			Level *int `json:"level"`
-		}
-		if !decodeAdmin(w, r, &body) {
-			return
-		}
+	adminRoute(s, mux, "/admin/sleep", func(body struct {
+		Level *int `json:"level"`
+	}) error {
 		level := 1
-		if body.Level != nil {
-			level = *body.Level
-		}
-		s.adminResult(w, s.Sleep(level))
+		setIf(&level, body.Level)
+		return s.Sleep(level)
 	})
-	mux.HandleFunc("POST /admin/wake", func(w http.ResponseWriter, r *http.Request) {
-		var body struct {
-			Tags []string `json:"tags"`
-		}
-		if !decodeAdmin(w, r, &body) {
-			return
-		}
-		s.adminResult(w, s.WakeUp(body.Tags...))
+	adminRoute(s, mux, "/admin/wake", func(body struct {
+		Tags []string `json:"tags"`
+	}) error {
+		return s.WakeUp(body.Tags...)
 	})
-	mux.HandleFunc("POST /admin/defer", func(w http.ResponseWriter, r *http.Request) {
-		var body struct {
-			Fraction float64 `json:"fraction"`
-			Hold     string  `json:"hold"`
-			Livelock bool    `json:"livelock"`
-		}
-		if !decodeAdmin(w, r, &body) {
-			return
-		}
+	adminRoute(s, mux, "/admin/defer", func(body struct {
+		Fraction float64 `json:"fraction"`
+		Hold     string  `json:"hold"`
+		Livelock bool    `json:"livelock"`
+	}) error {
 		d := DeferSpec{Fraction: body.Fraction, Livelock: body.Livelock}
 		if body.Hold != "" {
 			h, err := time.ParseDuration(body.Hold)
 			if err != nil {
-				writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("bad hold %q", body.Hold)})
-				return
+				return fmt.Errorf("bad hold %q", body.Hold)
 			}
 			d.Hold = h
 		}
-		s.adminResult(w, s.SetDefer(d))
+		return s.SetDefer(d)
 	})
 	mux.HandleFunc("DELETE /admin/defer", func(w http.ResponseWriter, r *http.Request) {
 		s.ClearDefer()
 		s.adminResult(w, nil)
 	})
-	mux.HandleFunc("POST /admin/spec_decode", func(w http.ResponseWriter, r *http.Request) {
-		var sd SpecDecode
-		if !decodeAdmin(w, r, &sd) {
-			return
-		}
-		s.adminResult(w, s.SetSpecDecode(sd))
+	adminRoute(s, mux, "/admin/spec_decode", s.SetSpecDecode)
+	adminRoute(s, mux, "/admin/refuse", s.SetRefusal)
+	adminRoute(s, mux, "/admin/admission", s.SetAdmission)
+	adminRoute(s, mux, "/admin/pd", s.SetPD)
+	adminRoute(s, mux, "/admin/lora", s.SetLoRA)
+	adminRoute(s, mux, "/admin/offload", s.SetOffload)
+	adminRoute(s, mux, "/admin/mooncake", s.SetMooncake)
+	adminRoute(s, mux, "/admin/hf3fs", s.SetHF3FS)
+	adminRoute(s, mux, "/admin/kv_cache_metrics", func(v struct {
+		Enabled bool `json:"enabled"`
+	}) error {
+		s.SetKVCacheMetrics(v.Enabled)
+		return nil
 	})
-	mux.HandleFunc("POST /admin/refuse", func(w http.ResponseWriter, r *http.Request) {
-		var rf Refusal
-		if !decodeAdmin(w, r, &rf) {
-			return
-		}
-		s.adminResult(w, s.SetRefusal(rf))
-	})
-	for path, set := range map[string]func(*http.Request, http.ResponseWriter) error{
-		"/admin/admission": func(r *http.Request, w http.ResponseWriter) error { return adminSet(w, r, s.SetAdmission) },
-		"/admin/pd":        func(r *http.Request, w http.ResponseWriter) error { return adminSet(w, r, s.SetPD) },
-		"/admin/lora":      func(r *http.Request, w http.ResponseWriter) error { return adminSet(w, r, s.SetLoRA) },
-		"/admin/offload":   func(r *http.Request, w http.ResponseWriter) error { return adminSet(w, r, s.SetOffload) },
-		"/admin/mooncake":  func(r *http.Request, w http.ResponseWriter) error { return adminSet(w, r, s.SetMooncake) },
-		"/admin/hf3fs":     func(r *http.Request, w http.ResponseWriter) error { return adminSet(w, r, s.SetHF3FS) },
-		"/admin/kv_cache_metrics": func(r *http.Request, w http.ResponseWriter) error {
-			return adminSet(w, r, func(v struct {
-				Enabled bool `json:"enabled"`
-			}) error {
-				s.SetKVCacheMetrics(v.Enabled)
-				return nil
-			})
-		},
-	} {
-		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) {
-			if err := set(r, w); err != errBodyAnswered {
-				s.adminResult(w, err)
-			}
-		})
-	}
-	mux.HandleFunc("POST /admin/buckets", func(w http.ResponseWriter, r *http.Request) {
-		var m map[string][]float64
-		if !decodeAdmin(w, r, &m) {
-			return
-		}
-		s.adminResult(w, s.SetHistogramBuckets(m))
-	})
+	adminRoute(s, mux, "/admin/buckets", s.SetHistogramBuckets)
 }
 
-// errBodyAnswered: the request body was invalid and already answered.
-var errBodyAnswered = errors.New("invalid body answered")
-
-// adminSet decodes a control's JSON body and applies it with set.
-func adminSet[T any](w http.ResponseWriter, r *http.Request, set func(T) error) error {
-	var v T
-	if !decodeAdmin(w, r, &v) {
-		return errBodyAnswered
-	}
-	return set(v)
+// adminRoute serves POST path: a control's JSON body decoded and applied
+// with set, answered with the admin state or set's error.
+func adminRoute[T any](s *Sim, mux *http.ServeMux, path string, set func(T) error) {
+	mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) {
+		var v T
+		if decodeAdmin(w, r, &v) {
+			s.adminResult(w, set(v))
+		}
+	})
 }
 
 // decodeAdmin decodes a strict JSON body; an empty body leaves v as is.

@@ -2,10 +2,12 @@ package vllmsim
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"time"
@@ -21,12 +23,12 @@ func (s *Sim) Handler() http.Handler {
 	mux.HandleFunc("GET /ping", s.handleHealth)
 	s.serverRoutes(mux)
 	mux.HandleFunc("POST /tokenize", s.handleTokenize)
-	mux.HandleFunc("GET /admin/state", s.handleAdminState)
+	mux.HandleFunc("GET /admin/state", func(w http.ResponseWriter, r *http.Request) { s.adminResult(w, nil) })
 	mux.HandleFunc("POST /admin/scenario", s.handleAdminScenario)
 	mux.HandleFunc("POST /admin/fault", s.handleAdminFault)
 	mux.HandleFunc("DELETE /admin/fault", func(w http.ResponseWriter, r *http.Request) {
 		s.ClearFaults()
-		writeJSON(w, http.StatusOK, s.adminState())
+		s.adminResult(w, nil)
 	})
 	mux.HandleFunc("POST /admin/loadgen", s.handleAdminLoadGen)
 	s.registerControls(mux)
@@ -65,11 +67,8 @@ func (r *statusRecorder) Flush() {
 }
 
 func (s *Sim) clockNow() time.Time {
-	s.mu.Lock()
+	s.lockNow()
 	defer s.mu.Unlock()
-	if !s.cfg.VirtualClock {
-		s.advanceLocked(time.Now())
-	}
 	return s.now
 }
 
@@ -111,10 +110,7 @@ func (s *Sim) middleware(next http.Handler) http.Handler {
 				return
 			}
 		}
-		status := rec.status
-		if status == 0 {
-			status = http.StatusOK
-		}
+		status := cmp.Or(rec.status, http.StatusOK)
 		end := s.clockNow()
 		s.mu.Lock()
 		s.http.observe(end, handler, r.Method, status, r.ContentLength, rec.respLen, end.Sub(start))
@@ -147,11 +143,7 @@ func badRequest(msg string, param string) *apiError {
 }
 
 func (s *Sim) writeError(w http.ResponseWriter, e *apiError) {
-	b, _ := json.Marshal(orderedError(e, s.version.nestedError))
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", fmt.Sprint(len(b)))
-	w.WriteHeader(e.status)
-	_, _ = w.Write(b)
+	writeJSON(w, e.status, orderedError(e, s.version.nestedError))
 }
 
 // orderedError keeps vLLM's field order (object, message, type, param, code).
@@ -178,12 +170,11 @@ func (s *Sim) handleHealth(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(s.version.healthDead)
 		return
 	}
+	w.Header().Set("Content-Length", "0")
 	if s.stalledTooLong() {
-		w.Header().Set("Content-Length", "0")
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
-	w.Header().Set("Content-Length", "0")
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -305,14 +296,8 @@ func (s *Sim) handleTokenize(w http.ResponseWriter, r *http.Request) {
 func (s *Sim) adminState() any {
 	st := map[string]any{"scenario": s.Scenario(), "faults": s.Faults(), "engines": s.Engines(),
 		"metrics_version": s.cfg.MetricsVersion, "virtual_clock": s.cfg.VirtualClock, "now": s.Now()}
-	for k, v := range s.controlsState() {
-		st[k] = v
-	}
+	maps.Copy(st, s.controlsState())
 	return st
-}
-
-func (s *Sim) handleAdminState(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.adminState())
 }
 
 func (s *Sim) handleAdminScenario(w http.ResponseWriter, r *http.Request) {
@@ -338,19 +323,18 @@ func (s *Sim) handleAdminScenario(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if body.PrefillFactor != nil {
-		sc.PrefillFactor = *body.PrefillFactor
-	}
-	if body.StepFactor != nil {
-		sc.StepFactor = *body.StepFactor
-	}
-	if body.Stalled != nil {
-		sc.Stalled = *body.Stalled
-	}
-	if body.AbortFraction != nil {
-		sc.AbortFraction = *body.AbortFraction
-	}
+	setIf(&sc.PrefillFactor, body.PrefillFactor)
+	setIf(&sc.StepFactor, body.StepFactor)
+	setIf(&sc.Stalled, body.Stalled)
+	setIf(&sc.AbortFraction, body.AbortFraction)
 	s.adminResult(w, s.ApplyScenario(sc))
+}
+
+// setIf sets *dst to *v when v is set (a JSON field given).
+func setIf[T any](dst, v *T) {
+	if v != nil {
+		*dst = *v
+	}
 }
 
 func (s *Sim) handleAdminFault(w http.ResponseWriter, r *http.Request) {

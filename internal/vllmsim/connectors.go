@@ -1,6 +1,7 @@
 package vllmsim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -158,16 +159,10 @@ func (s *Sim) SetOffload(o Offload) error {
 			return fmt.Errorf("offload tier %q: a name other than cpu, rates >= 0, hit_ratio and usages in [0,1]", t.Name)
 		}
 	}
-	if o.Layout == "" {
-		o.Layout = "newer"
-	}
-	if o.BandwidthBytesPerSecond == 0 {
-		o.BandwidthBytesPerSecond = 25e9
-	}
+	o.Layout = cmp.Or(o.Layout, "newer")
+	o.BandwidthBytesPerSecond = cmp.Or(o.BandwidthBytesPerSecond, 25e9)
 	for i := range o.Tiers {
-		if o.Tiers[i].BandwidthBytesPerSecond == 0 {
-			o.Tiers[i].BandwidthBytesPerSecond = 2e9
-		}
+		o.Tiers[i].BandwidthBytesPerSecond = cmp.Or(o.Tiers[i].BandwidthBytesPerSecond, 2e9)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

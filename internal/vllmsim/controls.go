@@ -109,11 +109,8 @@ func (s *Sim) Sleep(level int) error {
 	if level < 0 || level > 2 {
 		return fmt.Errorf("sleep level must be 0, 1 or 2, got %d", level)
 	}
-	s.mu.Lock()
+	s.lockNow()
 	defer s.mu.Unlock()
-	if !s.cfg.VirtualClock {
-		s.advanceLocked(time.Now())
-	}
 	st := s.sleep
 	if (st.Weights == StateResident) != (st.KVCache == StateResident) {
 		// vLLM rejects a new sleep while only some resources are awake.
@@ -140,11 +137,8 @@ func (s *Sim) Sleep(level int) error {
 // everything. Scheduling resumes only when weights and KV cache are both
 // resident, as in vLLM; an unknown tag is a no-op.
 func (s *Sim) WakeUp(tags ...string) error {
-	s.mu.Lock()
+	s.lockNow()
 	defer s.mu.Unlock()
-	if !s.cfg.VirtualClock {
-		s.advanceLocked(time.Now())
-	}
 	if len(tags) == 0 {
 		tags = []string{ResWeights, ResKVCache, "scheduling"}
 	}
@@ -198,6 +192,11 @@ func (e *engine) releaseKV() {
 		e.freeBlocks(r)
 		r.numComputed = 0
 	}
+	e.resetPool()
+}
+
+// resetPool gives the engine an empty KV cache.
+func (e *engine) resetPool() {
 	c := &e.sim.cfg
 	e.pool = newBlockPool(c.NumGPUBlocks, c.BlockSize, !c.DisablePrefixCaching, c.MetricsVersion != MetricsV0)
 	e.attachResidency()
@@ -224,14 +223,11 @@ type DeferSpec struct {
 // SetDefer starts (or changes) deferring new requests. Requests already
 // deferred keep their hold.
 func (s *Sim) SetDefer(d DeferSpec) error {
-	if d.Fraction < 0 || d.Fraction > 1 || math.IsNaN(d.Fraction) || d.Hold < 0 {
+	if !fraction(d.Fraction) || d.Hold < 0 {
 		return fmt.Errorf("defer fraction must be in [0,1] and hold non-negative, got %v and %v", d.Fraction, d.Hold)
 	}
-	s.mu.Lock()
+	s.lockNow()
 	defer s.mu.Unlock()
-	if !s.cfg.VirtualClock {
-		s.advanceLocked(time.Now())
-	}
 	s.deferCfg = d
 	s.deferAcc = 0
 	for _, e := range s.allEngines() {
@@ -245,11 +241,8 @@ func (s *Sim) SetDefer(d DeferSpec) error {
 // capacity queue (the constraint cleared, e.g. the livelocked server restarted
 // its scheduler).
 func (s *Sim) ClearDefer() {
-	s.mu.Lock()
+	s.lockNow()
 	defer s.mu.Unlock()
-	if !s.cfg.VirtualClock {
-		s.advanceLocked(time.Now())
-	}
 	s.deferCfg = DeferSpec{}
 	for _, e := range s.allEngines() {
 		for _, r := range e.deferred {
@@ -265,19 +258,6 @@ func (s *Sim) Defer() DeferSpec {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.deferCfg
-}
-
-// takeDeferral reports whether the next new request is deferred.
-func (s *Sim) takeDeferral() bool {
-	if s.deferCfg.Fraction <= 0 {
-		return false
-	}
-	s.deferAcc += s.deferCfg.Fraction
-	if s.deferAcc >= 1-1e-9 {
-		s.deferAcc--
-		return true
-	}
-	return false
 }
 
 // releaseDeferred moves deferred requests whose hold expired by now to the
@@ -337,7 +317,7 @@ func (sd SpecDecode) validate() error {
 	if sd.NumSpeculativeTokens < 0 || sd.NumSpeculativeTokens > 16 {
 		return fmt.Errorf("num_speculative_tokens must be in [0,16], got %d", sd.NumSpeculativeTokens)
 	}
-	if sd.AcceptanceRate < 0 || sd.AcceptanceRate > 1 || math.IsNaN(sd.AcceptanceRate) || sd.DraftCost < 0 {
+	if !fraction(sd.AcceptanceRate) || sd.DraftCost < 0 {
 		return fmt.Errorf("acceptance_rate must be in [0,1] and draft_cost non-negative, got %v and %v", sd.AcceptanceRate, sd.DraftCost)
 	}
 	return nil
@@ -351,11 +331,8 @@ func (s *Sim) SetSpecDecode(sd SpecDecode) error {
 	if err := sd.validate(); err != nil {
 		return err
 	}
-	s.mu.Lock()
+	s.lockNow()
 	defer s.mu.Unlock()
-	if !s.cfg.VirtualClock {
-		s.advanceLocked(time.Now())
-	}
 	s.setSpecLocked(sd)
 	s.poke()
 	return nil
@@ -407,7 +384,7 @@ type Refusal struct {
 
 // SetRefusal starts refusing (Fraction 0 stops).
 func (s *Sim) SetRefusal(r Refusal) error {
-	if r.Fraction < 0 || r.Fraction > 1 || math.IsNaN(r.Fraction) {
+	if !fraction(r.Fraction) {
 		return fmt.Errorf("refusal fraction must be in [0,1], got %v", r.Fraction)
 	}
 	if r.Fraction > 0 && r.Status != http.StatusTooManyRequests && r.Status != http.StatusServiceUnavailable && r.Status != http.StatusInternalServerError {
@@ -423,14 +400,9 @@ func (s *Sim) SetRefusal(r Refusal) error {
 func (s *Sim) refusal() *apiError {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.refuse.Fraction <= 0 {
+	if !every(&s.refuseAcc, s.refuse.Fraction) {
 		return nil
 	}
-	s.refuseAcc += s.refuse.Fraction
-	if s.refuseAcc < 1-1e-9 {
-		return nil
-	}
-	s.refuseAcc--
 	switch s.refuse.Status {
 	case http.StatusTooManyRequests:
 		return &apiError{status: 429, typ: "TooManyRequestsError", message: "Too many requests: the server is at its admission limit, retry later."}

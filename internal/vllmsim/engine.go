@@ -136,9 +136,7 @@ func (e *engine) requeue(r *req) {
 
 func (e *engine) insertSorted(r *req) {
 	i := sort.Search(len(e.waiting), func(i int) bool { return before(r, e.waiting[i]) })
-	e.waiting = append(e.waiting, nil)
-	copy(e.waiting[i+1:], e.waiting[i:])
-	e.waiting[i] = r
+	e.waiting = slices.Insert(e.waiting, i, r)
 }
 
 // victim picks the running request to preempt: the most recently admitted
@@ -191,10 +189,8 @@ func (e *engine) preempt(r *req) {
 }
 
 func removeReq(list []*req, r *req) []*req {
-	for i, x := range list {
-		if x == r {
-			return append(list[:i], list[i+1:]...)
-		}
+	if i := slices.Index(list, r); i >= 0 {
+		return append(list[:i], list[i+1:]...)
 	}
 	return list
 }

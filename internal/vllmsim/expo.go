@@ -518,9 +518,6 @@ func (w *expoWriter) leString(le float64) string {
 	if s, ok := w.les[le]; ok {
 		return s
 	}
-	if w.les == nil {
-		w.les = map[float64]string{}
-	}
 	s := goFloat(le)
 	w.les[le] = s
 	return s
@@ -528,11 +525,9 @@ func (w *expoWriter) leString(le float64) string {
 
 // renderMetricsLocked renders the whole /metrics body.
 func (s *Sim) renderMetricsLocked() []byte {
-	// The body is written into one slice the size of the last one (a 16
-	// models x 8 engines body is 4 MB: growing it by doubling, and
-	// rendering each label set and value into its own string, once cost
-	// more than the rest of the render).
-	w := &expoWriter{s: s, v: s.version, b: make([]byte, 0, s.lastMetricsLen+s.lastMetricsLen/8+4096), servers: 1}
+	// One slice the size of the last body: large bodies never regrow.
+	w := &expoWriter{s: s, v: s.version, b: make([]byte, 0, s.lastMetricsLen+s.lastMetricsLen/8+4096), servers: 1,
+		les: map[float64]string{}}
 	mp := s.cfg.APIServerCount > 1 && s.version.name != MetricsV0
 	if mp {
 		// --api-server-count > 1: prometheus_client multiprocess mode.
@@ -555,11 +550,8 @@ func (s *Sim) renderMetricsLocked() []byte {
 
 // Metrics renders /metrics as the configured vLLM version would, at Now.
 func (s *Sim) Metrics() []byte {
-	s.mu.Lock()
+	s.lockNow()
 	defer s.mu.Unlock()
-	if !s.cfg.VirtualClock {
-		s.advanceLocked(time.Now())
-	}
 	return s.renderMetricsLocked()
 }
 

@@ -1,6 +1,7 @@
 package vllmsim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -105,9 +106,7 @@ func (s *Sim) SetPD(p PD) error {
 	case p.TransferSeconds < 0 || p.BytesPerToken < 0 || p.BytesPerSecond < 0 || math.IsNaN(p.TransferSeconds+p.BytesPerToken+p.BytesPerSecond):
 		return fmt.Errorf("transfer_seconds, bytes_per_token and bytes_per_second must be >= 0")
 	}
-	if p.BytesPerToken == 0 {
-		p.BytesPerToken = 131072 // 128 KiB: a 32B-class model's KV per token
-	}
+	p.BytesPerToken = cmp.Or(p.BytesPerToken, 131072) // 128 KiB: a 32B-class model's KV per token
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pd, s.pdFailAcc, s.pdExpireAcc = p, 0, 0

@@ -190,9 +190,7 @@ func (s *Sim) parseGen(r *http.Request, chat bool) (*genParams, *apiError) {
 			return nil, badRequest("Stream options can only be defined when `stream=True`.", "stream_options")
 		}
 		p.includeUsage = !s.version.main // default drifted to False on main
-		if b.StreamOptions.IncludeUsage != nil {
-			p.includeUsage = *b.StreamOptions.IncludeUsage
-		}
+		setIf(&p.includeUsage, b.StreamOptions.IncludeUsage)
 		if b.StreamOptions.ContinuousUsageStats != nil {
 			p.continuous = *b.StreamOptions.ContinuousUsageStats && p.includeUsage
 		}

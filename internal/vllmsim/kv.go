@@ -1,6 +1,9 @@
 package vllmsim
 
-import "time"
+import (
+	"cmp"
+	"time"
+)
 
 // blockPool is the KV cache of one engine: numBlocks blocks of blockSize
 // tokens, reference counted, with an LRU queue of free blocks. A full block of
@@ -122,10 +125,7 @@ func blockHash(parent uint64, tokens []int) uint64 {
 		h *= 0x100000001b3
 		h ^= h >> 29
 	}
-	if h == 0 {
-		h = 1
-	}
-	return h
+	return cmp.Or(h, 1)
 }
 
 // lookup takes a reference on the cached blocks matching the longest prefix

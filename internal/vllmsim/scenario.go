@@ -3,7 +3,6 @@ package vllmsim
 import (
 	"fmt"
 	"sort"
-	"time"
 )
 
 // Dist is a log-normal length distribution clamped to [Min, Max].
@@ -142,11 +141,8 @@ func (s *Sim) ApplyScenario(sc Scenario) error {
 	if bad {
 		return fmt.Errorf("invalid scenario %q: negative factor/rate/burst size or prefix/abort fraction outside [0,1]", sc.Name)
 	}
-	s.mu.Lock()
+	s.lockNow()
 	defer s.mu.Unlock()
-	if !s.cfg.VirtualClock {
-		s.advanceLocked(time.Now())
-	}
 	wasStalled := s.scen.Stalled
 	s.scen = sc
 	for _, e := range s.allEngines() {
@@ -169,11 +165,8 @@ func (s *Sim) Scenario() Scenario {
 
 // SetLoadGen turns the built-in load generator on or off.
 func (s *Sim) SetLoadGen(on bool) {
-	s.mu.Lock()
+	s.lockNow()
 	defer s.mu.Unlock()
-	if !s.cfg.VirtualClock {
-		s.advanceLocked(time.Now())
-	}
 	s.load.enabled = on
 	s.load.reset(s.now)
 	s.poke()

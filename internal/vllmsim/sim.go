@@ -1,12 +1,13 @@
 package vllmsim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -176,39 +177,23 @@ func (c *Config) applyDefaults() {
 	if len(c.Models) == 0 {
 		c.Models = []string{"meta-llama/Llama-3.1-8B-Instruct"}
 	}
-	def := func(p *int, v int) {
-		if *p == 0 {
-			*p = v
-		}
-	}
-	def(&c.DataParallelSize, 1)
-	def(&c.TensorParallelSize, 1)
-	def(&c.MaxNumSeqs, 128)
-	def(&c.MaxNumBatchedTokens, 8192)
-	def(&c.NumGPUBlocks, 4096)
-	def(&c.BlockSize, 16)
-	def(&c.MaxModelLen, 8192)
-	def(&c.StreamInterval, 1)
-	def(&c.APIServerCount, 1)
-	def(&c.MeanOutputTokens, 256)
-	def(&c.MaxRecords, 100000)
-	defF := func(p *float64, v float64) {
-		if *p == 0 {
-			*p = v
-		}
-	}
-	defF(&c.ModelParams, 8.03e9)
-	defF(&c.WeightBytesPerParam, 2)
-	defF(&c.KVBytesPerToken, 131072)
-	if c.SchedulingPolicy == "" {
-		c.SchedulingPolicy = PolicyFCFS
-	}
-	if c.Cost == (CostModel{}) {
-		c.Cost = DefaultCost
-	}
-	if c.Engine == "" {
-		c.Engine = EngineVLLM
-	}
+	c.DataParallelSize = cmp.Or(c.DataParallelSize, 1)
+	c.TensorParallelSize = cmp.Or(c.TensorParallelSize, 1)
+	c.MaxNumSeqs = cmp.Or(c.MaxNumSeqs, 128)
+	c.MaxNumBatchedTokens = cmp.Or(c.MaxNumBatchedTokens, 8192)
+	c.NumGPUBlocks = cmp.Or(c.NumGPUBlocks, 4096)
+	c.BlockSize = cmp.Or(c.BlockSize, 16)
+	c.MaxModelLen = cmp.Or(c.MaxModelLen, 8192)
+	c.StreamInterval = cmp.Or(c.StreamInterval, 1)
+	c.APIServerCount = cmp.Or(c.APIServerCount, 1)
+	c.MeanOutputTokens = cmp.Or(c.MeanOutputTokens, 256)
+	c.MaxRecords = cmp.Or(c.MaxRecords, 100000)
+	c.ModelParams = cmp.Or(c.ModelParams, 8.03e9)
+	c.WeightBytesPerParam = cmp.Or(c.WeightBytesPerParam, 2)
+	c.KVBytesPerToken = cmp.Or(c.KVBytesPerToken, 131072)
+	c.SchedulingPolicy = cmp.Or(c.SchedulingPolicy, PolicyFCFS)
+	c.Cost = cmp.Or(c.Cost, DefaultCost)
+	c.Engine = cmp.Or(c.Engine, EngineVLLM)
 	if c.MetricsVersion == "" {
 		c.MetricsVersion = MetricsV1
 		if c.Engine != EngineVLLM {
@@ -218,12 +203,8 @@ func (c *Config) applyDefaults() {
 	if c.Start.IsZero() {
 		c.Start = time.Date(2026, 8, 10, 6, 0, 0, 0, time.UTC)
 	}
-	if c.Scenario == "" {
-		c.Scenario = "healthy"
-	}
-	if c.Addr == "" {
-		c.Addr = "127.0.0.1:0"
-	}
+	c.Scenario = cmp.Or(c.Scenario, "healthy")
+	c.Addr = cmp.Or(c.Addr, "127.0.0.1:0")
 }
 
 // validate rejects a configuration vLLM would not start with, or one the
@@ -382,14 +363,10 @@ func (s *Sim) resetLocked() {
 	s.models = map[string][]*engine{}
 	for _, m := range s.cfg.Models {
 		for i := 0; i < s.cfg.DataParallelSize; i++ {
-			s.models[m] = append(s.models[m], &engine{
-				sim: s, model: m, index: i,
-				pool: newBlockPool(s.cfg.NumGPUBlocks, s.cfg.BlockSize, !s.cfg.DisablePrefixCaching,
-					s.cfg.MetricsVersion != MetricsV0),
-				stats: newEngineStats(s.buckets), lastStepAt: s.now,
-			})
-			s.models[m][i].stats.growSpec(s.specMaxK)
-			s.models[m][i].attachResidency()
+			e := &engine{sim: s, model: m, index: i, stats: newEngineStats(s.buckets), lastStepAt: s.now}
+			e.stats.growSpec(s.specMaxK)
+			e.resetPool()
+			s.models[m] = append(s.models[m], e)
 		}
 	}
 	s.http = newHTTPStats()
@@ -467,6 +444,14 @@ func (s *Sim) nextEventLocked() (next time.Time, eng *engine, arrival bool) {
 		}
 	}
 	return next, eng, arrival
+}
+
+// lockNow locks s and, on the real-time clock, runs events up to now.
+func (s *Sim) lockNow() {
+	s.mu.Lock()
+	if !s.cfg.VirtualClock {
+		s.advanceLocked(time.Now())
+	}
 }
 
 // advanceLocked is the discrete-event loop: events run in time order until
@@ -636,19 +621,14 @@ func (s *Sim) submit(r Request, h *Handle) error {
 	if len(r.Prompt) == 0 {
 		return fmt.Errorf("%w: prompt is empty", ErrBadRequest)
 	}
-	s.mu.Lock()
+	s.lockNow()
 	defer s.mu.Unlock()
-	if !s.cfg.VirtualClock {
-		s.advanceLocked(time.Now())
-	}
 	return s.submitLocked(r, h)
 }
 
 // submitLocked enqueues r on the least-loaded engine of its model at s.now.
 func (s *Sim) submitLocked(r Request, h *Handle) error {
-	if r.Model == "" {
-		r.Model = s.cfg.Models[0]
-	}
+	r.Model = cmp.Or(r.Model, s.cfg.Models[0])
 	adapter := ""
 	if base := s.loraBase(r.Model); base != "" {
 		adapter, r.Model = r.Model, base
@@ -664,12 +644,7 @@ func (s *Sim) submitLocked(r Request, h *Handle) error {
 		return fmt.Errorf("%w: This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion)",
 			ErrBadRequest, s.cfg.MaxModelLen, len(r.Prompt)+r.MaxTokens, len(r.Prompt), r.MaxTokens)
 	}
-	e := engines[0]
-	for _, x := range engines[1:] {
-		if x.load() < e.load() {
-			e = x
-		}
-	}
+	e := slices.MinFunc(engines, func(a, b *engine) int { return cmp.Compare(a.load(), b.load()) })
 	if err := s.admit(e, len(r.Prompt)); err != nil {
 		return err
 	}
@@ -697,7 +672,7 @@ func (s *Sim) submitLocked(r Request, h *Handle) error {
 		// A decode pod defers the request until its KV has arrived.
 		q.deferUntil = s.now.Add(wait)
 		e.deferred = append(e.deferred, q)
-	} else if s.takeDeferral() {
+	} else if every(&s.deferAcc, s.deferCfg.Fraction) {
 		if s.deferCfg.Hold > 0 {
 			q.deferUntil = s.now.Add(s.deferCfg.Hold)
 		}
@@ -927,9 +902,7 @@ func (s *Sim) Engines() []EngineState {
 func (s *Sim) PrefixCachedTokens(model string, engine int, prompt []int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if model == "" {
-		model = s.cfg.Models[0]
-	}
+	model = cmp.Or(model, s.cfg.Models[0])
 	es := s.models[model]
 	if engine < 0 || engine >= len(es) {
 		return 0
@@ -948,12 +921,7 @@ func (s *Sim) Restart() {
 }
 
 func (s *Sim) restartLocked() {
-	hs := make([]*Handle, 0, len(s.handles))
-	for h := range s.handles {
-		hs = append(hs, h)
-	}
-	sort.Slice(hs, func(i, j int) bool { return hs[i].r.id < hs[j].r.id })
-	for _, h := range hs {
+	for _, h := range slices.SortedFunc(maps.Keys(s.handles), func(a, b *Handle) int { return cmp.Compare(a.r.id, b.r.id) }) {
 		h.push(Output{Err: ErrRestarted, Time: s.now})
 	}
 	s.handles = map[*Handle]struct{}{}
