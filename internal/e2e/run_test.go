@@ -130,7 +130,8 @@ var e2eAdapters = []string{"e2e-sql-lora", "e2e-chat-lora", "e2e-summarize-lora"
 // for seconds, and the requests for the other adapters wait behind it:
 // real TTFT misses, the healthy phase's only misses by design, which is
 // why TestEndToEnd waits loraBurstAfter before the burst),
-// KV offload in both name generations with external-cache lookups,
+// KV offload in both name generations with external-cache lookups and a
+// second tier, HF3FS saves and loads, a few failures of each,
 // --kv-cache-metrics, and Mooncake store traffic of which 2% fails.
 func productionControls(role string) map[string]any {
 	return map[string]any{
@@ -138,7 +139,14 @@ func productionControls(role string) map[string]any {
 		"/admin/pd":        map[string]any{"role": role, "transfer_seconds": 0.01, "bytes_per_second": 25e9, "fail_fraction": 0.02, "expire_fraction": 0.02},
 		"/admin/lora":      map[string]any{"max_lora": 1, "adapters": e2eAdapters, "load_fraction": 0.03},
 		"/admin/offload": map[string]any{"load_bytes_per_second": 2e9, "store_bytes_per_second": 5e9, "layout": "both",
-			"external_query_tokens_per_second": 1000, "hit_ratio": 0.4},
+			"external_query_tokens_per_second": 1000, "hit_ratio": 0.4,
+			// Failures well under VLLMKVOffloadFailures' one a minute, so the failure panel has data.
+			"allocation_failures_per_second": 0.005, "promotion_allocation_failures_per_second": 0.005,
+			"tiers": []map[string]any{{"name": "disk", "read_bytes_per_second": 1e9, "write_bytes_per_second": 1e9,
+				"block_queries_per_second": 10, "hit_ratio": 0.5, "promotion_failures_per_second": 0.005,
+				"cascade_failures_per_second": 0.005, "write_usage": 0.1, "read_usage": 0.1}}},
+		"/admin/hf3fs": map[string]any{"saves_per_second": 1, "loads_per_second": 1, "save_seconds": 0.01, "load_seconds": 0.01,
+			"fail_fraction": 0.005},
 		"/admin/kv_cache_metrics": map[string]any{"enabled": true},
 		"/admin/mooncake": map[string]any{"ops_per_second": 5, "error_fraction": 0.02, "keys_per_op": 16, "bytes_per_key": 1 << 20,
 			"op_seconds": 0.004},

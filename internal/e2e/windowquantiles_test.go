@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -315,11 +316,13 @@ func TestProbeQuantilesMatchRawClient(t *testing.T) {
 		"--vllm.scrape-interval=1s", "--no-probe.enabled")
 	targets := []string{strings.TrimPrefix(probeTarget.URL, "http://"), fmt.Sprintf("127.0.0.1:%d", port)}
 	global := map[string]any{"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"}
+	recording := filepath.Join(testutil.ModuleRoot(t), "alerts", "vllm-recording.yml")
 	proms := make([]promClient, len(modes))
 	procs := make([][]*proc, len(modes))
 	for i, m := range modes {
 		var p *proc
-		p, proms[i] = startPrometheus(t, "prometheus-"+m.name, global, m.scrape, nil, targets, "")
+		// The server panels read the fleet recording rules.
+		p, proms[i] = startPrometheus(t, "prometheus-"+m.name, global, m.scrape, []string{recording}, targets, "")
 		procs[i] = []*proc{p, exporter}
 	}
 	// Probing starts once every Prometheus has scraped both targets, so
@@ -425,7 +428,8 @@ func TestProbeQuantilesMatchRawClient(t *testing.T) {
 		}
 		tpot, itl := overviewServerTargets(t, panels, "TPOT p50 / p99"), overviewServerTargets(t, panels, "Inter-token latency p50 / p99")
 		for k := range tpot {
-			waitFor(t, m.name+": server TPOT panel equals the ITL panel", 30*time.Second, procs[i], func() error {
+			// 90 s: the fleet latency records are evaluated each minute.
+			waitFor(t, m.name+": server TPOT panel equals the ITL panel", 90*time.Second, procs[i], func() error {
 				diff := fmt.Sprintf(`abs((%s) - (%s))`, Substitute(tpot[k]), Substitute(itl[k]))
 				res, err := proms[i].query(diff)
 				if err == nil && (len(res) != 1 || res[0].Value[1] != "0" || res[0].Metric["model"] != "meta-llama/Llama-3.1-8B-Instruct") {
